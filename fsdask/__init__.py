@@ -1,0 +1,50 @@
+"""fsdask — out-of-core, distributed feature selection on chunked Zarr data with Dask.
+
+Quick start::
+
+    import fsdask
+    fsdask.ingest("leukemia_golub.npz", "golub.zarr")
+    ds = fsdask.open_dataset("golub.zarr")
+    sel = fsdask.Filter(score="ttest", n_features_to_select=50).fit(ds)
+    sel.result_            # xarray.Dataset: weight, rank, selected over feature
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+from fsdask.errors import FsdaskError, InputError, ParameterError, StoreError  # noqa: E402
+from fsdask.io import open_dataset, write_dataset, ingest  # noqa: E402
+from fsdask.results import open_result, write_result  # noqa: E402
+from fsdask.methods import available_methods, get_method  # noqa: E402
+
+# estimators are imported lazily so `import fsdask` stays fast and a method's optional
+# dependencies load only when it is used
+_LAZY = {
+    "Filter": "fsdask.methods.filters",
+    "QAlpha": "fsdask.methods.qalpha",
+    "Logo": "fsdask.methods.logo",
+    "SparseHSIC": "fsdask.methods.hsic",
+    "CPFS": "fsdask.methods.cpfs",
+    "cpfs_path": "fsdask.methods.cpfs",
+    "JolliffeI": "fsdask.methods.pca_based",
+    "JolliffeNI": "fsdask.methods.pca_based",
+    "PFA": "fsdask.methods.pca_based",
+    "LaplacianScore": "fsdask.methods.filters",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'fsdask' has no attribute {name!r}")
+
+
+__all__ = [
+    "__version__", "FsdaskError", "InputError", "ParameterError", "StoreError",
+    "open_dataset", "write_dataset", "ingest", "open_result", "write_result",
+    "available_methods", "get_method", *_LAZY,
+]

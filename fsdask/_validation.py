@@ -1,0 +1,172 @@
+"""Input validation shared by every estimator and command.
+
+The data model: ``X`` is (sample, feature); inside fsdask it is a dask array whose chunks
+span *all samples* and a contiguous block of features, so that every per-feature statistic
+is a blockwise map and every sample-by-sample statistic is a sum over blocks.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from fsdask.errors import InputError, ParameterError
+
+#: default target size in bytes of one feature block (chunk) of X
+DEFAULT_CHUNK_BYTES = 64 * 2**20
+
+
+def feature_block_size(n_samples: int, itemsize: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> int:
+    """Number of features per block so that a block (all samples) is about ``chunk_bytes``."""
+    return max(1, int(chunk_bytes // max(1, n_samples * itemsize)))
+
+
+def as_feature_blocks(X: da.Array, block: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.Array:
+    """Rechunk ``X`` (sample, feature) to (all samples, feature block) if it is not already."""
+    n, p = X.shape
+    if block is None:
+        if len(X.chunks[0]) == 1:
+            return X
+        block = feature_block_size(n, X.dtype.itemsize, chunk_bytes)
+    return X.rechunk({0: -1, 1: block})
+
+
+def feature_names_of(X: Any) -> np.ndarray | None:
+    """Feature ids of ``X`` if it carries them (DataArray ``feature`` coord or DataFrame columns)."""
+    if isinstance(X, xr.DataArray) and "feature" in X.coords:
+        return np.asarray(X.coords["feature"].values)
+    cols = getattr(X, "columns", None)
+    if cols is not None:
+        return np.asarray(cols)
+    return None
+
+
+def check_array(
+    X: Any,
+    *,
+    name: str = "X",
+    allow_nan: bool = False,
+    dtype: Any = None,
+    min_samples: int = 1,
+    min_features: int = 1,
+    check_finite: bool = True,
+) -> da.Array:
+    """Turn numpy / dask / xarray / pandas input into a 2-D dask array in feature blocks.
+
+    Non-finite values are checked lazily-but-once: the check is a single streaming pass
+    (``isfinite`` reduction) and the error says how many bad values there are and in which
+    features, so the user can fix the input or pick a NaN policy at ingest.
+    """
+    if isinstance(X, xr.Dataset):
+        if "X" not in X:
+            raise InputError(f"{name}: the Dataset has no variable 'X' (found {list(X.data_vars)}); "
+                             "pass ds['X'] or a dataset made by fsdask.ingest")
+        X = X["X"]
+    if isinstance(X, xr.DataArray):
+        if X.ndim != 2:
+            raise InputError(f"{name} must be 2-D (sample, feature); got dims {X.dims}")
+        if X.dims != ("sample", "feature") and set(X.dims) == {"sample", "feature"}:
+            X = X.transpose("sample", "feature")
+        X = X.data
+    elif hasattr(X, "to_numpy") and not isinstance(X, da.Array):  # pandas
+        try:
+            X = X.to_numpy()
+        except Exception as exc:  # pragma: no cover - defensive
+            raise InputError(f"{name}: could not convert to an array: {exc}") from exc
+    if not isinstance(X, da.Array):
+        X = np.asarray(X)
+        if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+            raise InputError(
+                f"{name} has non-numeric values (dtype {X.dtype}); convert the columns to numbers "
+                "or drop the non-numeric ones (for CSV ingest, name the label column with --label)")
+        X = da.from_array(X, chunks=(-1, feature_block_size(X.shape[0] if X.ndim else 1, max(X.dtype.itemsize, 4))))
+    if X.ndim != 2:
+        raise InputError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
+    if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+        raise InputError(f"{name} has non-numeric dtype {X.dtype}; expected float or int values")
+    if np.issubdtype(X.dtype, np.complexfloating):
+        raise InputError(f"{name} is complex ({X.dtype}); fsdask works on real values")
+    n, p = X.shape
+    if n == 0 or p == 0:
+        raise InputError(f"{name} is empty (shape {X.shape}); it needs at least one sample and one feature")
+    if n < min_samples:
+        raise InputError(f"{name} has {n} samples; this method needs at least {min_samples}")
+    if p < min_features:
+        raise InputError(f"{name} has {p} features; this method needs at least {min_features}")
+    if dtype is not None:
+        X = X.astype(dtype)
+    elif not np.issubdtype(X.dtype, np.floating):
+        X = X.astype(np.float64)
+    X = as_feature_blocks(X)
+    if check_finite and not allow_nan:
+        assert_all_finite(X, name=name)
+    return X
+
+
+def assert_all_finite(X: da.Array, name: str = "X", feature_names: np.ndarray | None = None) -> None:
+    """Raise :class:`InputError` naming the count and first features of non-finite values."""
+    bad_per_feature = (~da.isfinite(X)).sum(axis=0).compute()
+    total = int(bad_per_feature.sum())
+    if total:
+        idx = np.flatnonzero(bad_per_feature)
+        shown = [str(feature_names[i]) if feature_names is not None else str(i) for i in idx[:5]]
+        raise InputError(
+            f"{name} contains {total} NaN/Inf value(s) in {idx.size} feature(s) "
+            f"(first: {', '.join(shown)}); impute or drop them first, e.g. "
+            "`fsdask ingest --nan-policy zero|mean|drop-feature` or X.fillna(...)")
+
+
+def constant_features(X: da.Array) -> da.Array:
+    """Boolean mask (lazy) of features whose values are all equal (zero norm after centring)."""
+    return X.max(axis=0) == X.min(axis=0)
+
+
+def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np.ndarray:
+    """Validate a response vector of length ``n_samples``.
+
+    ``task`` is ``"classification"`` (needs ≥ 2 classes), ``"regression"`` (numeric,
+    finite, not constant) or ``"any"``.
+    """
+    if y is None:
+        raise InputError(f"{name} is required by this method; pass labels or a response with fit(X, y)")
+    if isinstance(y, (xr.DataArray, da.Array)):
+        y = np.asarray(y.compute() if hasattr(y, "compute") else y)
+    y = np.asarray(y)
+    if y.ndim == 2 and 1 in y.shape and task == "classification":
+        y = y.ravel()
+    if y.shape[0] != n_samples:
+        raise InputError(f"{name} has {y.shape[0]} entries but X has {n_samples} samples; "
+                         "they must describe the same samples in the same order")
+    if task == "classification":
+        classes = np.unique(y)
+        if classes.size < 2:
+            raise InputError(f"{name} has a single class ({classes[0]!r}); a supervised method needs "
+                             "at least two classes")
+    elif task == "regression":
+        if not np.issubdtype(y.dtype, np.number):
+            raise InputError(f"{name} must be numeric for a continuous response (dtype {y.dtype})")
+        if not np.all(np.isfinite(y)):
+            raise InputError(f"{name} has {int((~np.isfinite(y)).sum())} NaN/Inf value(s)")
+        if np.ptp(y, axis=0).min() == 0:
+            raise InputError(f"{name} is constant; a response must vary across samples")
+    return y
+
+
+def check_scalar(value: Any, name: str, *, kind: type | tuple = numbers.Real, low: float | None = None,
+                 high: float | None = None, include_low: bool = True, include_high: bool = True) -> Any:
+    """Check a scalar parameter's type and range, with a message naming the allowed range."""
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise ParameterError(f"{name} must be a {getattr(kind, '__name__', kind)}; got {value!r}")
+    bad_low = low is not None and (value < low or (value == low and not include_low))
+    bad_high = high is not None and (value > high or (value == high and not include_high))
+    if bad_low or bad_high:
+        lo = "-inf" if low is None else ("[" if include_low else "(") + str(low)
+        hi = "inf" if high is None else str(high) + ("]" if include_high else ")")
+        lo = lo if low is not None else "(-inf"
+        hi = hi if high is not None else "inf)"
+        raise ParameterError(f"{name}={value!r} is out of range; allowed: {lo}, {hi}")
+    return value

@@ -1,0 +1,42 @@
+"""Weston et al. (2001) "linear" problem, as used in Wolf & Shashua (2005), §7.
+
+y = ±1 with equal probability.  With probability 0.7 features 1–3 are drawn as
+x_i = y·N(i, 1) and features 4–6 as N(0, 1); otherwise features 1–3 are N(0, 1) and
+features 4–6 are x_i = y·N(i − 3, 1).  All other features are N(0, 20) (variance 20).
+Relevant features: indices 0–5.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from fsdask.datasets._stream import Synthetic, lazy_matrix
+
+
+def weston_linear(n_samples: int = 100, n_features: int = 202, random_state: int = 0,
+                  dtype=np.float32) -> Synthetic:
+    """The Weston "linear" problem (6 relevant of ``n_features``), lazy and seeded."""
+    if n_features < 6:
+        raise ValueError("the Weston linear problem needs at least 6 features")
+    rng = np.random.default_rng([int(random_state), 2**31 - 1])
+    y = rng.choice(np.array([-1, 1]), size=n_samples)
+    first = rng.random(n_samples) < 0.7  # which triple carries the signal
+
+    def sampler(brng: np.random.Generator, g0: int, g1: int, n: int) -> np.ndarray:
+        block = brng.normal(0.0, np.sqrt(20.0), size=(n, g1 - g0))
+        for j in range(g0, min(g1, 6)):
+            i = j + 1  # the paper's 1-based feature number
+            if i <= 3:
+                signal = y * brng.normal(i, 1.0, size=n)
+                block[:, j - g0] = np.where(first, signal, brng.normal(0.0, 1.0, size=n))
+            else:
+                signal = y * brng.normal(i - 3, 1.0, size=n)
+                block[:, j - g0] = np.where(first, brng.normal(0.0, 1.0, size=n), signal)
+        return block
+
+    X = lazy_matrix(random_state, n_samples, n_features, sampler, dtype)
+    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y.astype(np.int64))},
+                    coords={"sample": np.arange(n_samples), "feature": np.arange(n_features)})
+    return Synthetic(ds, np.arange(6), {"generator": "weston_linear", "n_samples": n_samples,
+                                        "n_features": n_features, "random_state": random_state})

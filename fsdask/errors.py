@@ -1,0 +1,29 @@
+"""Exceptions raised by fsdask.
+
+Every error says *what* is wrong, *where*, and *what to do*.  They derive from the
+builtin exception a user would expect (``ValueError`` for bad input, ``OSError`` for
+storage problems), so ``except ValueError`` keeps working, and from
+:class:`FsdaskError`, so the CLI can turn any of them into a one-line message.
+"""
+
+from __future__ import annotations
+
+
+class FsdaskError(Exception):
+    """Base class of all fsdask errors."""
+
+
+class InputError(FsdaskError, ValueError):
+    """The data given to an estimator or a command is not usable as it is."""
+
+
+class ParameterError(FsdaskError, ValueError):
+    """A parameter is out of its allowed range or of the wrong kind."""
+
+
+class StoreError(FsdaskError, OSError):
+    """A store is missing, unreachable, empty, incomplete or not an fsdask dataset."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An iterative method stopped at ``max_iter`` before meeting its tolerance."""

@@ -1,0 +1,35 @@
+"""The Dask building blocks every method uses.
+
+* :mod:`.reductions` — per-feature maps and tree-summed reductions over feature blocks;
+* :mod:`.pairwise` — sample × sample distances/kernels accumulated over feature blocks,
+  and feature × feature kernels applied tile by tile;
+* :mod:`.tsqr` — tall-skinny QR/SVD and Khatri–Rao Grams;
+* :mod:`.eigen` — matrix-free symmetric eigensolvers whose mat-vec is one pass.
+
+Methods say *what* is computed; these functions say *how* the big matrix is swept.
+"""
+
+from fsdask.linalg.reductions import map_features, sum_over_blocks, feature_dot, row_dot
+from fsdask.linalg.pairwise import (
+    sample_pairwise,
+    feature_kernel_matmul,
+    pairwise_block,
+)
+from fsdask.linalg.tsqr import tall_skinny_qr, tall_skinny_svd, khatri_rao, khatri_rao_gram
+from fsdask.linalg.eigen import leading_eigh, dask_operator
+
+__all__ = [
+    "map_features",
+    "sum_over_blocks",
+    "feature_dot",
+    "row_dot",
+    "sample_pairwise",
+    "feature_kernel_matmul",
+    "pairwise_block",
+    "tall_skinny_qr",
+    "tall_skinny_svd",
+    "khatri_rao",
+    "khatri_rao_gram",
+    "leading_eigh",
+    "dask_operator",
+]

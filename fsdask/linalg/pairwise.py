@@ -1,0 +1,106 @@
+"""Pairwise computations that never hold more than a block or a tile.
+
+* Between **samples** (N × N, N small): ``D = Σ_b D(X_b)`` accumulated over feature blocks
+  (weighted Manhattan, squared Euclidean, dot products), tree-summed.
+* Between **features** (p × p, p huge): never stored.  ``V @ B`` for a kernel V between
+  feature columns is computed tile by tile: ``(V B)_I = Σ_J k(X_I, X_J) B_J``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable, Literal
+
+import dask.array as da
+import numba
+import numpy as np
+
+from fsdask.linalg.reductions import sum_over_blocks
+
+Metric = Literal["manhattan", "sqeuclidean", "dot"]
+
+
+@numba.njit(cache=True, parallel=False, fastmath=False)
+def _weighted_manhattan(A: np.ndarray, B: np.ndarray, w: np.ndarray) -> np.ndarray:
+    na, p = A.shape
+    nb = B.shape[0]
+    out = np.zeros((na, nb))
+    for i in range(na):
+        for k in range(nb):
+            s = 0.0
+            for j in range(p):
+                s += w[j] * abs(A[i, j] - B[k, j])
+            out[i, k] = s
+    return out
+
+
+def pairwise_block(A: np.ndarray, B: np.ndarray, metric: Metric = "sqeuclidean",
+                   weights: np.ndarray | None = None) -> np.ndarray:
+    """Partial pairwise matrix between the rows of A and B over one block of columns.
+
+    ``(D)_{ik} = Σ_j w_j d(a_ij, b_kj)`` with d = |·| (manhattan), (·)² (sqeuclidean) or the
+    product (dot).  ``weights`` defaults to ones.  Summing this over column blocks gives the
+    full matrix, which is how :func:`sample_pairwise` uses it.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    w = np.ones(A.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
+    if metric == "manhattan":
+        return _weighted_manhattan(np.ascontiguousarray(A), np.ascontiguousarray(B), np.ascontiguousarray(w))
+    if metric == "sqeuclidean":
+        Aw = A * w
+        d = (Aw * A).sum(1)[:, None] + (B * B * w).sum(1)[None, :] - 2.0 * Aw @ B.T
+        return d
+    if metric == "dot":
+        return (A * w) @ B.T
+    raise ValueError(f"unknown metric {metric!r}; use 'manhattan', 'sqeuclidean' or 'dot'")
+
+
+def sample_pairwise(X: da.Array, metric: Metric = "sqeuclidean", weights: da.Array | np.ndarray | None = None,
+                    split_every: int | None = 8) -> da.Array:
+    """N × N matrix between samples, summed over feature blocks (lazy, one pass).
+
+    ``weights`` (per feature) gives the weighted distances of Logo:
+    ``D_ni = Σ_j w_j |x_nj − x_ij|``.
+    """
+    n = X.shape[0]
+    if weights is None:
+        return sum_over_blocks(lambda xb: pairwise_block(xb, xb, metric), X, shape=(n, n), split_every=split_every)
+    w = weights if isinstance(weights, da.Array) else da.from_array(np.asarray(weights, dtype=np.float64),
+                                                                    chunks=(X.chunks[1],))
+    return sum_over_blocks(lambda xb, wb: pairwise_block(xb, xb, metric, wb), X, w, shape=(n, n),
+                           split_every=split_every)
+
+
+KernelFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def feature_kernel_matmul(X: da.Array, kernel: KernelFn, B: np.ndarray | da.Array, tile: int = 2048,
+                          split_every: int | None = 8) -> da.Array:
+    """``V @ B`` where ``V[i, j] = kernel(X[:, i], X[:, j])`` — never storing V.
+
+    ``kernel(XI, XJ)`` receives two (sample × tile) column blocks and returns the
+    (tile_I × tile_J) block of V.  Peak memory per task is one tile of V plus the blocks.
+    ``B`` is (feature × r).  Returns a lazy (feature × r) array chunked by ``tile``.
+    """
+    p = X.shape[1]
+    squeeze = getattr(B, "ndim", 2) == 1
+    B = B[:, None] if squeeze else B
+    Xt = X.rechunk({0: -1, 1: tile})
+    Bt = (B if isinstance(B, da.Array) else da.from_array(np.asarray(B))).rechunk({0: tile, 1: -1})
+    if Bt.shape[0] != p:
+        raise ValueError(f"B has {Bt.shape[0]} rows but X has {p} features")
+
+    def tile_fn(xi, xj, bj):
+        v = np.asarray(kernel(xi, xj))
+        if v.shape != (xi.shape[1], xj.shape[1]):
+            raise ValueError(f"kernel returned shape {v.shape}; expected ({xi.shape[1]}, {xj.shape[1]}) "
+                             "for two column blocks of (sample × features)")
+        return (v @ bj)[:, None, :]
+
+    with warnings.catch_warnings():  # (tiles × tiles) tasks is the point here
+        warnings.simplefilter("ignore", da.PerformanceWarning)
+        parts = da.blockwise(tile_fn, "ijk", Xt, "si", Xt, "sj", Bt, "jk",
+                             adjust_chunks={"j": 1}, dtype=np.float64, concatenate=True)
+    out = parts.sum(axis=1, split_every=split_every)
+    return out[:, 0] if squeeze else out

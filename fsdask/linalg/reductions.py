@@ -1,0 +1,109 @@
+"""Streaming maps and reductions over the feature blocks of X (sample, feature).
+
+X is chunked as (all samples, feature block).  Two shapes of work cover most methods:
+
+* a **per-feature map**: ``f(X_b) -> (..., p_b)`` — every per-feature statistic (filters,
+  normalisation, margins) is one of these, with no communication between blocks;
+* a **reduction over blocks**: ``Σ_b f(X_b)`` of a small array (q×q Gram, N×N distances,
+  class sums) — done as a tree (``split_every``) so no single task holds more than a few
+  partial results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import dask.array as da
+import numpy as np
+
+
+def _check_blocks(X: da.Array) -> None:
+    if len(X.chunks[0]) != 1:
+        raise ValueError("X must be chunked as (all samples, feature block); "
+                         "use fsdask._validation.as_feature_blocks(X)")
+
+
+def map_features(
+    func: Callable[..., np.ndarray],
+    X: da.Array,
+    *args: da.Array,
+    out_rows: int | None = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> da.Array:
+    """Apply ``func(X_b, *args_b, **kwargs)`` to each feature block.
+
+    ``func`` returns ``(p_b,)`` (``out_rows=None``) or ``(out_rows, p_b)``.  Extra dask
+    ``args`` that are (…, feature)-shaped are aligned with X's feature chunks; numpy
+    arrays and scalars in ``kwargs`` are passed whole to every block.
+    """
+    _check_blocks(X)
+    dtype = dtype or X.dtype
+    aligned = [a.rechunk({a.ndim - 1: X.chunks[1]}) if a.ndim >= 1 else a for a in args]
+    if out_rows is None:
+        ind = "j"
+        new_axes: dict = {}
+    else:
+        ind = "rj"
+        new_axes = {"r": out_rows}
+    arg_pairs: list = [X, "ij"]
+    for a in aligned:
+        arg_pairs += [a, "j" if a.ndim == 1 else "k" * (a.ndim - 1) + "j"] if a.ndim else [a, None]
+    return da.blockwise(_first_block(func), ind, *arg_pairs, new_axes=new_axes, dtype=dtype,
+                        concatenate=True, **kwargs)
+
+
+def _first_block(func: Callable) -> Callable:
+    # blockwise hands each block; sample axis has one chunk so blocks come whole
+    return func
+
+
+def sum_over_blocks(
+    func: Callable[..., np.ndarray],
+    X: da.Array,
+    *args: da.Array,
+    shape: Sequence[int],
+    dtype: Any = np.float64,
+    split_every: int | None = 8,
+    **kwargs: Any,
+) -> da.Array:
+    """Tree-sum ``Σ_b func(X_b, *args_b, **kwargs)`` where each term has ``shape``.
+
+    Returns a lazy dask array of ``shape`` (one chunk).  ``args`` are (…, feature)-shaped
+    dask arrays aligned with X's feature blocks (e.g. a weight vector, or Z̄).
+    """
+    _check_blocks(X)
+    shape = tuple(int(s) for s in shape)
+    letters = "abcdefgh"[: len(shape)]
+    aligned = [a.rechunk({a.ndim - 1: X.chunks[1]}) for a in args]
+    arg_pairs: list = [X, "ij"]
+    for a in aligned:
+        arg_pairs += [a, "j" if a.ndim == 1 else "uvw"[: a.ndim - 1] + "j"]
+
+    def term(xb, *rest, **kw):
+        out = np.asarray(func(xb, *rest, **kw), dtype=dtype)
+        return out[None, ...]
+
+    parts = da.blockwise(
+        term, "j" + letters, *arg_pairs,
+        new_axes=dict(zip(letters, shape)),
+        adjust_chunks={"j": 1},
+        dtype=dtype, concatenate=True, **kwargs,
+    )
+    return parts.sum(axis=0, split_every=split_every)
+
+
+def feature_dot(X: da.Array, W: np.ndarray | da.Array) -> da.Array:
+    """``X @ W`` for X (sample, feature) and W (feature, r): a sum over feature blocks (N × r)."""
+    W = W if isinstance(W, da.Array) else da.from_array(np.asarray(W), chunks=(X.chunks[1], -1))
+    r = W.shape[1]
+    return sum_over_blocks(lambda xb, wb: xb @ wb.T, X, W.T, shape=(X.shape[0], r),
+                           dtype=np.result_type(X.dtype, W.dtype))
+
+
+def row_dot(X: da.Array, C: np.ndarray) -> da.Array:
+    """``Xᵀ C`` for X (sample, feature) and small C (sample, r): a per-feature map (feature × r), lazy."""
+    C = np.asarray(C)
+    r = C.shape[1]
+    return map_features(lambda xb: (xb.T @ C).T, X, out_rows=r,
+                        dtype=np.result_type(X.dtype, C.dtype)).T

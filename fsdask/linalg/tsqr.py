@@ -1,0 +1,88 @@
+"""Tall-skinny factorisations (n × r with n ≫ r), the dask ``tsqr`` way.
+
+Tall arrays here are *feature-major*: ``M = Xᵀ`` (feature × sample), or any (feature × r)
+array, chunked in row blocks with one column chunk — exactly the layout
+:func:`dask.array.linalg.tsqr` wants.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dask.array as da
+import numpy as np
+
+from fsdask.linalg.reductions import sum_over_blocks
+
+
+def _tall(A: da.Array) -> da.Array:
+    if not isinstance(A, da.Array):
+        A = da.from_array(np.asarray(A))
+    if len(A.chunks[1]) != 1:
+        A = A.rechunk({1: -1})
+    return A
+
+
+def tall_skinny_qr(A: da.Array) -> tuple[da.Array, da.Array]:
+    """QR of a tall-skinny array: ``Q`` lazy (n × r, chunked like A), ``R`` (r × r), via TSQR."""
+    A = _tall(A)
+    if A.shape[1] > A.chunks[0][0] or any(c < A.shape[1] for c in A.chunks[0][:-1]):
+        A = A.rechunk({0: max(A.shape[1], A.chunks[0][0])})
+    return da.linalg.tsqr(A)
+
+
+def tall_skinny_svd(A: da.Array, method: Literal["tsqr", "gram"] = "tsqr") -> tuple[da.Array, np.ndarray, np.ndarray]:
+    """Thin SVD ``A = U diag(s) Vᵀ`` of a tall-skinny array.
+
+    ``tsqr`` (default) is backward stable; ``gram`` eigen-decomposes the r × r Gram ``AᵀA``
+    in one streaming pass, which is faster but loses digits for ill-conditioned A.
+    Returns ``U`` lazy, ``s`` and ``Vt`` as numpy arrays; singular values descending.
+    """
+    A = _tall(A)
+    if method == "gram":
+        r = A.shape[1]
+        G = sum_over_blocks(lambda ab: ab @ ab.T, A.T, shape=(r, r)).compute()
+        evals, V = np.linalg.eigh(G)
+        order = np.argsort(evals)[::-1]
+        s = np.sqrt(np.clip(evals[order], 0, None))
+        V = V[:, order]
+        inv = np.where(s > s.max(initial=0) * 1e-12, 1.0 / np.where(s > 0, s, 1), 0.0)
+        U = A @ (V * inv)
+        return U, s, V.T
+    Q, R = tall_skinny_qr(A)
+    Ur, s, Vt = np.linalg.svd(R.compute(), full_matrices=False)
+    return Q @ Ur, s, Vt
+
+
+def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
+    """Row-wise Kronecker product ``W`` with rows ``m_i ⊗ p_i`` (n × qk), lazy, chunked like M."""
+    M, P = _tall(M), _tall(P)
+    if M.shape[0] != P.shape[0]:
+        raise ValueError(f"M and P must have the same number of rows; got {M.shape[0]} and {P.shape[0]}")
+    P = P.rechunk({0: M.chunks[0]})
+    q, k = M.shape[1], P.shape[1]
+    return da.blockwise(lambda m, p: (m[:, :, None] * p[:, None, :]).reshape(m.shape[0], q * k),
+                        "ic", M, "ia", P, "ib", new_axes={"c": q * k}, concatenate=True,
+                        dtype=np.result_type(M.dtype, P.dtype))
+
+
+def _kr_gram_block(m: np.ndarray, p: np.ndarray, row_batch: int) -> np.ndarray:
+    q, k = m.shape[1], p.shape[1]
+    G = np.zeros((q * k, q * k))
+    for s in range(0, m.shape[0], row_batch):
+        w = (m[s:s + row_batch, :, None] * p[s:s + row_batch, None, :]).reshape(-1, q * k)
+        G += w.T @ w
+    return G
+
+
+def khatri_rao_gram(M: da.Array, P: da.Array, row_batch: int = 8192) -> da.Array:
+    """Gram ``WᵀW`` (qk × qk) of the Khatri–Rao product of M (n × q) and P (n × k), lazy.
+
+    Never forms W for more than ``row_batch`` rows at once: one streaming pass over M and P,
+    tree-summed.  Note ``WᵀW = Σ_i (m_i m_iᵀ) ⊗ (p_i p_iᵀ)``.
+    """
+    M, P = _tall(M), _tall(P)
+    P = P.rechunk({0: M.chunks[0]})
+    q, k = M.shape[1], P.shape[1]
+    return sum_over_blocks(lambda mb, pb: _kr_gram_block(mb.T, pb.T, row_batch), M.T, P.T,
+                           shape=(q * k, q * k))

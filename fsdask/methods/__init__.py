@@ -1,0 +1,55 @@
+"""Feature-selection methods, one module per algorithm family.
+
+The registry maps the names used by ``fsdask select --method NAME`` to estimator classes
+(imported lazily).  Each entry is ``name: ("module", "Class", {fixed keyword arguments})``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from fsdask.errors import ParameterError
+
+FILTER_SCORES = ("variance", "pearson", "fisher", "f", "ttest", "snr", "fold_change", "ks")
+
+REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
+    **{s: ("fsdask.methods.filters", "Filter", {"score": s}) for s in FILTER_SCORES},
+    "laplacian_score": ("fsdask.methods.filters", "LaplacianScore", {}),
+    "qalpha": ("fsdask.methods.qalpha", "QAlpha", {}),
+    "logo": ("fsdask.methods.logo", "Logo", {}),
+    "hsic": ("fsdask.methods.hsic", "SparseHSIC", {}),
+    "cpfs": ("fsdask.methods.cpfs", "CPFS", {}),
+    "jolliffe_i": ("fsdask.methods.pca_based", "JolliffeI", {}),
+    "jolliffe_ni": ("fsdask.methods.pca_based", "JolliffeNI", {}),
+    "pfa": ("fsdask.methods.pca_based", "PFA", {}),
+}
+
+
+def available_methods() -> list[str]:
+    """Names accepted by :func:`get_method` and ``--method`` whose module is installed."""
+    out = []
+    for name, (mod, cls, _) in REGISTRY.items():
+        try:
+            if hasattr(importlib.import_module(mod), cls):
+                out.append(name)
+        except ImportError:
+            pass
+    return out
+
+
+def get_method(name: str, **params: Any):
+    """Instantiate the estimator registered as ``name`` with ``params``."""
+    key = name.lower().replace("-", "_")
+    if key not in REGISTRY:
+        raise ParameterError(f"unknown method {name!r}; available: {', '.join(available_methods())}")
+    mod, cls, fixed = REGISTRY[key]
+    try:
+        klass = getattr(importlib.import_module(mod), cls)
+    except (ImportError, AttributeError) as exc:
+        raise ParameterError(f"method {name!r} is not available in this installation ({exc})") from exc
+    try:
+        return klass(**{**fixed, **params})
+    except TypeError as exc:
+        raise ParameterError(f"method {name!r}: bad parameter ({exc}); see `fsdask select --help` "
+                             f"and the docstring of fsdask.{cls}") from exc

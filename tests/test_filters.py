@@ -1,0 +1,156 @@
+"""Baseline filters against scipy / scikit-learn, single-pass and chunking-independent."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.stats as ss
+import xarray as xr
+
+import fsdask
+from fsdask.errors import InputError, ParameterError
+
+
+@pytest.fixture
+def binary(rng):
+    X = rng.normal(size=(40, 37))
+    y = np.repeat([0, 1], 20)
+    X[y == 1, :4] += 1.5
+    return X, y
+
+
+@pytest.fixture
+def multiclass(rng):
+    X = rng.normal(size=(45, 23))
+    y = np.repeat([0, 1, 2], 15)
+    X[:, 0] += y
+    return X, y
+
+
+@pytest.mark.parametrize("chunk", [37, 5, 11])
+def test_welch_and_student_t(binary, chunk):
+    X, y = binary
+    Xd = da.from_array(X, chunks=(40, chunk))
+    for equal_var in (False, True):
+        f = fsdask.Filter("ttest", equal_var=equal_var).fit(Xd, y)
+        ref = ss.ttest_ind(X[y == 0], X[y == 1], equal_var=equal_var)
+        np.testing.assert_allclose(f.scores_, np.abs(ref.statistic), rtol=1e-10)
+        np.testing.assert_allclose(f.pvalues_, ref.pvalue, rtol=1e-8)
+
+
+def test_f_and_fisher_multiclass(multiclass):
+    from sklearn.feature_selection import f_classif
+    X, y = multiclass
+    f = fsdask.Filter("f").fit(X, y)
+    F, p = f_classif(X, y)
+    np.testing.assert_allclose(f.scores_, F, rtol=1e-10)
+    np.testing.assert_allclose(f.pvalues_, p, rtol=1e-8)
+    fisher = fsdask.Filter("fisher").fit(X, y)
+    # Fisher score = BSS / WSS with population variances = F · (C−1)/(n−C)
+    np.testing.assert_allclose(fisher.scores_, F * 2 / 42, rtol=1e-10)
+
+
+def test_pearson_continuous(rng):
+    X = rng.normal(size=(30, 12))
+    yc = X[:, 3] * 2 + rng.normal(size=30) * 0.5
+    f = fsdask.Filter("pearson").fit(X, yc)
+    ref = [ss.pearsonr(X[:, j], yc) for j in range(12)]
+    np.testing.assert_allclose(f.scores_, [abs(r.statistic) for r in ref], rtol=1e-10)
+    np.testing.assert_allclose(f.pvalues_, [r.pvalue for r in ref], rtol=1e-6)
+    assert f.ranking_[3] == 1
+
+
+def test_ks_snr_fold_change_variance(binary):
+    X, y = binary
+    ks = fsdask.Filter("ks").fit(X, y)
+    np.testing.assert_allclose(ks.scores_, [ss.ks_2samp(X[y == 0, j], X[y == 1, j]).statistic for j in range(37)])
+    snr = fsdask.Filter("snr").fit(X, y)
+    m0, m1 = X[y == 0].mean(0), X[y == 1].mean(0)
+    s0, s1 = X[y == 0].std(0, ddof=1), X[y == 1].std(0, ddof=1)
+    np.testing.assert_allclose(snr.scores_, np.abs(m0 - m1) / (s0 + s1))
+    fc = fsdask.Filter("fold_change").fit(X, y)  # X has negatives → log-scale data → |Δμ|
+    np.testing.assert_allclose(fc.scores_, np.abs(m0 - m1))
+    Xp = np.exp(X)
+    fc = fsdask.Filter("fold_change").fit(Xp, y)
+    np.testing.assert_allclose(fc.scores_, np.abs(np.log2(Xp[y == 0].mean(0) / Xp[y == 1].mean(0))))
+    var = fsdask.Filter("variance").fit(X)
+    np.testing.assert_allclose(var.scores_, X.var(0, ddof=1))
+
+
+def test_api_support_transform_and_result(binary):
+    X, y = binary
+    f = fsdask.Filter("ttest", n_features_to_select=4).fit(X, y)
+    assert sorted(f.get_support(indices=True)) == [0, 1, 2, 3]
+    assert f.transform(X).shape == (40, 4)
+    Xd = da.from_array(X, chunks=(40, 10))
+    out = f.transform(Xd)
+    assert isinstance(out, da.Array) and out.shape == (40, 4)
+    da_x = xr.DataArray(X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(37)]})
+    f2 = fsdask.Filter("ttest", n_features_to_select=4).fit(da_x, y)
+    assert list(f2.transform(da_x)["feature"].values) == list(f2.result_["feature"].values[f2.support_])
+    r = f.result_
+    assert set(r.data_vars) >= {"weight", "rank", "selected", "pvalue"}
+    assert r.attrs["method"] == "ttest" and r.attrs["n_selected"] == 4
+    assert sorted(f.ranking_) == list(range(1, 38))
+
+
+def test_same_on_local_cluster(binary, cluster):
+    X, y = binary
+    Xd = da.from_array(X, chunks=(40, 6))
+    threads = fsdask.Filter("f").fit(Xd, y).scores_
+    with dask.config.set(scheduler=cluster):
+        dist = fsdask.Filter("f").fit(Xd, y).scores_
+    np.testing.assert_array_equal(threads, dist)
+
+
+def test_constant_features_policy(binary):
+    X, y = binary
+    X = X.copy()
+    X[:, 5] = 3.0
+    f = fsdask.Filter("ttest").fit(X, y)
+    assert f.scores_[5] == 0 and f.ranking_[5] == 37 and not f.support_[5]
+    assert f.result_.attrs["n_constant_features"] == 1
+    with pytest.raises(InputError, match="constant feature"):
+        fsdask.Filter("ttest", on_constant="error").fit(X, y)
+
+
+def test_bad_inputs(binary, multiclass):
+    X, y = binary
+    Xn = X.copy()
+    Xn[3, 7] = np.nan
+    Xn[4, 9] = np.inf
+    with pytest.raises(InputError, match=r"2 NaN/Inf value\(s\) in 2 feature"):
+        fsdask.Filter("ttest").fit(Xn, y)
+    with pytest.raises(InputError, match="single class"):
+        fsdask.Filter("ttest").fit(X, np.zeros(40))
+    with pytest.raises(InputError, match="39 entries but X has 40 samples"):
+        fsdask.Filter("ttest").fit(X, y[:-1])
+    with pytest.raises(InputError, match="use score='f'"):
+        fsdask.Filter("ttest").fit(*multiclass)
+    with pytest.raises(ParameterError, match="score='nope'"):
+        fsdask.Filter("nope").fit(X, y)
+    with pytest.raises(InputError, match="empty"):
+        fsdask.Filter("ttest").fit(np.zeros((0, 3)), [])
+    with pytest.raises(InputError, match="non-numeric"):
+        fsdask.Filter("ttest").fit(np.array([["a", "b"], ["c", "d"]]), [0, 1])
+    with pytest.raises(ParameterError, match="only 37 features"):
+        fsdask.Filter("ttest", n_features_to_select=100).fit(X, y)
+    with pytest.raises(InputError, match="all 37 features of X are constant"):
+        fsdask.Filter("variance").fit(np.ones((40, 37)))
+    with pytest.raises(InputError, match="is supervised"):
+        fsdask.Filter("ttest").fit(X)
+    ys = y.copy()
+    ys[0] = 1
+    ys[1:20] = 1
+    ys[20:] = 0  # class 1 has 20; make class 0 a singleton
+    ys[:] = 1
+    ys[0] = 0
+    with pytest.raises(InputError, match="single sample"):
+        fsdask.Filter("ttest").fit(X, ys)
+
+
+def test_laplacian_score_prefers_cluster_structure(rng):
+    X = rng.normal(size=(60, 10))
+    X[:30, 2] += 6  # feature 2 splits the samples into two tight groups
+    ls = fsdask.LaplacianScore(n_neighbors=5).fit(X)
+    assert ls.ranking_[2] == 1

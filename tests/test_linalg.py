@@ -1,0 +1,105 @@
+"""fsdask.linalg against plain numpy, on one block, many blocks and an uneven last block."""
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from fsdask.linalg import (feature_dot, feature_kernel_matmul, khatri_rao, khatri_rao_gram, leading_eigh,
+                           map_features, row_dot, sample_pairwise, sum_over_blocks, tall_skinny_qr,
+                           tall_skinny_svd)
+
+LAYOUTS = {"one block": 57, "many blocks": 5, "uneven last": 13}
+
+
+@pytest.fixture(params=list(LAYOUTS), ids=list(LAYOUTS))
+def X(request, rng):
+    Xn = rng.normal(size=(9, 57))
+    return Xn, da.from_array(Xn, chunks=(9, LAYOUTS[request.param]))
+
+
+def test_map_features(X):
+    Xn, Xd = X
+    np.testing.assert_allclose(map_features(lambda b: b.std(0), Xd).compute(), Xn.std(0))
+    two = map_features(lambda b: np.stack([b.min(0), b.max(0)]), Xd, out_rows=2).compute()
+    np.testing.assert_allclose(two, np.stack([Xn.min(0), Xn.max(0)]))
+
+
+@pytest.mark.parametrize("split_every", [2, 8, None])
+def test_sum_over_blocks_weighted_gram(X, rng, split_every):
+    Xn, Xd = X
+    w = rng.random(57)
+    G = sum_over_blocks(lambda b, wb: (b * wb) @ b.T, Xd, da.from_array(w, chunks=11), shape=(9, 9),
+                        split_every=split_every)
+    np.testing.assert_allclose(G.compute(), (Xn * w) @ Xn.T)
+
+
+def test_feature_and_row_dot(X, rng):
+    Xn, Xd = X
+    W = rng.normal(size=(57, 3))
+    C = rng.normal(size=(9, 4))
+    np.testing.assert_allclose(feature_dot(Xd, W).compute(), Xn @ W)
+    np.testing.assert_allclose(row_dot(Xd, C).compute(), Xn.T @ C)
+
+
+@pytest.mark.parametrize("metric", ["manhattan", "sqeuclidean", "dot"])
+def test_sample_pairwise(X, rng, metric):
+    Xn, Xd = X
+    w = rng.random(57)
+    diff = Xn[:, None, :] - Xn[None, :, :]
+    expected = {"manhattan": (np.abs(diff) * w).sum(-1), "sqeuclidean": (diff**2 * w).sum(-1),
+                "dot": (Xn * w) @ Xn.T}[metric]
+    np.testing.assert_allclose(sample_pairwise(Xd, metric, w).compute(), expected, atol=1e-10)
+
+
+@pytest.mark.parametrize("tile", [4, 16, 100])
+def test_feature_kernel_matmul_rbf(X, rng, tile):
+    Xn, Xd = X
+    B = rng.normal(size=(57, 2))
+    k = lambda a, b: np.exp(-((a[:, :, None] - b[:, None, :]) ** 2).sum(0) / 10)  # noqa: E731
+    V = k(Xn, Xn)
+    np.testing.assert_allclose(feature_kernel_matmul(Xd, k, B, tile=tile).compute(), V @ B, rtol=1e-10)
+    np.testing.assert_allclose(feature_kernel_matmul(Xd, k, B[:, 0], tile=tile).compute(), V @ B[:, 0], rtol=1e-10)
+
+
+def test_feature_kernel_matmul_rejects_bad_kernel(X):
+    _, Xd = X
+    with pytest.raises(ValueError, match="kernel returned shape"):
+        feature_kernel_matmul(Xd, lambda a, b: np.ones((2, 2)), np.ones(57), tile=8).compute()
+
+
+@pytest.mark.parametrize("method", ["tsqr", "gram"])
+def test_tall_skinny_svd(X, method):
+    Xn, Xd = X
+    M = Xd.T  # feature-major (57 × 9)
+    U, s, Vt = tall_skinny_svd(M, method=method)
+    np.testing.assert_allclose((U.compute() * s) @ Vt, Xn.T, atol=1e-9)
+    np.testing.assert_allclose(s, np.linalg.svd(Xn.T, compute_uv=False), rtol=1e-9)
+
+
+def test_tall_skinny_qr(X):
+    Xn, Xd = X
+    Q, R = tall_skinny_qr(Xd.T)
+    Q, R = Q.compute(), R.compute()
+    np.testing.assert_allclose(Q @ R, Xn.T, atol=1e-10)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(9), atol=1e-10)
+
+
+def test_khatri_rao(X, rng):
+    Xn, Xd = X
+    P = rng.normal(size=(57, 3))
+    Pd = da.from_array(P, chunks=(20, 3))  # deliberately different row chunks
+    W = (Xn.T[:, :, None] * P[:, None, :]).reshape(57, -1)
+    np.testing.assert_allclose(khatri_rao(Xd.T, Pd).compute(), W)
+    np.testing.assert_allclose(khatri_rao_gram(Xd.T, Pd, row_batch=4).compute(), W.T @ W)
+
+
+@pytest.mark.parametrize("n", [30, 200])
+def test_leading_eigh(rng, n):
+    A = rng.normal(size=(n, n))
+    A = A + A.T
+    evals = np.linalg.eigvalsh(A)
+    w, V = leading_eigh(lambda v: A @ v, n, k=2, which="LA")
+    np.testing.assert_allclose(w, evals[::-1][:2], rtol=1e-8)
+    np.testing.assert_allclose(A @ V, V * w, atol=1e-6)
+    w, _ = leading_eigh(lambda v: A @ v, n, k=1, which="LM")
+    assert np.isclose(abs(w[0]), np.abs(evals).max())

@@ -133,13 +133,23 @@ def _read_mat(path: Path, x_key: str | None, y_key: str | None) -> dict:
             import h5py
         except ImportError as exc:
             raise InputError(f"{path}: a MATLAB v7.3 file needs h5py: pip install 'fsdask[mat]'") from exc
+        # HDF5 stores MATLAB's column-major arrays transposed: .T restores (sample, feature)
         with h5py.File(path, "r") as f:
-            d = {k: np.asarray(f[k]).T for k in f.keys() if isinstance(f[k], h5py.Dataset)}
+            d = {k: np.asarray(f[k]).T for k in f.keys()
+                 if isinstance(f[k], h5py.Dataset) and f[k].dtype.kind in "fiub"}
+    except Exception as exc:
+        raise InputError(f"{path}: not a readable MATLAB .mat file ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     arrays = {k: v for k, v in d.items() if not k.startswith("__")}
     xk = x_key or next((k for k in ("X", "x", "data") if k in arrays), None)
     if xk is None:
         raise InputError(f"{path}: no 'X' variable in the .mat file (found {sorted(arrays)}); name it with --x-key")
+    if xk not in arrays:
+        raise InputError(f"{path}: no 'X' variable named {xk!r} in the .mat file (found {sorted(arrays)}); "
+                         "name the data variable with --x-key")
     yk = y_key or next((k for k in ("Y", "y", "labels", "gnd") if k in arrays), None)
+    if yk is not None and yk not in arrays:
+        raise InputError(f"{path}: no label variable {yk!r} in the .mat file (found {sorted(arrays)})")
     X = arrays[xk]
     if hasattr(X, "toarray"):
         X = X.toarray()
@@ -152,8 +162,13 @@ def _read_h5ad(path: Path, label: str | None) -> dict:
         import anndata
     except ImportError as exc:
         raise InputError(f"{path}: .h5ad needs anndata: pip install 'fsdask[h5ad]'") from exc
-    a = anndata.read_h5ad(path, backed="r")
-    X = a.X[:] if not hasattr(a.X, "toarray") else a.X.toarray()
+    try:
+        a = anndata.read_h5ad(path, backed="r")
+    except Exception as exc:
+        raise InputError(f"{path}: not a readable .h5ad file ({type(exc).__name__}: {exc})") from None
+    X = a.X[:]
+    if hasattr(X, "toarray"):
+        X = X.toarray()
     y = None
     if label is not None:
         if label not in a.obs:
@@ -169,102 +184,141 @@ def _sniff_sep(path: Path, sep: str | None) -> str:
     return "\t" if path.suffix.lower() in (".tsv", ".tab") or ".tsv" in path.name.lower() else ","
 
 
-def _csv_samples_as_rows(path: Path, label: str | None, sep: str, index_col: int | None) -> dict:
+def _csv_samples_as_rows(path: Path, label: str | None, sep: str) -> dict:
+    """A row per sample: optional first column of sample ids, a label column, numeric features."""
     import pandas as pd
-    df = pd.read_csv(path, sep=sep, index_col=index_col)
+    df = pd.read_csv(path, sep=sep)
+    if df.shape[0] == 0:
+        raise InputError(f"{path}: no data rows; the file is empty apart from its header")
     y = None
     if label is not None:
         if label not in df.columns:
-            raise InputError(f"{path}: no column {label!r} for the labels (columns start {list(df.columns[:8])})")
+            raise InputError(f"{path}: no column {label!r} for the labels (columns start {list(df.columns[:8])}); "
+                             "for a file with a row per feature use --orient features")
         y = df.pop(label).to_numpy()
+    sample_names = None
+    first = df.columns[0] if df.shape[1] else None
+    if first is not None and (not np.issubdtype(df[first].dtype, np.number) or str(first).startswith("Unnamed")) \
+            and df[first].is_unique and df.shape[1] > 1:
+        sample_names = df.pop(first).to_numpy()
     nonnum = [c for c in df.columns if not np.issubdtype(df[c].dtype, np.number)]
     if nonnum:
-        raise InputError(f"{path}: {len(nonnum)} non-numeric column(s) (first: {nonnum[:5]}); "
-                         "name the label column with --label, or drop/encode them")
-    return {"X": df.to_numpy(), "y": y, "feature_names": np.asarray(df.columns),
-            "sample_names": np.asarray(df.index) if index_col is not None else None, "class_names": None}
+        col = nonnum[0]
+        bad = df[col][pd.to_numeric(df[col], errors="coerce").isna() & df[col].notna()]
+        example = f"; e.g. row {bad.index[0] + 2}: {bad.iloc[0]!r}" if len(bad) else ""
+        raise InputError(f"{path}: {len(nonnum)} non-numeric column(s) (first: {[str(c) for c in nonnum[:5]]}"
+                         f"{example}); name the label column with --label, or drop/encode them")
+    if df.shape[1] == 0:
+        raise InputError(f"{path}: no feature columns")
+    return {"X": df.to_numpy(dtype=np.float64), "y": y, "feature_names": np.asarray(df.columns).astype(str),
+            "sample_names": sample_names, "class_names": None}
 
 
 def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: str | None, batch: int,
                                  nan_policy: NanPolicy, storage_options, overwrite: bool,
-                                 chunk_bytes: int, attrs: dict) -> str:
-    """Stream a features-as-rows CSV (first column: feature id; header: sample ids)."""
-    import pandas as pd
-    import zarr
+                                 chunk_bytes: int, attrs: dict, dtype: Any = np.float32) -> str:
+    """Stream a features-as-rows CSV (first column: feature id; header: sample ids).
 
-    from fsdask.io.store import COMPLETE_ATTR, _is_local, _local, _zarr_kwargs, combine_digests, _provenance
+    The file is read ``batch`` rows at a time; rows are buffered until they fill one Zarr
+    chunk (all samples × ``block`` features), which is then appended to the store, so
+    memory holds at most about one chunk plus one batch whatever the number of rows.
+    The optional label row (``label_row``) may appear anywhere.
+    """
     import hashlib
+
+    import pandas as pd
+
+    from fsdask.io.store import _provenance, _zarr_kwargs, atomic_store, combine_digests, mark_complete
 
     header = pd.read_csv(path, sep=sep, nrows=0, index_col=0)
     sample_names = np.asarray(header.columns).astype(str)
     n = sample_names.size
     if n == 0:
-        raise InputError(f"{path}: no sample columns in the header")
-    block = feature_block_size(n, 4, chunk_bytes)
-    y = None
-    target = _local(url) if _is_local(url) else url
-    if _is_local(url) and os.path.exists(target) and not overwrite:
-        raise StoreError(f"{url} already exists; pass --overwrite or choose another path")
+        raise InputError(f"{path}: no sample columns in the header; a features-as-rows file has a header "
+                         "'feature_id,sample1,sample2,…' and a row per feature")
+    dtype = np.dtype(dtype)
+    block = feature_block_size(n, dtype.itemsize, chunk_bytes)
     kwargs = _zarr_kwargs(url, storage_options)
+    state = {"written": 0, "y": None}
     pending: list[np.ndarray] = []
     pending_names: list[np.ndarray] = []
-    buffered = 0
-    written = 0
-    digests = []
-    names_all: list[np.ndarray] = []
+    digests: list[np.ndarray] = []
+    report = {"nonfinite_values": 0, "nan_policy": nan_policy, "dropped_features": 0}
 
-    def flush(final: bool):
-        nonlocal pending, pending_names, buffered, written
+    def flush(target: str, final: bool) -> None:
+        nonlocal pending, pending_names
+        buffered = sum(x.shape[1] for x in pending)
         while buffered >= block or (final and buffered > 0):
-            allx = np.concatenate(pending, axis=1)
-            alln = np.concatenate(pending_names)
+            allx = np.concatenate(pending, axis=1) if len(pending) > 1 else pending[0]
+            alln = np.concatenate(pending_names) if len(pending_names) > 1 else pending_names[0]
             take = min(block, allx.shape[1])
             xb, nb = allx[:, :take], alln[:take]
             pending, pending_names = [allx[:, take:]], [alln[take:]]
             buffered = allx.shape[1] - take
-            ds = xr.Dataset({"X": (("sample", "feature"), xb)},
-                            coords={"feature": nb.astype(object)})
-            if written == 0:
+            ds = xr.Dataset({"X": (("sample", "feature"), xb)}, coords={"feature": nb.astype(object)})
+            if state["written"] == 0:
                 ds = ds.assign_coords(sample=sample_names.astype(object))
-                if y is not None:
-                    ds["y"] = ("sample", y)
                 ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False,
                            encoding={"X": {"chunks": (n, block)}}, **kwargs)
             else:
                 ds.to_zarr(target, append_dim="feature", zarr_format=3, consolidated=False, **kwargs)
             digests.append(np.frombuffer(hashlib.blake2b(np.ascontiguousarray(xb).tobytes(),
                                                          digest_size=16).digest(), dtype=np.uint8))
-            written += take
+            state["written"] += take
 
-    report = {"nonfinite_values": 0, "nan_policy": nan_policy}
-    for chunk in pd.read_csv(path, sep=sep, index_col=0, chunksize=batch):
-        if label_row is not None and label_row in chunk.index:
-            y = chunk.loc[label_row].to_numpy()
-            chunk = chunk.drop(index=label_row)
-        nonnum = [c for c in chunk.columns if not np.issubdtype(chunk[c].dtype, np.number)]
-        if nonnum:
-            raise InputError(f"{path}: non-numeric values in sample column(s) {nonnum[:5]} near feature "
-                             f"{chunk.index[0]!r}; features-as-rows CSV must be numeric apart from the "
-                             "label row (name it with --label)")
-        xb = chunk.to_numpy(dtype=np.float32).T
-        fn = np.asarray(chunk.index).astype(str)
-        xd, fn, rep = apply_nan_policy(da.from_array(xb), nan_policy, fn, where=f"{path}")
-        report["nonfinite_values"] += rep["nonfinite_values"]
-        xb = np.asarray(xd.compute())
-        pending.append(xb)
-        pending_names.append(fn)
-        buffered += xb.shape[1]
-        names_all.append(fn)
-        flush(final=False)
-    flush(final=True)
-    if written == 0:
-        raise InputError(f"{path}: no feature rows; the file is empty apart from its header")
-    fingerprint = combine_digests(np.stack(digests), (n, written), np.float32)
-    group = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
-    X_meta = da.zeros((n, written), dtype=np.float32, chunks=(n, block))
-    final = _provenance(str(path), X_meta, {**attrs, **report})
-    final.update({"fingerprint": fingerprint, "chunk_features": int(block), COMPLETE_ATTR: True})
-    group.attrs.update(final)
+    with atomic_store(url, storage_options, overwrite=overwrite) as target:
+        try:
+            reader = pd.read_csv(path, sep=sep, index_col=0, chunksize=batch)
+            for chunk in reader:
+                if label_row is not None and label_row in chunk.index:
+                    state["y"] = chunk.loc[label_row].to_numpy()
+                    chunk = chunk.drop(index=label_row)
+                if chunk.shape[0] == 0:
+                    continue
+                nonnum = [c for c in chunk.columns if not np.issubdtype(chunk[c].dtype, np.number)]
+                if nonnum:  # a text label row read in the same batch makes columns text: convert back
+                    conv = chunk[nonnum].apply(pd.to_numeric, errors="coerce")
+                    still = [c for c in nonnum if (conv[c].isna() & chunk[c].notna()).any()]
+                    if not still:
+                        chunk = chunk.assign(**{str(c): conv[c] for c in nonnum}) if all(
+                            isinstance(c, str) for c in nonnum) else chunk.astype({c: float for c in nonnum})
+                    nonnum = still
+                if nonnum:
+                    col = chunk[nonnum[0]]
+                    bad = col[pd.to_numeric(col, errors="coerce").isna() & col.notna()]
+                    where = f"feature {bad.index[0]!r}: {bad.iloc[0]!r}" if len(bad) else f"near feature {chunk.index[0]!r}"
+                    hint = (" (is it the label row? name it with --label)" if label_row is None else "")
+                    raise InputError(f"{path}: non-numeric value in sample column {str(nonnum[0])!r} at {where}"
+                                     f"{hint}; a features-as-rows CSV must be numeric apart from the label row")
+                xb = chunk.to_numpy(dtype=dtype).T
+                fn = np.asarray(chunk.index).astype(str)
+                if not np.isfinite(xb).all():
+                    xd, fn, rep = apply_nan_policy(da.from_array(xb, chunks=xb.shape), nan_policy, fn,
+                                                   where=f"{path} (rows near feature {chunk.index[0]!r})")
+                    report["nonfinite_values"] += rep["nonfinite_values"]
+                    report["dropped_features"] += rep.get("dropped_features", 0)
+                    xb = np.asarray(xd.compute())
+                pending.append(xb)
+                pending_names.append(fn)
+                flush(target, final=False)
+            flush(target, final=True)
+        except pd.errors.ParserError as exc:
+            raise InputError(f"{path}: malformed CSV ({str(exc).splitlines()[0]}); check the separator "
+                             "(--sep) and that every row has as many fields as the header") from None
+        written = state["written"]
+        if written == 0:
+            raise InputError(f"{path}: no feature rows; the file is empty apart from its header")
+        extra = {}
+        if state["y"] is not None:
+            yds = _build_dataset(da.zeros((n, 1), chunks=(n, 1)), state["y"])
+            extra = {k: v for k, v in yds.attrs.items()}
+            xr.Dataset({"y": ("sample", yds["y"].values)}).to_zarr(target, mode="a", zarr_format=3,
+                                                                    consolidated=False, **kwargs)
+        fingerprint = combine_digests(np.stack(digests), (n, written), dtype)
+        X_meta = da.zeros((n, written), dtype=dtype, chunks=(n, block))
+        final = _provenance(str(path), X_meta, {**attrs, **extra, **report})
+        final.update({"fingerprint": fingerprint, "chunk_features": int(block)})
+        mark_complete(target, kwargs, final)
     return fingerprint
 
 
@@ -310,6 +364,12 @@ def ingest(
     """
     url = os.fspath(url)
     attrs: dict = {}
+    if not overwrite:
+        from fsdask.io.store import _exists, check_reachable, safe_url
+        check_reachable(url, storage_options)
+        if _exists(url, storage_options):
+            raise StoreError(f"{safe_url(url)} already exists; pass overwrite=True (CLI: --overwrite) "
+                             "or choose another path")
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.exists():
@@ -328,15 +388,19 @@ def ingest(
             s = _sniff_sep(path, sep)
             if orient == "auto":
                 import pandas as pd
-                head = pd.read_csv(path, sep=s, nrows=50, index_col=0)
-                orient = "samples" if head.shape[1] >= head.shape[0] or label in head.columns else "features"
+                head = pd.read_csv(path, sep=s, nrows=200, index_col=0)
                 if label is not None and label in head.columns:
                     orient = "samples"
+                elif label is not None and label in head.index:
+                    orient = "features"
+                else:
+                    orient = "samples" if head.shape[1] >= head.shape[0] else "features"
             if orient == "features":
                 return _csv_features_as_rows_stream(path, url, sep=s, label_row=label, batch=batch,
                                                     nan_policy=nan_policy, storage_options=storage_options,
-                                                    overwrite=overwrite, chunk_bytes=chunk_bytes, attrs=attrs)
-            d = _csv_samples_as_rows(path, label, s, index_col=None)
+                                                    overwrite=overwrite, chunk_bytes=chunk_bytes, attrs=attrs,
+                                                    dtype=dtype)
+            d = _csv_samples_as_rows(path, label, s)
         else:
             raise InputError(f"{path}: unknown file type {suffix!r}; fsdask ingests .npz, .csv, .tsv, .mat, .h5ad")
         source_desc = str(path)

@@ -8,10 +8,13 @@ without it was interrupted mid-write and is refused by :func:`open_dataset`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import os
-from typing import Any, Mapping
+import shutil
+import uuid
+from typing import Any, Iterator, Mapping
 
 import dask
 import dask.array as da
@@ -20,7 +23,7 @@ import xarray as xr
 import zarr
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
-from fsdask.errors import InputError, StoreError
+from fsdask.errors import FsdaskError, InputError, StoreError
 
 COMPLETE_ATTR = "fsdask_complete"
 FORMAT_ATTR = "fsdask_format"
@@ -45,6 +48,155 @@ def _zarr_kwargs(url: str, storage_options: Mapping[str, Any] | None) -> dict:
 
 def _local(url: str) -> str:
     return str(url).removeprefix("file://")
+
+
+def safe_url(url: str) -> str:
+    """``url`` with any ``user:password@`` part removed (for logs and provenance)."""
+    url = str(url)
+    if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://{rest.split('@', 1)[1]}"
+    return url
+
+
+def _endpoint(storage_options: Mapping[str, Any] | None) -> str | None:
+    so = dict(storage_options or {})
+    return so.get("endpoint_url") or (so.get("client_kwargs") or {}).get("endpoint_url")
+
+
+def check_reachable(url: str, storage_options: Mapping[str, Any] | None = None, timeout: float = 3.0) -> None:
+    """Fail fast with :class:`StoreError` when an explicit ``endpoint_url`` has nothing listening.
+
+    Without this, botocore's and s3fs's retries take many seconds before reporting a
+    connection error.  Only an explicit endpoint is probed (a TCP connect, no request).
+    """
+    import socket
+    from urllib.parse import urlparse
+    if _is_local(url):
+        return
+    ep = _endpoint(storage_options)
+    if not ep:
+        return
+    u = urlparse(ep)
+    host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
+    if not host:
+        raise StoreError(f"{safe_url(url)}: endpoint_url {ep!r} is not a URL; use e.g. http://host:9000")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise StoreError(f"{safe_url(url)}: storage unreachable: nothing answers at {ep} "
+                         f"({type(exc).__name__}: {exc}); check endpoint_url and that the server "
+                         "is running and reachable from here") from None
+
+
+def _fs(url: str, storage_options: Mapping[str, Any] | None):
+    import fsspec
+    return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+
+
+def _exists(url: str, storage_options: Mapping[str, Any] | None) -> bool:
+    """Whether anything is stored at ``url`` (local path or fsspec URL)."""
+    if _is_local(url):
+        return os.path.exists(_local(url))
+    try:
+        fs, path = _fs(url, storage_options)
+        return bool(fs.exists(path.rstrip("/") + "/zarr.json") or fs.exists(path))
+    except FileNotFoundError:
+        return False
+    except Exception as exc:
+        raise StoreError(f"{safe_url(url)}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
+                         f"{_storage_hint(url)}") from None
+
+
+def _remove(url: str, storage_options: Mapping[str, Any] | None) -> None:
+    if _is_local(url):
+        shutil.rmtree(_local(url), ignore_errors=True)
+        return
+    try:
+        fs, path = _fs(url, storage_options)
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+    except Exception:  # best effort: the store has no completion marker anyway
+        pass
+
+
+@contextlib.contextmanager
+def atomic_store(url: str, storage_options: Mapping[str, Any] | None = None, *,
+                 overwrite: bool = False) -> Iterator[str]:
+    """Yield a place to write the store for ``url``; publish it only if the block succeeds.
+
+    Local: the store is written to a hidden sibling directory and renamed into place (an
+    existing store is replaced only then).  Object storage has no rename: the store is
+    written in place, its completion marker (:data:`COMPLETE_ATTR`) is written last by the
+    caller, and a failed write is deleted.  Either way a failure never leaves a store that
+    :func:`open_dataset` accepts as complete.
+    """
+    url = os.fspath(url)
+    check_reachable(url, storage_options)
+    if _exists(url, storage_options) and not overwrite:
+        raise StoreError(f"{safe_url(url)} already exists; pass overwrite=True (CLI: --overwrite) "
+                         "or choose another path")
+    if not _is_local(url):
+        if overwrite:
+            _remove(url, storage_options)
+        try:
+            yield url
+        except BaseException:
+            _remove(url, storage_options)
+            raise
+        return
+    final = os.path.abspath(_local(url))
+    parent = os.path.dirname(final)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{url}: cannot create the parent folder ({exc}); check the path") from None
+    tmp = os.path.join(parent, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        if os.path.exists(final):
+            old = f"{tmp}.old"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class GuardedArray:
+    """Read-only view of a stored Zarr array whose read errors name the store.
+
+    A corrupted chunk surfaces deep inside a codec (``RuntimeError: Zstd decompression
+    error``), lost storage as a botocore/aiohttp error; both become a :class:`StoreError`
+    saying which store and which features could not be read, and what to do.  Every
+    estimator and command reads X through this (it is what :func:`open_dataset` returns),
+    so this is the one place where read failures are translated.
+    """
+
+    def __init__(self, array: Any, url: str):
+        self.array = array
+        self.url = safe_url(url)
+        self.shape = tuple(array.shape)
+        self.dtype = np.dtype(array.dtype)
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        try:
+            return np.asarray(self.array[key])
+        except (FsdaskError, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            where = ""
+            if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], slice):
+                start, stop, _ = key[1].indices(self.shape[1])
+                where = f" (features {start}–{stop - 1})"
+            msg = str(exc).splitlines()[0] if str(exc) else ""
+            raise StoreError(f"{self.url}: cannot read X{where}: {type(exc).__name__}: {msg}; the chunk is "
+                             "corrupted or the storage failed — check the storage and retry, or re-create "
+                             "the store with `fsdask ingest`") from None
 
 
 def _storage_hint(url: str) -> str:
@@ -73,35 +225,70 @@ def open_dataset(url: str | os.PathLike, storage_options: Mapping[str, Any] | No
         ``X(sample, feature)`` backed by dask, chunked as stored; ``y`` when present.
     """
     url = os.fspath(url)
+    shown = safe_url(url)
     if _is_local(url) and not os.path.exists(_local(url)):
         raise StoreError(f"{url}: no such file or directory; give the path of a Zarr store made by "
                          "`fsdask ingest` or fsdask.write_dataset")
+    check_reachable(url, storage_options)
+    target = _local(url) if _is_local(url) else url
+    kwargs = _zarr_kwargs(url, storage_options)
     try:
-        ds = xr.open_zarr(_local(url) if _is_local(url) else url, consolidated=False, zarr_format=3,
-                          chunks={}, **_zarr_kwargs(url, storage_options))
+        ds = xr.open_zarr(target, consolidated=False, zarr_format=3, chunks={}, **kwargs)
     except StoreError:
         raise
     except (FileNotFoundError, KeyError) as exc:
-        raise StoreError(f"{url}: not a Zarr v3 store ({type(exc).__name__}: {exc}); "
-                         f"{_storage_hint(url)}, or create it with `fsdask ingest`") from exc
+        if _is_zarr_group(target, kwargs):
+            raise StoreError(f"{shown}: a Zarr store but not an fsdask dataset ({type(exc).__name__}: {exc}); "
+                             "create one with `fsdask ingest`") from None
+        raise StoreError(f"{shown}: not a Zarr v3 store ({type(exc).__name__}: {exc}); "
+                         f"{_storage_hint(url)}, or create it with `fsdask ingest`") from None
     except PermissionError as exc:
-        raise StoreError(f"{url}: access denied ({exc}); {_storage_hint(url)}") from exc
+        raise StoreError(f"{shown}: access denied ({exc}); {_storage_hint(url)}") from None
     except OSError as exc:
-        raise StoreError(f"{url}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
-                         f"{_storage_hint(url)}") from exc
+        raise StoreError(f"{shown}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
+                         f"{_storage_hint(url)}") from None
     except Exception as exc:
-        raise StoreError(f"{url}: could not open as a Zarr v3 dataset ({type(exc).__name__}: {exc}); "
-                         f"{_storage_hint(url)}") from exc
+        raise StoreError(f"{shown}: could not open as a Zarr v3 dataset ({type(exc).__name__}: {exc}); "
+                         f"{_storage_hint(url)}") from None
     if "X" not in ds:
-        raise StoreError(f"{url}: a Zarr store but not an fsdask dataset (no variable 'X'; found "
+        raise StoreError(f"{shown}: a Zarr store but not an fsdask dataset (no variable 'X'; found "
                          f"{sorted(ds.data_vars) or 'nothing'}); create one with `fsdask ingest`")
     if set(ds["X"].dims) != {"sample", "feature"}:
-        raise StoreError(f"{url}: variable X has dims {ds['X'].dims}; expected ('sample', 'feature')")
+        raise StoreError(f"{shown}: variable X has dims {ds['X'].dims}; expected ('sample', 'feature') — "
+                         "not an fsdask dataset; create one with `fsdask ingest`")
     if require_complete and not ds.attrs.get(COMPLETE_ATTR, False):
-        raise StoreError(f"{url}: the store is incomplete (its write was interrupted or is still "
+        raise StoreError(f"{shown}: the store is incomplete (its write was interrupted or is still "
                          "running); re-run the ingest/write that made it")
-    ds["X"] = ds["X"].transpose("sample", "feature")
+    ds["X"] = _guarded_X(ds, target, kwargs, url)
+    ds.attrs["store"] = shown
     return ds
+
+
+def _is_zarr_group(target: str, kwargs: Mapping[str, Any]) -> bool:
+    try:
+        zarr.open_group(target, mode="r", **kwargs)
+        return True
+    except Exception:
+        return False
+
+
+def _guarded_X(ds: xr.Dataset, target: str, kwargs: dict, url: str) -> xr.DataArray:
+    """X as a dask array read through :class:`GuardedArray` (chunks = the stored chunks)."""
+    from dask.base import tokenize
+    try:
+        arr = zarr.open_group(target, mode="r", zarr_format=3, **kwargs)["X"]
+    except Exception as exc:
+        raise StoreError(f"{safe_url(url)}: cannot open X ({type(exc).__name__}: {exc}); "
+                         f"{_storage_hint(url)}") from None
+    dims = tuple(arr.metadata.dimension_names or ds["X"].dims)
+    guarded = GuardedArray(arr, url)
+    name = "fsdask-X-" + tokenize(safe_url(url), ds.attrs.get("fingerprint"), ds.attrs.get("created"),
+                                  arr.shape, arr.chunks)
+    data = da.from_array(guarded, chunks=arr.chunks, name=name, lock=False, asarray=False, fancy=False,
+                         meta=np.empty((0, 0), dtype=guarded.dtype), inline_array=True)
+    X = xr.DataArray(data, dims=dims, coords={d: ds[d] for d in dims if d in ds.coords}, attrs=ds["X"].attrs)
+    X.encoding = ds["X"].encoding
+    return X.transpose("sample", "feature")
 
 
 def _block_digests(X: da.Array) -> da.Array:
@@ -181,22 +368,29 @@ def write_dataset(
             out = out.assign_coords({c: np.array([str(v) for v in out[c].values], dtype=object)})
     out.attrs = {k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR}
     encoding = {"X": {"chunks": (n, block)}}
-    target = _local(url) if _is_local(url) else url
     kwargs = _zarr_kwargs(url, storage_options)
-    if _is_local(url) and os.path.exists(_local(url)) and not overwrite:
-        raise StoreError(f"{url} already exists; pass overwrite=True (CLI: --overwrite) or choose another path")
-    try:
-        write = out.to_zarr(target, mode="w", zarr_format=3, consolidated=False, encoding=encoding,
-                            compute=False, **kwargs)
-        _, digests = dask.compute(write, _block_digests(data))
-    except (PermissionError, OSError) as exc:
-        raise StoreError(f"{url}: could not write ({type(exc).__name__}: {exc}); {_storage_hint(url)}") from exc
-    fingerprint = combine_digests(digests, data.shape, data.dtype)
-    final_attrs = _provenance(source, data, attrs)
-    final_attrs.update({"fingerprint": fingerprint, "chunk_features": int(block), COMPLETE_ATTR: True})
-    group = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
-    group.attrs.update({**out.attrs, **final_attrs})
+    with atomic_store(url, storage_options, overwrite=overwrite) as target:
+        try:
+            write = out.to_zarr(target, mode="w", zarr_format=3, consolidated=False, encoding=encoding,
+                                compute=False, **kwargs)
+            _, digests = dask.compute(write, _block_digests(data))
+        except (PermissionError, OSError) as exc:
+            if isinstance(exc, FsdaskError):
+                raise
+            raise StoreError(f"{safe_url(url)}: could not write ({type(exc).__name__}: {exc}); "
+                             f"{_storage_hint(url)}") from None
+        fingerprint = combine_digests(digests, data.shape, data.dtype)
+        final_attrs = _provenance(source, data, attrs)
+        final_attrs.update({"fingerprint": fingerprint, "chunk_features": int(block)})
+        mark_complete(target, kwargs, {**out.attrs, **final_attrs})
     return fingerprint
+
+
+def mark_complete(target: str, zarr_kwargs: Mapping[str, Any], attrs: Mapping[str, Any]) -> None:
+    """Write the final attributes and, last, the completion marker."""
+    group = zarr.open_group(target, mode="r+", zarr_format=3, **zarr_kwargs)
+    group.attrs.update(dict(attrs))
+    group.attrs.update({COMPLETE_ATTR: True})
 
 
 def describe(ds: xr.Dataset, url: str = "") -> str:

@@ -123,10 +123,13 @@ class SelectorMixin:
         elif self.requires_y:
             raise InputError(f"{type(self).__name__} is supervised: pass labels, fit(X, y) "
                              "(or a dataset with a 'y' variable)")
+        log.info("%s: fitting on %d samples × %d features (%d feature block(s))",
+                 self.method_name, n, p, len(Xd.chunks[1]))
         active = self._screen(Xd, names)
         X_act = Xd if active.all() else Xd[:, active]
         if len(X_act.chunks[1]) > 1 and not active.all():
             X_act = X_act.rechunk({1: Xd.chunks[1][0]})
+        self._iter_t0 = time.perf_counter()
         out = self._fit(X_act, y)
         scores = np.zeros(p)
         scores[active] = np.asarray(out.scores, dtype=np.float64)
@@ -142,7 +145,23 @@ class SelectorMixin:
         self.objective_ = None if out.objective is None else np.asarray(out.objective)
         self.wall_time_ = time.perf_counter() - t0
         self.result_ = self._make_result(out, active, source_attrs)
+        log.info("%s: done in %.1f s%s", self.method_name, self.wall_time_,
+                 "" if out.n_iter is None else f" after {out.n_iter} iteration(s)"
+                 + ("" if out.converged is None else (", converged" if out.converged else ", NOT converged")))
         return self
+
+    def _log_iteration(self, it: int, **values: Any) -> None:
+        """Log one outer iteration (``fsdask`` logger, INFO; the CLI shows it with ``-v``).
+
+        Methods call this once per outer iteration with the paper's quantities, e.g.
+        ``self._log_iteration(t, objective=f, change=delta)``.
+        """
+        if not log.isEnabledFor(logging.INFO):
+            return
+        parts = ", ".join(f"{k}={v:.6g}" if isinstance(v, (float, np.floating)) else f"{k}={v}"
+                          for k, v in values.items())
+        elapsed = time.perf_counter() - getattr(self, "_iter_t0", time.perf_counter())
+        log.info("%s: iteration %d: %s (%.1f s)", self.method_name, it, parts, elapsed)
 
     def _screen(self, X: da.Array, names: np.ndarray | None) -> np.ndarray:
         """One pass: refuse NaN/Inf; find constant features and apply ``on_constant``."""

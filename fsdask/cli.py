@@ -48,10 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    # only fsdask's own logger (and, with -vv, dask's) become verbose: the storage libraries
+    # (botocore, s3fs, aiohttp, urllib3, fsspec) log request headers that carry credentials,
+    # so they stay at WARNING whatever -v says
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
     logging.getLogger("fsdask").setLevel(level)
     for noisy in ("distributed", "dask", "bokeh", "tornado"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
+    for secret_bearing in ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "aiohttp", "gcsfs", "adlfs"):
+        logging.getLogger(secret_bearing).setLevel(logging.WARNING)
     try:
         return int(args._run(args) or 0)
     except FsdaskError as exc:

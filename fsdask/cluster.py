@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+import time
 from typing import Any, Iterator
 
 import dask
@@ -45,25 +47,57 @@ def _local_cluster(n_workers: int | None, memory_limit: str | None, threads_per_
                         silence_logs=logging.WARNING)
 
 
-def _jobqueue_cluster(path: str):
+JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
+                    "htcondor": "HTCondorCluster", "oar": "OARCluster", "moab": "MoabCluster"}
+
+
+def read_cluster_yaml(path: str) -> tuple[str, int, dict]:
+    """Parse a cluster YAML file → (dask-jobqueue class name, number of jobs, keyword arguments).
+
+    The file holds ``jobqueue: slurm|pbs|…``, ``jobs: N`` (batch jobs to submit) and any
+    keyword argument of the dask-jobqueue class (``cores``, ``memory``, ``processes``,
+    ``walltime``, ``queue``, ``account``, ``job_extra_directives``, …).  See ``cluster/``.
+    """
     import yaml
     try:
         with open(path) as fh:
             spec = yaml.safe_load(fh) or {}
     except OSError as exc:
-        raise ParameterError(f"--scheduler {path}: cannot read the cluster file ({exc})") from exc
+        raise ParameterError(f"--scheduler {path}: cannot read the cluster file ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise ParameterError(f"--scheduler {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(spec, dict):
+        raise ParameterError(f"{path}: expected a mapping of options (jobqueue: slurm, cores: …)")
+    spec = dict(spec)
     kind = str(spec.pop("jobqueue", spec.pop("kind", ""))).lower()
-    jobs = int(spec.pop("jobs", 1))
+    if kind not in JOBQUEUE_CLASSES:
+        raise ParameterError(f"{path}: 'jobqueue' must be one of {', '.join(JOBQUEUE_CLASSES)}; got {kind!r}")
+    try:
+        jobs = int(spec.pop("jobs", 1))
+    except (TypeError, ValueError):
+        raise ParameterError(f"{path}: 'jobs' must be a whole number of batch jobs") from None
+    if jobs < 1:
+        raise ParameterError(f"{path}: 'jobs' must be ≥ 1; got {jobs}")
+    return JOBQUEUE_CLASSES[kind], jobs, spec
+
+
+def jobqueue_cluster(path: str, *, scale: bool = True):
+    """Make the dask-jobqueue cluster described by the YAML file ``path``.
+
+    With ``scale=False`` nothing is submitted (used to inspect ``cluster.job_script()``).
+    """
+    cls_name, jobs, kwargs = read_cluster_yaml(path)
     try:
         import dask_jobqueue
     except ImportError as exc:
         raise ParameterError(f"{path}: a jobqueue cluster needs dask-jobqueue: pip install 'fsdask[jobqueue]'") from exc
-    classes = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
-               "htcondor": "HTCondorCluster", "oar": "OARCluster", "moab": "MoabCluster"}
-    if kind not in classes:
-        raise ParameterError(f"{path}: 'jobqueue' must be one of {', '.join(classes)}; got {kind!r}")
-    cluster = getattr(dask_jobqueue, classes[kind])(**spec)
-    cluster.scale(jobs=jobs)
+    kwargs.setdefault("scheduler_options", {}).setdefault("dashboard_address", ":0")
+    try:
+        cluster = getattr(dask_jobqueue, cls_name)(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"{path}: bad option for dask_jobqueue.{cls_name} ({exc})") from None
+    if scale:
+        cluster.scale(jobs=jobs)
     return cluster
 
 
@@ -101,7 +135,9 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
     elif spec.startswith(("tcp://", "tls://", "ucx://", "ws://", "inproc://")):
         address = spec
     elif spec.endswith((".yaml", ".yml")):
-        cluster = _jobqueue_cluster(spec)
+        if not os.path.exists(spec):
+            raise ParameterError(f"--scheduler {spec}: no such cluster file; see cluster/README.md")
+        cluster = jobqueue_cluster(spec)
         address = cluster
     else:
         raise ParameterError(f"--scheduler {spec!r} not understood; use threads, sync, local, local:N, "
@@ -122,12 +158,101 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
             cluster.close()
 
 
+def _interval(interval: float | None) -> float:
+    if interval is not None:
+        return float(interval)
+    try:
+        return float(os.environ.get("FSDASK_PROGRESS_INTERVAL", "10"))
+    except ValueError:
+        return 10.0
+
+
+def _scheduler_counts(dask_scheduler=None) -> dict:
+    """Task counts by state and the number of workers (runs on the distributed scheduler)."""
+    counts: dict = {}
+    for ts in dask_scheduler.tasks.values():
+        counts[ts.state] = counts.get(ts.state, 0) + 1
+    counts["workers"] = len(dask_scheduler.workers)
+    return counts
+
+
+class _LogProgress:
+    """A dask callback printing ``done/total tasks`` every ``interval`` seconds (no tty)."""
+
+    def __init__(self, interval: float, stream: Any):
+        from dask.callbacks import Callback
+
+        outer = self
+
+        class _CB(Callback):
+            def _start_state(self, dsk, state):
+                outer.total += len(state["ready"]) + len(state["waiting"]) + len(state["finished"])
+
+            def _posttask(self, key, result, dsk, state, worker_id):
+                outer.done += 1
+                outer.maybe_print()
+
+        self.cb = _CB()
+        self.interval, self.stream = interval, stream
+        self.done = self.total = 0
+        self.t0 = self.last = time.perf_counter()
+
+    def maybe_print(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if force or now - self.last >= self.interval:
+            self.last = now
+            pct = 100.0 * self.done / max(self.total, 1)
+            print(f"fsdask: {self.done}/{self.total} tasks ({pct:.0f}%) after {now - self.t0:.0f} s",
+                  file=self.stream, flush=True)
+
+
 @contextlib.contextmanager
-def progress(enabled: bool = True) -> Iterator[None]:
-    """Show dask's progress bar for computations on the local schedulers."""
+def progress(client: Any = None, enabled: bool = True, *, interval: float | None = None,
+             stream: Any = None) -> Iterator[None]:
+    """Show progress of the computations run inside the block.
+
+    * local schedulers (``client`` is None): dask's progress bar on a terminal; otherwise a
+      line ``fsdask: done/total tasks`` every ``interval`` seconds;
+    * distributed (``client`` given): a line every ``interval`` seconds with the scheduler's
+      task counts (in memory / processing / waiting) and the number of workers.
+
+    ``interval`` defaults to the environment variable ``FSDASK_PROGRESS_INTERVAL`` or 10 s.
+    Lines go to ``stream`` (stderr by default), so stdout stays clean for results.
+    """
+    import sys
+    stream = stream or sys.stderr
     if not enabled:
         yield
         return
-    from dask.diagnostics import ProgressBar
-    with ProgressBar(minimum=2.0, dt=0.5):
+    every = _interval(interval)
+    if client is None:
+        if getattr(stream, "isatty", lambda: False)():
+            from dask.diagnostics import ProgressBar
+            with ProgressBar(minimum=2.0, dt=0.5, out=stream):
+                yield
+            return
+        lp = _LogProgress(every, stream)
+        with lp.cb:
+            yield
+        return
+    stop = threading.Event()
+
+    def poll() -> None:
+        t0 = time.perf_counter()
+        while not stop.wait(every):
+            try:
+                c = client.run_on_scheduler(_scheduler_counts)
+            except Exception:  # the cluster is going away; progress is best effort
+                return
+            print(f"fsdask: {c.get('memory', 0)} tasks done, {c.get('processing', 0)} running, "
+                  f"{c.get('waiting', 0) + c.get('no-worker', 0) + c.get('queued', 0)} waiting on "
+                  f"{c.get('workers', 0)} worker(s) after {time.perf_counter() - t0:.0f} s",
+                  file=stream, flush=True)
+
+    thread = threading.Thread(target=poll, name="fsdask-progress", daemon=True)
+    thread.start()
+    try:
         yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)

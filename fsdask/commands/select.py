@@ -33,11 +33,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def safe_url(url: str) -> str:
     """A URL with any user:password@ part removed, for provenance."""
-    if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
-        scheme, rest = url.split("://", 1)
-        host_and_path = rest.split("@", 1)[1]
-        return f"{scheme}://{host_and_path}"
-    return url
+    from fsdask.io.store import safe_url as _safe
+    return _safe(url)
 
 
 def write_csv(result, path: str) -> None:
@@ -70,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     ds = open_dataset(args.url, storage_options=so)
     t0 = time.perf_counter()
     with scheduler(args.scheduler, memory_limit=args.memory_limit) as client:
-        with progress(enabled=client is None and not args.no_progress and sys.stderr.isatty()):
+        with progress(client, enabled=not args.no_progress):
             est.fit(ds)
     result = est.result_
     result.attrs["input_store"] = safe_url(args.url)

@@ -9,13 +9,13 @@
 Methods say *what* is computed; these functions say *how* the big matrix is swept.
 """
 
-from fsdask.linalg.reductions import map_features, sum_over_blocks, feature_dot, row_dot
+from fsdask.linalg.reductions import map_features, sum_over_blocks, feature_dot, row_dot, row_l1_norms
 from fsdask.linalg.pairwise import (
     sample_pairwise,
     feature_kernel_matmul,
     pairwise_block,
 )
-from fsdask.linalg.tsqr import tall_skinny_qr, tall_skinny_svd, khatri_rao, khatri_rao_gram
+from fsdask.linalg.tsqr import tall_skinny_qr, tall_skinny_svd, khatri_rao, khatri_rao_gram, gram_factor
 from fsdask.linalg.eigen import leading_eigh, dask_operator
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "sum_over_blocks",
     "feature_dot",
     "row_dot",
+    "row_l1_norms",
     "sample_pairwise",
     "feature_kernel_matmul",
     "pairwise_block",
@@ -30,6 +31,7 @@ __all__ = [
     "tall_skinny_svd",
     "khatri_rao",
     "khatri_rao_gram",
+    "gram_factor",
     "leading_eigh",
     "dask_operator",
 ]

@@ -107,3 +107,23 @@ def row_dot(X: da.Array, C: np.ndarray) -> da.Array:
     r = C.shape[1]
     return map_features(lambda xb: (xb.T @ C).T, X, out_rows=r,
                         dtype=np.result_type(X.dtype, C.dtype)).T
+
+
+def row_l1_norms(M: np.ndarray, E: np.ndarray, C: np.ndarray | None = None,
+                 block_bytes: int = 32 * 2**20) -> np.ndarray:
+    """``‖(M E − C)_i‖₁`` for every row i, never holding ``M E`` (p × q) whole.
+
+    M is p × m, E is m × q, C (optional) p × q, all in memory (the small factors of a big
+    problem, e.g. ``Bᵀ`` (p × r) and a residual (r × p)).  Rows are processed in blocks of
+    about ``block_bytes`` of output, each one BLAS product (threaded), so the cost is
+    O(p·m·q) time and O(block) extra memory.
+    """
+    p, q = M.shape[0], E.shape[1]
+    step = max(1, int(block_bytes // max(1, 8 * q)))
+    out = np.empty(p)
+    for s in range(0, p, step):
+        blk = M[s:s + step] @ E
+        if C is not None:
+            blk -= C[s:s + step]
+        out[s:s + step] = np.abs(blk).sum(axis=1)
+    return out

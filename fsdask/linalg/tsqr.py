@@ -86,3 +86,44 @@ def khatri_rao_gram(M: da.Array, P: da.Array, row_batch: int = 8192) -> da.Array
     q, k = M.shape[1], P.shape[1]
     return sum_over_blocks(lambda mb, pb: _kr_gram_block(mb.T, pb.T, row_batch), M.T, P.T,
                            shape=(q * k, q * k))
+
+
+def gram_factor(
+    X: da.Array,
+    energy_tol: float = 1e-12,
+    gram_max_features: int = 2048,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Small factor ``B`` (r × p, numpy) with ``BᵀB = XᵀX`` up to a discarded energy.
+
+    ``X = U diag(s) Vᵀ`` gives ``B = diag(s) Vᵀ`` and ``XᵀX = BᵀB = V S² Vᵀ``; since U has
+    orthonormal columns, ``‖X M‖_F = ‖B M‖_F`` for every p × m matrix M, so any objective of
+    the form ‖X − XA‖ can be evaluated on B (r ≤ min(n, p) rows) instead of X.
+
+    * ``p ≤ gram_max_features`` or ``p ≤ n``: the p × p Gram ``XᵀX`` (one dask product),
+      then ``eigh``;
+    * otherwise the tall-skinny SVD of ``Xᵀ`` (p × n) by TSQR (:func:`tall_skinny_svd`),
+      so nothing p × p is ever formed.
+
+    Trailing singular values whose total energy Σ s² is at most ``energy_tol · ‖X‖²_F``
+    are dropped (numerical rank; float32 rounding noise of exactly low-rank data falls
+    here).  Returns ``B`` and all singular values ``s`` (descending, before truncation).
+    """
+    if not isinstance(X, da.Array):
+        X = da.from_array(np.asarray(X))
+    n, p = X.shape
+    if p <= max(gram_max_features, n):
+        G = np.asarray((X.T @ X).compute(), dtype=np.float64)
+        w, V = np.linalg.eigh((G + G.T) / 2)
+        order = np.argsort(w)[::-1]
+        s = np.sqrt(np.clip(w[order], 0, None))
+        V = V[:, order]
+    else:
+        Ut, s, _ = tall_skinny_svd(X.T.astype(np.float64))
+        V = np.asarray(Ut.compute())
+    energy = s**2
+    total = energy.sum()
+    tail = np.cumsum(energy[::-1])[::-1]  # tail[k] = Σ_{j ≥ k} s_j²
+    keep = int(np.sum(tail > energy_tol * total)) if total > 0 else 0
+    keep = max(keep, 1)
+    B = s[:keep, None] * V[:, :keep].T
+    return np.ascontiguousarray(B), s

@@ -1,0 +1,755 @@
+"""Convex principal feature selection (CPFS) — Masaeli, Yan, Cui, Fung & Dy, SDM 2010.
+
+X is n samples × p features with centred columns (§3).  CPFS reconstructs X from a few of
+its own columns, ``X̃ = XA``, and asks for whole rows of A to vanish (§4, eq. 4.2)::
+
+    min_A  ‖X − XA‖²_F + λ Σ_i ‖a_i‖_∞          a_i = i-th row of A (p × p)
+
+A zero row i means feature i is used to reconstruct nothing: it is not selected.  The
+paper rewrites the ∞-norms with dummy variables s_i (eqs. 5.3–5.4) and solves the QP (5.5)
+``min ‖X − XA‖² + λ Σ s_i  s.t. −s_i ≤ a_ij ≤ s_i`` with a projected L-BFGS.  We solve the
+same convex problem (4.2) with two independent first-order methods:
+
+* ``solver="fista"``: accelerated proximal gradient (Beck & Teboulle 2009) with adaptive
+  restart (O'Donoghue & Candès 2015).  The prox of ``τ‖·‖_∞`` is, by Moreau's identity,
+  ``v − Π_{‖·‖₁ ≤ τ}(v)`` (projection onto the ℓ1 ball, Duchi et al. 2008), row by row.
+* ``solver="bcd"``: exact block-coordinate descent over the rows of A; each row problem
+  ``min_a G_ii‖a‖² − 2a·c + λ‖a‖_∞`` is solved in closed form by the same prox.
+
+Both stop on a **duality gap** (the certificate, reported in ``result_``).  The Fenchel dual
+of (4.2) is ``max_Θ −⟨Θ, X⟩ − ‖Θ‖²/4  s.t.  max_i ‖(XᵀΘ)_i‖₁ ≤ λ`` (ℓ1 is the dual of
+ℓ∞, max-over-rows the dual of sum-over-rows).  From any A we take the residual
+``R = X − XA`` and ``Θ = −2cR`` with the largest feasible c ≤ the unconstrained optimum,
+giving ``D = 2c⟨R, X⟩ − c²‖R‖²`` and ``gap = P(A) − D ≥ P(A) − P*``.
+
+How the big matrix is swept (``fsdask.linalg``): X = U S Vᵀ, so ``‖X M‖ = ‖B M‖`` with
+``B = S Vᵀ`` (r × p, r ≤ min(n, p)); B comes from the p × p Gram (small p) or the TSQR
+of the tall-skinny Xᵀ (:func:`fsdask.linalg.gram_factor`).  Every product with
+``G = XᵀX = BᵀB`` then costs O(p·r) per column; G itself is kept only when p² fits
+(``gram_max_bytes``).  The solver works on the rows of A in an **active set** S: the
+gradient rows ``∇_S f = 2(G_SS A_S − G_S:)`` cost O(|S|² p) per iteration, and after each
+solve one KKT scan computes ``‖∇f_i‖₁`` for all p rows (O(p²·|S|) with G, O(p²·r)
+without) and adds the rows with ``‖∇f_i‖₁ > λ`` (zero rows are optimal iff
+``‖∇f_i‖₁ ≤ λ``).  Along the λ path, the sequential strong rule (Tibshirani et al. 2012)
+seeds S.  The p² wall remains in the scan: see the README for the cost model.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from typing import Any, Literal, Sequence
+
+import dask.array as da
+import numpy as np
+import xarray as xr
+
+from fsdask.base import FitOutput, SelectorMixin
+from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.linalg import gram_factor, map_features, row_l1_norms
+
+log = logging.getLogger("fsdask")
+
+#: above this many features the estimator keeps only the nonzero rows of A in ``coef_``
+DENSE_COEF_MAX_FEATURES = 2000
+
+
+# --------------------------------------------------------------------------- prox
+def project_l1_ball_rows(V: np.ndarray, radius: float | np.ndarray, top: int = 64) -> np.ndarray:
+    """Euclidean projection of every row of V onto the ℓ1 ball of ``radius`` (Duchi et al. 2008).
+
+    θ solves ``Σ_j (|v_j| − θ)_+ = radius``; only the largest entries matter, so each row's
+    ``top`` largest magnitudes are sorted (``argpartition``, O(p)) and the rows whose θ
+    needs more entries fall back to a full sort.
+    """
+    V = np.asarray(V, dtype=np.float64)
+    k, p = V.shape
+    rad = np.broadcast_to(np.asarray(radius, dtype=np.float64), (k,))
+    absV = np.abs(V)
+    out = V.copy()
+    need = np.flatnonzero(absV.sum(axis=1) > rad)
+    if need.size == 0:
+        return out
+    theta = np.zeros(need.size)
+    W = absV[need]
+    r = rad[need]
+    m = min(p, top)
+    todo = np.arange(need.size)
+    while todo.size:
+        Wt = W[todo]
+        if m < p:
+            part = -np.partition(-Wt, m - 1, axis=1)[:, :m]
+            u = -np.sort(-part, axis=1)
+        else:
+            u = -np.sort(-Wt, axis=1)
+        cs = np.cumsum(u, axis=1)
+        j = np.arange(1, m + 1)
+        cand = (cs - r[todo, None]) / j
+        cond = u > cand
+        rho = m - np.argmax(cond[:, ::-1], axis=1)  # last index where cond holds (+1)
+        th = cand[np.arange(todo.size), rho - 1]
+        none = ~cond.any(axis=1)                     # radius 0: the projection is 0
+        th[none] = u[none, 0]
+        rho[none] = 1
+        done = (rho < m) | (m == p)
+        theta[todo[done]] = th[done]
+        todo = todo[~done]
+        m = min(p, 4 * m)
+    theta = np.maximum(theta, 0.0)
+    out[need] = np.sign(V[need]) * np.maximum(absV[need] - theta[:, None], 0.0)
+    return out
+
+
+def prox_linf_rows(V: np.ndarray, tau: float | np.ndarray) -> np.ndarray:
+    """``prox_{τ‖·‖_∞}`` of every row (Moreau): ``v − Π_{‖·‖₁ ≤ τ}(v)``.
+
+    Rows with ``‖v‖₁ ≤ τ`` become exactly zero (a feature leaves); others are clipped at θ.
+    """
+    return V - project_l1_ball_rows(V, tau)
+
+
+# --------------------------------------------------------------------------- problem
+class _Problem:
+    """The data of (4.2) through the small factor B (r × p), with ``G = BᵀB = XᵀX``.
+
+    ``allowed`` marks rows of A that may be nonzero (duplicate columns are kept as targets
+    but their rows are fixed at zero).
+    """
+
+    def __init__(self, B: np.ndarray, allowed: np.ndarray, gram_max_bytes: float):
+        self.B = np.ascontiguousarray(B, dtype=np.float64)
+        self.r, self.p = self.B.shape
+        self.allowed = allowed
+        self.trG = float(np.sum(self.B * self.B))
+        self.G = self.B.T @ self.B if 8.0 * self.p**2 <= gram_max_bytes else None
+        self.n_scans = 0
+
+    def rows(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``G_SS`` (k × k) and ``G_S:`` (k × p)."""
+        if self.G is not None:
+            GS = self.G[S]
+        else:
+            GS = self.B[:, S].T @ self.B
+        return GS[:, S].copy(), GS
+
+    def grad_l1(self, S: np.ndarray, A: np.ndarray) -> np.ndarray:
+        """``‖∇f_i‖₁`` for all p rows, ``∇f = 2 G (A − I)`` with A nonzero only on rows S (the KKT scan)."""
+        self.n_scans += 1
+        if S.size == 0:
+            E = -self.B
+            if self.G is not None:
+                return 2.0 * np.abs(self.G).sum(axis=1)
+            return 2.0 * row_l1_norms(self.B.T, E)
+        if self.G is not None:
+            return 2.0 * row_l1_norms(self.G[:, S], A, self.G)
+        E = self.B[:, S] @ A - self.B
+        return 2.0 * row_l1_norms(self.B.T, E)
+
+    def primal_dual(self, S: np.ndarray, A: np.ndarray, lam: float, gmax: float) -> tuple[float, float, float]:
+        """Primal P(A), dual D (scaled residual) and loss f = ‖X − XA‖² (computed on B, stably)."""
+        XA = self.B[:, S] @ A if S.size else np.zeros_like(self.B)
+        E = self.B - XA
+        f = float(np.sum(E * E))
+        rx = f + float(np.sum(E * XA))  # ⟨R, X⟩ = ‖R‖² + ⟨R, XA⟩
+        pen = lam * float(np.abs(A).max(axis=1).sum()) if S.size else 0.0
+        P = f + pen
+        c = 1.0 if f <= 0 else rx / f
+        if gmax > 0:
+            c = min(c, lam / gmax)
+        c = max(c, 0.0)
+        D = 2 * c * rx - c * c * f
+        return P, D, f
+
+
+def _rel_gap(P: float, D: float, lam: float, trG: float) -> float:
+    """``(P − D)/P``; at λ = 0 (P* = 0, A = I) relative to ``‖X‖²`` instead."""
+    return max(P - D, 0.0) / (max(P, 1e-300) if lam > 0 else max(trG, 1e-300))
+
+
+# --------------------------------------------------------------------------- inner solvers
+def _inner_gap(prob: _Problem, S, A, Gss, GS, lam) -> float:
+    g = 2.0 * (Gss @ A - GS)
+    gmax = float(np.abs(g).sum(axis=1).max()) if S.size else 0.0
+    P, D, _ = prob.primal_dual(S, A, lam, gmax)
+    return _rel_gap(P, D, lam, prob.trG)
+
+
+def fista_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: float, max_iter: int,
+               Gss: np.ndarray, GS: np.ndarray, check_every: int = 10) -> tuple[np.ndarray, int, float]:
+    """FISTA with adaptive restart on the rows S of A; stops at relative duality gap ≤ tol (on S)."""
+    if S.size == 0:
+        return A0, 0, 0.0
+    L = 2.0 * float(np.linalg.eigvalsh(Gss)[-1])
+    if L <= 0:
+        return np.zeros_like(A0), 0, 0.0
+    A = A0.copy()
+    Y = A.copy()
+    t = 1.0
+    gap = np.inf
+    it = 0
+    for it in range(1, max_iter + 1):
+        grad = 2.0 * (Gss @ Y - GS)                       # ∇f = 2 G (A − I), rows S
+        An = prox_linf_rows(Y - grad / L, lam / L)        # prox step on λ Σ‖a_i‖_∞
+        if np.vdot(Y - An, An - A) > 0:                   # adaptive (gradient) restart
+            t, Y = 1.0, An
+        else:
+            tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
+            Y = An + ((t - 1.0) / tn) * (An - A)
+            t = tn
+        A = An
+        if it % check_every == 0 or it == max_iter:
+            gap = _inner_gap(prob, S, A, Gss, GS, lam)
+            if gap <= tol:
+                break
+    return A, it, gap
+
+
+def bcd_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: float, max_iter: int,
+             Gss: np.ndarray, GS: np.ndarray) -> tuple[np.ndarray, int, float]:
+    """Exact block-coordinate descent over rows; row i solves ``min G_ii‖a‖² − 2a·c + λ‖a‖_∞``.
+
+    ``c = G_i: − Σ_{l≠i} G_il a_l``; the minimiser is ``prox_{λ/(2G_ii)‖·‖_∞}(c / G_ii)``.
+    One sweep costs O(|S|² p); stops at relative duality gap ≤ tol (on S).
+    """
+    if S.size == 0:
+        return A0, 0, 0.0
+    A = A0.copy()
+    M = Gss @ A
+    d = np.diag(Gss).copy()
+    gap = np.inf
+    sweep = 0
+    for sweep in range(1, max_iter + 1):
+        for i in range(S.size):
+            if d[i] <= 0:
+                continue
+            c = GS[i] - M[i] + d[i] * A[i]
+            new = prox_linf_rows((c / d[i])[None, :], lam / (2.0 * d[i]))[0]
+            delta = new - A[i]
+            if np.any(delta):
+                M += np.outer(Gss[:, i], delta)
+                A[i] = new
+        gap = _inner_gap(prob, S, A, Gss, GS, lam)
+        if gap <= tol:
+            break
+    return A, sweep, gap
+
+
+def project_linf_epigraph_rows(V: np.ndarray, s: np.ndarray, top: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """Project every (row v_i, s_i) onto the cone ``{(a, t): ‖a‖_∞ ≤ t}`` — the feasible set of (5.5).
+
+    For fixed t the nearest a is ``clip(v, −t, t)``; t then solves
+    ``t − s = Σ_j (|v_j| − t)_+``, i.e. ``t = (s + Σ_{j≤ρ} u_j)/(ρ + 1)`` over the sorted
+    magnitudes u (ρ the largest index with ``u_ρ > t_ρ``), clipped at 0.
+    """
+    absV = np.abs(V)
+    k, p = V.shape
+    t = np.asarray(s, dtype=np.float64).copy()
+    need = np.flatnonzero(absV.max(axis=1) > t)
+    if need.size:
+        W = absV[need]
+        sn = t[need]
+        th = np.zeros(need.size)
+        m = min(p, top)
+        todo = np.arange(need.size)
+        while todo.size:
+            Wt = W[todo]
+            if m < p:
+                u = -np.sort(-(-np.partition(-Wt, m - 1, axis=1)[:, :m]), axis=1)
+            else:
+                u = -np.sort(-Wt, axis=1)
+            cand = (sn[todo, None] + np.cumsum(u, axis=1)) / np.arange(2, m + 2)
+            cond = u > cand
+            rho = m - np.argmax(cond[:, ::-1], axis=1)
+            val = cand[np.arange(todo.size), rho - 1]
+            done = (rho < m) | (m == p)
+            th[todo[done]] = val[done]
+            todo = todo[~done]
+            m = min(p, 4 * m)
+        t[need] = np.maximum(th, 0.0)
+    return np.clip(V, -t[:, None], t[:, None]), t
+
+
+def spg_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: float, max_iter: int,
+             Gss: np.ndarray, GS: np.ndarray, check_every: int = 10, memory: int = 10) -> tuple[np.ndarray, int, float]:
+    """Spectral projected gradient (Birgin, Martínez & Raydan 2000) on the QP (5.5).
+
+    Variables (A_S, s): ``min ‖X − XA‖² + λ Σ s_i  s.t. −s_i ≤ a_ij ≤ s_i``, with
+    Barzilai–Borwein steps, a non-monotone Armijo search and the exact projection onto the
+    constraint set (:func:`project_linf_epigraph_rows`).  This is the inner solver of
+    Schmidt et al.'s projected quasi-Newton — the paper's method family — without the
+    L-BFGS model; it shares nothing with :func:`fista_rows` but the data.
+    """
+    if S.size == 0:
+        return A0, 0, 0.0
+    A = A0.copy()
+    s = np.abs(A).max(axis=1)
+    L = 2.0 * float(np.linalg.eigvalsh(Gss)[-1])
+    if L <= 0:
+        return np.zeros_like(A0), 0, 0.0
+    trG = prob.trG
+
+    def F_and_grad(A, s):
+        M = Gss @ A
+        f = trG - 2.0 * np.vdot(A, GS) + np.vdot(A, M)
+        return f + lam * s.sum(), 2.0 * (M - GS)
+
+    F, g = F_and_grad(A, s)
+    hist = [F]
+    alpha = 1.0 / L
+    gap = np.inf
+    it = 0
+    for it in range(1, max_iter + 1):
+        An, sn = project_linf_epigraph_rows(A - alpha * g, s - alpha * lam)
+        dA, ds = An - A, sn - s
+        slope = np.vdot(g, dA) + lam * ds.sum()
+        if slope >= 0:  # stationary up to round-off
+            break
+        Fref = max(hist[-memory:])
+        step = 1.0
+        while True:
+            A1, s1 = A + step * dA, s + step * ds
+            F1, g1 = F_and_grad(A1, s1)
+            if F1 <= Fref + 1e-4 * step * slope or step < 1e-12:
+                break
+            step *= 0.5
+        yA = g1 - g
+        sA, ss = A1 - A, s1 - s
+        sy = np.vdot(sA, yA)
+        alpha = float(np.clip((np.vdot(sA, sA) + ss @ ss) / sy, 1e-12 / L, 1e12 / L)) if sy > 0 else 1.0 / L
+        A, s, g, F = A1, s1, g1, F1
+        hist.append(F)
+        if it % check_every == 0 or it == max_iter:
+            gap = _inner_gap(prob, S, A, Gss, GS, lam)
+            if gap <= tol:
+                break
+    return A, it, gap
+
+
+_SOLVERS = {"fista": fista_rows, "spg": spg_rows, "bcd": bcd_rows}
+
+
+# --------------------------------------------------------------------------- one λ, active set
+def solve_lambda(prob: _Problem, lam: float, S: np.ndarray, A: np.ndarray, *, solver: str = "fista",
+                 tol: float = 1e-6, max_iter: int = 5000, max_outer: int = 50) -> dict[str, Any]:
+    """Solve (4.2) at one λ from the warm start (S, A_S); grow S until the KKT scan passes.
+
+    Returns the rows S, A_S, the scan ``gl1 = ‖∇f_i‖₁`` (all rows), primal, dual, relative
+    gap (global certificate: the dual point is scaled with the max over *all* p rows),
+    iterations and the number of KKT rounds.
+    """
+    inner = _SOLVERS[solver]
+    p = prob.p
+    total_it = 0
+    inner_gap = 0.0
+    for outer in range(1, max_outer + 1):
+        if S.size:
+            Gss, GS = prob.rows(S)
+            A, it, inner_gap = inner(prob, S, lam, A, tol, max_iter, Gss, GS)
+            total_it += it
+        gl1 = prob.grad_l1(S, A)
+        outside = prob.allowed.copy()
+        outside[S] = False
+        viol = np.flatnonzero(outside & (gl1 > lam * (1 + 1e-12)))
+        if viol.size == 0:
+            break
+        # add violators (largest first, at most as many again as S holds + 10)
+        viol = viol[np.argsort(-gl1[viol])][: max(10, S.size)]
+        S_new = np.union1d(S, viol)
+        A_new = np.zeros((S_new.size, p))
+        if S.size:
+            A_new[np.searchsorted(S_new, S)] = A
+        S, A = S_new, A_new
+    gmax = float(gl1[prob.allowed].max())
+    P, D, f = prob.primal_dual(S, A, lam, gmax)
+    return {"S": S, "A": A, "gl1": gl1, "primal": P, "dual": D, "loss": f, "gap": _rel_gap(P, D, lam, prob.trG),
+            "inner_gap": inner_gap, "n_iter": total_it, "kkt_rounds": outer,
+            "kkt_ok": bool(np.all(gl1[prob.allowed & ~np.isin(np.arange(p), S)] <= lam * (1 + 1e-12)))}
+
+
+def _row_norms(p: int, S: np.ndarray, A: np.ndarray) -> np.ndarray:
+    out = np.zeros(p)
+    if S.size:
+        out[S] = np.abs(A).max(axis=1)
+    return out
+
+
+def _diag(p: int, S: np.ndarray, A: np.ndarray) -> np.ndarray:
+    out = np.zeros(p)
+    if S.size:
+        out[S] = A[np.arange(S.size), S]
+    return out
+
+
+class _Path:
+    """Warm-started λ path (decreasing λ) with the sequential strong rule (Tibshirani et al. 2012)."""
+
+    def __init__(self, prob: _Problem, solver: str, tol: float, max_iter: int):
+        self.prob, self.solver, self.tol, self.max_iter = prob, solver, tol, max_iter
+        p = prob.p
+        self.S = np.zeros(0, dtype=np.int64)
+        self.A = np.zeros((0, p))
+        self.gl1 = prob.grad_l1(self.S, self.A)
+        allowed_g = self.gl1[prob.allowed]
+        self.lambda_max = float(allowed_g.max()) if allowed_g.size else 0.0
+        self.lam_prev = self.lambda_max
+        self.records: list[dict[str, Any]] = []
+        self.sols: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def solve(self, lam: float, warm: tuple[np.ndarray, np.ndarray, np.ndarray, float] | None = None) -> dict:
+        t0 = time.perf_counter()
+        S0, A0, gl1, lam_prev = warm if warm is not None else (self.S, self.A, self.gl1, self.lam_prev)
+        nz = S0[np.abs(A0).max(axis=1) > 0] if S0.size else S0
+        strong = np.flatnonzero(self.prob.allowed & (gl1 >= 2 * lam - lam_prev))
+        S = np.union1d(nz, strong).astype(np.int64)
+        A = np.zeros((S.size, self.prob.p))
+        if nz.size:
+            A[np.searchsorted(S, nz)] = A0[np.searchsorted(S0, nz)]
+        res = solve_lambda(self.prob, lam, S, A, solver=self.solver, tol=self.tol, max_iter=self.max_iter)
+        keep = np.abs(res["A"]).max(axis=1) > 0 if res["S"].size else np.zeros(0, bool)
+        S, A = res["S"][keep], res["A"][keep]
+        rec = {"lambda": lam, "row_norm": _row_norms(self.prob.p, S, A), "diag": _diag(self.prob.p, S, A),
+               "n_active": int(S.size), "primal": res["primal"], "dual": res["dual"], "loss": res["loss"],
+               "gap": res["gap"], "n_iter": res["n_iter"], "kkt_rounds": res["kkt_rounds"],
+               "kkt_max_ratio": float(res["gl1"][self.prob.allowed & (_row_norms(self.prob.p, S, A) == 0)].max(initial=0.0) / lam) if lam > 0 else 0.0,
+               "seconds": time.perf_counter() - t0}
+        self.records.append(rec)
+        self.sols[lam] = (S, A, res["gl1"])
+        self.S, self.A, self.gl1, self.lam_prev = S, A, res["gl1"], lam
+        log.info("cpfs λ=%.4g: %d active rows, rel. gap %.2e, %d iterations, %d KKT round(s), %.2fs",
+                 lam, S.size, res["gap"], res["n_iter"], res["kkt_rounds"], rec["seconds"])
+        return rec
+
+    def warm_from(self, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        S, A, gl1 = self.sols[lam]
+        return S, A, gl1, lam
+
+    def as_dataset(self, names: np.ndarray) -> xr.Dataset:
+        recs = sorted(self.records, key=lambda r: -r["lambda"])
+        lam = np.array([r["lambda"] for r in recs])
+        data = {
+            "path_row_norm": (("lambda", "feature"), np.array([r["row_norm"] for r in recs])),
+            "path_diag": (("lambda", "feature"), np.array([r["diag"] for r in recs])),
+        }
+        for key in ("n_active", "primal", "dual", "loss", "gap", "n_iter", "kkt_rounds", "kkt_max_ratio", "seconds"):
+            data[f"path_{key}"] = ("lambda", np.array([r[key] for r in recs]))
+        return xr.Dataset(data, coords={"lambda": lam, "feature": names})
+
+
+def entry_lambda(path_row_norm: np.ndarray, lambdas: np.ndarray) -> np.ndarray:
+    """Largest λ on the path at which each feature's row of A is nonzero (0 if never)."""
+    order = np.argsort(-lambdas)
+    nz = path_row_norm[order] > 0
+    first = np.argmax(nz, axis=0)
+    return np.where(nz.any(axis=0), lambdas[order][first], 0.0)
+
+
+# --------------------------------------------------------------------------- estimator
+class CPFS(SelectorMixin):
+    """Convex principal feature selection (Masaeli et al., SDM 2010), solved to a certificate.
+
+    ``min_A ‖X − XA‖²_F + λ Σ_i ‖a_i‖_∞`` (eq. 4.2) on centred columns; features whose row
+    of A is nonzero are selected.  λ is reached along a warm-started path from
+    ``λ_max = max_i 2‖(XᵀX)_i‖₁`` (where A = 0) downwards.
+
+    Parameters
+    ----------
+    lam : float or None
+        The λ of (4.2).  None: with ``n_features_to_select=q``, the λ that keeps q rows
+        (path, then bisection in log λ); otherwise the end of the default path.
+    n_features_to_select : int or None
+        q.  Selected = the nonzero rows at the λ that keeps q (if the path passes a λ with
+        exactly q nonzero rows), else the first q by ``ranking_``.
+    n_lambdas : int
+        Points of the geometric λ grid (from λ_max to ``lam`` or ``lambda_min_ratio·λ_max``).
+    lambda_min_ratio : float
+        End of the default grid, relative to λ_max.
+    lambdas : sequence of float, optional
+        An explicit grid (used as given, sorted decreasing).
+    max_features : int, optional
+        Stop the path once more rows than this are nonzero (the p² wall; see README).
+    max_iter : int
+        Inner iterations per λ and KKT round (FISTA steps or BCD sweeps).
+    tol : float
+        Target relative duality gap ``(P − D)/P`` at every λ (the certificate).
+    solver : {"fista", "spg", "bcd"}
+        Accelerated proximal gradient on (4.2); spectral projected gradient on the paper's QP
+        (5.5); or exact block-coordinate descent over rows (slow, a reference).
+    scale : bool
+        Divide centred columns by their standard deviation (the paper does not).
+    energy_tol : float
+        Singular directions of X with total energy ≤ ``energy_tol·‖X‖²`` are dropped from
+        the factor B (numerical rank); reported as ``discarded_energy``.
+    gram_max_bytes : float
+        Keep the p × p Gram in memory when it fits this budget (faster KKT scans).
+    max_bisect : int
+        Bisection steps in log λ to hit exactly q nonzero rows.
+    on_constant : {"drop", "error"}
+        Constant columns carry no variance: weight 0, never selected (or raise).
+    on_duplicate : {"drop", "keep", "error"}
+        Exact duplicate columns: ``drop`` keeps the first copy's row free and fixes the
+        others' rows at zero (they are still reconstructed; the optimum is unchanged, since
+        merged rows never cost more penalty); ``keep`` leaves them free (the optimum is then
+        not unique and copies may share the weight); ``error`` raises.
+
+    Attributes
+    ----------
+    scores_ : row ∞-norms ``‖a_i‖_∞`` at the final λ.
+    ranking_ : by entry λ (the largest λ at which the row is nonzero), then ``scores_``.
+    coef_ : A (p × p) when p ≤ 2000, else its nonzero rows (``coef_rows_`` gives their indices).
+    lambda_ : the final λ.  lambda_max_ : where A = 0.  duality_gap_ : relative gap at ``lambda_``.
+    path_ : ``xarray.Dataset`` over ``lambda`` (row norms, diagonal of A, active counts, gaps).
+    result_ : the path variables are also in the result (dims ``lambda``, ``feature``).
+    """
+
+    method_name = "cpfs"
+
+    def __init__(self, lam: float | None = None, n_features_to_select: int | None = None, *,
+                 n_lambdas: int = 20, lambda_min_ratio: float = 1e-3, lambdas: Sequence[float] | None = None,
+                 max_features: int | None = None, max_iter: int = 5000, tol: float = 1e-6,
+                 solver: Literal["fista", "spg", "bcd"] = "fista", scale: bool = False, energy_tol: float = 1e-12,
+                 gram_max_bytes: float = 2e9, max_bisect: int = 12,
+                 on_constant: Literal["drop", "error"] = "drop",
+                 on_duplicate: Literal["drop", "keep", "error"] = "drop"):
+        self.lam = lam
+        self.n_features_to_select = n_features_to_select
+        self.n_lambdas = n_lambdas
+        self.lambda_min_ratio = lambda_min_ratio
+        self.lambdas = lambdas
+        self.max_features = max_features
+        self.max_iter = max_iter
+        self.tol = tol
+        self.solver = solver
+        self.scale = scale
+        self.energy_tol = energy_tol
+        self.gram_max_bytes = gram_max_bytes
+        self.max_bisect = max_bisect
+        self.on_constant = on_constant
+        self.on_duplicate = on_duplicate
+
+    # ---- validation
+    def _validate_params(self) -> None:
+        if self.lam is not None:
+            if not isinstance(self.lam, (int, float, np.floating, np.integer)) or not np.isfinite(self.lam):
+                raise ParameterError(f"lam={self.lam!r}; use a finite number ≥ 0 or None")
+            if self.lam < 0:
+                raise ParameterError(f"lam={self.lam} is negative; λ weighs the penalty Σ‖a_i‖_∞ and must be ≥ 0 "
+                                     "(0 keeps every feature, larger values keep fewer)")
+        q = self.n_features_to_select
+        if q is not None and (not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1):
+            raise ParameterError(f"n_features_to_select={q!r}; CPFS needs a positive integer or None")
+        if self.solver not in _SOLVERS:
+            raise ParameterError(f"solver={self.solver!r}; use one of {', '.join(_SOLVERS)}")
+        if not (isinstance(self.n_lambdas, (int, np.integer)) and self.n_lambdas >= 1):
+            raise ParameterError(f"n_lambdas={self.n_lambdas!r}; use a positive integer")
+        if not (0 < float(self.lambda_min_ratio) < 1):
+            raise ParameterError(f"lambda_min_ratio={self.lambda_min_ratio!r}; use a number in (0, 1)")
+        if not (float(self.tol) > 0):
+            raise ParameterError(f"tol={self.tol!r}; use a positive relative duality gap such as 1e-6")
+        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
+            raise ParameterError(f"max_iter={self.max_iter!r}; use a positive integer")
+        if self.lambdas is not None:
+            lams = np.asarray(self.lambdas, dtype=float)
+            if lams.ndim != 1 or lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams < 0):
+                raise ParameterError("lambdas must be a non-empty list of finite numbers ≥ 0")
+        if self.on_constant not in ("drop", "error"):
+            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
+        if self.on_duplicate not in ("drop", "keep", "error"):
+            raise ParameterError(f"on_duplicate={self.on_duplicate!r}; use 'drop', 'keep' or 'error'")
+        if self.max_features is not None and not (isinstance(self.max_features, (int, np.integer))
+                                                   and self.max_features >= 1):
+            raise ParameterError(f"max_features={self.max_features!r}; use a positive integer or None")
+
+    # ---- the fit
+    def _prepare(self, X: da.Array) -> tuple[_Problem, dict[str, Any]]:
+        Xf = X.astype(np.float64)
+        Xc = Xf - Xf.mean(axis=0)                      # §3: columns zero-centred
+        if self.scale:
+            Xc = Xc / Xc.std(axis=0, ddof=1)
+        dup = duplicate_columns(X)
+        if dup.any() and self.on_duplicate == "error":
+            raise InputError(f"X has {int(dup.sum())} column(s) that duplicate an earlier column "
+                             f"(first: #{int(np.flatnonzero(dup)[0])}); drop them or use on_duplicate='drop'")
+        allowed = ~dup if self.on_duplicate == "drop" else np.ones(X.shape[1], bool)
+        B, s = gram_factor(Xc, energy_tol=self.energy_tol)
+        total = float(np.sum(s**2))
+        info = {"rank": int(B.shape[0]), "discarded_energy": float(np.sum(s[B.shape[0]:] ** 2) / total) if total else 0.0,
+                "n_duplicate_columns": int(dup.sum())}
+        return _Problem(B, allowed, self.gram_max_bytes), info
+
+    def _grid(self, lam_max: float) -> np.ndarray:
+        if self.lambdas is not None:
+            return np.sort(np.asarray(self.lambdas, dtype=float))[::-1]
+        lo = self.lam if self.lam is not None else lam_max * self.lambda_min_ratio
+        if self.lam is not None and self.lam >= lam_max:
+            return np.array([float(self.lam)])
+        if lo <= 0:
+            grid = lam_max * np.geomspace(1.0, self.lambda_min_ratio, max(self.n_lambdas - 1, 1))
+            return np.append(grid, 0.0)
+        return lam_max * np.geomspace(1.0, lo / lam_max, self.n_lambdas) if self.n_lambdas > 1 else np.array([lo])
+
+    def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:
+        n, p = X.shape
+        q = self.n_features_to_select
+        prob, info = self._prepare(X)
+        if q is not None and q > int(prob.allowed.sum()):
+            raise ParameterError(f"n_features_to_select={q} but X has only {int(prob.allowed.sum())} usable "
+                                 f"features ({p} non-constant, {info['n_duplicate_columns']} duplicate)")
+        path = _Path(prob, self.solver, float(self.tol), int(self.max_iter))
+        lam_max = path.lambda_max
+        grid = self._grid(lam_max)
+        final = None
+        below = None  # (λ, n_active) with n_active < q
+        for lam in grid:
+            rec = path.solve(float(lam))
+            final = rec
+            if q is not None:
+                if rec["n_active"] >= q:
+                    break
+                below = rec
+            if self.max_features is not None and rec["n_active"] > self.max_features:
+                log.info("cpfs: %d active rows > max_features=%d; path stopped at λ=%.4g",
+                         rec["n_active"], self.max_features, lam)
+                break
+        if q is not None and self.lam is None and final["n_active"] != q and below is not None:
+            hi, lo = below["lambda"], final["lambda"]           # count(hi) < q ≤ count(lo)
+            best = final
+            for _ in range(int(self.max_bisect)):
+                mid = math.sqrt(hi * lo) if lo > 0 else hi / 2
+                rec = path.solve(mid, warm=path.warm_from(hi))
+                if rec["n_active"] >= q:
+                    lo, best = mid, rec
+                    if rec["n_active"] == q:
+                        break
+                else:
+                    hi = mid
+            final = best
+        lam_final = final["lambda"]
+        S, A, gl1 = path.sols[lam_final]
+        pds = path.as_dataset(np.arange(p))
+        entry = entry_lambda(pds["path_row_norm"].values, pds["lambda"].values)
+        scores = _row_norms(p, S, A)
+        self._entry = entry
+        self._final_nonzero = scores > 0
+        self._gl1 = gl1
+        self._S, self._A = S, A
+        self._path_ds = pds
+        converged = bool(np.all(pds["path_gap"].values <= self.tol * 1.0000001))
+        if not converged:
+            warnings.warn(f"CPFS: the duality gap did not reach tol={self.tol} at every λ "
+                          f"(worst {float(pds['path_gap'].max()):.2e}); raise max_iter", ConvergenceWarning,
+                          stacklevel=3)
+        self.lambda_ = lam_final
+        self.lambda_max_ = lam_max
+        self.duality_gap_ = final["gap"]
+        attrs = {"lambda": lam_final, "lambda_max": lam_max, "duality_gap": final["gap"],
+                 "primal": final["primal"], "dual": final["dual"], "kkt_max_ratio_inactive": final["kkt_max_ratio"],
+                 "certificate": "relative duality gap (P - D)/P of eq. 4.2 on the rank-r factor B",
+                 "solver": self.solver, "n_kkt_scans": prob.n_scans, "gram_in_memory": prob.G is not None,
+                 **info}
+        return FitOutput(scores=scores, support=self._final_nonzero, n_iter=int(pds["path_n_iter"].sum()),
+                         converged=converged, objective=[float(v) for v in pds["path_primal"].values],
+                         attrs=attrs)
+
+    def fit(self, X: Any, y: Any = None) -> "CPFS":
+        """Fit the path on X (y is ignored: CPFS is unsupervised)."""
+        super().fit(X, None)
+        act = self.active_features_
+        p = act.size
+        idx = np.flatnonzero(act)
+        entry = np.zeros(p)
+        entry[act] = self._entry
+        gl1 = np.zeros(p)
+        gl1[act] = self._gl1
+        key = np.lexsort((-gl1, -self.scores_, -entry, ~act))
+        ranking = np.empty(p, dtype=np.int64)
+        ranking[key] = np.arange(1, p + 1)
+        self.ranking_ = ranking
+        q = self.n_features_to_select
+        nz = np.zeros(p, bool)
+        nz[act] = self._final_nonzero
+        if q is None or int(nz.sum()) == q:
+            self.support_ = nz
+        else:
+            self.support_ = np.zeros(p, bool)
+            self.support_[np.argsort(ranking)[:q]] = True
+        # coef_
+        rows = idx[self._S]
+        if p <= DENSE_COEF_MAX_FEATURES:
+            A = np.zeros((p, p))
+            A[np.ix_(rows, idx)] = self._A
+            self.coef_ = A
+        else:
+            self.coef_ = np.zeros((rows.size, p))
+            self.coef_[:, idx] = self._A
+        self.coef_rows_ = rows
+        # path in result_, over all features
+        pds = self._path_ds
+        names = np.asarray(self.feature_names_in_)
+        full = {}
+        for v in ("path_row_norm", "path_diag"):
+            arr = np.zeros((pds.sizes["lambda"], p))
+            arr[:, act] = pds[v].values
+            full[v] = (("lambda", "feature"), arr)
+        for v in pds.data_vars:
+            if pds[v].dims == ("lambda",):
+                full[v] = ("lambda", pds[v].values)
+        ds = self.result_
+        ds["rank"] = ("feature", self.ranking_)
+        ds["selected"] = ("feature", self.support_)
+        ds["entry_lambda"] = ("feature", entry)
+        ds = ds.assign_coords({"lambda": pds["lambda"].values})
+        for k, v in full.items():
+            ds[k] = v
+        ds.attrs["n_selected"] = int(self.support_.sum())
+        self.result_ = ds
+        self.path_ = ds[[*full]].assign_coords(feature=names)
+        self.path_["entry_lambda"] = ("feature", entry)
+        for name in ("_entry", "_final_nonzero", "_gl1", "_S", "_A", "_path_ds"):
+            delattr(self, name)
+        return self
+
+    @property
+    def leave_order_(self) -> np.ndarray:
+        """Indices of the features that were ever nonzero, in the order they leave as λ grows."""
+        self._check_fitted()
+        entry = self.result_["entry_lambda"].values
+        order = np.argsort(self.ranking_)[::-1]
+        return order[entry[order] > 0]
+
+
+def duplicate_columns(X: da.Array) -> np.ndarray:
+    """Mask of columns that exactly equal an earlier column (one pass: per-column byte hashes)."""
+    def hashes(xb: np.ndarray) -> np.ndarray:
+        xb = np.ascontiguousarray(xb.T)
+        return np.array([hash(row.tobytes()) for row in xb], dtype=np.int64)
+
+    h = map_features(hashes, X, dtype=np.int64).compute()
+    _, first = np.unique(h, return_index=True)
+    dup = np.ones(h.size, bool)
+    dup[first] = False
+    return dup
+
+
+def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float = 1e-3,
+              lambdas: Sequence[float] | None = None, max_features: int | None = None,
+              n_features_to_select: int | None = None, **params: Any) -> xr.Dataset:
+    """The CPFS regularisation path (Fig. 1 of the paper) as an ``xarray.Dataset``.
+
+    Variables over ``lambda`` (decreasing) and ``feature``: ``path_row_norm`` (‖a_i‖_∞),
+    ``path_diag`` (a_ii), ``path_n_active``, ``path_primal``, ``path_dual``, ``path_gap``
+    (relative duality gap, the certificate), ``path_loss``; and ``entry_lambda(feature)``
+    (largest λ with a nonzero row; features leave in increasing order of it).  With
+    ``n_features_to_select=q`` the path is refined by bisection until q rows are nonzero;
+    the attribute ``lambda_q`` is that λ.
+    """
+    est = CPFS(n_features_to_select=n_features_to_select, n_lambdas=n_lambdas,
+               lambda_min_ratio=lambda_min_ratio, lambdas=lambdas, max_features=max_features, **params).fit(X)
+    ds = est.path_.copy()
+    ds.attrs = {k: est.result_.attrs[k] for k in ("lambda", "lambda_max", "duality_gap", "rank",
+                                                    "discarded_energy", "solver", "wall_time_s")}
+    ds["rank"] = ("feature", est.ranking_)
+    if n_features_to_select is not None:
+        ds.attrs["lambda_q"] = est.lambda_
+    return ds

@@ -1,0 +1,216 @@
+"""CPFS (Masaeli et al. 2010): prox operators, two independent solvers, the duality-gap
+certificate recomputed densely in numpy, the λ path and bad input."""
+
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import fsdask
+from fsdask.errors import InputError, ParameterError
+from fsdask.linalg import gram_factor, row_l1_norms
+from fsdask.methods.cpfs import (CPFS, cpfs_path, project_l1_ball_rows, project_linf_epigraph_rows,
+                                 prox_linf_rows)
+
+
+def _proj_l1_ref(v, r):
+    if np.abs(v).sum() <= r:
+        return v.copy()
+    u = np.sort(np.abs(v))[::-1]
+    cs = np.cumsum(u)
+    rho = max(j for j in range(1, v.size + 1) if u[j - 1] > (cs[j - 1] - r) / j)
+    th = (cs[rho - 1] - r) / rho
+    return np.sign(v) * np.maximum(np.abs(v) - th, 0)
+
+
+def test_l1_projection_and_linf_prox(rng):
+    # includes rows that need more than the `top` largest entries (fallback path)
+    V = rng.normal(size=(30, 200))
+    V[:5] = 1.0 + 1e-3 * rng.normal(size=(5, 200))
+    radii = rng.uniform(0.1, 100, size=30)
+    P = project_l1_ball_rows(V, radii, top=8)
+    for i in range(30):
+        np.testing.assert_allclose(P[i], _proj_l1_ref(V[i], radii[i]), atol=1e-12)
+    # Moreau: prox_{τ‖·‖∞}(v) = v − Π(v); rows with ‖v‖₁ ≤ τ vanish exactly
+    Q = prox_linf_rows(V, radii)
+    np.testing.assert_allclose(Q, V - P, atol=1e-12)
+    small = np.abs(V).sum(1) <= radii
+    assert np.all(Q[small] == 0)
+    # prox optimality: for τ ≥ 0, x = prox(v) minimises ½‖x − v‖² + τ‖x‖∞ (check random perturbations)
+    v, tau = V[7], 3.0
+    x = prox_linf_rows(v[None], tau)[0]
+    obj = lambda z: 0.5 * np.sum((z - v) ** 2) + tau * np.abs(z).max()
+    assert all(obj(x) <= obj(x + 1e-3 * rng.normal(size=v.size)) + 1e-12 for _ in range(50))
+
+
+def test_linf_epigraph_projection(rng):
+    from scipy.optimize import minimize_scalar
+    V = rng.normal(size=(12, 90)) * 2
+    s = rng.normal(size=12) * 3
+    Pa, Pt = project_linf_epigraph_rows(V, s, top=4)
+    for i in range(12):
+        g = lambda t: np.sum(np.maximum(np.abs(V[i]) - t, 0) ** 2) + (t - s[i]) ** 2
+        t_ref = minimize_scalar(g, bounds=(0, np.abs(V[i]).max() + abs(s[i]) + 1), method="bounded",
+                                options={"xatol": 1e-12}).x
+        if np.abs(V[i]).max() <= s[i]:
+            t_ref = s[i]
+        assert Pt[i] == pytest.approx(t_ref, abs=1e-6)
+        np.testing.assert_allclose(Pa[i], np.clip(V[i], -Pt[i], Pt[i]))
+
+
+def test_gram_factor_and_row_l1(rng):
+    X = rng.normal(size=(20, 300))
+    X -= X.mean(0)
+    Xd = da.from_array(X, chunks=(20, 70))
+    for gmax in (2048, 10):  # Gram+eigh route, then TSQR of Xᵀ
+        B, s = gram_factor(Xd, gram_max_features=gmax)
+        np.testing.assert_allclose(B.T @ B, X.T @ X, atol=1e-9)
+        np.testing.assert_allclose(s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8)
+    M, E, C = rng.normal(size=(50, 7)), rng.normal(size=(7, 40)), rng.normal(size=(50, 40))
+    np.testing.assert_allclose(row_l1_norms(M, E, C, block_bytes=8 * 40 * 3), np.abs(M @ E - C).sum(1))
+
+
+def _data(rng, n=60, p=14):
+    X = rng.normal(size=(n, p)) @ rng.normal(size=(p, p)) * 0.5 + rng.normal(size=(n, p))
+    return X
+
+
+def _certificate(X, A, lam):
+    """Primal and dual value of (4.2) computed densely from X (independent of the solver code)."""
+    Xc = X - X.mean(0)
+    R = Xc - Xc @ A
+    P = np.sum(R * R) + lam * np.abs(A).max(axis=1).sum()
+    grad = -2 * Xc.T @ R
+    c = min(np.sum(R * Xc) / np.sum(R * R), lam / np.abs(grad).sum(axis=1).max())
+    D = 2 * c * np.sum(R * Xc) - c * c * np.sum(R * R)
+    return P, D
+
+
+@pytest.mark.parametrize("lam_frac", [0.3, 0.05])
+def test_two_solvers_agree_with_certificate(rng, lam_frac):
+    X = _data(rng)
+    lam_max = 2 * np.abs((X - X.mean(0)).T @ (X - X.mean(0))).sum(1).max()
+    lam = lam_frac * lam_max
+    fits = {s: CPFS(lam=lam, solver=s, tol=1e-10, max_iter=100000, n_lambdas=4).fit(X) for s in ("fista", "spg", "bcd")}
+    P = {}
+    for s, e in fits.items():
+        assert e.lambda_max_ == pytest.approx(lam_max, rel=1e-10)
+        Pd, Dd = _certificate(X, e.coef_, lam)
+        assert Pd >= Dd - 1e-9 * Pd                      # weak duality
+        assert (Pd - Dd) / Pd <= 2e-10                   # the certificate, recomputed densely
+        assert e.result_.attrs["duality_gap"] == pytest.approx((Pd - Dd) / Pd, abs=1e-11)
+        assert e.result_.attrs["primal"] == pytest.approx(Pd, rel=1e-10)
+        P[s] = Pd
+    assert P["spg"] == pytest.approx(P["fista"], rel=1e-6)
+    assert P["bcd"] == pytest.approx(P["fista"], rel=1e-6)
+    sup = {s: tuple(e.get_support(indices=True)) for s, e in fits.items()}
+    assert sup["fista"] == sup["spg"] == sup["bcd"]
+    # local optimality of the returned A
+    A = fits["fista"].coef_
+    obj = lambda A: _certificate(X, A, lam)[0]
+    assert all(obj(A) <= obj(A + 1e-4 * rng.normal(size=A.shape)) for _ in range(20))
+
+
+def test_extremes_and_path(rng):
+    X = _data(rng, p=8)
+    e0 = CPFS(lam=0.0, tol=1e-10, n_lambdas=6, max_iter=50000).fit(X)
+    np.testing.assert_allclose(e0.coef_, np.eye(8), atol=1e-4)  # λ = 0: A = I
+    assert e0.support_.all()
+    big = CPFS(lam=1e9).fit(X)
+    assert not big.support_.any() and np.all(big.coef_ == 0)
+    path = cpfs_path(X, n_lambdas=12, lambda_min_ratio=1e-3, tol=1e-8)
+    lam = path["lambda"].values
+    assert np.all(np.diff(lam) < 0) and path["path_n_active"].values[0] == 0
+    assert path["path_n_active"].values[-1] == 8
+    assert np.all(path["path_gap"].values <= 1e-8 * 1.0001)
+    # entry λ = largest λ with a nonzero row; rank 1 enters first
+    entry = path["entry_lambda"].values
+    r = path["rank"].values
+    assert entry[r == 1][0] == entry.max()
+    assert np.all(np.diff(entry[np.argsort(r)]) <= 0)   # ranking follows entry λ
+    rn = path["path_row_norm"].values
+    for j in range(8):
+        assert rn[lam > entry[j], j].max(initial=0) == 0
+
+
+def test_n_features_to_select_finds_lambda(rng):
+    X = _data(rng, p=12)
+    e = CPFS(n_features_to_select=5, tol=1e-8).fit(X)
+    assert e.support_.sum() == 5
+    assert e.result_.attrs["n_selected"] == 5
+    assert np.count_nonzero(np.abs(e.coef_).max(1)) in (5, e.result_["path_n_active"].values.max())
+    assert e.transform(X).shape == (60, 5)
+    assert set(np.flatnonzero(e.support_)) == set(np.argsort(e.ranking_)[:5]) or \
+        np.count_nonzero(np.abs(e.coef_).max(1)) == 5
+    assert e.result_["path_row_norm"].dims == ("lambda", "feature")
+    # sorted support by ranking_ is consistent with scores_ at λ_q
+    assert np.all(e.scores_[e.support_] > 0)
+
+
+def test_active_set_factor_route_matches_gram_route(rng):
+    # p > n: the factor B comes from the TSQR of Xᵀ; Gram kept (default) vs not kept (scan on B)
+    X = rng.normal(size=(25, 15)) @ rng.normal(size=(15, 160))
+    X += 0.05 * rng.normal(size=X.shape)
+    Xd = da.from_array(X, chunks=(25, 40))
+    kw = dict(lam=None, n_features_to_select=10, tol=1e-8, max_iter=50000)
+    a = CPFS(**kw).fit(Xd)
+    b = CPFS(gram_max_bytes=0, **kw).fit(Xd)
+    assert a.result_.attrs["gram_in_memory"] and not b.result_.attrs["gram_in_memory"]
+    assert a.lambda_ == pytest.approx(b.lambda_, rel=1e-9)
+    assert a.result_.attrs["primal"] == pytest.approx(b.result_.attrs["primal"], rel=1e-6)
+    np.testing.assert_array_equal(a.support_, b.support_)
+    Pd, Dd = _certificate(X, a.coef_, a.lambda_)
+    assert (Pd - Dd) / Pd <= 1e-7
+
+
+def test_on_a_cluster(cluster, rng):
+    X = _data(rng, n=40, p=10)
+    with dask.config.set(scheduler=cluster):
+        e = CPFS(n_features_to_select=3).fit(da.from_array(X, chunks=(40, 4)))
+    ref = CPFS(n_features_to_select=3).fit(X)
+    np.testing.assert_array_equal(e.support_, ref.support_)
+
+
+def test_bad_input(rng):
+    X = _data(rng, p=6)
+    with pytest.raises(ParameterError, match="negative"):
+        CPFS(lam=-1.0).fit(X)
+    with pytest.raises(ParameterError, match="only 6"):
+        CPFS(n_features_to_select=7).fit(X)
+    with pytest.raises(ParameterError, match="solver"):
+        CPFS(solver="newton").fit(X)
+    Xn = X.copy()
+    Xn[3, 2] = np.nan
+    with pytest.raises(InputError, match="NaN/Inf"):
+        CPFS().fit(Xn)
+    Xi = X.copy()
+    Xi[0, 0] = np.inf
+    with pytest.raises(InputError, match="NaN/Inf"):
+        CPFS().fit(Xi)
+    # constant column: weight 0, never selected (or an error on request)
+    Xc = X.copy()
+    Xc[:, 4] = 3.0
+    e = CPFS(n_features_to_select=5, tol=1e-8).fit(Xc)
+    assert e.scores_[4] == 0 and not e.support_[4] and e.ranking_[4] == 6
+    with pytest.raises(InputError, match="constant"):
+        CPFS(on_constant="error").fit(Xc)
+    # duplicate column: the copy's row is fixed at 0 (still reconstructed), or kept, or an error
+    Xd = np.column_stack([X, X[:, 1]])
+    e = CPFS(n_features_to_select=6, tol=1e-9, max_iter=50000).fit(Xd)
+    assert e.result_.attrs["n_duplicate_columns"] == 1
+    assert not e.support_[6] and e.scores_[6] == 0
+    full = CPFS(lam=1.0, tol=1e-10, max_iter=50000).fit(X)
+    dup = CPFS(lam=1.0, tol=1e-10, max_iter=50000).fit(Xd)
+    # optimum with a duplicate target column: same selection on the original columns
+    np.testing.assert_array_equal(full.support_, dup.support_[:6])
+    with pytest.raises(InputError, match="duplicate"):
+        CPFS(on_duplicate="error").fit(Xd)
+    with pytest.raises(ParameterError, match="n_features_to_select"):
+        CPFS(n_features_to_select=0).fit(X)
+
+
+def test_registry_and_lazy_export():
+    assert isinstance(fsdask.get_method("cpfs", lam=1.0), CPFS)
+    assert fsdask.cpfs_path is cpfs_path

@@ -37,8 +37,10 @@ def solve_lbfgs(Z: np.ndarray, lam: float, w0: np.ndarray) -> np.ndarray:
         f = np.logaddexp(0.0, -m).sum() + lam * w.sum()
         s = 0.5 * (1.0 - np.tanh(0.5 * m))  # σ(−m)
         return f, lam - Z.T @ s
-    res = minimize(fg, w0, jac=True, method="L-BFGS-B", bounds=[(0, None)] * Z.shape[1],
-                   options={"maxiter": 10000, "ftol": 1e-15, "gtol": 1e-10, "maxcor": 20})
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(1, user_api="blas"):
+        res = minimize(fg, w0, jac=True, method="L-BFGS-B", bounds=[(0, None)] * Z.shape[1],
+                       options={"maxiter": 10000, "ftol": 1e-15, "gtol": 1e-10, "maxcor": 20})
     return res.x
 
 

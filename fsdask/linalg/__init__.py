@@ -3,6 +3,8 @@
 * :mod:`.reductions` — per-feature maps and tree-summed reductions over feature blocks;
 * :mod:`.pairwise` — sample × sample distances/kernels accumulated over feature blocks,
   and feature × feature kernels applied tile by tile;
+* :mod:`.absdiff` — fused numba kernels on |x_n − x_i| per feature block (weighted
+  Manhattan distances, Π-weighted transforms Σ_i Π_ni |x_nj − x_ij|);
 * :mod:`.tsqr` — tall-skinny QR/SVD and Khatri–Rao Grams;
 * :mod:`.eigen` — matrix-free symmetric eigensolvers whose mat-vec is one pass.
 
@@ -14,6 +16,12 @@ from fsdask.linalg.pairwise import (
     sample_pairwise,
     feature_kernel_matmul,
     pairwise_block,
+)
+from fsdask.linalg.absdiff import (
+    weighted_manhattan,
+    pi_weighted_absdiff,
+    manhattan_over_blocks,
+    absdiff_transform,
 )
 from fsdask.linalg.tsqr import tall_skinny_qr, tall_skinny_svd, khatri_rao, khatri_rao_gram, gram_factor
 from fsdask.linalg.eigen import leading_eigh, dask_operator
@@ -27,6 +35,10 @@ __all__ = [
     "sample_pairwise",
     "feature_kernel_matmul",
     "pairwise_block",
+    "weighted_manhattan",
+    "pi_weighted_absdiff",
+    "manhattan_over_blocks",
+    "absdiff_transform",
     "tall_skinny_qr",
     "tall_skinny_svd",
     "khatri_rao",

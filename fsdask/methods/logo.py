@@ -1,0 +1,464 @@
+"""Logo: local-learning feature weighting (Sun, Todorovic & Goodison, TPAMI 2010).
+
+The paper's Algorithm 1, with its symbols:
+
+* margins (eq. 2–3): ``ρ̄_n(w) = wᵀ z̄_n``, ``z̄_n = Σ_{i∈M_n} P(x_i=NM(x_n)|w) |x_n − x_i|
+  − Σ_{i∈H_n} P(x_i=NH(x_n)|w) |x_n − x_i|`` = ``Σ_i Π_ni |x_n − x_i|`` with
+  ``Π = P_M − P_H``;
+* probabilities (eqs. 4–5) from the kernel ``k(d) = exp(−d/σ)`` of the weighted Manhattan
+  distances ``d(x_n, x_i|w) = Σ_j w_j |x_nj − x_ij|``; for more than two classes the
+  misses are all samples of the other classes (eq. 20, made probabilistic as eqs. 3–5);
+* the inner problem (eq. 7) ``min_{w≥0} Σ_n log(1 + exp(−wᵀ z̄_n)) + λ‖w‖₁``, solved either
+  by the paper's gradient descent on ``w = v²`` with a line search (eqs. 9–10,
+  ``solver="gd"``) or by L-BFGS-B on ``w ≥ 0`` (``solver="lbfgs"``, the default: same
+  optimum, far fewer passes);
+* the fixed-point outer loop until ``‖w(t) − w(t−1)‖ < θ`` (Algorithm 1, line 8).
+
+How it is swept (DESIGN.md "Logo"): the N × N distances are a tree-sum over feature blocks,
+Z̄ (N × J) is computed block by block with the fused kernel of
+:mod:`fsdask.linalg.absdiff` and kept chunked like X (persisted) while it is big, or held
+in memory when the active part fits in ``memory_bytes``.  Every objective/gradient of the
+inner problem is one sweep over Z̄ for the margins Z̄w plus one for the gradient Z̄ᵀs.
+
+Elimination (§3.2, §4.2): a feature whose weight falls below ``elim_tol`` (the paper:
+1e-8) leaves the active set, so later iterations touch only the survivors.  The paper's
+rule alone is not safe — a relevant feature can be dropped after the first iteration and
+never return — so when the outer loop has converged we certify the answer: one pass over
+every eliminated feature evaluates the optimality condition of eq. 7 at the final w,
+``∂/∂w_j = λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``; features that violate it rejoin the active set
+and the iteration continues.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import os
+import warnings
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from scipy.optimize import minimize
+
+from fsdask._validation import check_scalar
+from fsdask.base import FitOutput, SelectorMixin
+from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.linalg.absdiff import (absdiff_transform, manhattan_over_blocks, pi_weighted_absdiff,
+                                   weighted_manhattan)
+from fsdask.linalg.reductions import map_features, sum_over_blocks
+
+log = logging.getLogger("fsdask")
+
+SOLVERS = ("lbfgs", "gd")
+#: columns per task when the active features are held in memory (fixed: results do not
+#: depend on the number of threads)
+_MEM_SLICE = 2048
+
+
+# --------------------------------------------------------------------------- eqs. 4–5, 20
+def miss_hit_probabilities(D: np.ndarray, y: np.ndarray, sigma: float) -> np.ndarray:
+    """``Π = P_M − P_H`` (N × N) from the distances D (eqs. 4–5; misses per eq. 20).
+
+    Row n: ``P(x_i = NM(x_n)|w) = k(D_ni) / Σ_{j∈M_n} k(D_nj)`` over the misses
+    ``M_n = {i: y_i ≠ y_n}`` (all other classes) and likewise over the hits
+    ``H_n = {i: y_i = y_n, i ≠ n}``, with ``k(d) = exp(−d/σ)``.  The kernel is evaluated as
+    ``exp(−(d − min_{M_n} d)/σ)``: the shift cancels in the ratio and keeps the values
+    finite when d/σ is in the thousands (all features weighted 1 at the start).
+    """
+    N = D.shape[0]
+    same = y[:, None] == y[None, :]
+    Pi = np.zeros((N, N))
+    for mask, sign in ((~same, 1.0), (same & ~np.eye(N, dtype=bool), -1.0)):
+        Dm = np.where(mask, D, np.inf)
+        k = np.exp(-(Dm - Dm.min(axis=1, keepdims=True)) / sigma)
+        Pi += sign * (k / k.sum(axis=1, keepdims=True))
+    return Pi
+
+
+def _sigmoid_neg(m: np.ndarray) -> np.ndarray:
+    """σ(−m) = exp(−m)/(1 + exp(−m)), stable for any m."""
+    return 0.5 * (1.0 - np.tanh(0.5 * m))
+
+
+# --------------------------------------------------------------------------- Z̄ operators
+class _MemZ:
+    """Z̄ held in memory (N × J_A numpy)."""
+
+    def __init__(self, Z: np.ndarray):
+        self.Z = Z
+        self.passes = 0
+
+    def matvec(self, w: np.ndarray) -> np.ndarray:          # margins ρ̄ = Z̄ w
+        self.passes += 1
+        return self.Z @ w
+
+    def rmatvec(self, s: np.ndarray) -> np.ndarray:         # Σ_n s_n z̄_n
+        self.passes += 1
+        return s @ self.Z
+
+
+class _DaskZ:
+    """Z̄ kept chunked like X (persisted dask array, N × J_A); each product is one sweep."""
+
+    def __init__(self, Z: da.Array):
+        self.Z = Z
+        self.passes = 0
+
+    def matvec(self, w: np.ndarray) -> np.ndarray:
+        self.passes += 1
+        wd = da.from_array(np.asarray(w, dtype=np.float64), chunks=(self.Z.chunks[1],))
+        return sum_over_blocks(lambda zb, wb: zb @ wb, self.Z, wd, shape=(self.Z.shape[0],)).compute()
+
+    def rmatvec(self, s: np.ndarray) -> np.ndarray:
+        self.passes += 1
+        return map_features(lambda zb: s @ zb, self.Z, dtype=np.float64).compute()
+
+
+# --------------------------------------------------------------------------- eq. 7 / 9–10
+def _objective(m: np.ndarray, w: np.ndarray, lam: float) -> float:
+    """Σ_n log(1 + exp(−ρ̄_n)) + λ Σ_j w_j (eq. 7; w ≥ 0 so ‖w‖₁ = Σ w)."""
+    return float(np.logaddexp(0.0, -m).sum() + lam * w.sum())
+
+
+def _single_threaded_blas():
+    """L-BFGS-B makes many tiny BLAS calls: threaded BLAS makes them ~50× slower on a busy machine."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        import contextlib
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def solve_lbfgs(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_iter: int = 2000) -> tuple[np.ndarray, float, int]:
+    """Eq. 7 by L-BFGS-B on w ≥ 0; returns (w, objective, number of f/g evaluations)."""
+    nfev = 0
+
+    def fg(w):
+        nonlocal nfev
+        nfev += 1
+        m = Z.matvec(w)
+        return _objective(m, w, lam), lam - Z.rmatvec(_sigmoid_neg(m))
+
+    with _single_threaded_blas():
+        res = minimize(fg, np.asarray(w0, dtype=np.float64), jac=True, method="L-BFGS-B",
+                       bounds=[(0.0, None)] * len(w0),
+                       options={"maxiter": max_iter, "maxfun": 4 * max_iter, "ftol": 1e-15, "gtol": tol,
+                                "maxcor": 20})
+    return np.maximum(res.x, 0.0), float(res.fun), nfev
+
+
+def solve_v2_gradient(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_iter: int = 20000,
+                      v_floor: float = 1e-2) -> tuple[np.ndarray, float, int]:
+    """Eq. 9 by the paper's update (10) ``v ← v − η (λ1 − Σ_n σ(−ρ̄_n) z̄_n) ⊗ v``, ``w = v²``.
+
+    η comes from a backtracking (Armijo) line search started at the Barzilai–Borwein step.
+    v starts at ``sqrt(w0)``; entries that are 0 start at ``v_floor`` since v_j = 0 is a
+    fixed point of (10) (Theorem 1 needs a non-zero start).  The factor 2 of the true
+    gradient of (9) is kept here (the paper folds it into η).  Stops when the relative
+    decrease of the objective and the KKT residual ``max_j |w_j g_j|`` are below ``tol``.
+    """
+    v = np.sqrt(np.maximum(np.asarray(w0, dtype=np.float64), v_floor ** 2))
+    w = v * v
+    m = Z.matvec(w)
+    F = _objective(m, w, lam)
+    nfev = 1
+    eta = None
+    prev_v = prev_gv = None
+    for _ in range(max_iter):
+        gw = lam - Z.rmatvec(_sigmoid_neg(m))          # ∂(7)/∂w
+        gv = 2.0 * gw * v                               # ∂(9)/∂v  — the direction of eq. (10)
+        if np.max(np.abs(w * gw)) <= tol * max(1.0, abs(F)):
+            break
+        if prev_v is not None:                          # Barzilai–Borwein initial step
+            dv, dg = v - prev_v, gv - prev_gv
+            denom = float(dv @ dg)
+            eta = float(dv @ dv) / denom if denom > 0 else 2.0 * eta
+        elif eta is None:
+            eta = 1.0 / max(1e-12, float(np.abs(gv).max()))
+        gg = float(gv @ gv)
+        while True:                                     # Armijo backtracking line search
+            v_new = v - eta * gv
+            w_new = v_new * v_new
+            m_new = Z.matvec(w_new)
+            nfev += 1
+            F_new = _objective(m_new, w_new, lam)
+            if F_new <= F - 1e-4 * eta * gg or eta < 1e-300:
+                break
+            eta *= 0.5
+        prev_v, prev_gv = v, gv
+        done = (F - F_new) <= tol * max(1.0, abs(F))
+        v, w, m, F = v_new, w_new, m_new, F_new
+        if done and np.max(np.abs(w * (lam - Z.rmatvec(_sigmoid_neg(m))))) <= 1e-6 * max(1.0, abs(F)):
+            break
+    return w, F, nfev
+
+
+# --------------------------------------------------------------------------- the estimator
+class Logo(SelectorMixin):
+    """Local-learning feature weighting for high-dimensional data (Sun et al., TPAMI 2010).
+
+    Parameters
+    ----------
+    sigma : kernel width σ of ``k(d) = exp(−d/σ)`` (> 0).  The paper: 2 (spiral), 5
+        (microarrays); a larger σ converges faster (Fig. 5b).
+    lam : ℓ1 regularisation λ ≥ 0 of eq. 7 (the paper: 1).
+    theta : stop when ``‖w(t) − w(t−1)‖₂ < θ`` (the paper: 0.01).
+    max_iter : maximum number of outer (fixed-point) iterations.
+    solver : ``"lbfgs"`` (L-BFGS-B on w ≥ 0, default, fewest passes over Z̄) or ``"gd"``
+        (the paper's v² gradient descent with line search, eq. 10).
+    n_features_to_select : top-k selection; ``None`` selects weights > ``support_threshold``
+        × max weight (the paper: 0.01, §4.2).
+    elim_tol : weights ≤ this leave the active set (the paper: 1e-8).
+    eliminate : ``False`` keeps every feature in every iteration (plain Algorithm 1).
+    certify : check the optimality of every eliminated feature at the end (one pass) and
+        let violators rejoin; ``False`` gives the paper's plain elimination.
+    kkt_tol : a feature violates optimality when ``∂/∂w_j < −kkt_tol``.
+    inner_tol, inner_max_iter : tolerance / iteration cap of the inner solver.
+    memory_bytes : hold X's active columns and Z̄ in memory once N·J_active·8 bytes fit;
+        above it they stay chunked (dask) and every product is a sweep.
+    on_constant : ``"drop"`` (constant features get weight 0) or ``"error"``.
+    """
+
+    method_name = "logo"
+    requires_y = True
+    y_task = "classification"
+    min_samples = 3
+
+    def __init__(self, sigma: float = 2.0, lam: float = 1.0, theta: float = 0.01, max_iter: int = 30,
+                 solver: str = "lbfgs", n_features_to_select: Any = None, elim_tol: float = 1e-8,
+                 eliminate: bool = True,                 certify: bool = True, kkt_tol: float = 1e-6, inner_tol: float = 1e-10,
+                 inner_max_iter: int = 2000, support_threshold: float = 0.01,
+                 memory_bytes: int = 256 * 2**20, on_constant: str = "drop"):
+        self.sigma = sigma
+        self.lam = lam
+        self.theta = theta
+        self.max_iter = max_iter
+        self.solver = solver
+        self.n_features_to_select = n_features_to_select
+        self.elim_tol = elim_tol
+        self.eliminate = eliminate
+        self.certify = certify
+        self.kkt_tol = kkt_tol
+        self.inner_tol = inner_tol
+        self.inner_max_iter = inner_max_iter
+        self.support_threshold = support_threshold
+        self.memory_bytes = memory_bytes
+        self.on_constant = on_constant
+
+    # ---- validation
+    def _validate_params(self) -> None:
+        check_scalar(self.sigma, "sigma (kernel width σ)", low=0.0, include_low=False)
+        check_scalar(self.lam, "lam (regularisation λ)", low=0.0)
+        check_scalar(self.theta, "theta (stop criterion θ)", low=0.0, include_low=False)
+        check_scalar(self.max_iter, "max_iter", kind=int, low=1)
+        check_scalar(self.elim_tol, "elim_tol", low=0.0)
+        check_scalar(self.kkt_tol, "kkt_tol", low=0.0)
+        check_scalar(self.inner_tol, "inner_tol", low=0.0, include_low=False)
+        check_scalar(self.inner_max_iter, "inner_max_iter", kind=int, low=1)
+        check_scalar(self.support_threshold, "support_threshold", low=0.0, high=1.0)
+        check_scalar(self.memory_bytes, "memory_bytes", kind=int, low=0)
+        if self.solver not in SOLVERS:
+            raise ParameterError(f"solver={self.solver!r}; choose 'lbfgs' (L-BFGS-B on w ≥ 0) or 'gd' "
+                                 "(the paper's v² gradient descent, eq. 10)")
+        if self.on_constant not in ("drop", "error"):
+            raise ParameterError(f"on_constant={self.on_constant!r}; choose 'drop' or 'error'")
+
+    def _default_support(self, scores: np.ndarray) -> np.ndarray:
+        """The paper's rule (§4.2): weights normalised to max 1, keep those > 0.01."""
+        top = scores.max()
+        if top <= 0:
+            return np.zeros(scores.size, bool)
+        return scores > self.support_threshold * top
+
+    # ---- the algorithm
+    def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
+        y = _check_classes(y)
+        N, J = X.shape
+        lam, sigma = float(self.lam), float(self.sigma)
+        X_full = _Source(X, self.memory_bytes)
+        solve = solve_lbfgs if self.solver == "lbfgs" else solve_v2_gradient
+
+        w = np.ones(J)                                            # Algorithm 1, line 1
+        active = np.arange(J)                                     # the active set
+        eliminated_any = False
+        delta_trace: list[float] = []
+        objective: list[float] = []
+        active_sizes: list[int] = []
+        inner_passes: list[int] = []
+        rejoined: list[int] = []
+        converged = False
+        pending_check = False
+        final_violators = np.zeros(0, dtype=np.int64)
+        n_iter = 0
+        while True:
+            XA = X_full.columns(active)
+            D = XA.distances(w[active])                           # line 3
+            Pi = miss_hit_probabilities(D, y, sigma)              # line 4 (eqs. 4–5, 20)
+            Z = XA.zbar(Pi)                                       # eq. 3, one fused pass
+            if pending_check:
+                viol = self._violators(X_full, Z, w, active, Pi, lam)
+                if viol.size == 0:
+                    converged = True
+                    break
+                rejoined.extend(int(j) for j in viol)
+                active = np.union1d(active, viol)
+                XA = X_full.columns(active)
+                Z = XA.zbar(Pi)                                   # w_viol = 0: D and Π unchanged
+            if n_iter >= self.max_iter:
+                if pending_check is False and self.certify and eliminated_any:
+                    final_violators = self._violators(X_full, Z, w, active, Pi, lam)
+                break
+            w_new = np.zeros(J)
+            w_new[active], f, _ = solve(Z, lam, w[active], tol=self.inner_tol,   # lines 5–6
+                                        max_iter=self.inner_max_iter)
+            n_iter += 1
+            inner_passes.append(Z.passes)
+            delta = float(np.linalg.norm(w_new - w))              # line 8
+            delta_trace.append(delta)
+            objective.append(f)
+            w = w_new
+            keep = w[active] > self.elim_tol                      # §3.2: drop ~0 weights
+            if not self.eliminate:
+                keep[:] = True
+            w[active[~keep]] = 0.0
+            eliminated_any |= not keep.all()
+            active = active[keep]
+            active_sizes.append(int(active.size))
+            log.info("logo: iteration %d  ‖Δw‖=%.4g  objective=%.6g  active=%d", n_iter, delta, f, active.size)
+            del Z, XA
+            if active.size == 0:
+                warnings.warn("logo: every weight fell to 0 (λ too large for this data?); "
+                              "try a smaller lam", ConvergenceWarning, stacklevel=3)
+                converged = delta < self.theta
+                break
+            if delta < self.theta:
+                if not (self.certify and eliminated_any):
+                    converged = True
+                    break
+                pending_check = True
+            else:
+                pending_check = False
+        if final_violators.size:
+            warnings.warn(f"logo: not converged, and {final_violators.size} eliminated feature(s) violate the "
+                          "optimality condition at the last w (first: "
+                          f"{', '.join(map(str, final_violators[:5]))}); their weight 0 is not certified — "
+                          "raise max_iter or sigma", ConvergenceWarning, stacklevel=3)
+        elif not converged and active.size:
+            warnings.warn(f"logo: stopped after max_iter={self.max_iter} outer iterations with "
+                          f"‖Δw‖={delta_trace[-1]:.3g} ≥ θ={self.theta}; raise max_iter or sigma (a larger "
+                          "kernel width converges faster, paper §3.1)", ConvergenceWarning, stacklevel=3)
+        return FitOutput(
+            scores=w, n_iter=n_iter, converged=converged, objective=objective,
+            extras={"delta": np.asarray(delta_trace), "active_size": np.asarray(active_sizes, dtype=np.int64),
+                    "inner_passes": np.asarray(inner_passes, dtype=np.int64)},
+            extra_dims={"delta": ("iteration",), "active_size": ("iteration",), "inner_passes": ("iteration",)},
+            attrs={"delta_trace": [float(d) for d in delta_trace], "n_rejoined": len(rejoined),
+                   "rejoined_features": rejoined[:1000], "solver": self.solver,
+                   "certified": bool(self.certify and converged),
+                   "uncertified_features": [int(j) for j in final_violators[:1000]]},
+        )
+
+
+    def _violators(self, X_full, Z, w, active, Pi, lam) -> np.ndarray:
+        """Eliminated features whose weight 0 is not optimal for eq. 7 at w (one pass over them).
+
+        KKT of eq. 7 at w_j = 0: ``g_j = λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``, with the margins and
+        Π of the current w.
+        """
+        s = _sigmoid_neg(Z.matvec(w[active]))
+        elim = np.setdiff1d(np.arange(w.size), active, assume_unique=True)
+        if elim.size == 0:
+            return elim
+        g = lam - X_full.columns(elim, cache=False).zbar_gradient(Pi, s)
+        viol = elim[g < -self.kkt_tol]
+        log.info("logo: certification of %d eliminated features: %d violate optimality", elim.size, viol.size)
+        return viol
+
+
+def _check_classes(y: np.ndarray) -> np.ndarray:
+    """Integer class codes; every class needs a hit (two samples) for eq. 5."""
+    classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    if classes.size < 2:
+        raise InputError(f"y has a single class ({classes[0]!r}); Logo needs at least two classes")
+    if counts.min() < 2:
+        lone = classes[counts < 2]
+        raise InputError(f"class(es) {', '.join(repr(c) for c in lone[:5])} of y have a single sample: Logo needs "
+                         "a nearest hit (another sample of the same class, eq. 5) for every sample; "
+                         "drop or merge those classes (or is y a continuous response?)")
+    return codes.ravel()
+
+
+class _Columns:
+    """A set of X's columns, in memory (numpy) or chunked (dask), with the two fused sweeps."""
+
+    def __init__(self, x: np.ndarray | da.Array):
+        self.x = x
+        self.N = x.shape[0]
+
+    @property
+    def in_memory(self) -> bool:
+        return isinstance(self.x, np.ndarray)
+
+    def _slices(self):
+        J = self.x.shape[1]
+        return [(j0, min(J, j0 + _MEM_SLICE)) for j0 in range(0, J, _MEM_SLICE)]
+
+    def _map(self, fn, parts):
+        if len(parts) == 1:
+            return [fn(*parts[0])]
+        with cf.ThreadPoolExecutor(max_workers=min(len(parts), os.cpu_count() or 1)) as ex:
+            return list(ex.map(lambda a: fn(*a), parts))   # numba kernels release the GIL
+
+    def distances(self, w: np.ndarray) -> np.ndarray:
+        """N × N weighted Manhattan distances (Algorithm 1, line 3)."""
+        if self.in_memory:
+            parts = self._map(lambda j0, j1: weighted_manhattan(self.x[:, j0:j1], w[j0:j1]), self._slices())
+            return np.sum(parts, axis=0) if parts else np.zeros((self.N, self.N))
+        return manhattan_over_blocks(self.x, w).compute()
+
+    def zbar(self, Pi: np.ndarray):
+        """Z̄ (eq. 3) as an operator: numpy when in memory, else persisted chunked like X."""
+        dtype = np.result_type(self.x.dtype, np.float32)
+        if self.in_memory:
+            parts = self._map(lambda j0, j1: pi_weighted_absdiff(self.x[:, j0:j1], Pi, dtype), self._slices())
+            return _MemZ(np.concatenate(parts, axis=1) if parts else np.zeros((self.N, 0), dtype))
+        return _DaskZ(absdiff_transform(self.x, Pi, dtype).persist())
+
+    def zbar_gradient(self, Pi: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """``Σ_n s_n z̄_n(j)`` for every column, one pass, without storing Z̄."""
+        def g(xb):
+            return s @ pi_weighted_absdiff(xb, Pi)
+        if self.in_memory:
+            return np.concatenate(self._map(lambda j0, j1: g(self.x[:, j0:j1]), self._slices()))
+        return map_features(g, self.x, dtype=np.float64).compute()
+
+
+class _Source:
+    """X as given (dask, in feature blocks); its columns are held in memory when they fit."""
+
+    def __init__(self, X: da.Array, memory_bytes: int):
+        self.X = X
+        self.memory_bytes = memory_bytes
+        N, J = X.shape
+        self.mem = X.compute() if N * J * 8 <= memory_bytes else None
+        self._cache: tuple[np.ndarray, _Columns] | None = None
+
+    def columns(self, idx: np.ndarray, cache: bool = True) -> _Columns:
+        idx = np.asarray(idx, dtype=np.int64)
+        if self._cache is not None and np.array_equal(self._cache[0], idx):
+            return self._cache[1]
+        N, J = self.X.shape
+        if self.mem is not None:
+            x = self.mem if idx.size == J else np.ascontiguousarray(self.mem[:, idx])
+        elif N * idx.size * 8 <= self.memory_bytes:
+            x = self.X if idx.size == J else self.X[:, idx]
+            x = np.ascontiguousarray(x.compute())             # one pass gathers the survivors
+        else:
+            x = self.X if idx.size == J else self.X[:, idx].rechunk({1: self.X.chunks[1][0]})
+        cols = _Columns(x)
+        if cache:
+            self._cache = (idx, cols)
+        return cols

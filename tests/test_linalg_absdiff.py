@@ -1,0 +1,41 @@
+"""Fused |x_n − x_i| kernels against plain NumPy."""
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from fsdask.linalg import absdiff_transform, manhattan_over_blocks, pi_weighted_absdiff, weighted_manhattan
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weighted_manhattan_matches_numpy(rng, dtype):
+    x = rng.normal(size=(23, 1100)).astype(dtype)   # > one cache tile
+    w = rng.random(1100)
+    ref = (np.abs(x[:, None, :].astype(float) - x[None, :, :].astype(float)) * w).sum(2)
+    np.testing.assert_allclose(weighted_manhattan(x, w), ref, rtol=1e-12)
+    np.testing.assert_allclose(weighted_manhattan(x), np.abs(x[:, None, :].astype(float) - x[None]).sum(2), rtol=1e-12)
+    assert weighted_manhattan(x[:, :0]).shape == (23, 23)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pi_weighted_absdiff_matches_numpy(rng, dtype):
+    x = rng.normal(size=(17, 40)).astype(dtype)
+    Pi = rng.normal(size=(17, 17))
+    ref = np.einsum("ni,nij->nj", Pi, np.abs(x[:, None, :].astype(float) - x[None, :, :].astype(float)))
+    out = pi_weighted_absdiff(x, Pi)
+    assert out.shape == (17, 40) and out.dtype == np.float64
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+    assert pi_weighted_absdiff(x[:, :0], Pi).shape == (17, 0)
+
+
+def test_dask_versions_sum_and_map_over_blocks(rng):
+    x = rng.normal(size=(15, 300))
+    w = rng.random(300)
+    Pi = rng.normal(size=(15, 15))
+    X = da.from_array(x, chunks=(-1, 70))
+    D = manhattan_over_blocks(X, w).compute()
+    np.testing.assert_allclose(D, weighted_manhattan(x, w), rtol=1e-12)
+    Z = absdiff_transform(X, Pi)
+    assert Z.chunks == X.chunks
+    np.testing.assert_allclose(Z.compute(), pi_weighted_absdiff(x, Pi), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(manhattan_over_blocks(X).compute(), weighted_manhattan(x), rtol=1e-12)

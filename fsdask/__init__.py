@@ -33,6 +33,7 @@ _LAZY = {
     "JolliffeI": "fsdask.methods.pca_based",
     "JolliffeNI": "fsdask.methods.pca_based",
     "PFA": "fsdask.methods.pca_based",
+    "SparsePCASelector": "fsdask.methods.pca_based",
     "LaplacianScore": "fsdask.methods.filters",
 }
 

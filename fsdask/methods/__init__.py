@@ -23,6 +23,7 @@ REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
     "jolliffe_i": ("fsdask.methods.pca_based", "JolliffeI", {}),
     "jolliffe_ni": ("fsdask.methods.pca_based", "JolliffeNI", {}),
     "pfa": ("fsdask.methods.pca_based", "PFA", {}),
+    "spca": ("fsdask.methods.pca_based", "SparsePCASelector", {}),
 }
 
 

@@ -1,0 +1,289 @@
+"""PCA-based feature selection baselines, as compared against in Masaeli et al. (SDM 2010, §7).
+
+All work from the small factor ``B = S Vᵀ`` (r × p) of the centred X (``X = U S Vᵀ``,
+:func:`fsdask.linalg.gram_factor`: p × p Gram for small p, TSQR of the tall-skinny Xᵀ
+otherwise), so the loadings ``V = Bᵀ S⁻¹`` (p × r) never need an n × p or p × p pass again.
+
+* :class:`JolliffeI` — iterative (Jolliffe 2002, as described in §7): pick the feature with
+  the largest |loading| on the first PC, remove it, recompute the first PC of the remaining
+  features, repeat.  With ``Xᵀ_{-S}X_{-S} = B_{-S}ᵀB_{-S}`` the first PC comes from the r × r
+  matrix ``BBᵀ − B_S B_Sᵀ`` (a downdate per pick).
+* :class:`JolliffeNI` — non-iterative: for the k-th PC (k = 1 … q) take the unpicked
+  feature with the largest |loading|.
+* :class:`PFA` — principal feature analysis (Lu, Cohen, Zhou & Tian 2007): k-means (q
+  clusters, several seeded restarts) on the rows of the p × q loading matrix; keep the
+  feature nearest each centroid.
+* :class:`SparsePCASelector` — the SPCA baseline as run in §7: one sparse component with
+  exactly q nonzero loadings (scikit-learn's ``SparsePCA``, whose ℓ1 weight α is bisected
+  to hit q nonzeros; note it is Mairal et al.'s dictionary-learning formulation, not Zou et
+  al.'s elastic-net SPCA (6.6), for which no maintained Python implementation exists).
+* top variance is :class:`fsdask.Filter` with ``score="variance"``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dask.array as da
+import numpy as np
+
+from fsdask.base import FitOutput, SelectorMixin
+from fsdask.errors import ParameterError
+from fsdask.linalg import gram_factor
+
+
+def _factor(X: da.Array, scale: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """B (r × p), singular values s (r,) and loadings V (p × r) of the centred X."""
+    Xf = X.astype(np.float64)
+    Xc = Xf - Xf.mean(axis=0)
+    if scale:
+        Xc = Xc / Xc.std(axis=0, ddof=1)
+    B, s = gram_factor(Xc)
+    r = B.shape[0]
+    V = (B / s[:r, None]).T
+    return B, s[:r], V
+
+
+def _check_q(q, p: int, name: str) -> int:
+    if q is None:
+        return max(1, int(np.ceil(p / 2)))
+    if not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1:
+        raise ParameterError(f"n_features_to_select={q!r}; {name} needs a positive integer")
+    if q > p:
+        raise ParameterError(f"n_features_to_select={q} but X has only {p} non-constant features")
+    return int(q)
+
+
+def _order_to_scores(order: np.ndarray, p: int) -> np.ndarray:
+    """Scores that reproduce a pick order: first pick highest, unpicked 0."""
+    scores = np.zeros(p)
+    scores[order] = np.arange(order.size, 0, -1, dtype=float) / order.size
+    return scores
+
+
+class _PCABase(SelectorMixin):
+    def __init__(self, n_features_to_select: int | None = None, scale: bool = False,
+                 on_constant: Literal["drop", "error"] = "drop"):
+        self.n_features_to_select = n_features_to_select
+        self.scale = scale
+        self.on_constant = on_constant
+
+    def _validate_params(self) -> None:
+        if self.on_constant not in ("drop", "error"):
+            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
+        q = self.n_features_to_select
+        if q is not None and (not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1):
+            raise ParameterError(f"n_features_to_select={q!r}; use a positive integer or None")
+
+
+class JolliffeI(_PCABase):
+    """Jolliffe's iterative loading method: largest |loading| on PC1, remove, recompute.
+
+    Parameters
+    ----------
+    n_features_to_select : int or None (half of p)
+        Number of picks; the pick order is the ranking (unpicked features follow, by their
+        |loading| on the last first-PC).
+    scale : bool
+        Standardise columns (default: centre only, as in the paper).
+    """
+
+    method_name = "jolliffe_i"
+
+    def _fit(self, X: da.Array, y) -> FitOutput:
+        p = X.shape[1]
+        q = _check_q(self.n_features_to_select, p, "JolliffeI")
+        B, s, _ = _factor(X, self.scale)
+        K = B @ B.T                                            # r × r, = B_{-S} B_{-S}ᵀ after downdates
+        free = np.ones(p, bool)
+        order = []
+        last = np.zeros(p)
+        for _ in range(q):
+            w, W = np.linalg.eigh(K)
+            v = B.T @ W[:, -1]                                 # loadings of PC1 of X_{-S}, up to scale
+            v[~free] = 0
+            last = np.abs(v)
+            j = int(np.argmax(last))
+            order.append(j)
+            free[j] = False
+            K -= np.outer(B[:, j], B[:, j])
+        order = np.asarray(order)
+        scores = _order_to_scores(order, p)
+        rest = np.flatnonzero(free)
+        if rest.size and last[rest].max() > 0:
+            scores[rest] = 0.5 / order.size * last[rest] / last[rest].max()
+        sup = np.zeros(p, bool)
+        sup[order] = True
+        return FitOutput(scores=scores, support=sup, attrs={"pick_order": [int(j) for j in order]})
+
+
+class JolliffeNI(_PCABase):
+    """Jolliffe's non-iterative loading method: for PCs 1 … q, the unpicked feature with the largest |loading|.
+
+    The pick order (over min(p, r) PCs) is the ranking; features beyond are ranked by their
+    largest |loading| weighted by the PC's singular value.
+    """
+
+    method_name = "jolliffe_ni"
+
+    def _fit(self, X: da.Array, y) -> FitOutput:
+        p = X.shape[1]
+        q = _check_q(self.n_features_to_select, p, "JolliffeNI")
+        B, s, V = _factor(X, self.scale)
+        r = V.shape[1]
+        free = np.ones(p, bool)
+        order = []
+        absV = np.abs(V)
+        for k in range(min(p, r)):
+            col = np.where(free, absV[:, k], -1.0)
+            j = int(np.argmax(col))
+            order.append(j)
+            free[j] = False
+        order = np.asarray(order)
+        scores = _order_to_scores(order, p)
+        rest = np.flatnonzero(free)
+        if rest.size:
+            w = (absV[rest] * s).max(axis=1)
+            scores[rest] = 0.5 / order.size * w / max(w.max(), 1e-300)
+        sup = np.zeros(p, bool)
+        sup[np.argsort(-scores, kind="stable")[:q]] = True
+        return FitOutput(scores=scores, support=sup)
+
+
+class PFA(_PCABase):
+    """Principal feature analysis (Lu et al. 2007): k-means on the rows of the loading matrix.
+
+    Parameters
+    ----------
+    n_features_to_select : int or None (half of p)
+        q = number of clusters = features kept.
+    n_components : int or None
+        Columns of the loading matrix (PCs); None uses q (capped at the rank).
+    n_init : int
+        k-means restarts (the paper: 10), seeds ``random_state + i``; the best inertia wins.
+    random_state : int
+        Base seed.
+    """
+
+    method_name = "pfa"
+
+    def __init__(self, n_features_to_select: int | None = None, n_components: int | None = None,
+                 n_init: int = 10, random_state: int = 0, max_iter: int = 100, scale: bool = False,
+                 on_constant: Literal["drop", "error"] = "drop"):
+        super().__init__(n_features_to_select, scale, on_constant)
+        self.n_components = n_components
+        self.n_init = n_init
+        self.random_state = random_state
+        self.max_iter = max_iter
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if not (isinstance(self.n_init, (int, np.integer)) and self.n_init >= 1):
+            raise ParameterError(f"n_init={self.n_init!r}; use a positive integer")
+        if self.n_components is not None and not (isinstance(self.n_components, (int, np.integer))
+                                                  and self.n_components >= 1):
+            raise ParameterError(f"n_components={self.n_components!r}; use a positive integer or None")
+
+    def _fit(self, X: da.Array, y) -> FitOutput:
+        p = X.shape[1]
+        q = _check_q(self.n_features_to_select, p, "PFA")
+        B, s, V = _factor(X, self.scale)
+        k = min(self.n_components or q, V.shape[1])
+        Z = V[:, :k]
+        best = None
+        for i in range(int(self.n_init)):
+            labels, centers, inertia = _kmeans(Z, q, np.random.default_rng(self.random_state + i), self.max_iter)
+            if best is None or inertia < best[2]:
+                best = (labels, centers, inertia)
+        labels, centers, _ = best
+        d = np.sum((Z - centers[labels]) ** 2, axis=1)
+        picks, sizes = [], []
+        for c in range(q):
+            members = np.flatnonzero(labels == c)
+            if members.size:
+                picks.append(int(members[np.argmin(d[members])]))
+                sizes.append(members.size)
+        picks = np.asarray(picks)[np.argsort(-np.asarray(sizes), kind="stable")]
+        scores = _order_to_scores(picks, p)
+        rest = np.setdiff1d(np.arange(p), picks)
+        if rest.size:
+            var = np.sum(B[:, rest] ** 2, axis=0)
+            scores[rest] = 0.5 / max(picks.size, 1) * var / max(var.max(), 1e-300)
+        sup = np.zeros(p, bool)
+        sup[picks] = True
+        return FitOutput(scores=scores, support=sup, attrs={"n_components": int(k)})
+
+
+def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator, max_iter: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Lloyd's k-means with k-means++ seeding (small, dense: p × k loadings)."""
+    p = Z.shape[0]
+    centers = np.empty((k, Z.shape[1]))
+    centers[0] = Z[rng.integers(p)]
+    d2 = np.sum((Z - centers[0]) ** 2, axis=1)
+    for c in range(1, k):
+        tot = d2.sum()
+        idx = rng.choice(p, p=d2 / tot) if tot > 0 else rng.integers(p)
+        centers[c] = Z[idx]
+        d2 = np.minimum(d2, np.sum((Z - centers[c]) ** 2, axis=1))
+    labels = np.zeros(p, dtype=np.int64)
+    for _ in range(max_iter):
+        D = (Z * Z).sum(1)[:, None] - 2 * Z @ centers.T + (centers * centers).sum(1)[None, :]
+        new = np.argmin(D, axis=1)
+        for c in range(k):
+            m = new == c
+            if m.any():
+                centers[c] = Z[m].mean(axis=0)
+        if np.array_equal(new, labels) and _ > 0:
+            break
+        labels = new
+    inertia = float(np.sum((Z - centers[labels]) ** 2))
+    return labels, centers, inertia
+
+
+class SparsePCASelector(_PCABase):
+    """SPCA selection as in §7: one sparse component with exactly q nonzero loadings.
+
+    scikit-learn's ``SparsePCA(n_components=1, alpha)`` is fitted on the centred X (held in
+    memory: a baseline for n × p that fits) and α is bisected on a log scale until q
+    loadings are nonzero (or the closest count ≥ q, the q largest |loadings| kept).
+    """
+
+    method_name = "spca"
+
+    def __init__(self, n_features_to_select: int | None = None, max_bisect: int = 30, random_state: int = 0,
+                 scale: bool = False, on_constant: Literal["drop", "error"] = "drop"):
+        super().__init__(n_features_to_select, scale, on_constant)
+        self.max_bisect = max_bisect
+        self.random_state = random_state
+
+    def _fit(self, X: da.Array, y) -> FitOutput:
+        from sklearn.decomposition import SparsePCA
+        p = X.shape[1]
+        q = _check_q(self.n_features_to_select, p, "SparsePCASelector")
+        Xc = np.asarray(X.astype(np.float64).compute())
+        Xc = Xc - Xc.mean(0)
+        if self.scale:
+            Xc = Xc / Xc.std(0, ddof=1)
+
+        def load(alpha):
+            m = SparsePCA(n_components=1, alpha=alpha, random_state=self.random_state, max_iter=200).fit(Xc)
+            return m.components_[0]
+
+        # largest useful α: all loadings vanish once α ≥ max_j |x_jᵀ u| for the unit code u
+        hi = 2.0 * float(np.abs(Xc).sum(axis=0).max())
+        lo = 0.0
+        best = load(1e-12 * hi)
+        for _ in range(int(self.max_bisect)):
+            mid = np.sqrt(hi * lo) if lo > 0 else hi * 1e-3
+            comp = load(mid)
+            nnz = int(np.count_nonzero(comp))
+            if nnz >= q:
+                lo, best = mid, comp
+                if nnz == q:
+                    break
+            else:
+                hi = mid
+        scores = np.abs(best)
+        sup = np.zeros(p, bool)
+        sup[np.argsort(-scores, kind="stable")[:q]] = True
+        return FitOutput(scores=scores, support=sup, attrs={"alpha": float(lo), "nnz": int(np.count_nonzero(best))})

@@ -186,8 +186,8 @@ class EvaluationResult:
             "cv_wall_time_s": round(float(self.wall_time_s), 3),
         }
         if self.feature_names is not None:
-            top = np.asarray(self.feature_names)[np.asarray(self.fold_rankings)]
-            ds["cv_fold_ranking_feature"] = (("cv_fold", "cv_top"), top.astype(str).astype(object))
+            names = np.asarray([str(v) for v in np.asarray(self.feature_names).ravel()], dtype=object)
+            ds["cv_fold_ranking_feature"] = (("cv_fold", "cv_top"), names[np.asarray(self.fold_rankings)])
         return ds
 
     @classmethod
@@ -236,7 +236,8 @@ def write_evaluation(res: EvaluationResult | xr.Dataset, path: str) -> str:
     ds.attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in ds.attrs.items()}
     if str(path).endswith(".nc"):
         if "cv_fold_ranking_feature" in ds:
-            ds["cv_fold_ranking_feature"] = ds["cv_fold_ranking_feature"].astype(str)
+            v = ds["cv_fold_ranking_feature"]
+            ds["cv_fold_ranking_feature"] = (v.dims, np.array([[str(x) for x in row] for row in v.values], dtype="U"))
         ds.to_netcdf(path)
     else:
         import shutil
@@ -557,8 +558,16 @@ def evaluate_classifiers(
                 fixed_top = ranking_of(e)[:k_max]
             Xsmall = Xa[:, fixed_top]
             Xsmall = np.asarray(Xsmall.compute() if isinstance(Xsmall, da.Array) else Xsmall)
-            outs = [_run_fold(Xsmall, codes, tr, te, None, np.arange(fixed_top.size), k_max, ms, classifiers,
-                              C, n_neighbors, standardize, False) for tr, te in splits]
+            local = np.arange(fixed_top.size)
+            if mode == "folds" and len(splits) > 1:  # only the classifier runs per fold: still parallel
+                Xdel = dask.delayed(Xsmall, pure=True, traverse=False)
+                tasks = [dask.delayed(_run_fold, pure=False)(Xdel, codes, tr, te, None, local, k_max, ms,
+                                                             classifiers, C, n_neighbors, standardize, True)
+                         for tr, te in splits]
+                outs = list(dask.compute(*tasks))
+            else:
+                outs = [_run_fold(Xsmall, codes, tr, te, None, local, k_max, ms, classifiers, C, n_neighbors,
+                                  standardize, False) for tr, te in splits]
             outs = [(fixed_top, pr) for _, pr in outs]
         elif mode == "folds":
             Xdel = dask.delayed(Xa, pure=True, traverse=False)

@@ -1,0 +1,111 @@
+"""Univariate filters through `fsdask.evaluate` on Golub's leukemia and Alon's colon data.
+
+LOO, linear SVM (C=1) and 3-NN, top 1..50 features, selection refit inside every fold
+(honest) and once on all 72/62 samples (optimistic), folds in parallel on a 2-process
+LocalCluster.  Writes examples/results/filters_loo.md (+ filters_loo.png).
+
+    python examples/reproduce_filters_loo.py [--quick]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from _common import load, results_dir, shared_data_dir, write_results_md
+
+DATASETS = ("leukemia_golub", "colon_alon")
+FILTERS = ("ttest", "snr", "f", "fisher", "ks", "fold_change", "pearson")
+
+# Zarkoob (2010), Table 3.1: best LOO correct rate over the number of genes, linear SVM (or
+# Golub's weighted vote for "Golub-Golub"); the table does not say whether the genes were
+# re-selected inside each LOO fold.
+PAPER = {
+    "leukemia_golub": "Zarkoob T3.1: SNR+Golub vote 98.61% (1/72), FC-SVM 98.61% (1/72)",
+    "colon_alon": "Zarkoob T3.1: SNR+Golub vote 87.1% (8/62), FC-SVM 85.48% (9/62)",
+}
+
+
+def main() -> None:
+    shared_data_dir()
+    quick = "--quick" in sys.argv
+    from fsdask.cluster import scheduler
+    from fsdask.evaluate import evaluate_classifiers
+
+    rows, curves = [], {}
+    t_all = time.perf_counter()
+    with scheduler("local:2"):
+        for name in DATASETS:
+            X, y, info = load(name)
+            n = X.shape[0]
+            for filt in (FILTERS[:2] if quick else FILTERS):
+                for sel in ("inside", "once"):
+                    t0 = time.perf_counter()
+                    res = evaluate_classifiers(X, y, filt, protocol="loo", classifiers=("svm", "knn"),
+                                               n_features=50, selection=sel)
+                    dt = time.perf_counter() - t0
+                    for clf, r in res.items():
+                        c = r.curve
+                        curves[(name, filt, sel, clf)] = c["n_errors"].to_numpy()
+                        stab = (f"{r.stability['kuncheva']:.2f} / {r.stability['jaccard']:.2f}"
+                                if sel == "inside" else "–")
+                        rows.append([name, filt, sel, "linear SVM" if clf == "svm" else "3-NN",
+                                     f"{r.best_n_errors}/{n} ({100 * r.best_error:.1f}%) @ {r.best_n_features}",
+                                     f"{int(c.loc[10, 'n_errors'])}/{n}", f"{int(c.loc[50, 'n_errors'])}/{n}",
+                                     stab, f"{dt:.0f}"])
+                    print(f"{name:15s} {filt:12s} {sel:6s} svm best {res['svm'].best_n_errors} "
+                          f"knn best {res['knn'].best_n_errors}  ({dt:.1f} s)", flush=True)
+    total = time.perf_counter() - t_all
+    _plot(curves)
+    notes = [
+        "Protocol: leave-one-out over all samples (72 Golub, 62 Alon); for each m = 1..50 the classifier is "
+        "trained on the top-m genes of the ranking; genes standardised with the training fold's mean/sd. "
+        "*inside* = the filter is refit on the 71 (61) training samples of every fold (honest); *once* = ranked "
+        "on all samples, only the classifier cross-validated (the held-out sample helped choose the genes: "
+        "optimistic, cf. Ambroise & McLachlan, PNAS 99:6562, 2002).",
+        "'best' = the lowest LOO error over m = 1..50 and the smallest m attaining it; choosing m by looking at "
+        "the LOO curve is itself optimistic (the papers report it the same way). Stability = Kuncheva index / "
+        "mean Jaccard of the 72 (62) top-50 sets across folds.",
+        "Data are as distributed (raw MAS4 average differences for Golub, with negative values; raw "
+        "intensities for Alon), no log transform or thresholding. fold_change therefore is |μ₁ − μ₂| on Golub "
+        "(log_scale='auto' sees values ≤ 0) and |log₂(μ₁/μ₂)| on Alon. pearson = |point-biserial r| with the 0/1 "
+        "label.",
+        f"Published ranges: {PAPER['leukemia_golub']}; {PAPER['colon_alon']} (Zarkoob, MMath thesis 2010, "
+        "../shared/papers/hsic-r1d-…, Table 3.1: best LOO over the number of genes, linear SVM). Golub et al. "
+        "(Science 286:531, 1999) report that 50 SNR genes predicted 29 of the 34 independent test samples "
+        "strongly and all of them correctly. Our 'once' rows are comparable to those best-over-m numbers; the "
+        "'inside' rows are the honest estimates.",
+        f"Wall time {total:.0f} s for all rows on a shared 2-core machine (LocalCluster, 2 processes; folds run "
+        "as parallel tasks); the last column is the seconds per (dataset, filter, selection) pair, both "
+        "classifiers together.",
+    ]
+    write_results_md("filters_loo", "Univariate filters, LOO error on Golub leukemia and Alon colon",
+                     ["dataset", "filter", "selection", "classifier", "best LOO errors @ m", "errors @10",
+                      "errors @50", "stability (K / J)", "s"], rows, notes=notes,
+                     extra="![LOO error curves](filters_loo.png)")
+
+
+def _plot(curves: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=False)
+    for ax, name in zip(axes, DATASETS):
+        for (ds, filt, sel, clf), e in curves.items():
+            if ds == name and sel == "inside" and clf == "svm":
+                ax.plot(np.arange(1, e.size + 1), e, label=filt, lw=1.2)
+        ax.set_title(f"{name}: LOO, selection inside, linear SVM", fontsize=9)
+        ax.set_xlabel("top-ranked genes fed to the SVM")
+        ax.set_ylabel("LOO errors")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    out = results_dir() / "filters_loo.png"
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""A self-contained HTML report of a selection result, with PNG figures beside it.
+
+``make_report(result, out_dir, data=…, evaluations=[…])`` writes ``out_dir/index.html`` and:
+
+=================  ===========================================================================
+file               content (written when the input has it)
+=================  ===========================================================================
+weights.png        the weights sorted in decreasing order, the selection cut marked (log rank
+                   axis; thinned to ~3000 points, so 10⁶ features plot quickly)
+convergence.png    the objective trace (result attribute ``objective``) and its change per iteration
+path_<var>.png     every result variable with a *path dimension*: a dim named ``lambda``, ``rho``,
+                   ``iteration``/``iter``/``step``, or ending in ``_path`` (e.g. CPFS's
+                   ``weight_path(lambda, feature)``, HSIC's ``n_selected(rho)``, Q-α's
+                   ``alpha_path(iteration, feature)``); 2-D variables over (path, feature) plot the
+                   trajectories of the top features, 1-D ones a single curve
+cv.png             cross-validation curves: error rate against the number of top features, from
+                   ``--evaluation`` stores or ``cv_error_rate`` variables merged into the result
+heatmap.png        with ``--data``: the top features across samples (z-scored per feature),
+                   samples grouped by class
+ranked.csv         with ``csv=True``: rank, feature, weight, selected for every feature
+=================  ===========================================================================
+
+The HTML refers to the PNGs by relative path, inlines its CSS and needs no server.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import xarray as xr
+
+from fsdask.errors import InputError
+
+PATH_DIM = re.compile(r"^(lambda|lambdas|rho|rhos|iteration|iterations|iter|step)$|_path$|^path")
+
+
+def _plt():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        from fsdask.evaluate.protocol import MissingDependencyError
+        raise MissingDependencyError("reports need matplotlib, an optional dependency: "
+                                     "pip install 'fsdask[eval]'") from exc
+    return plt
+
+
+def path_variables(result: xr.Dataset) -> list[str]:
+    """Names of the result variables that have a path dimension (see the module docstring)."""
+    return [str(v) for v in result.data_vars if any(PATH_DIM.search(str(d)) for d in result[v].dims)]
+
+
+def _save(fig, path: Path) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    _plt().close(fig)
+    return path.name
+
+
+def _thin_ranks(p: int, n_points: int = 3000) -> np.ndarray:
+    if p <= n_points:
+        return np.arange(p)
+    return np.unique(np.concatenate([np.arange(min(p, 200)),
+                                     np.geomspace(1, p, n_points).astype(np.int64) - 1]))
+
+
+def plot_weights(result: xr.Dataset, out: Path) -> str:
+    plt = _plt()
+    order = np.argsort(result["rank"].values, kind="stable")
+    w = result["weight"].values[order]
+    k = int(result["selected"].values.sum())
+    idx = _thin_ranks(w.size)
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    ax.plot(idx + 1, w[idx], ".-", ms=2, lw=0.8, color="#1f5fa8")
+    if 0 < k < w.size:
+        ax.axvline(k + 0.5, color="#c0392b", ls="--", lw=1)
+        ax.text(k + 0.5, ax.get_ylim()[1], f"  cut: {k} selected", color="#c0392b", va="top", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("rank (log scale)")
+    ax.set_ylabel("weight")
+    ax.set_title(f"{result.attrs.get('method', 'result')}: weights sorted in decreasing order", fontsize=10)
+    ax.grid(alpha=0.3)
+    return _save(fig, out / "weights.png")
+
+
+def plot_convergence(objective: Sequence[float], out: Path) -> str:
+    plt = _plt()
+    obj = np.asarray(objective, dtype=np.float64)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    axes[0].plot(np.arange(1, obj.size + 1), obj, "o-", ms=3)
+    axes[0].set_xlabel("iteration")
+    axes[0].set_ylabel("objective")
+    axes[0].grid(alpha=0.3)
+    if obj.size > 1:
+        d = np.abs(np.diff(obj))
+        d = np.where(d > 0, d, np.nan)
+        axes[1].semilogy(np.arange(2, obj.size + 1), d, "o-", ms=3, color="#7d3c98")
+    axes[1].set_xlabel("iteration")
+    axes[1].set_ylabel("|change|")
+    axes[1].grid(alpha=0.3)
+    fig.suptitle("convergence", fontsize=10)
+    return _save(fig, out / "convergence.png")
+
+
+def plot_path(result: xr.Dataset, var: str, out: Path, n_lines: int = 15) -> str:
+    plt = _plt()
+    da_ = result[var]
+    pdim = next(d for d in da_.dims if PATH_DIM.search(str(d)))
+    x = da_[pdim].values if pdim in da_.coords else np.arange(da_.sizes[pdim])
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    if da_.ndim == 1:
+        ax.plot(x, da_.values, "o-", ms=3)
+        ax.set_ylabel(var)
+    elif da_.ndim == 2 and "feature" in da_.dims:
+        vals = da_.transpose(pdim, "feature").values
+        order = np.argsort(result["rank"].values, kind="stable")[:n_lines] if "rank" in result else \
+            np.argsort(-np.abs(vals[-1]))[:n_lines]
+        feats = result["feature"].values
+        for j in order:
+            ax.plot(x, vals[:, j], lw=1, label=str(feats[j]))
+        ax.legend(fontsize=6, ncol=3, loc="best")
+        ax.set_ylabel(f"{var} (top {len(order)} features)")
+    else:
+        vals = da_.transpose(pdim, ...).values.reshape(da_.sizes[pdim], -1)
+        ax.plot(x, vals[:, :n_lines], lw=1)
+        ax.set_ylabel(var)
+    ax.set_xlabel(str(pdim))
+    if np.issubdtype(np.asarray(x).dtype, np.number) and np.all(np.asarray(x) > 0) and \
+            np.ptp(np.log10(np.asarray(x, float))) > 2:
+        ax.set_xscale("log")
+    ax.set_title(f"{var} along {pdim}", fontsize=10)
+    ax.grid(alpha=0.3)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", var)
+    return _save(fig, out / f"path_{safe}.png")
+
+
+def plot_cv(evaluations: Sequence[Any], out: Path) -> str:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for ev in evaluations:
+        c = ev.curve
+        lab = f"{ev.protocol}, {ev.selection}, {ev.classifier}: best {ev.best_error:.3f} @ {ev.best_n_features}"
+        ax.plot(c.index, c["error_rate"], "o-", ms=2.5, lw=1, label=lab)
+    ax.set_xlabel("number of top-ranked features fed to the classifier")
+    ax.set_ylabel("cross-validated error rate")
+    ax.set_title("cross-validation curves", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, out / "cv.png")
+
+
+def plot_heatmap(Xtop: np.ndarray, names: Sequence[str], y: np.ndarray | None, class_names: Sequence[str] | None,
+                 out: Path) -> str:
+    plt = _plt()
+    Z = np.asarray(Xtop, dtype=np.float64)
+    sd = Z.std(axis=0)
+    Z = (Z - Z.mean(axis=0)) / np.where(sd > 0, sd, 1)
+    order = np.argsort(y, kind="stable") if y is not None else np.arange(Z.shape[0])
+    fig, ax = plt.subplots(figsize=(8, 0.18 * len(names) + 1.4))
+    im = ax.imshow(Z[order].T, aspect="auto", cmap="RdBu_r", vmin=-2.5, vmax=2.5, interpolation="nearest")
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels([str(n)[:28] for n in names], fontsize=6)
+    ax.set_xlabel("samples" + (" (grouped by class)" if y is not None else ""))
+    if y is not None:
+        ys = np.asarray(y)[order]
+        bounds = np.flatnonzero(ys[1:] != ys[:-1]) + 0.5
+        for b in bounds:
+            ax.axvline(b, color="k", lw=1)
+        starts = np.concatenate([[0], bounds + 0.5])
+        ends = np.concatenate([bounds + 0.5, [ys.size]])
+        for s, e in zip(starts, ends):
+            lab = ys[int(s)]
+            if class_names is not None and np.issubdtype(np.asarray(lab).dtype, np.integer) and 0 <= lab < len(class_names):
+                lab = class_names[int(lab)]
+            ax.text((s + e) / 2 - 0.5, -0.8, str(lab), ha="center", va="bottom", fontsize=7)
+    fig.colorbar(im, ax=ax, fraction=0.03, label="z-score")
+    ax.set_title("top features across samples", fontsize=10, pad=14)
+    return _save(fig, out / "heatmap.png")
+
+
+_CSS = """body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:980px;
+color:#222;padding:0 1em}h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.88em}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
+th{background:#f4f6f8}td.num{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%;
+border:1px solid #eee}.note{color:#555;font-size:.9em}.sel{color:#1e8449;font-weight:600}"""
+
+
+def _meta_rows(result: xr.Dataset) -> list[tuple[str, str]]:
+    a = result.attrs
+    keys = ["method", "estimator", "parameters", "n_features", "n_selected", "n_iter", "converged", "wall_time_s",
+            "n_constant_features", "input_store", "input_fingerprint", "scheduler", "fsdask_version",
+            "dask_version", "xarray_version"]
+    rows = []
+    for k in keys:
+        if k in a:
+            v = a[k]
+            rows.append((k, json.dumps(v) if isinstance(v, (dict, list)) else str(v)))
+    return rows
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], num: Sequence[int] = ()) -> str:
+    h = "".join(f"<th>{html.escape(str(c))}</th>" for c in header)
+    body = []
+    for r in rows:
+        cells = "".join(f"<td class='num'>{html.escape(str(v))}</td>" if i in num else f"<td>{v}</td>"
+                        for i, v in enumerate(r))
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><tr>{h}</tr>{''.join(body)}</table>"
+
+
+def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Dataset | None = None,
+                evaluations: Sequence[Any] = (), csv: bool = False, top: int = 30,
+                title: str | None = None) -> Path:
+    """Write ``out_dir/index.html`` and its PNGs for ``result``; return the HTML path.
+
+    Parameters
+    ----------
+    result
+        A selection result (``weight``, ``rank``, ``selected`` over ``feature``).
+    data
+        The dataset it was computed on (optional): its feature ids must match; adds the
+        heatmap of the top features and their per-class means.
+    evaluations
+        :class:`fsdask.evaluate.EvaluationResult` objects to draw as CV curves (result
+        variables ``cv_error_rate`` are drawn too).
+    csv
+        Also write ``ranked.csv`` (every feature, best first).
+    top
+        How many top features to list (and draw in the heatmap).
+    """
+    from fsdask.evaluate.protocol import EvaluationResult, check_result_matches
+    if not all(v in result for v in ("weight", "rank", "selected")):
+        raise InputError("not a selection result: it needs 'weight', 'rank' and 'selected' over 'feature'")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figs: list[tuple[str, str, str]] = []  # (section, file, caption)
+    figs.append(("Weights", plot_weights(result, out),
+                 "Weights in decreasing order; the dashed line is the method's selection cut."))
+    obj = result.attrs.get("objective")
+    if isinstance(obj, (list, tuple, np.ndarray)) and len(obj) > 0:
+        figs.append(("Convergence", plot_convergence(obj, out),
+                     f"Objective per iteration ({len(obj)} recorded; converged: {result.attrs.get('converged', 'n/a')})."))
+    for var in path_variables(result):
+        figs.append(("Paths", plot_path(result, var, out), f"Variable <code>{html.escape(var)}</code> along its "
+                     "path dimension."))
+    evs = list(evaluations)
+    if "cv_error_rate" in result:
+        evs.append(EvaluationResult.from_dataset(result[[v for v in result.data_vars if str(v).startswith("cv_")]]
+                                                 .assign_attrs({k: v for k, v in result.attrs.items()
+                                                                if str(k).startswith("cv_")})))
+    if evs:
+        figs.append(("Cross-validation", plot_cv(evs, out), "<br>".join(html.escape(e.label) for e in evs)))
+
+    order = np.argsort(result["rank"].values, kind="stable")[:top]
+    feats = result["feature"].values
+    weights = result["weight"].values
+    sel = result["selected"].values
+    class_cols: list[str] = []
+    class_means = None
+    if data is not None:
+        Xd = data["X"] if isinstance(data, xr.Dataset) else data
+        names = Xd["feature"].values if "feature" in Xd.coords else None
+        check_result_matches(result, Xd.sizes["feature"], names)
+        Xtop = np.asarray(Xd.isel(feature=order).transpose("sample", "feature").values)
+        y = data["y"].values if isinstance(data, xr.Dataset) and "y" in data else None
+        cn = data.attrs.get("class_names") if isinstance(data, xr.Dataset) else None
+        figs.append(("Top features across samples", plot_heatmap(Xtop, [str(feats[i]) for i in order], y, cn, out),
+                     "Top features (rows, best first), z-scored per feature; samples grouped by class."))
+        if y is not None and y.dtype.kind in "iub" and np.unique(y).size <= 6:
+            classes = np.unique(y)
+            class_cols = [f"mean ({cn[int(c)] if cn is not None and 0 <= int(c) < len(cn) else c})" for c in classes]
+            class_means = np.stack([Xtop[y == c].mean(axis=0) for c in classes], axis=1)
+    rows = []
+    for j, i in enumerate(order):
+        r = [int(result["rank"].values[i]), html.escape(str(feats[i])), f"{weights[i]:.6g}",
+             "<span class='sel'>yes</span>" if sel[i] else "–"]
+        if class_means is not None:
+            r += [f"{v:.4g}" for v in class_means[j]]
+        rows.append(r)
+    top_html = _table(rows, ["rank", "feature", "weight", "selected", *class_cols], num=(0, 2, *range(4, 4 + len(class_cols))))
+    if csv:
+        from fsdask.commands.select import write_csv
+        write_csv(result, str(out / "ranked.csv"))
+
+    method = result.attrs.get("method", "selection")
+    title = title or f"fsdask report: {method}"
+    n_sel, p = int(sel.sum()), int(sel.size)
+    sections: dict[str, list[str]] = {}
+    for sec, f, cap in figs:
+        sections.setdefault(sec, []).append(f"<figure><img src='{html.escape(f)}' alt='{html.escape(sec)}'>"
+                                            f"<figcaption class='note'>{cap}</figcaption></figure>")
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+             f"<style>{_CSS}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>",
+             f"<p>{n_sel} of {p} features selected by <b>{html.escape(str(method))}</b>. Generated {now}.</p>"]
+    if "Weights" in sections:
+        parts += ["<h2>Weights</h2>", *sections.pop("Weights")]
+    parts += [f"<h2>Top {len(order)} features</h2>", top_html]
+    if csv:
+        parts.append("<p class='note'>All features, ranked: <a href='ranked.csv'>ranked.csv</a></p>")
+    for sec, items in sections.items():
+        parts += [f"<h2>{html.escape(sec)}</h2>", *items]
+    parts += ["<h2>Run</h2>", _table([(html.escape(k), html.escape(v)) for k, v in _meta_rows(result)],
+                                     ["attribute", "value"]), "</body></html>"]
+    index = out / "index.html"
+    index.write_text("\n".join(parts), encoding="utf-8")
+    return index

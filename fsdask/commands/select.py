@@ -38,13 +38,22 @@ def safe_url(url: str) -> str:
 
 
 def write_csv(result, path: str) -> None:
+    """The ranked table as CSV, written to a temporary file and renamed into place."""
+    import os
+
     import numpy as np
     order = np.argsort(result["rank"].values, kind="stable")
-    with open(path, "w") as fh:
-        fh.write("rank,feature,weight,selected\n")
-        for i in order:
-            fh.write(f"{int(result['rank'].values[i])},{result['feature'].values[i]},"
-                     f"{float(result['weight'].values[i]):.10g},{int(bool(result['selected'].values[i]))}\n")
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write("rank,feature,weight,selected\n")
+            for i in order:
+                fh.write(f"{int(result['rank'].values[i])},{result['feature'].values[i]},"
+                         f"{float(result['weight'].values[i]):.10g},{int(bool(result['selected'].values[i]))}\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def print_top(result, k: int, relevant: set | None = None, file=sys.stdout) -> None:

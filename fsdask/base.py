@@ -125,12 +125,20 @@ class SelectorMixin:
                              "(or a dataset with a 'y' variable)")
         log.info("%s: fitting on %d samples × %d features (%d feature block(s))",
                  self.method_name, n, p, len(Xd.chunks[1]))
-        active = self._screen(Xd, names)
-        X_act = Xd if active.all() else Xd[:, active]
-        if len(X_act.chunks[1]) > 1 and not active.all():
-            X_act = X_act.rechunk({1: Xd.chunks[1][0]})
         self._iter_t0 = time.perf_counter()
-        out = self._fit(X_act, y)
+        plan = self._fit_lazy(Xd, y)
+        if plan is not None:
+            # single pass: the screen and the method's per-feature statistics share one read of X
+            lazy, finish = plan
+            bad, lo, hi, computed = dask.compute(*self._screen_stats(Xd), lazy)
+            active = self._apply_screen(bad, lo, hi, names)
+            out = finish(computed, active, lo, hi)
+        else:
+            active = self._screen(Xd, names)
+            X_act = Xd if active.all() else Xd[:, active]
+            if len(X_act.chunks[1]) > 1 and not active.all():
+                X_act = X_act.rechunk({1: Xd.chunks[1][0]})
+            out = self._fit(X_act, y)
         scores = np.zeros(p)
         scores[active] = np.asarray(out.scores, dtype=np.float64)
         if not np.all(np.isfinite(scores)):
@@ -163,9 +171,29 @@ class SelectorMixin:
         elapsed = time.perf_counter() - getattr(self, "_iter_t0", time.perf_counter())
         log.info("%s: iteration %d: %s (%.1f s)", self.method_name, it, parts, elapsed)
 
+    def _fit_lazy(self, X: da.Array, y: np.ndarray | None):
+        """Optional single-pass protocol for methods whose statistics are per feature.
+
+        Return ``(lazy, finish)``: ``lazy`` (dask collections over *all* features) is computed
+        in the same pass as the screen (NaN/Inf, constant features), then
+        ``finish(computed, active, lo, hi)`` returns the :class:`FitOutput` with scores of the
+        active features.  The default (None) uses ``_screen`` then ``_fit``.
+        """
+        return None
+
+    @staticmethod
+    def _screen_stats(X: da.Array) -> tuple[da.Array, da.Array, da.Array]:
+        """Lazy per-feature NaN/Inf count, minimum and maximum (one pass over X)."""
+        return (~da.isfinite(X)).sum(axis=0), X.min(axis=0), X.max(axis=0)
+
     def _screen(self, X: da.Array, names: np.ndarray | None) -> np.ndarray:
         """One pass: refuse NaN/Inf; find constant features and apply ``on_constant``."""
-        bad, lo, hi = dask.compute((~da.isfinite(X)).sum(axis=0), X.min(axis=0), X.max(axis=0))
+        bad, lo, hi = dask.compute(*self._screen_stats(X))
+        return self._apply_screen(bad, lo, hi, names)
+
+    def _apply_screen(self, bad: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                      names: np.ndarray | None) -> np.ndarray:
+        """Mask of active features from the screen's statistics (raises on NaN/Inf)."""
         if bad.sum():
             idx = np.flatnonzero(bad)
             shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])

@@ -77,23 +77,29 @@ def test_crash_mid_pipeline_then_resume(project, monkeypatch, capsys):
     assert run_pipeline(path, restart=True) == {"ingest": "ran", "ttest": "ran", "snr": "ran"}
 
 
-def test_cli_failure_is_one_line_then_resume(project):
+def test_cli_failure_is_one_line(project):
+    path, cfg = project
+    cfg["steps"][0]["ingest"]["source"] = "missing.npz"
+    path.write_text(yaml.safe_dump(cfg))
+    p = subprocess.run([sys.executable, "-m", "fsdask.cli", "run", str(path)], capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
+    assert "step 1 (ingest) failed: missing.npz: no such file" in p.stderr
+    assert not (path.parent / "out").exists() or not any((path.parent / "out").iterdir())
+
+
+def test_bad_step_parameter_then_resume(project, capsys):
     path, cfg = project
     cfg["steps"][2]["select"]["param"] = {"n_features_to_select": -1}
     path.write_text(yaml.safe_dump(cfg))
-    run = lambda: subprocess.run([sys.executable, "-m", "fsdask.cli", "run", str(path)],  # noqa: E731
-                                 capture_output=True, text=True)
-    p = run()
-    assert p.returncode == 2, p.stderr
-    assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
-    assert "step 3 (snr) failed" in p.stderr and "n_features_to_select" in p.stderr
-    assert not (path.parent / "out" / "s.zarr").exists()
+    with pytest.raises(StepFailed, match=r"step 3 \(snr\) failed: n_features_to_select=-1") as err:
+        run_pipeline(path)
+    assert err.value.exit_code == 2 and not (path.parent / "out" / "s.zarr").exists()
     cfg["steps"][2]["select"]["param"] = {"n_features_to_select": 4}
     path.write_text(yaml.safe_dump(cfg))
-    p = run()
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.count("done in an earlier run") == 2
-    assert "pipeline finished: 1 step(s) run, 2 skipped" in p.stdout
+    capsys.readouterr()
+    assert run_pipeline(path) == {"ingest": "skipped", "ttest": "skipped", "snr": "ran"}
+    assert capsys.readouterr().out.count("done in an earlier run") == 2
 
 
 def test_bad_configs(tmp_path):

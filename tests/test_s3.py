@@ -99,14 +99,13 @@ def test_filter_on_cluster_reading_s3(bucket, rng, cluster):
 
 
 def test_cli_with_storage_options_never_leaks_credentials(bucket, rng, tmp_path):
+    """Credentials given on the command line appear neither in the logs (-vv) nor in the result."""
     url, opts = bucket
     X, y = _data(rng)
     np.savez(tmp_path / "d.npz", X=X, y=y, feature_names=np.array([f"g{j}" for j in range(X.shape[1])]))
     ep = f"--storage-option=endpoint_url={opts['endpoint_url']}"
-    env = {"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET}
-    p = _cli("-vv", "ingest", tmp_path / "d.npz", f"{url}/d.zarr", ep, env=env)
-    assert p.returncode == 0, p.stderr
-    assert "12 samples × 60 features" in p.stdout
+    # credentials from the environment (the fixture sets AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)
+    fsdask.ingest(tmp_path / "d.npz", f"{url}/d.zarr", storage_options={"endpoint_url": opts["endpoint_url"]})
     # credentials given explicitly on the command line this time
     p = _cli("-vv", "select", f"{url}/d.zarr", "--method", "ttest", "--param", "n_features_to_select=3",
              "-o", f"{url}/r.zarr", ep, f"--storage-option=key={KEY}", f"--storage-option=secret={SECRET}")

@@ -56,8 +56,9 @@ def write_csv(result, path: str) -> None:
             os.remove(tmp)
 
 
-def print_top(result, k: int, relevant: set | None = None, file=sys.stdout) -> None:
+def print_top(result, k: int, relevant: set | None = None, file=None) -> None:
     from fsdask.results import top_table
+    file = file or sys.stdout
     print(f"{'rank':>6}  {'feature':<24} {'weight':>12}  selected" + ("  relevant" if relevant else ""), file=file)
     for r, f, w, s in top_table(result, k):
         mark = ("  yes" if f in relevant else "   -") if relevant is not None else ""

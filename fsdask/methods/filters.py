@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import dask
 import numpy as np
 import scipy.stats
 
@@ -33,67 +34,126 @@ BINARY_ONLY = {"ttest", "snr", "fold_change", "ks"}
 CLASS_SCORES = {"fisher", "f"} | BINARY_ONLY
 
 
-def _class_moments(xb: np.ndarray, codes: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-class counts (C,), means (C, p_b) and unbiased variances (C, p_b)."""
+#: features per inner slice of a block: the float64 temporaries of one slice (n × 2048 × 8
+#: bytes per temporary) stay in cache instead of allocating block-sized arrays
+SLICE = 2048
+
+
+def _class_moments(xb: np.ndarray, codes: np.ndarray, n_classes: int,
+                   onehot: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-class counts (C,), means (C, p_b) and unbiased variances (C, p_b).
+
+    Two-pass within the slice (means, then centred squares), in float64, so large offsets
+    (raw intensities) do not cancel.
+    """
     x = xb.astype(np.float64)
     counts = np.bincount(codes, minlength=n_classes).astype(np.float64)
-    onehot = np.eye(n_classes)[codes]  # n × C
-    mean = (onehot.T @ x) / counts[:, None]
-    sq = (onehot.T @ (x * x)) / counts[:, None]
-    var = np.clip(sq - mean**2, 0, None) * (counts / np.maximum(counts - 1, 1))[:, None]
+    if onehot is None:
+        onehot = np.eye(n_classes)[codes].T  # C × n
+    mean = (onehot @ x) / counts[:, None]
+    r = x - mean[codes]
+    var = (onehot @ (r * r)) / np.maximum(counts - 1, 1)[:, None]
     return counts, mean, var
 
 
 def _ks_stat(xb: np.ndarray, is_first: np.ndarray) -> np.ndarray:
-    """Two-sample KS D for each column, vectorised; ties handled at group ends."""
-    order = np.argsort(xb, axis=0, kind="stable")
-    xs = np.take_along_axis(xb, order, axis=0)
+    """Two-sample KS D for each column, vectorised; ties handled at group ends.
+
+    Sorts each feature's n values along the contiguous axis (the block is transposed per
+    slice), then D = max |F₁ − F₂| over the ends of runs of equal values.
+    """
+    xt = np.ascontiguousarray(xb.T)                     # features × samples
+    order = np.argsort(xt, axis=1)
+    xs = np.take_along_axis(xt, order, axis=1)
     lab = is_first[order]
     n1, n2 = is_first.sum(), (~is_first).sum()
-    diff = np.cumsum(lab, axis=0) / n1 - np.cumsum(~lab, axis=0) / n2
+    diff = np.cumsum(lab, axis=1) / n1 - np.cumsum(~lab, axis=1) / n2
     end_of_tie = np.ones_like(xs, dtype=bool)
-    end_of_tie[:-1] = xs[1:] != xs[:-1]
-    return np.max(np.abs(np.where(end_of_tie, diff, 0.0)), axis=0)
+    end_of_tie[:, :-1] = xs[:, 1:] != xs[:, :-1]
+    return np.max(np.abs(np.where(end_of_tie, diff, 0.0)), axis=1)
 
 
-def score_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes: int,
-                yc: np.ndarray | None, equal_var: bool, log_scale: bool) -> np.ndarray:
-    """Scores of one feature block (pure numpy; used by the streaming map)."""
+#: rows of per-feature statistics each score's block function returns
+STAT_ROWS = {"ttest": 2, "fold_change": 2}
+
+
+def _stats_slice(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes: int,
+                 yc: np.ndarray | None, equal_var: bool, onehot: np.ndarray | None) -> np.ndarray:
+    """Per-feature statistics of one slice → (rows, width); see :func:`stats_block`."""
+    if score == "ks":
+        return _ks_stat(xb, codes == 0)[None, :]
     x = xb.astype(np.float64)
     n = x.shape[0]
     if score == "variance":
-        return x.var(axis=0, ddof=1)
+        xc = x - x.mean(0)
+        return ((xc * xc).sum(0) / (n - 1))[None, :]
     if score == "pearson":
         xc = x - x.mean(0)
         denom = np.sqrt((xc * xc).sum(0)) * np.sqrt((yc * yc).sum())
-        return np.abs(yc @ xc) / np.where(denom > 0, denom, np.inf)
-    counts, mean, var = _class_moments(x, codes, n_classes)
+        return (np.abs(yc @ xc) / np.where(denom > 0, denom, np.inf))[None, :]
+    counts, mean, var = _class_moments(x, codes, n_classes, onehot)
     if score in ("fisher", "f"):
-        mu = x.mean(0)
+        mu = (counts @ mean) / n
         between = (counts[:, None] * (mean - mu) ** 2).sum(0)
-        within_pop = (counts[:, None] * var * ((counts - 1) / counts)[:, None]).sum(0)
+        within_pop = ((counts - 1)[:, None] * var).sum(0)
         if score == "fisher":
-            return between / np.where(within_pop > 0, within_pop, np.inf)
+            return (between / np.where(within_pop > 0, within_pop, np.inf))[None, :]
         dfb, dfw = n_classes - 1, n - n_classes
-        return (between / dfb) / np.where(within_pop > 0, within_pop / dfw, np.inf)
+        return ((between / dfb) / np.where(within_pop > 0, within_pop / dfw, np.inf))[None, :]
     (n1, n2), (m1, m2), (v1, v2) = counts, mean, var
     if score == "ttest":
         if equal_var:
             sp = ((n1 - 1) * v1 + (n2 - 1) * v2) / (n1 + n2 - 2)
-            se = np.sqrt(sp * (1 / n1 + 1 / n2))
+            se2 = sp * (1 / n1 + 1 / n2)
+            df = np.full_like(m1, n1 + n2 - 2)
         else:
-            se = np.sqrt(v1 / n1 + v2 / n2)
-        return np.abs(m1 - m2) / np.where(se > 0, se, np.inf)
+            a, b = v1 / n1, v2 / n2
+            se2 = a + b
+            den = a**2 / (n1 - 1) + b**2 / (n2 - 1)
+            df = np.where(den > 0, se2**2 / np.where(den > 0, den, 1), n1 + n2 - 2)  # Welch–Satterthwaite
+        se = np.sqrt(se2)
+        return np.stack([np.abs(m1 - m2) / np.where(se > 0, se, np.inf), df])
     if score == "snr":
-        s = np.sqrt(v1) + np.sqrt(v2)
-        return np.abs(m1 - m2) / np.where(s > 0, s, np.inf)
+        sd = np.sqrt(v1) + np.sqrt(v2)
+        return (np.abs(m1 - m2) / np.where(sd > 0, sd, np.inf))[None, :]
     if score == "fold_change":
-        if log_scale:
-            return np.abs(m1 - m2)
-        return np.abs(np.log2(m1 / m2))
-    if score == "ks":
-        return _ks_stat(x, codes == 0)
+        return np.stack([m1, m2])
     raise ParameterError(f"unknown score {score!r}")
+
+
+def stats_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes: int,
+                yc: np.ndarray | None, equal_var: bool) -> np.ndarray:
+    """Per-feature statistics of one feature block, (rows, p_b), computed slice by slice.
+
+    One row (the score) for most filters; ``ttest``: |t| and its degrees of freedom;
+    ``fold_change``: the two class means (the score needs the data's global minimum to
+    decide the scale, known only after the pass).
+    """
+    rows = STAT_ROWS.get(score, 1)
+    p_b = xb.shape[1]
+    out = np.empty((rows, p_b))
+    onehot = None if codes is None else np.eye(n_classes)[codes].T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for s in range(0, p_b, SLICE):
+            out[:, s:s + SLICE] = _stats_slice(xb[:, s:s + SLICE], score, codes, n_classes, yc, equal_var, onehot)
+    return out
+
+
+def fold_change_scores(m1: np.ndarray, m2: np.ndarray, log_scale: bool) -> np.ndarray:
+    """|μ₁ − μ₂| for log-scale data, else |log₂(μ₁/μ₂)|."""
+    if log_scale:
+        return np.abs(m1 - m2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.abs(np.log2(m1 / m2))
+
+
+def score_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes: int,
+                yc: np.ndarray | None, equal_var: bool, log_scale: bool) -> np.ndarray:
+    """Scores of one feature block (pure numpy)."""
+    st = stats_block(xb, score, codes, n_classes, yc, equal_var)
+    if score == "fold_change":
+        return fold_change_scores(st[0], st[1], log_scale)
+    return st[0]
 
 
 class Filter(SelectorMixin):
@@ -147,8 +207,8 @@ class Filter(SelectorMixin):
         if self.log_scale not in ("auto", True, False):
             raise ParameterError(f"log_scale={self.log_scale!r}; use 'auto', True or False")
 
-    def _fit(self, X, y) -> FitOutput:
-        n = X.shape[0]
+    def _prepare(self, n: int, y: np.ndarray | None) -> tuple[np.ndarray | None, int, np.ndarray | None]:
+        """Validate y for the score; return class codes, number of classes, centred response."""
         codes, n_classes, yc = None, 0, None
         if self.score in CLASS_SCORES:
             classes, codes = np.unique(y, return_inverse=True)
@@ -167,43 +227,55 @@ class Filter(SelectorMixin):
             if yv.ndim != 1:
                 raise InputError("pearson needs a single response vector y")
             yc = yv - yv.mean()
+        return codes, n_classes, yc
+
+    def _lazy_stats(self, X, codes, n_classes, yc):
+        return map_features(stats_block, X, out_rows=STAT_ROWS.get(self.score, 1), dtype=np.float64,
+                            score=self.score, codes=codes, n_classes=n_classes, yc=yc,
+                            equal_var=self.equal_var)
+
+    def _finish(self, stats: np.ndarray, n: int, n_classes: int, data_min: float) -> FitOutput:
+        """Scores and p-values from the per-feature statistics (active features only)."""
         log_scale = self.log_scale
-        if self.score == "fold_change" and log_scale == "auto":
-            log_scale = bool(X.min().compute() <= 0)
-        scores = map_features(score_block, X, dtype=np.float64, score=self.score, codes=codes,
-                              n_classes=n_classes, yc=yc, equal_var=self.equal_var,
-                              log_scale=log_scale).compute()
+        if self.score == "fold_change":
+            if log_scale == "auto":
+                log_scale = bool(data_min <= 0)
+            scores = fold_change_scores(stats[0], stats[1], log_scale)
+        else:
+            scores = stats[0]
         extras: dict[str, Any] = {}
         if self.score == "ttest":
-            counts = np.bincount(codes)
-            df = n - 2 if self.equal_var else None
-            if df is None:  # Welch–Satterthwaite df needs the variances: second cheap map
-                dfs = map_features(_welch_df_block, X, dtype=np.float64, codes=codes).compute()
-                extras["pvalue"] = 2 * scipy.stats.t.sf(scores, dfs)
-            else:
-                extras["pvalue"] = 2 * scipy.stats.t.sf(scores, df)
+            extras["pvalue"] = 2 * scipy.stats.t.sf(scores, stats[1])
         elif self.score == "f":
             extras["pvalue"] = scipy.stats.f.sf(scores, n_classes - 1, n - n_classes)
         elif self.score == "pearson":
             r = np.clip(scores, 0, 1 - 1e-15)
             t = r * np.sqrt((n - 2) / (1 - r**2))
             extras["pvalue"] = 2 * scipy.stats.t.sf(t, n - 2)
-        if "pvalue" in extras:
-            self.pvalues_ = None  # set in fit() below via result
         return FitOutput(scores=scores, extras=extras, attrs={"score": self.score, "log_scale": str(log_scale)})
+
+    def _fit_lazy(self, X, y):
+        """One pass: the screen and the statistics of every feature share a single read of X."""
+        n = X.shape[0]
+        codes, n_classes, yc = self._prepare(n, y)
+        lazy = self._lazy_stats(X, codes, n_classes, yc)
+
+        def finish(stats, active, lo, hi):
+            data_min = float(lo[active].min()) if active.any() else 0.0
+            return self._finish(stats[:, active], n, n_classes, data_min)
+
+        return lazy, finish
+
+    def _fit(self, X, y) -> FitOutput:
+        n = X.shape[0]
+        codes, n_classes, yc = self._prepare(n, y)
+        stats, data_min = dask.compute(self._lazy_stats(X, codes, n_classes, yc), X.min())
+        return self._finish(stats, n, n_classes, float(data_min))
 
     def fit(self, X: Any, y: Any = None) -> "Filter":
         super().fit(X, y)
         self.pvalues_ = self.result_["pvalue"].values if "pvalue" in self.result_ else None
         return self
-
-
-def _welch_df_block(xb: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    counts, _, var = _class_moments(xb, codes, 2)
-    a, b = var[0] / counts[0], var[1] / counts[1]
-    num = (a + b) ** 2
-    den = a**2 / (counts[0] - 1) + b**2 / (counts[1] - 1)
-    return np.where(den > 0, num / np.where(den > 0, den, 1), counts.sum() - 2)
 
 
 class LaplacianScore(SelectorMixin):

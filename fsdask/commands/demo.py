@@ -21,7 +21,7 @@ DEMO_METHODS: list[tuple[str, dict]] = [
     ("ttest", {"n_features_to_select": 10}),
     ("qalpha", {"k": 2, "n_features_to_select": 10}),
     ("logo", {"n_features_to_select": 10}),
-    ("hsic", {"n_features_to_select": 10}),
+    ("hsic", {"n_features_to_select": 10, "standardize": True, "rho_grid": None}),
 ]
 
 

@@ -1,0 +1,636 @@
+"""HSIC feature selection with the sparse power method and rank-one downdate (R1D).
+
+Zarkoob, *Feature selection for gene expression data based on Hilbert-Schmidt
+independence criterion*, MMath thesis, Waterloo 2010, chapter 3.
+
+The thesis writes X as m features × n samples; fsdask stores X as (sample, feature), so
+the thesis' ``X`` is our ``Xᵀ`` and its row i (a feature) is our column i.
+
+* eq. (3.1): HSIC(Z) = (n − 1)⁻² Tr(K H B H), H = I − n⁻¹ 1 1ᵀ.
+* eq. (3.2)/(3.3): with a linear kernel on the projection uᵀX, maximise
+  uᵀ X H B H Xᵀ u over unit, sparse u.
+* B = Δᵀ Δ and A = X H Δᵀ, so Q = A Aᵀ and u is the leading left singular vector of A
+  (m × c).  **Scale** (the thesis leaves it open, and with it the meaning of ρ): we use the
+  normalisation of (3.1), ``A = X H Δᵀ / (n − 1)`` so ‖A‖²_F is the HSIC estimate; Δ has
+  class-indicator entries 1/n_c (§3.4.2), or a standardised y (linear kernel, §3.4.1).
+* eq. (3.4): f(M, N, u, σ, v) = ‖A_MN‖²_F − γ ‖A_MN − u_M σ v_Nᵀ‖²_F − ρ |M| |N|.
+* eq. (3.5)/(3.6) and the column analogue: separable row/column contributions
+  r_i = −(γ − 1)‖A_iN‖² + γ (A_iN v_N)² − ρ|N|,  c_j = −(γ − 1)‖A_Mj‖² + γ (A_Mjᵀ u_M)² − ρ|M|.
+* Algorithms ``PowerMethod``, ``SparsePM`` (steps 1–14) and ``FeatureSelection``.
+
+Execution: A is computed in **one streaming pass** over the feature blocks of X (the same
+pass also counts NaN/Inf and finds constant features, so the whole fit reads X once).  A is
+small (m × c).  If ``m·c·8`` bytes ≤ ``max_dense_bytes`` (default 1 GiB, i.e. 1.3·10⁸
+entries) it is held in memory and every later step is NumPy on A; otherwise A stays a
+persisted dask array chunked by rows and each SparsePM row/column step is one row-wise
+map-reduce over it (the same code: the steps are written with full-length masked vectors,
+which NumPy and dask evaluate alike).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import warnings
+from typing import Any, Literal, Sequence
+
+import dask
+import dask.array as da
+import numpy as np
+
+from fsdask.base import FitOutput, SelectorMixin, _ranking
+from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.linalg import map_features
+
+log = logging.getLogger("fsdask")
+
+Response = Literal["auto", "categorical", "continuous", "multivariate", "rbf"]
+
+#: A is kept in memory (NumPy) when m·c·8 bytes is at most this; above, a persisted dask array
+DEFAULT_MAX_DENSE_BYTES = 2**30
+#: RBF response kernel: keep the leading eigenpairs of HBH holding this share of its trace
+RBF_TRACE_SHARE = 0.999
+#: … but never more than this many (the rank of the factor Δ, i.e. the columns of A)
+RBF_MAX_RANK = 50
+#: a categorical y with more than this share of distinct values per sample looks continuous
+MAX_CLASS_SHARE = 0.5
+
+
+# --------------------------------------------------------------------------------------
+# Δ: the factor of the response kernel, B = Δᵀ Δ (FeatureSelection, step 1)
+# --------------------------------------------------------------------------------------
+def infer_response(y: np.ndarray) -> str:
+    """``response="auto"``: 2-D y → multivariate; integer/bool/string → categorical; float → continuous."""
+    if y.ndim == 2 and y.shape[1] > 1:
+        return "multivariate"
+    if y.dtype.kind in "biuOSUT":
+        return "categorical"
+    return "continuous"
+
+
+def _standardise(y: np.ndarray, name: str) -> np.ndarray:
+    if not np.issubdtype(y.dtype, np.number):
+        raise InputError(f"{name} must be numeric for a continuous response (dtype {y.dtype}); "
+                         "use response='categorical' for labels")
+    y = y.astype(np.float64)
+    bad = ~np.isfinite(y)
+    if bad.any():
+        raise InputError(f"{name} has {int(bad.sum())} NaN/Inf value(s) (first at sample "
+                         f"{int(np.flatnonzero(bad.ravel())[0])}); drop or impute those samples")
+    sd = y.std(axis=0, ddof=1)
+    if np.any(sd == 0):
+        raise InputError(f"{name} is constant{' in some column' if y.ndim == 2 else ''}; "
+                         "a response must vary across samples")
+    return (y - y.mean(axis=0)) / sd
+
+
+def response_factor(y: Any, response: Response = "auto", *, kernel_rank: int | None = None,
+                    kernel_width: float | None = None) -> tuple[np.ndarray, str, dict]:
+    """Δ (c × n) with B = Δᵀ Δ the kernel on y, the response kind used, and facts about it.
+
+    * ``categorical``: Δ_ki = 1/n_k if sample i is in class k (the "linear indicator matrix
+      normalised by the cardinal of the classes" of §3.4.2); c = number of classes.
+    * ``continuous``: Δ = ỹᵀ with ỹ = (y − ȳ)/s_y (linear kernel on a standardised y, §3.4.1).
+    * ``multivariate``: Δ = Ỹᵀ, each column of Y standardised (footnote 2 of §3.3).
+    * ``rbf``: B_ij = exp(−(ỹ_i − ỹ_j)²/(2w²)), w = ``kernel_width`` or the median pairwise
+      distance of ỹ; Δ = Λ_r^{1/2} W_rᵀ from the eigendecomposition of H B H, keeping the
+      smallest r whose eigenvalues hold ``RBF_TRACE_SHARE`` (99.9 %) of the trace, capped at
+      ``kernel_rank`` (default ``RBF_MAX_RANK`` = 50).  Because A = X H Δᵀ only sees H B H,
+      factoring the centred kernel loses nothing but the discarded tail.
+    """
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim not in (1, 2):
+        raise InputError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets); got shape {y.shape}")
+    n = y.shape[0]
+    kind = infer_response(y) if response == "auto" else response
+    info: dict = {"response": kind}
+    if kind == "categorical":
+        if y.ndim != 1:
+            raise InputError(f"a categorical y must be 1-D; got shape {y.shape} (use response='multivariate')")
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise InputError(f"y has {int((~np.isfinite(y)).sum())} NaN/Inf label(s); drop those samples")
+        classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+        if classes.size < 2:
+            raise InputError(f"y has a single class ({classes[0]!r}); SparseHSIC with a categorical "
+                             "response needs at least two classes")
+        if classes.size > MAX_CLASS_SHARE * n:
+            raise InputError(f"y has {classes.size} distinct values among {n} samples "
+                             f"({int((counts == 1).sum())} classes with a single sample): it looks like a "
+                             "continuous response, not class labels; use response='continuous' (or 'rbf'), "
+                             "or pass integer class codes")
+        delta = np.zeros((classes.size, n))
+        delta[codes, np.arange(n)] = 1.0 / counts[codes]
+        info.update(classes=classes, class_counts=counts)
+        return delta, kind, info
+    if kind == "continuous":
+        if y.ndim != 1:
+            raise InputError(f"a continuous y must be 1-D; got shape {y.shape} (use response='multivariate')")
+        return _standardise(y, "y")[None, :], kind, info
+    if kind == "multivariate":
+        Y = y if y.ndim == 2 else y[:, None]
+        return _standardise(Y, "Y").T, kind, info
+    if kind == "rbf":
+        if y.ndim != 1:
+            raise InputError(f"response='rbf' takes a 1-D y; got shape {y.shape}")
+        ys = _standardise(y, "y")
+        d = np.abs(ys[:, None] - ys[None, :])
+        w = kernel_width if kernel_width is not None else float(np.median(d[d > 0]))
+        B = np.exp(-d**2 / (2 * w**2))
+        H = np.eye(n) - 1.0 / n
+        lam, W = np.linalg.eigh(H @ B @ H)
+        lam, W = lam[::-1].clip(min=0), W[:, ::-1]
+        r = int(np.searchsorted(np.cumsum(lam) / lam.sum(), RBF_TRACE_SHARE) + 1)
+        r = min(r, kernel_rank or RBF_MAX_RANK, n)
+        info.update(kernel_width=w, kernel_rank=r, kernel_trace_kept=float(lam[:r].sum() / lam.sum()))
+        return np.sqrt(lam[:r])[:, None] * W[:, :r].T, kind, info
+    raise ParameterError(f"response={response!r}; use 'auto', 'categorical', 'continuous', 'multivariate' or 'rbf'")
+
+
+# --------------------------------------------------------------------------------------
+# A = X H Δᵀ / (n − 1) in one pass (FeatureSelection, step 2)
+# --------------------------------------------------------------------------------------
+def _hsic_block(xb: np.ndarray, C: np.ndarray, standardize: bool) -> np.ndarray:
+    """One feature block → rows [Xbᵀ C (c rows); #non-finite; range; sd or 0] (c + 3, p_b)."""
+    finite = np.isfinite(xb)
+    nbad = xb.shape[0] - finite.sum(axis=0)
+    if nbad.any():  # keep NaN from spreading; the caller raises on nbad anyway
+        xb = np.where(finite, xb, 0)
+    x = xb.astype(np.float64, copy=False)
+    out = np.empty((C.shape[1] + 3, xb.shape[1]))
+    out[:-3] = (x.T @ C).T
+    out[-3] = nbad
+    out[-2] = x.max(axis=0) - x.min(axis=0)
+    out[-1] = x.std(axis=0, ddof=1) if standardize else 0.0
+    return out
+
+
+def hsic_matrix(X: da.Array, delta: np.ndarray, *, standardize: bool = False) -> da.Array:
+    """Lazy (c + 3) × m array: rows ``A = X H Δᵀ / (n − 1)`` (transposed), then per-feature
+    non-finite counts, ranges (max − min) and standard deviations.  One pass over X.
+
+    H Δᵀ has centred columns, so ``X H Δᵀ = Xᵀ_fsdask (H Δᵀ)`` needs no centring of X.
+    """
+    n = X.shape[0]
+    C = (delta.T - delta.T.mean(axis=0)) / (n - 1)  # H Δᵀ / (n − 1), n × c
+    return map_features(_hsic_block, X, out_rows=C.shape[1] + 3, dtype=np.float64,
+                        C=C, standardize=standardize)
+
+
+# --------------------------------------------------------------------------------------
+# SparsePM (eq. 3.4–3.6) and R1D
+# --------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class SparsePMResult:
+    """Output of :func:`sparse_pm`: row set M, column set N (boolean masks), u, σ, v and the
+    trace of the objective (3.4): its value at the start and after every row and column step."""
+
+    M: np.ndarray
+    N: np.ndarray
+    u: np.ndarray
+    sigma: float
+    v: np.ndarray
+    objective: list[float]
+    n_iter: int
+    converged: bool
+
+
+def _np(*xs):
+    """Compute dask arrays (together), pass NumPy through."""
+    if any(isinstance(x, da.Array) for x in xs):
+        return dask.compute(*xs)
+    return xs
+
+
+def _as_vec(A, w: np.ndarray):
+    """A full-length vector aligned with A's rows (dask chunks when A is dask)."""
+    return da.from_array(w, chunks=(A.chunks[0],)) if isinstance(A, da.Array) else w
+
+
+def _row_step(A, A2, v: np.ndarray, N: np.ndarray, gamma: float, rho: float):
+    """Steps 7–9: ū = A_{:,N} v_N; r_i of (3.6); M = {i : r_i > 0}.  One row-wise map over A
+    (``A2`` is A∘A, precomputed for a NumPy A, lazy for a dask A)."""
+    vN = np.where(N, v, 0.0)
+    u_bar = A @ vN
+    norm2 = A2 @ N.astype(np.float64)
+    u_bar, norm2 = _np(u_bar, norm2)
+    r = -(gamma - 1) * norm2 + gamma * u_bar**2 - rho * N.sum()
+    return u_bar, r
+
+
+def _col_step(A, A2, u: np.ndarray, M: np.ndarray, gamma: float, rho: float):
+    """Steps 10–11: v̄ = A_{M,:}ᵀ u_M; c_j; N = {j : c_j > 0}.  One reduction over A's rows."""
+    v_bar = A.T @ _as_vec(A, u)
+    norm2 = A2.T @ _as_vec(A, M.astype(np.float64))
+    v_bar, norm2 = _np(v_bar, norm2)
+    c = -(gamma - 1) * norm2 + gamma * v_bar**2 - rho * M.sum()
+    return v_bar, c
+
+
+def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
+              max_iter: int = 200) -> SparsePMResult:
+    """Algorithm ``[M, N, u, v, σ] = SparsePM(A)`` of §3.3.1, exactly as written.
+
+    ``A`` is a NumPy array or a dask array chunked by rows (m × c).  Stagnation (step 14):
+    M and N unchanged and u, v, σ each changed by at most ``tol`` (σ relatively).
+
+    The objective (3.4) is separable, so its value after a row step is Σ_{i∈M} r_i and after
+    a column step Σ_{j∈N} c_j; each step maximises it over its own variables with the others
+    fixed, so the trace never decreases (tested).  If the largest row already has
+    ‖A_i‖² ≤ ρ c the start has f ≤ 0 and no row is selected: M is returned empty.
+    """
+    m, c = A.shape
+    A2 = A * A
+    # steps 1–5: start from the row of largest norm
+    (row_norm2,) = _np(A2.sum(axis=1))
+    i0 = int(np.argmax(row_norm2))
+    (a0,) = _np(A[i0])
+    a0 = np.asarray(a0, dtype=np.float64)
+    N = np.ones(c, bool)
+    M = np.zeros(m, bool)
+    M[i0] = True
+    sigma = float(np.sqrt(row_norm2[i0]))
+    u = np.zeros(m)
+    u[i0] = 1.0
+    v = a0 / sigma if sigma > 0 else np.zeros(c)
+    trace = [float(row_norm2[i0] - rho * c)]  # f at the start: the single row is exactly rank one
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        M_old, N_old, u_old, v_old, s_old = M, N, u, v, sigma
+        # steps 7–9
+        u_bar, r = _row_step(A, A2, v, N, gamma, rho)
+        M = r > 0
+        if not M.any():
+            trace.append(0.0)
+            return SparsePMResult(M, np.zeros(c, bool), np.zeros(m), 0.0, np.zeros(c), trace, it, True)
+        u = np.where(M, u_bar, 0.0)
+        u /= np.linalg.norm(u)
+        trace.append(float(r[M].sum()))
+        # steps 10–13
+        v_bar, cc = _col_step(A, A2, u, M, gamma, rho)
+        N = cc > 0
+        if not N.any():
+            trace.append(0.0)
+            return SparsePMResult(np.zeros(m, bool), N, np.zeros(m), 0.0, np.zeros(c), trace, it, True)
+        sigma = float(np.linalg.norm(v_bar[N]))
+        v = np.where(N, v_bar, 0.0) / sigma
+        trace.append(float(cc[N].sum()))
+        # step 14: stagnation
+        if (np.array_equal(M, M_old) and np.array_equal(N, N_old)
+                and np.max(np.abs(u - u_old)) <= tol and np.max(np.abs(v - v_old)) <= tol
+                and abs(sigma - s_old) <= tol * max(sigma, 1.0)):
+            converged = True
+            break
+    return SparsePMResult(M, N, u, sigma, v, trace, it, converged)
+
+
+def power_method(A: np.ndarray, *, seed: int = 0, tol: float = 1e-12, max_iter: int = 10_000):
+    """Algorithm ``[u, σ, v] = PowerMethod(A)`` of §3.3.1 (dense; for comparison and tests)."""
+    rng = np.random.default_rng(seed)
+    u_bar = rng.standard_normal(A.shape[0])  # step 1
+    sigma = np.linalg.norm(u_bar)  # step 2
+    u = u_bar / sigma  # step 3
+    v = np.zeros(A.shape[1])
+    for _ in range(max_iter):  # steps 4–10
+        u_old, s_old = u, sigma
+        v_bar = A.T @ u
+        v = v_bar / np.linalg.norm(v_bar)
+        u_bar = A @ v
+        sigma = np.linalg.norm(u_bar)
+        u = u_bar / sigma
+        if np.max(np.abs(u - u_old)) <= tol and abs(sigma - s_old) <= tol * sigma:
+            break
+    return u, sigma, v
+
+
+def _downdate(A, res: SparsePMResult):
+    """R1D: A_{M,N} ← A_{M,N} − u_M σ v_Nᵀ (u and v are zero outside M and N)."""
+    if isinstance(A, da.Array):
+        uu = _as_vec(A, res.u)
+        return (A - res.sigma * uu[:, None] * res.v[None, :]).persist()
+    A = A.copy()
+    A[np.ix_(res.M, res.N)] -= res.sigma * np.outer(res.u[res.M], res.v[res.N])
+    return A
+
+
+def r1d(A, n_components: int = 1, gamma: float = 1.1, rho: float = 0.0, **kw) -> list[SparsePMResult]:
+    """Rank-one downdate: SparsePM, subtract u_M σ v_Nᵀ, repeat ``n_components`` times.
+
+    Stops early when a round selects no row.  A is not modified.
+    """
+    out = []
+    for k in range(n_components):
+        res = sparse_pm(A, gamma, rho, **kw)
+        if not res.M.any():
+            break
+        out.append(res)
+        if k + 1 < n_components:
+            A = _downdate(A, res)
+    return out
+
+
+def _selection(results: Sequence[SparsePMResult], m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the row sets, and the (first) component each feature came from (−1: none)."""
+    comp = np.full(m, -1)
+    for k in range(len(results) - 1, -1, -1):
+        comp[results[k].M] = k
+    return comp >= 0, comp
+
+
+def rho_max(A) -> float:
+    """Smallest ρ at which SparsePM selects nothing: max_i ‖A_i‖² / c (the start then has f ≤ 0)."""
+    (norm2,) = _np((A * A).sum(axis=1))
+    return float(norm2.max() / A.shape[1])
+
+
+def rho_path(A, rhos: Sequence[float] | None = None, *, gamma: float = 1.1, n_components: int = 1,
+             n_rhos: int = 25, **kw) -> dict[str, np.ndarray]:
+    """Number of selected features and final objective (3.4) over a grid of ρ.
+
+    Default grid: ``n_rhos`` log-spaced values from 10⁻⁴·ρ_max to ρ_max (:func:`rho_max`).
+    Returns ``{"rho", "n_selected", "objective"}``; objective is the sum over components of
+    the last value of each trace.
+    """
+    if rhos is None:
+        top = rho_max(A)
+        rhos = np.geomspace(top * 1e-4, top, n_rhos)
+    rhos = np.asarray(rhos, dtype=np.float64)
+    counts = np.zeros(rhos.size, dtype=np.int64)
+    obj = np.zeros(rhos.size)
+    for t, rho in enumerate(rhos):
+        res = r1d(A, n_components, gamma, float(rho), **kw)
+        counts[t] = _selection(res, A.shape[0])[0].sum()
+        obj[t] = sum(r.objective[-1] for r in res)
+    return {"rho": rhos, "n_selected": counts, "objective": obj}
+
+
+def rho_for_k(A, k: int, *, gamma: float = 1.1, n_components: int = 1, max_bisect: int = 60,
+              **kw) -> tuple[float, list[SparsePMResult], int]:
+    """Bisect ρ (geometrically) for ``k`` selected features.
+
+    The count is non-increasing in ρ for the first row step but not guaranteed overall
+    (SparsePM's fixed point, and with R1D the later rounds, depend on ρ), so bisection keeps
+    a bracket ``count(lo) ≥ k > count(hi)`` and stops at exactly k or at a jump; when the
+    count jumps over k, the smallest count ≥ k found is returned and the caller keeps the k
+    largest |u| among them.  Returns (ρ, results, count).
+    """
+    m = A.shape[0]
+
+    def count(rho):
+        res = r1d(A, n_components, gamma, rho, **kw)
+        return res, int(_selection(res, m)[0].sum())
+
+    hi = rho_max(A)
+    lo = hi * 1e-12
+    res_lo, c_lo = count(lo)
+    if c_lo < k:
+        raise ParameterError(
+            f"n_features_to_select={k}, but SparseHSIC selects at most {c_lo} features even with ρ → 0 "
+            f"(γ={gamma}, n_components={n_components}): rows of A far from the leading direction are "
+            "never accepted by (3.6); raise n_components, lower gamma towards 1, or ask for fewer features")
+    best = (lo, res_lo, c_lo)
+    if c_lo == k:
+        return best
+    for _ in range(max_bisect):
+        mid = float(np.sqrt(lo * hi))
+        res, c = count(mid)
+        if c >= k:
+            lo, best = mid, (mid, res, c)
+            if c == k:
+                break
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-9:
+            break
+    return best
+
+
+# --------------------------------------------------------------------------------------
+# the estimator (FeatureSelection)
+# --------------------------------------------------------------------------------------
+class SparseHSIC(SelectorMixin):
+    """HSIC feature selection by the sparse power method and rank-one downdate (Zarkoob 2010, ch. 3).
+
+    Parameters
+    ----------
+    gamma : float > 1, default 1.1
+        γ of (3.4), the penalty on deviating from rank one.  γ ≤ 1 is refused: at γ = 1 the
+        row test (3.6) no longer penalises a row's part orthogonal to v (it becomes a plain
+        threshold on |A_iN v_N|, the thresholding §3.3.1 argues against) and for γ < 1 that
+        orthogonal part counts *in favour* of a row.
+    rho : float ≥ 0, default 0.015
+        ρ of (3.4), the size penalty |M||N|; larger ρ → fewer features.  ρ is on the scale
+        of A = X H Δᵀ/(n − 1) (see the module docstring); 0.015 is the thesis' value for its
+        §3.4.1 example.  Ignored when ``n_features_to_select`` is given.
+    n_components : int ≥ 1, default 1
+        Rounds of R1D; the selection is the union of the row sets.
+    response : {"auto", "categorical", "continuous", "multivariate", "rbf"}
+        How Δ is built from y (see :func:`response_factor`); "auto" picks from the dtype.
+    n_features_to_select : int, float in (0, 1) or None
+        If given, ρ is bisected to select this many features (:func:`rho_for_k`).
+    standardize : bool, default False
+        Divide each feature by its standard deviation (A row-scaled, same pass); by default
+        features are only centred, by H.
+    kernel_rank, kernel_width : for ``response="rbf"``.
+    max_iter, tol : SparsePM stopping.
+    max_dense_bytes : int
+        A is held in memory if m·c·8 bytes ≤ this, else kept as a persisted, row-chunked
+        dask array (each SparsePM step one pass over it).
+    rho_grid : "auto", "default", None or sequence of float
+        ρ values for the path stored in ``result_`` (``rho_path_n_selected(rho)``,
+        ``rho_path_objective(rho)``); "default" = 25 log-spaced values up to
+        :func:`rho_max`; "auto" = "default" when A is in memory, else None (no path).
+    on_constant : {"drop", "error"}
+        Constant features (A row exactly 0 after centring) get weight 0, or raise.
+
+    Attributes
+    ----------
+    scores_ : |u| (max over components), zero outside the selected rows M.
+    ranking_ : selected features by |u|, then the rest by ‖A_i‖ (their single-feature HSIC).
+    components_ : (n_components_, n_features) the sparse vectors u.
+    sigma_, v_ : σ and v of each component; ``hsic_A_`` the matrix A (when in memory);
+    rho_ : the ρ used; objective_ : the trace of (3.4) for the first component.
+    """
+
+    method_name = "hsic"
+    requires_y = True
+    y_task = "any"
+    min_samples = 3
+
+    def __init__(self, gamma: float = 1.1, rho: float = 0.015, n_components: int = 1,
+                 response: Response = "auto", n_features_to_select: int | float | None = None,
+                 standardize: bool = False, kernel_rank: int | None = None, kernel_width: float | None = None,
+                 max_iter: int = 200, tol: float = 1e-12, max_dense_bytes: int = DEFAULT_MAX_DENSE_BYTES,
+                 rho_grid: Any = "auto", on_constant: str = "drop"):
+        self.gamma = gamma
+        self.rho = rho
+        self.n_components = n_components
+        self.response = response
+        self.n_features_to_select = n_features_to_select
+        self.standardize = standardize
+        self.kernel_rank = kernel_rank
+        self.kernel_width = kernel_width
+        self.max_iter = max_iter
+        self.tol = tol
+        self.max_dense_bytes = max_dense_bytes
+        self.rho_grid = rho_grid
+        self.on_constant = on_constant
+
+    # ---- parameters ----
+    def _validate_params(self) -> None:
+        from fsdask._validation import check_scalar
+        import numbers
+        check_scalar(self.gamma, "gamma", low=1.0, include_low=False)
+        if self.gamma <= 1:  # pragma: no cover - check_scalar raised already
+            raise ParameterError("gamma must be > 1")
+        if self.n_features_to_select is None:
+            if isinstance(self.rho, bool) or not isinstance(self.rho, numbers.Real) or not np.isfinite(self.rho):
+                raise ParameterError(f"rho must be a finite real number ≥ 0; got {self.rho!r}")
+            if self.rho < 0:
+                raise ParameterError(f"rho={self.rho!r} is negative; ρ is the size penalty ρ|M||N| of (3.4) and "
+                                     "must be ≥ 0 (with ρ < 0 every row that helps the rank-one fit is kept "
+                                     "and the size term rewards large selections)")
+        check_scalar(self.n_components, "n_components", kind=numbers.Integral, low=1)
+        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
+        check_scalar(self.tol, "tol", low=0.0)
+        if self.response not in ("auto", "categorical", "continuous", "multivariate", "rbf"):
+            raise ParameterError(f"response={self.response!r}; use 'auto', 'categorical', 'continuous', "
+                                 "'multivariate' or 'rbf'")
+        if self.on_constant not in ("drop", "error"):
+            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
+        if self.kernel_rank is not None:
+            check_scalar(self.kernel_rank, "kernel_rank", kind=numbers.Integral, low=1)
+        if self.kernel_width is not None:
+            check_scalar(self.kernel_width, "kernel_width", low=0.0, include_low=False)
+
+    def _screen(self, X: da.Array, names: np.ndarray | None) -> np.ndarray:
+        # NaN/Inf and constant features are found in the same pass that computes A (_fit),
+        # so the fit reads X exactly once.
+        self._names = names
+        return np.ones(X.shape[1], bool)
+
+    # ---- FeatureSelection ----
+    def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
+        n, p = X.shape
+        delta, kind, info = response_factor(y, self.response, kernel_rank=self.kernel_rank,
+                                            kernel_width=self.kernel_width)  # step 1
+        c = delta.shape[0]
+        stats = hsic_matrix(X, delta, standardize=self.standardize)  # step 2 (lazy)
+        dense = p * c * 8 <= self.max_dense_bytes
+        if dense:
+            stats = stats.compute()
+            nbad, rng_, sd = stats[-3], stats[-2], stats[-1]
+            A = np.ascontiguousarray(stats[:-3].T)
+        else:
+            stats = stats.persist()
+            nbad, rng_, sd = dask.compute(stats[-3], stats[-2], stats[-1])
+            A = stats[:-3].T.rechunk({0: max(1, self.max_dense_bytes // (8 * c)), 1: -1})
+        self._check_nonfinite(nbad)
+        const = rng_ == 0
+        self._check_constant(const)
+        if self.standardize:
+            scale = np.where(sd > 0, 1.0 / np.where(sd > 0, sd, 1.0), 0.0)
+            A = A * (scale[:, None] if dense else da.from_array(scale[:, None], chunks=(A.chunks[0], 1)))
+        if const.any():  # exact zeros, not rounding residue
+            keep = (~const).astype(np.float64)[:, None]
+            A = A * (keep if dense else da.from_array(keep, chunks=(A.chunks[0], 1)))
+        if not dense:
+            A = A.persist()
+        # step 3: SparsePM (with R1D rounds), ρ from the user or bisected for k features
+        kw = {"tol": self.tol, "max_iter": self.max_iter}
+        k = self.n_features_to_select
+        if isinstance(k, float) and 0 < k < 1:
+            k = max(1, int(round(k * p)))
+        if k is not None:
+            if not isinstance(k, (int, np.integer)) or k < 1 or k > p:
+                raise ParameterError(f"n_features_to_select={self.n_features_to_select!r}; use an integer in "
+                                     f"[1, {p}], a fraction in (0, 1) or None")
+            rho, results, count = rho_for_k(A, int(k), gamma=self.gamma, n_components=self.n_components, **kw)
+        else:
+            rho = float(self.rho)
+            results = r1d(A, self.n_components, self.gamma, rho, **kw)
+            if not results:
+                raise ParameterError(
+                    f"rho={rho:g} selects no feature: the largest row of A has ‖A_i‖²/c = {rho_max(A):.4g} "
+                    f"(A = X H Δᵀ/(n−1), c = {c}); use rho below that, or n_features_to_select=K")
+        support, comp = _selection(results, p)
+        U = np.array([r.u for r in results])
+        scores = np.abs(U).max(axis=0)
+        (row_norm,) = _np(np.sqrt((A * A).sum(axis=1)))
+        self._rank_key = (support, scores, row_norm, const)
+        for r in results:
+            if not r.converged:
+                warnings.warn(f"SparsePM stopped at max_iter={self.max_iter} before stagnation; raise max_iter",
+                              ConvergenceWarning, stacklevel=3)
+        self.rho_ = rho
+        self.response_ = kind
+        self.sigma_ = np.array([r.sigma for r in results])
+        self.v_ = np.array([r.v for r in results])
+        self._U = U
+        self.hsic_A_ = A if dense else None
+        self.n_components_ = len(results)
+        extras: dict = {"selected_by_component": comp, "hsic_row_norm": row_norm,
+                        "sigma": self.sigma_, "v": self.v_}
+        dims: dict = {"sigma": ("component",), "v": ("component", "response_component")}
+        grid = self.rho_grid
+        if isinstance(grid, str) and grid == "auto":
+            grid = "default" if dense else None
+        if grid is not None:
+            path = rho_path(A, None if isinstance(grid, str) else grid, gamma=self.gamma, n_components=self.n_components, **kw)
+            self.rho_path_ = path
+            extras.update(rho_path_rho=path["rho"], rho_path_n_selected=path["n_selected"],
+                          rho_path_objective=path["objective"])
+            dims.update(rho_path_rho=("rho",), rho_path_n_selected=("rho",), rho_path_objective=("rho",))
+        attrs = {"rho": rho, "response": kind, "n_response_components": c, "n_components_found": len(results),
+                 "A_in_memory": bool(dense), "n_constant_features": int(const.sum()),
+                 "objective_traces": [r.objective for r in results],
+                 "sparsepm_iterations": [r.n_iter for r in results]}
+        for key in ("kernel_width", "kernel_rank", "kernel_trace_kept"):
+            if key in info:
+                attrs[key] = info[key]
+        if "classes" in info:
+            attrs["classes"] = [str(v) for v in info["classes"]]
+        return FitOutput(scores=scores, support=support, n_iter=sum(r.n_iter for r in results),
+                         converged=all(r.converged for r in results), objective=results[0].objective,
+                         extras=extras, extra_dims=dims, attrs=attrs)
+
+    def _check_nonfinite(self, nbad: np.ndarray) -> None:
+        if nbad.sum():
+            idx = np.flatnonzero(nbad)
+            names = getattr(self, "_names", None)
+            shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
+            raise InputError(f"X contains {int(nbad.sum())} NaN/Inf value(s) in {idx.size} feature(s) "
+                             f"(first: {shown}); impute or drop them first (e.g. `fsdask ingest "
+                             "--nan-policy zero|mean|drop-feature`)")
+
+    def _check_constant(self, const: np.ndarray) -> None:
+        if const.all():
+            raise InputError(f"all {const.size} features of X are constant; there is nothing to select")
+        if const.any() and self.on_constant == "error":
+            idx = np.flatnonzero(const)
+            names = getattr(self, "_names", None)
+            shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
+            raise InputError(f"X has {idx.size} constant feature(s) (first: {shown}); drop them or use "
+                             "on_constant='drop' to give them weight 0")
+
+    def _support(self, scores: np.ndarray, active: np.ndarray, method_support: np.ndarray | None) -> np.ndarray:
+        # ranking: the selected rows by |u|, then the others by ‖A_i‖; constant features last
+        support, u_abs, row_norm, const = self._rank_key
+        key = np.where(support, 2.0 + u_abs, row_norm / (row_norm.max() or 1.0))
+        self.ranking_ = _ranking(key, ~const)
+        self.active_features_ = ~const
+        return super()._support(scores, active, method_support)
+
+    def fit(self, X: Any, y: Any = None) -> "SparseHSIC":
+        """Compute A in one pass over X, run SparsePM/R1D on A; see the class docstring."""
+        super().fit(X, y)
+        p = self.n_features_in_
+        self.components_ = self._U.reshape(-1, p)
+        if "rho_path_rho" in self.result_:
+            r = self.result_
+            self.result_ = r.rename_vars({"rho_path_rho": "rho"}).set_coords("rho")
+        self.result_["rank"] = ("feature", self.ranking_.astype(np.int64))
+        self.result_.attrs["n_constant_features"] = int((~self.active_features_).sum())
+        return self

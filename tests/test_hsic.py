@@ -1,0 +1,264 @@
+"""SparseHSIC (Zarkoob 2010, ch. 3) against a literal dense NumPy SparsePM (tests/hsic_dense.py)."""
+
+import os
+import sys
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import fsdask
+from fsdask.errors import InputError, ParameterError
+from fsdask.methods import hsic
+
+sys.path.insert(0, os.path.dirname(__file__))
+import hsic_dense as ref  # noqa: E402
+
+
+def _same(res, dense, tol=1e-10):
+    M, N, u, sigma, v, trace = dense
+    np.testing.assert_array_equal(np.flatnonzero(res.M), M)
+    np.testing.assert_array_equal(np.flatnonzero(res.N), N)
+    np.testing.assert_allclose(res.u, u, atol=tol, rtol=0)
+    np.testing.assert_allclose(res.v, v, atol=tol, rtol=0)
+    assert abs(res.sigma - sigma) <= tol
+    np.testing.assert_allclose(res.objective, trace, atol=tol, rtol=0)
+
+
+def _planted_A(rng, m=300, c=4):
+    """A with a planted block plus noise: rows 0–19 × columns 0–1 strong."""
+    A = 0.05 * rng.standard_normal((m, c))
+    A[:20, :2] += rng.uniform(0.5, 1.0, (20, 1)) * np.array([1.0, 0.8])
+    return A
+
+
+@pytest.mark.parametrize("rho,gamma", [(0.0, 1.1), (1e-3, 1.05), (0.02, 1.1), (0.2, 2.0)])
+def test_sparse_pm_matches_dense_reference(rng, rho, gamma):
+    A = _planted_A(rng, m=120)
+    dense = ref.sparse_pm(A, gamma, rho)
+    _same(hsic.sparse_pm(A, gamma, rho), dense)
+    for chunks in (120, 17):  # streaming row-wise steps over a dask A
+        _same(hsic.sparse_pm(da.from_array(A, chunks=(chunks, -1)), gamma, rho), dense)
+
+
+def test_objective_trace_never_decreases(rng):
+    for trial in range(30):
+        m, c = rng.integers(5, 80), rng.integers(1, 9)
+        A = rng.standard_normal((m, c)) * rng.uniform(0.1, 3, size=(m, 1))
+        for rho in (0.0, 0.01, 0.3):
+            gamma = 1.0 + rng.uniform(0.01, 1.5)
+            res = hsic.sparse_pm(A, gamma, rho)
+            t = np.asarray(res.objective)
+            assert np.all(np.diff(t) >= -1e-12 * max(1.0, abs(t).max())), t
+            # the separable trace equals (3.4) evaluated from its definition at the end
+            if res.M.any():
+                f = ref.objective(A, np.flatnonzero(res.M), np.flatnonzero(res.N), res.u, res.sigma, res.v,
+                                  gamma, rho)
+                assert abs(f - t[-1]) <= 1e-10 * max(1.0, abs(f))
+    # and a case where the trace really moves more than once
+    A = _planted_A(rng, 200, 6)
+    t = hsic.sparse_pm(A, 1.1, 0.005).objective
+    assert t[-1] > t[0]
+
+
+def test_section_331_example_power_method_mixes_sparsepm_separates():
+    """§3.3.1: F has two nearly equal singular values (blocks 1 and 0.99) and E = 0.1·11ᵀ.
+    The thesis' own matrix did not survive in the text; this one has the property it describes."""
+    F = np.zeros((4, 4))
+    F[:2, :2] = 1.0
+    F[2:, 2:] = 0.99
+    A = F + 0.1
+    _, _, v = hsic.power_method(A)
+    v = np.abs(v)
+    assert v.min() > 0.45 and v.max() < 0.55  # ≈ [1 1 1 1]/2: the blocks are mixed
+    res = hsic.sparse_pm(A, 1.1, 0.05)
+    np.testing.assert_array_equal(res.N, [True, True, False, False])  # ≈ [1 1 0 0]
+    np.testing.assert_array_equal(res.M, [True, True, False, False])
+    np.testing.assert_allclose(np.abs(res.v), [2**-0.5, 2**-0.5, 0, 0], atol=1e-12)
+    # R1D: after the downdate the second block is found
+    comps = hsic.r1d(A, 2, 1.1, 0.05)
+    np.testing.assert_array_equal(comps[1].M, [False, False, True, True])
+    np.testing.assert_array_equal(comps[1].N, [False, False, True, True])
+
+
+def _problem(rng, n=30, p=97, classes=3):
+    X = rng.standard_normal((n, p))
+    y = np.arange(n) % classes
+    X[:, :5] += 1.5 * (y[:, None] == 1)
+    X[:, 5:8] -= 1.5 * (y[:, None] == 2)
+    return X, y
+
+
+@pytest.mark.parametrize("chunk", [97, 10, 33])
+@pytest.mark.parametrize("dense_A", [True, False])
+def test_estimator_matches_dense_on_any_chunking(rng, chunk, dense_A):
+    X, y = _problem(rng)
+    A = ref.hsic_A(X, ref.class_delta(y))
+    rho = 2e-5
+    M, N, u, sigma, v, trace = ref.sparse_pm(A, 1.1, rho)
+    est = fsdask.SparseHSIC(rho=rho, max_dense_bytes=2**30 if dense_A else 600, rho_grid=None)
+    est.fit(da.from_array(X, chunks=(30, chunk)), y)
+    np.testing.assert_array_equal(est.get_support(indices=True), M)
+    np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
+    np.testing.assert_allclose(est.scores_, np.abs(u), atol=1e-10, rtol=0)
+    np.testing.assert_allclose(est.v_[0], v, atol=1e-10, rtol=0)
+    assert abs(est.sigma_[0] - sigma) < 1e-10
+    np.testing.assert_allclose(est.objective_, trace, atol=1e-10, rtol=0)
+    assert set(M) >= set(range(5))
+
+
+def test_estimator_on_cluster_and_threads(rng, cluster):
+    X, y = _problem(rng)
+    A = ref.hsic_A(X, ref.class_delta(y))
+    M, N, u, sigma, v, _ = ref.sparse_pm(A, 1.1, 2e-5)
+    Xd = da.from_array(X, chunks=(30, 20))
+    for sched, dense_A in (("threads", False), (cluster, True), (cluster, False)):
+        if True:
+            with dask.config.set(scheduler=sched):
+                est = fsdask.SparseHSIC(rho=2e-5, max_dense_bytes=2**30 if dense_A else 600,
+                                        rho_grid=None).fit(Xd, y)
+            np.testing.assert_array_equal(est.get_support(indices=True), M)
+            np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
+            assert abs(est.sigma_[0] - sigma) < 1e-10
+
+
+def test_responses_continuous_multivariate_rbf_standardize(rng):
+    n, p = 40, 25
+    X = rng.standard_normal((n, p))
+    y = X[:, 3] + 0.5 * X[:, 7] + 0.1 * rng.standard_normal(n)
+    ys = (y - y.mean()) / y.std(ddof=1)
+    A = ref.hsic_A(X, ys[None, :])
+    M = ref.sparse_pm(A, 1.1, 0.05)[0]
+    est = fsdask.SparseHSIC(rho=0.05).fit(X, y)
+    assert est.response_ == "continuous"
+    np.testing.assert_array_equal(est.get_support(indices=True), M)
+    np.testing.assert_allclose(est.hsic_A_, A, atol=1e-12)
+    assert {3, 7} <= set(M)
+    # multivariate: standardised columns of Y
+    Y = np.c_[y, X[:, 11] + 0.1 * rng.standard_normal(n)]
+    Ys = (Y - Y.mean(0)) / Y.std(0, ddof=1)
+    est = fsdask.SparseHSIC(rho=0.01).fit(X, Y)
+    assert est.response_ == "multivariate"
+    np.testing.assert_allclose(est.hsic_A_, ref.hsic_A(X, Ys.T), atol=1e-12)
+    # standardize=True: A of the standardised features
+    Xs = X * rng.uniform(0.1, 10, p)
+    est = fsdask.SparseHSIC(rho=0.05, standardize=True).fit(Xs, y)
+    np.testing.assert_allclose(est.hsic_A_, ref.hsic_A(Xs / Xs.std(0, ddof=1), ys[None, :]), atol=1e-12)
+    # RBF: a factor of HBH of the documented rank, picking up a non-monotone dependence
+    z = rng.uniform(-2, 2, 200)
+    delta, kind, info = hsic.response_factor(z, "rbf")
+    H = np.eye(200) - 1 / 200
+    d = z[:, None] - z[None, :]
+    zs = (z - z.mean()) / z.std(ddof=1)
+    B = np.exp(-(zs[:, None] - zs[None, :])**2 / (2 * info["kernel_width"]**2))
+    assert info["kernel_trace_kept"] >= hsic.RBF_TRACE_SHARE or info["kernel_rank"] == hsic.RBF_MAX_RANK
+    assert np.linalg.norm(H @ B @ H - delta.T @ delta) <= 0.05 * np.linalg.norm(H @ B @ H)
+    Xz = rng.standard_normal((200, 10))
+    Xz[:, 6] = z**2 + 0.1 * rng.standard_normal(200)  # invisible to a linear kernel on z
+    est = fsdask.SparseHSIC(response="rbf", n_features_to_select=1).fit(Xz, z)
+    assert est.get_support(indices=True).tolist() == [6]
+    assert d.shape == (200, 200)
+
+
+def test_n_features_to_select_rho_path_and_result(rng):
+    X, y = _problem(rng, n=40, p=120, classes=2)
+    for k in (1, 3, 8, 20):
+        est = fsdask.SparseHSIC(n_features_to_select=k).fit(X, y)
+        assert est.get_support().sum() == k
+        assert est.result_["selected"].values.sum() == k
+    r = est.result_
+    assert "rho" in r.coords and r["rho_path_n_selected"].dims == ("rho",)
+    counts = r["rho_path_n_selected"].values
+    assert counts[0] > counts[-1] and counts[-1] == 0
+    path = hsic.rho_path(est.hsic_A_, [1e-6, 1e-4, 1.0])
+    assert path["n_selected"][0] >= path["n_selected"][1] >= path["n_selected"][2] == 0
+    # ranking: the selected first, by |u|
+    top = np.argsort(est.ranking_)[:20]
+    assert set(top) == set(est.get_support(indices=True))
+    assert np.all(np.diff(est.scores_[top]) <= 0)
+
+
+def test_r1d_union_and_components(rng):
+    X, y = _problem(rng, n=45, p=60, classes=3)
+    est = fsdask.SparseHSIC(rho=4e-5, n_components=3).fit(X, y)
+    comp = est.result_["selected_by_component"].values
+    assert est.components_.shape == (est.n_components_, 60)
+    sup = est.get_support()
+    np.testing.assert_array_equal(sup, comp >= 0)
+    for k in range(est.n_components_):
+        assert np.all(comp[np.abs(est.components_[k]) > 0] <= k)
+    # against the dense reference with explicit downdates
+    A = ref.hsic_A(X, ref.class_delta(y))
+    union = set()
+    for k in range(est.n_components_):
+        M, N, u, sigma, v, _ = ref.sparse_pm(A, 1.1, 4e-5)
+        np.testing.assert_allclose(est.components_[k], u, atol=1e-10)
+        union |= set(M)
+        A = A.copy()
+        A[np.ix_(M, N)] -= sigma * np.outer(u[M], v[N])
+    assert union == set(np.flatnonzero(sup))
+
+
+def test_constant_features_never_selected_and_single_pass(rng):
+    X, y = _problem(rng, n=30, p=40)
+    X[:, 2] = 3.0
+    est = fsdask.SparseHSIC(n_features_to_select=10).fit(X, y)
+    assert not est.get_support()[2] and est.ranking_[2] == 40
+    with pytest.raises(InputError, match="constant"):
+        fsdask.SparseHSIC(on_constant="error").fit(X, y)
+    # the fit reads X once: count block reads
+    reads = []
+
+    def load(block):
+        if block.shape[0] == 30:  # (dask also calls it on tiny arrays to infer the dtype)
+            reads.append(1)
+        return block
+    Xd = da.from_array(X, chunks=(30, 10)).map_blocks(load)
+    fsdask.SparseHSIC(n_features_to_select=5, rho_grid=None).fit(Xd, y)
+    assert len(reads) == 4
+
+
+def test_bad_input(rng):
+    X, y = _problem(rng, n=30, p=20)
+    cont = rng.standard_normal(3000)
+    with pytest.raises(InputError, match="looks like a continuous response"):
+        fsdask.SparseHSIC(response="categorical").fit(rng.standard_normal((3000, 5)), cont)
+    with pytest.raises(InputError, match="single class"):
+        fsdask.SparseHSIC().fit(X, np.zeros(30, int))
+    with pytest.raises(ParameterError, match="rho=-0.1 is negative"):
+        fsdask.SparseHSIC(rho=-0.1).fit(X, y)
+    for g in (1.0, 0.9):
+        with pytest.raises(ParameterError, match="gamma"):
+            fsdask.SparseHSIC(gamma=g).fit(X, y)
+    Xn = X.copy()
+    Xn[4, 7] = np.nan
+    Xn[5, 9] = np.inf
+    with pytest.raises(InputError, match="2 NaN/Inf value.*#7"):
+        fsdask.SparseHSIC().fit(da.from_array(Xn, chunks=(30, 6)), y)
+    with pytest.raises(InputError, match="29 entries but X has 30"):
+        fsdask.SparseHSIC().fit(X, y[:29])
+    yc = rng.standard_normal(30)
+    yc[3] = np.nan
+    with pytest.raises(InputError, match="NaN/Inf"):
+        fsdask.SparseHSIC().fit(X, yc)
+    with pytest.raises(InputError, match="constant"):
+        fsdask.SparseHSIC().fit(X, np.ones(30))
+    with pytest.raises(ParameterError, match="selects no feature"):
+        fsdask.SparseHSIC(rho=10.0).fit(X, y)
+    with pytest.raises(ParameterError, match="response="):
+        fsdask.SparseHSIC(response="ordinal").fit(X, y)
+    with pytest.raises(ParameterError, match="n_features_to_select"):
+        fsdask.SparseHSIC(n_features_to_select=50).fit(X, y)
+
+
+def test_cli_select(tmp_path, rng):
+    from fsdask.cli import main
+    from fsdask.datasets import write_synthetic, zarkoob_regression
+    store = str(tmp_path / "z.zarr")
+    write_synthetic(zarkoob_regression(n_samples=60, n_features=300, random_state=3), store)
+    out = str(tmp_path / "r.zarr")
+    assert main(["select", store, "--method", "hsic", "--param", "n_features_to_select=3", "-o", out]) == 0
+    import xarray as xr
+    r = xr.open_zarr(out, consolidated=False)
+    assert set(np.flatnonzero(r["selected"].values)) == {4, 9, 14}

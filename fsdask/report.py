@@ -265,6 +265,19 @@ def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Data
     sel = result["selected"].values
     class_cols: list[str] = []
     class_means = None
+    truth_html = ""
+    relevant = None
+    if data is not None and isinstance(data, xr.Dataset) and data.attrs.get("relevant_features") is not None:
+        from fsdask.evaluate import false_discovery_rate, sparsity_gap
+        relevant = set(int(i) for i in data.attrs["relevant_features"])
+        if 0 < len(relevant) < sel.size:
+            k = len(relevant)
+            fdr_sel = false_discovery_rate(sel, sorted(relevant))
+            fdr_top = false_discovery_rate(np.argsort(result["rank"].values, kind="stable")[:k], sorted(relevant))
+            gap = sparsity_gap(weights, sorted(relevant))
+            truth_html = (f"<h2>Against the truth</h2><p>The dataset names {k} relevant features. "
+                          f"False-discovery rate of the selection: {fdr_sel:.3f}; of the top {k}: {fdr_top:.3f}. "
+                          f"Sparsity gap (mean weight relevant / irrelevant): {gap:.3g}.</p>")
     if data is not None:
         Xd = data["X"] if isinstance(data, xr.Dataset) else data
         names = Xd["feature"].values if "feature" in Xd.coords else None
@@ -280,8 +293,9 @@ def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Data
             class_means = np.stack([Xtop[y == c].mean(axis=0) for c in classes], axis=1)
     rows = []
     for j, i in enumerate(order):
-        r = [int(result["rank"].values[i]), html.escape(str(feats[i])), f"{weights[i]:.6g}",
-             "<span class='sel'>yes</span>" if sel[i] else "–"]
+        r = [int(result["rank"].values[i]), html.escape(str(feats[i])) + (" ★" if relevant and int(i) in relevant
+                                                                           else ""),
+             f"{weights[i]:.6g}", "<span class='sel'>yes</span>" if sel[i] else "–"]
         if class_means is not None:
             r += [f"{v:.4g}" for v in class_means[j]]
         rows.append(r)
@@ -305,6 +319,9 @@ def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Data
     if "Weights" in sections:
         parts += ["<h2>Weights</h2>", *sections.pop("Weights")]
     parts += [f"<h2>Top {len(order)} features</h2>", top_html]
+    if relevant:
+        parts.append("<p class='note'>★ = a truly relevant feature (dataset attribute relevant_features)</p>")
+    parts.append(truth_html)
     if csv:
         parts.append("<p class='note'>All features, ranked: <a href='ranked.csv'>ranked.csv</a></p>")
     for sec, items in sections.items():

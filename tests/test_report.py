@@ -112,3 +112,26 @@ def test_cli_evaluate_and_report(tmp_path, rng, _cli):
     assert p.returncode == 2 and "ranks 40 features but the data has 39" in p.stderr
     p = _cli("evaluate", tmp_path / "d.zarr", check=False)
     assert p.returncode == 2 and "either --method" in p.stderr
+
+
+def test_cli_reconstruction_and_truth(tmp_path, rng, _cli):
+    from fsdask.datasets import write_synthetic
+    from fsdask.evaluate import reconstruction_curve
+    from fsdask.datasets import weston_linear
+    syn = weston_linear(n_samples=30, n_features=60, random_state=1)
+    write_synthetic(syn, tmp_path / "w.zarr")
+    p = _cli("evaluate", tmp_path / "w.zarr", "--method", "ttest", "--protocol", "kfold", "--folds", "3",
+             "--max-features", "8")
+    assert "false-discovery rate of the top" in p.stdout
+    _cli("select", tmp_path / "w.zarr", "--method", "ttest", "-o", tmp_path / "r.zarr")
+    p = _cli("report", tmp_path / "r.zarr", "--data", tmp_path / "w.zarr", "--out", tmp_path / "rep")
+    text = (tmp_path / "rep" / "index.html").read_text()
+    assert "Against the truth" in text and "Sparsity gap" in text and "★" in text
+    X = rng.normal(size=(20, 12)) @ rng.normal(size=(12, 12))
+    fsdask.ingest(X, tmp_path / "u.zarr")
+    p = _cli("evaluate", tmp_path / "u.zarr", "--method", "variance", "--reconstruction", "--max-features", "12",
+             "--all-rows")
+    assert "| 12 | 0.00000 | 1.00000 |" in p.stdout
+    order = np.argsort(-X.var(axis=0, ddof=1), kind="stable")
+    want = reconstruction_curve(X, order[:3])[2]
+    assert f"| 3 | {want:.5f} |" in p.stdout

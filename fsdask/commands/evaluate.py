@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from fsdask.commands import add_scheduler, add_storage_options, parse_kv, storage_options
 
 EPILOG = """\
@@ -50,6 +52,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--parallel", choices=("auto", "folds", "within"), default="auto",
                    help="folds as parallel tasks (X in memory), or folds in turn with each selection "
                         "parallel over feature blocks (auto: folds when X ≤ 2 GiB)")
+    p.add_argument("--reconstruction", action="store_true",
+                   help="unsupervised: instead of a classifier, print the normalised reconstruction error "
+                        "‖X − X_S X_S⁺ X‖²/‖X‖² (and PEV = 1 − it) of the top 1..--max-features features, "
+                        "ranked on all samples")
     p.add_argument("--output", "-o", help="write the evaluation (.zarr store or .nc file)")
     p.add_argument("--csv", help="write the error curve to this CSV file")
     p.add_argument("--all-rows", action="store_true", help="print the curve for every m")
@@ -68,6 +74,41 @@ def open_data(url: str, so: dict | None = None):
     return open_dataset(url, storage_options=so)
 
 
+def _ranking(args, ds, so) -> tuple[np.ndarray, str, "object"]:
+    """(feature indices best first, method name, result or None) on all samples."""
+    from fsdask.evaluate.protocol import check_result_matches, ranking_of
+    if args.result is not None:
+        from fsdask.results import open_result
+        result = open_result(args.result, storage_options=so)
+        names = ds["X"]["feature"].values if "feature" in ds["X"].coords else None
+        check_result_matches(result, ds.sizes["feature"], names)
+        return np.argsort(result["rank"].values, kind="stable"), str(result.attrs.get("method", "result")), result
+    from fsdask.methods import get_method
+    est = get_method(args.method, **parse_kv(args.param)).fit(ds)
+    return ranking_of(est), args.method, est.result_
+
+
+def _reconstruction(args, ds, so) -> int:
+    from fsdask.cluster import scheduler
+    from fsdask.evaluate import reconstruction_curve
+    with scheduler(args.scheduler, memory_limit=args.memory_limit):
+        order, name, _ = _ranking(args, ds, so)
+        q = min(args.max_features, order.size)
+        curve = reconstruction_curve(ds["X"], order[:q])
+    print(f"**{name}** — normalised reconstruction error ‖X − X_S X_S⁺ X‖²_F / ‖X‖²_F of the top q features "
+          "(features centred; ranking on all samples)\n")
+    print("| q | reconstruction error | PEV |\n|---:|---:|---:|")
+    shown = sorted({m for m in (1, 2, 3, 5, 10, 20, 30, 40, 50, 100, 200, 500) if m <= q} | {q})
+    for m in (range(1, q + 1) if args.all_rows else shown):
+        print(f"| {m} | {curve[m - 1]:.5f} | {1 - curve[m - 1]:.5f} |")
+    if args.csv:
+        import pandas as pd
+        pd.DataFrame({"reconstruction_error": curve, "pev": 1 - curve},
+                     index=pd.Index(np.arange(1, q + 1), name="n_features")).to_csv(args.csv)
+        print(f"curve written to {args.csv}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from fsdask.errors import ParameterError
     from fsdask.evaluate import evaluate, evaluate_result, write_evaluation
@@ -80,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("a saved RESULT was ranked on all samples: only --selection once applies; "
                              "use --method NAME to refit inside each fold")
     ds = open_data(args.data, so)
+    if args.reconstruction:
+        return _reconstruction(args, ds, so)
     common = dict(protocol=args.protocol, n_splits=args.folds, classifier=args.classifier, C=args.C,
                   n_neighbors=args.neighbors, n_features=args.max_features, random_state=args.seed,
                   standardize=not args.no_standardize, scheduler=args.scheduler)
@@ -94,6 +137,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"{res.method}: best error {res.best_error:.4f} ({res.best_n_errors}/{res.n_samples}) with the top "
           f"{res.best_n_features} feature(s); {res.wall_time_s:.1f} s")
     print(f"protocol: {res.label}")
+    relevant = ds.attrs.get("relevant_features")
+    if relevant is not None and len(relevant):
+        from fsdask.evaluate import false_discovery_rate
+        k = len(relevant)
+        fdr = [false_discovery_rate(r[:k], relevant) for r in res.fold_rankings if r.size >= k]
+        if fdr:
+            print(f"truth ({k} relevant features in the dataset's attrs): false-discovery rate of the top {k}, "
+                  f"mean over {len(fdr)} ranking(s): {np.mean(fdr):.3f}")
     if args.output:
         print(f"evaluation written to {write_evaluation(res, args.output)}")
     if args.csv:

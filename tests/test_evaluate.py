@@ -242,3 +242,19 @@ def test_examples_common(monkeypatch, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         mod.shared_data_dir()
     assert exc.value.code == 0 and "skipping" in capsys.readouterr().out
+
+
+def test_missing_scikit_learn_is_a_clear_error(monkeypatch, rng):
+    import builtins
+    from fsdask.evaluate import MissingDependencyError
+    real_import = builtins.__import__
+
+    def no_sklearn(name, *a, **k):
+        if name == "sklearn" or name.startswith("sklearn."):
+            raise ImportError("No module named 'sklearn'")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_sklearn)
+    X, y, _ = _planted(rng, n=20, p=30)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'fsdask\[eval\]'"):
+        evaluate(X, y, "ttest", protocol="kfold", n_splits=2)

@@ -39,3 +39,17 @@ def test_dask_versions_sum_and_map_over_blocks(rng):
     assert Z.chunks == X.chunks
     np.testing.assert_allclose(Z.compute(), pi_weighted_absdiff(x, Pi), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(manhattan_over_blocks(X).compute(), weighted_manhattan(x), rtol=1e-12)
+
+
+def test_sparse_pi_paths_match_numpy(rng):
+    from fsdask.linalg import weighted_absdiff_sum
+    x = rng.normal(size=(19, 33))
+    Pi = rng.normal(size=(19, 19))
+    Pi[np.abs(Pi) < 1.2] = 0.0                      # mostly zeros: the CSR kernel
+    A = np.abs(x[:, None, :] - x[None, :, :])
+    np.testing.assert_allclose(pi_weighted_absdiff(x, Pi), np.einsum("ni,nij->nj", Pi, A), rtol=1e-12, atol=1e-12)
+    s = rng.random(19)
+    C = s[:, None] * Pi
+    np.testing.assert_allclose(weighted_absdiff_sum(x, C), np.einsum("ni,nij->j", C, A), rtol=1e-12)
+    Pd = rng.normal(size=(19, 19))                  # dense
+    np.testing.assert_allclose(weighted_absdiff_sum(x, Pd), np.einsum("ni,nij->j", Pd, A), rtol=1e-12)

@@ -203,3 +203,16 @@ def test_bad_input(spiral):
             Logo().fit(Xb, y)
     with pytest.raises(InputError, match="supervised"):
         Logo().fit(X)
+
+
+def test_working_set_solver_equals_the_full_solve():
+    from fsdask.methods.logo import solve_working_set
+    syn = fermat_spiral(300, n_per_class=20, random_state=1)
+    X, y = syn.X.values.astype(np.float64), syn.y
+    D = np.abs(X[:, None] - X[None]).sum(2)
+    Z = zbar(X, probabilities(D, y, 2.0))
+    full, f_full, _ = solve_lbfgs(_MemZ(Z), 1.0, np.zeros(Z.shape[1]))
+    ws, f_ws, _ = solve_working_set(_MemZ(Z), 1.0, np.ones(Z.shape[1]), solve_lbfgs, kkt_tol=1e-9, min_add=8)
+    np.testing.assert_allclose(ws, full, atol=1e-5 * full.max())
+    assert abs(f_ws - f_full) <= 1e-8 * abs(f_full)
+    assert 0 < np.count_nonzero(ws) < Z.shape[1]

@@ -20,6 +20,7 @@ from fsdask.linalg.pairwise import (
 from fsdask.linalg.absdiff import (
     weighted_manhattan,
     pi_weighted_absdiff,
+    weighted_absdiff_sum,
     manhattan_over_blocks,
     absdiff_transform,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "pairwise_block",
     "weighted_manhattan",
     "pi_weighted_absdiff",
+    "weighted_absdiff_sum",
     "manhattan_over_blocks",
     "absdiff_transform",
     "tall_skinny_qr",

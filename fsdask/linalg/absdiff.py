@@ -58,6 +58,69 @@ def _pi_absdiff_t(xt, Pi):  # pragma: no cover - compiled
     return Z
 
 
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _pi_absdiff_csr_t(xt, indptr, indices, data):  # pragma: no cover - compiled
+    J, N = xt.shape
+    Z = np.empty((J, N))
+    for j in range(J):
+        for n in range(N):
+            xn = np.float64(xt[j, n])
+            s = 0.0
+            for k in range(indptr[n], indptr[n + 1]):
+                s += data[k] * abs(xn - np.float64(xt[j, indices[k]]))
+            Z[j, n] = s
+    return Z
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _weighted_absdiff_sum_csr(xt, indptr, indices, data):  # pragma: no cover - compiled
+    J, N = xt.shape
+    g = np.empty(J)
+    for j in range(J):
+        acc = 0.0
+        for n in range(N):
+            xn = np.float64(xt[j, n])
+            for k in range(indptr[n], indptr[n + 1]):
+                acc += data[k] * abs(xn - np.float64(xt[j, indices[k]]))
+        g[j] = acc
+    return g
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _weighted_absdiff_sum_dense(xt, C):  # pragma: no cover - compiled
+    J, N = xt.shape
+    g = np.empty(J)
+    for j in range(J):
+        acc = 0.0
+        for n in range(N):
+            xn = np.float64(xt[j, n])
+            s = 0.0
+            for i in range(N):
+                s += C[n, i] * abs(xn - np.float64(xt[j, i]))
+            acc += s
+        g[j] = acc
+    return g
+
+
+#: entries of Π with |Π_ni| ≤ this are skipped (Π holds differences of probabilities)
+DROP_BELOW = 1e-13
+#: below this fraction of non-zeros the sparse (CSR) kernels are used
+_SPARSE_DENSITY = 0.1
+
+
+def _csr(Pi: np.ndarray, drop_below: float = DROP_BELOW):
+    """Row-compressed non-negligible entries of Π: (indptr, indices, data)."""
+    mask = np.abs(Pi) > drop_below
+    indptr = np.concatenate([[0], np.cumsum(mask.sum(axis=1))]).astype(np.int64)
+    rows, cols = np.nonzero(mask)
+    return indptr, cols.astype(np.int64), np.ascontiguousarray(Pi[rows, cols], dtype=np.float64)
+
+
+def _feature_major(x: np.ndarray) -> np.ndarray:
+    xt = np.ascontiguousarray(np.asarray(x).T)
+    return xt if xt.dtype in (np.float32, np.float64) else xt.astype(np.float64)
+
+
 def weighted_manhattan(x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
     """``D_ni = Σ_j w_j |x_nj − x_ij|`` for one block x (N × J_b); N × N float64."""
     x = np.ascontiguousarray(x)
@@ -69,15 +132,37 @@ def weighted_manhattan(x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray
     return _manhattan_sym(x, w, _TILE)
 
 
-def pi_weighted_absdiff(x: np.ndarray, Pi: np.ndarray, dtype=np.float64) -> np.ndarray:
-    """``z_nj = Σ_i Π_ni |x_nj − x_ij|`` for one block x (N × J_b); N × J_b in ``dtype``."""
-    xt = np.ascontiguousarray(np.asarray(x).T)
-    if xt.dtype not in (np.float32, np.float64):
-        xt = xt.astype(np.float64)
+def pi_weighted_absdiff(x: np.ndarray, Pi: np.ndarray, dtype=np.float64,
+                        drop_below: float = DROP_BELOW) -> np.ndarray:
+    """``z_nj = Σ_i Π_ni |x_nj − x_ij|`` for one block x (N × J_b); N × J_b in ``dtype``.
+
+    Entries with ``|Π_ni| ≤ drop_below`` are skipped; when most are (a narrow kernel, or
+    the first iterations of Logo where one neighbour dominates), a CSR loop does only the
+    remaining pairs.
+    """
+    xt = _feature_major(x)
     Pi = np.ascontiguousarray(Pi, dtype=np.float64)
     if xt.shape[0] == 0:
         return np.zeros((Pi.shape[0], 0), dtype=dtype)
+    indptr, indices, data = _csr(Pi, drop_below)
+    if data.size < _SPARSE_DENSITY * Pi.size:
+        return _pi_absdiff_csr_t(xt, indptr, indices, data).T.astype(dtype, copy=False)
     return _pi_absdiff_t(xt, Pi).T.astype(dtype, copy=False)
+
+
+def weighted_absdiff_sum(x: np.ndarray, C: np.ndarray, drop_below: float = DROP_BELOW) -> np.ndarray:
+    """``g_j = Σ_n Σ_i C_ni |x_nj − x_ij|`` for one block x (N × J_b); length J_b.
+
+    E.g. ``C = diag(s) Π`` gives ``Σ_n s_n z̄_n(j)`` (Logo's gradient) without forming z̄.
+    """
+    xt = _feature_major(x)
+    if xt.shape[0] == 0:
+        return np.zeros(0)
+    C = np.asarray(C, dtype=np.float64)
+    indptr, indices, data = _csr(C, drop_below)
+    if data.size < _SPARSE_DENSITY * C.size:
+        return _weighted_absdiff_sum_csr(xt, indptr, indices, data)
+    return _weighted_absdiff_sum_dense(xt, np.ascontiguousarray(C))
 
 
 def manhattan_over_blocks(X: da.Array, w: np.ndarray | da.Array | None = None,

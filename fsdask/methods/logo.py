@@ -46,7 +46,7 @@ from fsdask._validation import check_scalar
 from fsdask.base import FitOutput, SelectorMixin
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.linalg.absdiff import (absdiff_transform, manhattan_over_blocks, pi_weighted_absdiff,
-                                   weighted_manhattan)
+                                   weighted_absdiff_sum, weighted_manhattan)
 from fsdask.linalg.reductions import map_features, sum_over_blocks
 
 log = logging.getLogger("fsdask")
@@ -98,6 +98,13 @@ class _MemZ:
         self.passes += 1
         return s @ self.Z
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.Z.shape
+
+    def columns(self, idx: np.ndarray) -> np.ndarray:
+        return np.asarray(self.Z[:, idx], dtype=np.float64)
+
 
 class _DaskZ:
     """Z̄ kept chunked like X (persisted dask array, N × J_A); each product is one sweep."""
@@ -114,6 +121,16 @@ class _DaskZ:
     def rmatvec(self, s: np.ndarray) -> np.ndarray:
         self.passes += 1
         return map_features(lambda zb: s @ zb, self.Z, dtype=np.float64).compute()
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.Z.shape
+
+    def columns(self, idx: np.ndarray) -> np.ndarray:
+        self.passes += 1
+        if idx.size == 0:
+            return np.zeros((self.Z.shape[0], 0))
+        return np.asarray(self.Z[:, idx].compute(), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- eq. 7 / 9–10
@@ -194,6 +211,49 @@ def solve_v2_gradient(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_ite
         if done and np.max(np.abs(w * (lam - Z.rmatvec(_sigmoid_neg(m))))) <= 1e-6 * max(1.0, abs(F)):
             break
     return w, F, nfev
+
+
+def solve_working_set(Z, lam: float, w0: np.ndarray, inner, tol: float = 1e-10, max_iter: int = 2000,
+                      kkt_tol: float = 1e-6, min_add: int = 256, max_rounds: int = 100) -> tuple[np.ndarray, float, int]:
+    """Eq. 7 for many columns: ``inner`` solves it on a working set W, a sweep certifies it.
+
+    Eq. 7 is convex, so w (zero outside W, optimal on W) is optimal for all columns iff
+    every column outside W satisfies ``λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``.  Each round: one
+    sweep over Z̄ for that gradient, the most violating columns (at least ``min_add``, at
+    most doubling W) join W, and ``inner`` re-solves on W in memory.  The solution is the
+    same as ``inner`` on all columns (up to ``kkt_tol``); the number of sweeps over Z̄
+    drops from hundreds to a handful.
+    """
+    J = Z.shape[1]
+    w0 = np.asarray(w0, dtype=np.float64)
+    W = np.flatnonzero(w0 > 0) if np.count_nonzero(w0) <= J // 2 else np.zeros(0, dtype=np.int64)
+    w = np.zeros(J)
+    w[W] = w0[W]
+    ZW = Z.columns(W)
+    m = ZW @ w[W]
+    f = _objective(m, w, lam)
+    nfev = 0
+    for _ in range(max_rounds):
+        g = lam - Z.rmatvec(_sigmoid_neg(m))               # one sweep: gradient of eq. 7
+        outside = np.ones(J, bool)
+        outside[W] = False
+        viol = np.flatnonzero(outside & (g < -kkt_tol))
+        if viol.size == 0:
+            break
+        k = max(min_add, W.size)
+        add = viol[np.argsort(g[viol], kind="stable")[:k]]
+        W = np.union1d(W, add)
+        ZW = Z.columns(W)
+        wW, f, n = inner(_MemZ(ZW), lam, w[W], tol=tol, max_iter=max_iter)
+        nfev += n
+        w[:] = 0.0
+        w[W] = wW
+        m = ZW @ wW
+    return w, f, nfev
+
+
+#: above this many active columns the inner problem is solved on a working set
+_WS_MIN = 2048
 
 
 # --------------------------------------------------------------------------- the estimator
@@ -290,30 +350,44 @@ class Logo(SelectorMixin):
         inner_passes: list[int] = []
         rejoined: list[int] = []
         converged = False
-        pending_check = False
+        check = None              # certification due at the next Π: "final" or "early"
+        certified_active = None   # the active set at the last certification
+        n_certifications = 0
+        early_checks = True
         final_violators = np.zeros(0, dtype=np.int64)
         n_iter = 0
         while True:
             XA = X_full.columns(active)
-            D = XA.distances(w[active])                           # line 3
+            D = XA.distances(w[active])                           # line 3 (w_j = 0 adds nothing)
             Pi = miss_hit_probabilities(D, y, sigma)              # line 4 (eqs. 4–5, 20)
             Z = XA.zbar(Pi)                                       # eq. 3, one fused pass
-            if pending_check:
+            viol = None
+            if check:
                 viol = self._violators(X_full, Z, w, active, Pi, lam)
-                if viol.size == 0:
+                n_certifications += 1
+                if viol.size == 0 and check == "final":
                     converged = True
                     break
-                rejoined.extend(int(j) for j in viol)
-                active = np.union1d(active, viol)
-                XA = X_full.columns(active)
-                Z = XA.zbar(Pi)                                   # w_viol = 0: D and Π unchanged
+                if viol.size == 0:
+                    early_checks = False                          # elimination was right: check at the end only
+                if viol.size:
+                    rejoined.extend(int(j) for j in viol)
+                    active = np.union1d(active, viol)
+                    XA = X_full.columns(active)
+                    Z = XA.zbar(Pi)                               # w_viol = 0: D and Π unchanged
+                certified_active = active.copy()
             if n_iter >= self.max_iter:
-                if pending_check is False and self.certify and eliminated_any:
+                if viol is not None:
+                    final_violators = viol
+                elif self.certify and eliminated_any:
                     final_violators = self._violators(X_full, Z, w, active, Pi, lam)
                 break
             w_new = np.zeros(J)
-            w_new[active], f, _ = solve(Z, lam, w[active], tol=self.inner_tol,   # lines 5–6
-                                        max_iter=self.inner_max_iter)
+            if Z.shape[1] > _WS_MIN:                              # lines 5–6
+                w_new[active], f, _ = solve_working_set(Z, lam, w[active], solve, tol=self.inner_tol,
+                                                        max_iter=self.inner_max_iter, kkt_tol=self.kkt_tol)
+            else:
+                w_new[active], f, _ = solve(Z, lam, w[active], tol=self.inner_tol, max_iter=self.inner_max_iter)
             n_iter += 1
             inner_passes.append(Z.passes)
             delta = float(np.linalg.norm(w_new - w))              # line 8
@@ -334,13 +408,17 @@ class Logo(SelectorMixin):
                               "try a smaller lam", ConvergenceWarning, stacklevel=3)
                 converged = delta < self.theta
                 break
+            check = None
             if delta < self.theta:
                 if not (self.certify and eliminated_any):
                     converged = True
                     break
-                pending_check = True
-            else:
-                pending_check = False
+                check = "final"
+            elif (self.certify and eliminated_any and early_checks and keep.all()
+                  and (certified_active is None or not np.array_equal(active, certified_active))):
+                # elimination has settled: certify now rather than converge to a fixed point
+                # that lacks a wrongly eliminated feature (the final check stays mandatory)
+                check = "early"
         if final_violators.size:
             warnings.warn(f"logo: not converged, and {final_violators.size} eliminated feature(s) violate the "
                           "optimality condition at the last w (first: "
@@ -357,7 +435,7 @@ class Logo(SelectorMixin):
             extra_dims={"delta": ("iteration",), "active_size": ("iteration",), "inner_passes": ("iteration",)},
             attrs={"delta_trace": [float(d) for d in delta_trace], "n_rejoined": len(rejoined),
                    "rejoined_features": rejoined[:1000], "solver": self.solver,
-                   "certified": bool(self.certify and converged),
+                   "certified": bool(self.certify and converged), "n_certifications": n_certifications,
                    "uncertified_features": [int(j) for j in final_violators[:1000]]},
         )
 
@@ -402,8 +480,8 @@ class _Columns:
     def in_memory(self) -> bool:
         return isinstance(self.x, np.ndarray)
 
-    def _slices(self):
-        J = self.x.shape[1]
+    def _slices(self, J: int | None = None):
+        J = self.x.shape[1] if J is None else J
         return [(j0, min(J, j0 + _MEM_SLICE)) for j0 in range(0, J, _MEM_SLICE)]
 
     def _map(self, fn, parts):
@@ -415,7 +493,11 @@ class _Columns:
     def distances(self, w: np.ndarray) -> np.ndarray:
         """N × N weighted Manhattan distances (Algorithm 1, line 3)."""
         if self.in_memory:
-            parts = self._map(lambda j0, j1: weighted_manhattan(self.x[:, j0:j1], w[j0:j1]), self._slices())
+            x = self.x
+            if not np.all(w > 0):                                  # rejoined features: w_j = 0
+                nz = np.flatnonzero(w > 0)
+                x, w = np.ascontiguousarray(x[:, nz]), w[nz]
+            parts = self._map(lambda j0, j1: weighted_manhattan(x[:, j0:j1], w[j0:j1]), self._slices(x.shape[1]))
             return np.sum(parts, axis=0) if parts else np.zeros((self.N, self.N))
         return manhattan_over_blocks(self.x, w).compute()
 
@@ -429,8 +511,10 @@ class _Columns:
 
     def zbar_gradient(self, Pi: np.ndarray, s: np.ndarray) -> np.ndarray:
         """``Σ_n s_n z̄_n(j)`` for every column, one pass, without storing Z̄."""
+        C = s[:, None] * Pi                                   # Σ_n s_n Σ_i Π_ni |x_nj − x_ij|
+
         def g(xb):
-            return s @ pi_weighted_absdiff(xb, Pi)
+            return weighted_absdiff_sum(xb, C)
         if self.in_memory:
             return np.concatenate(self._map(lambda j0, j1: g(self.x[:, j0:j1]), self._slices()))
         return map_features(g, self.x, dtype=np.float64).compute()

@@ -229,7 +229,7 @@ def _col_step(A, A2, u: np.ndarray, M: np.ndarray, gamma: float, rho: float):
 
 
 def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
-              max_iter: int = 200) -> SparsePMResult:
+              max_iter: int = 200, max_dense_bytes: int = DEFAULT_MAX_DENSE_BYTES) -> SparsePMResult:
     """Algorithm ``[M, N, u, v, σ] = SparsePM(A)`` of §3.3.1, exactly as written.
 
     ``A`` is a NumPy array or a dask array chunked by rows (m × c).  Stagnation (step 14):
@@ -239,11 +239,41 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
     a column step Σ_{j∈N} c_j; each step maximises it over its own variables with the others
     fixed, so the trace never decreases (tested).  If the largest row already has
     ‖A_i‖² ≤ ρ c the start has f ≤ 0 and no row is selected: M is returned empty.
+
+    Exact pruning (not in the thesis, same result): since (A_iN v_N)² ≤ ‖A_iN‖² (v unit),
+    r_i ≤ ‖A_iN‖² − ρ|N| ≤ ‖A_i‖² − ρ for every N ≠ ∅, so a row with ‖A_i‖² ≤ ρ never enters
+    M, and rows outside M never touch the column step.  The iterations therefore run on the
+    candidate rows only — one pass over A for the row norms, then (if the candidates fit in
+    ``max_dense_bytes``) in memory.  For the ρ of a small selection this is a tiny matrix.
     """
+    m, c = A.shape
+    (row_norm2,) = _np((A * A).sum(axis=1))
+    cand = np.flatnonzero(row_norm2 > rho)
+    if cand.size == 0:  # the start row has f = ‖A_i0‖² − ρc ≤ 0: step 8 selects nothing
+        i0 = int(np.argmax(row_norm2))
+        return SparsePMResult(np.zeros(m, bool), np.zeros(c, bool), np.zeros(m), 0.0, np.zeros(c),
+                              [float(row_norm2[i0] - rho * c), 0.0], 1, True)
+    Ac = A[cand] if cand.size < m else A
+    if isinstance(Ac, da.Array) and cand.size * c * 8 <= max_dense_bytes:
+        Ac = Ac.compute()
+    elif isinstance(Ac, da.Array) and cand.size < m:
+        Ac = Ac.rechunk({0: A.chunks[0][0]})
+    res = _sparse_pm_rows(Ac, row_norm2[cand], gamma, rho, tol, max_iter)
+    if cand.size == m:
+        return res
+    M = np.zeros(m, bool)
+    M[cand] = res.M
+    u = np.zeros(m)
+    u[cand] = res.u
+    return dataclasses.replace(res, M=M, u=u)
+
+
+def _sparse_pm_rows(A, row_norm2: np.ndarray, gamma: float, rho: float, tol: float,
+                    max_iter: int) -> SparsePMResult:
+    """SparsePM steps 1–14 on (candidate) rows A with their squared norms."""
     m, c = A.shape
     A2 = A * A
     # steps 1–5: start from the row of largest norm
-    (row_norm2,) = _np(A2.sum(axis=1))
     i0 = int(np.argmax(row_norm2))
     (a0,) = _np(A[i0])
     a0 = np.asarray(a0, dtype=np.float64)
@@ -265,8 +295,8 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
         if not M.any():
             trace.append(0.0)
             return SparsePMResult(M, np.zeros(c, bool), np.zeros(m), 0.0, np.zeros(c), trace, it, True)
-        u = np.where(M, u_bar, 0.0)
-        u /= np.linalg.norm(u)
+        u = np.zeros(m)
+        u[M] = u_bar[M] / np.sqrt(np.sum(u_bar[M] ** 2))
         trace.append(float(r[M].sum()))
         # steps 10–13
         v_bar, cc = _col_step(A, A2, u, M, gamma, rho)
@@ -274,7 +304,7 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
         if not N.any():
             trace.append(0.0)
             return SparsePMResult(np.zeros(m, bool), N, np.zeros(m), 0.0, np.zeros(c), trace, it, True)
-        sigma = float(np.linalg.norm(v_bar[N]))
+        sigma = float(np.sqrt(np.sum(v_bar[N] ** 2)))
         v = np.where(N, v_bar, 0.0) / sigma
         trace.append(float(cc[N].sum()))
         # step 14: stagnation
@@ -539,7 +569,7 @@ class SparseHSIC(SelectorMixin):
         if not dense:
             A = A.persist()
         # step 3: SparsePM (with R1D rounds), ρ from the user or bisected for k features
-        kw = {"tol": self.tol, "max_iter": self.max_iter}
+        kw = {"tol": self.tol, "max_iter": self.max_iter, "max_dense_bytes": self.max_dense_bytes}
         k = self.n_features_to_select
         if isinstance(k, float) and 0 < k < 1:
             k = max(1, int(round(k * p)))

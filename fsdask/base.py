@@ -129,8 +129,13 @@ class SelectorMixin:
         plan = self._fit_lazy(Xd, y)
         if plan is not None:
             # single pass: the screen and the method's per-feature statistics share one read of X
-            lazy, finish = plan
-            bad, lo, hi, computed = dask.compute(*self._screen_stats(Xd), lazy)
+            lazy, finish, *rest = plan
+            if rest and rest[0]:  # the method's block function appended screen_rows(X_b)
+                computed = lazy.compute()
+                bad, lo, hi = computed[-3], computed[-2], computed[-1]
+                computed = computed[:-3]
+            else:
+                bad, lo, hi, computed = dask.compute(*self._screen_stats(Xd), lazy)
             active = self._apply_screen(bad, lo, hi, names)
             out = finish(computed, active, lo, hi)
         else:
@@ -177,7 +182,9 @@ class SelectorMixin:
         Return ``(lazy, finish)``: ``lazy`` (dask collections over *all* features) is computed
         in the same pass as the screen (NaN/Inf, constant features), then
         ``finish(computed, active, lo, hi)`` returns the :class:`FitOutput` with scores of the
-        active features.  The default (None) uses ``_screen`` then ``_fit``.
+        active features.  Return ``(lazy, finish, True)`` when ``lazy`` is a (rows, p) array
+        whose last three rows are :func:`screen_rows` of each block (the screen then costs
+        no extra tasks).  The default (None) uses ``_screen`` then ``_fit``.
         """
         return None
 
@@ -314,6 +321,11 @@ class SelectorMixin:
         attrs.update(out.attrs)
         ds.attrs = attrs
         return ds
+
+
+def screen_rows(x: np.ndarray) -> np.ndarray:
+    """(3, p) rows of the screen for a (slice of a) block: NaN/Inf count, minimum, maximum."""
+    return np.stack([(~np.isfinite(x)).sum(0), x.min(0), x.max(0)]).astype(np.float64)
 
 
 def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:

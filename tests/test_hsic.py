@@ -262,3 +262,17 @@ def test_cli_select(tmp_path, rng):
     import xarray as xr
     r = xr.open_zarr(out, consolidated=False)
     assert set(np.flatnonzero(r["selected"].values)) == {4, 9, 14}
+
+
+def test_fraction_transform_and_xarray(rng):
+    import xarray as xr
+    X, y = _problem(rng, n=30, p=50, classes=2)
+    Xa = xr.DataArray(X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(50)]})
+    est = fsdask.SparseHSIC(n_features_to_select=0.1, rho_grid=None).fit(Xa, y)
+    assert est.get_support().sum() == 5
+    out = est.transform(Xa)
+    assert isinstance(out, xr.DataArray) and out.shape == (30, 5)
+    assert list(out["feature"].values) == [f"g{i}" for i in est.get_support(indices=True)]
+    lazy = est.transform(da.from_array(X, chunks=(30, 10)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_array_equal(lazy.compute(), X[:, est.get_support()])

@@ -1,0 +1,102 @@
+"""Logo on three microarray sets (Sun, Todorovic & Goodison 2010, Table 4).
+
+Leave-one-out: in each fold Logo (σ = 5, λ = 1, the paper's values) weights the genes on the
+training samples, the 50 top-ranked genes are fed successively to a 3-NN classifier, and the
+error is averaged over the folds; the minimum over 1 … 50 genes is reported with the number
+of genes attaining it, next to the paper's 16.5 % (prostate), 21.7 % (breast), 2.6 % (DLBCL).
+Uses :func:`fsdask.evaluate.evaluate` (``selection="inside"``: honest).
+``--max-folds`` subsamples the folds (stratified, fixed seed) to bound the run time.
+Writes ``examples/results/logo_microarray.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+from _common import load, write_results_md
+
+from fsdask.errors import ConvergenceWarning
+
+PAPER = [("prostate_singh", "Prostate cancer", "16.5 (6)"), ("breast_vantveer", "Breast cancer", "21.7 (4)"),
+         ("dlbcl_shipp", "DLBCL", "2.6 (10)")]
+
+
+def prepare(name: str, X: np.ndarray) -> np.ndarray:
+    """log2 of raw Affymetrix values (clipped to [20, 16000]), then per-gene z-scores."""
+    X = np.asarray(X, dtype=np.float64)
+    if name in ("prostate_singh", "dlbcl_shipp"):
+        X = np.log2(np.clip(X, 20.0, 16000.0))
+    sd = X.std(0)
+    return ((X - X.mean(0)) / np.where(sd > 0, sd, 1.0)).astype(np.float32)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--max-folds", type=int, default=None)
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args()
+    from fsdask.evaluate import evaluate
+    rows = []
+    for file, label, paper in PAPER:
+        if args.only and file not in args.only:
+            continue
+        X, y, info = load(file)
+        X = prepare(file, X)
+        keep = np.arange(len(y))
+        if args.max_folds and args.max_folds < len(y):
+            rng = np.random.default_rng(0)
+            keep = np.sort(rng.choice(len(y), size=args.max_folds, replace=False))
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            if keep.size == len(y):
+                res = evaluate(X, y, "logo", {"sigma": 5.0, "lam": 1.0}, protocol="loo", classifier="knn",
+                               n_neighbors=3, n_features=50, selection="inside")
+                err, m = res.best_error, res.best_n_features
+                note = f"{len(y)} folds"
+            else:
+                err, m = _subsampled_loo(X, y, keep)
+                note = f"{keep.size} of {len(y)} LOO folds"
+        secs = time.perf_counter() - t
+        rows.append([label, f"{X.shape[0]} × {X.shape[1]}", f"{100 * err:.1f} ({m})", paper, note, f"{secs:.0f}"])
+        print(rows[-1], flush=True)
+    write_results_md(
+        "logo_microarray", "Logo on microarray data: LOOCV 3-NN error (Sun et al. 2010, Table 4)",
+        ["data set", "samples × genes", "ours: min error % (genes)", "paper", "folds", "seconds"], rows,
+        notes=[
+            "Protocol as the paper: in every LOO fold Logo (σ = 5, λ = 1) ranks the genes on the training samples; "
+            "the top 1 … 50 genes are fed to 3-NN (Euclidean, features standardised on the training fold); the "
+            "minimum of the fold-averaged error over the number of genes is reported (optimistic, as in the paper).",
+            "Preprocessing (the paper does not state its own): raw Affymetrix values of prostate_singh and "
+            "dlbcl_shipp clipped to [20, 16000] and log2-transformed; every gene z-scored on all samples "
+            "(unsupervised).  breast_vantveer: the cancerdata VEER log-ratios (78 samples; the paper used 97).",
+            "Our versions: prostate_singh 102 × 12 600 (paper: 22 283 probes), dlbcl_shipp 77 × 7129 "
+            "(paper: 5469 after filtering), breast_vantveer 78 × 24 481 (paper: 97 × 24 488).",
+        ])
+
+
+def _subsampled_loo(X, y, keep):
+    """LOO restricted to the held-out samples in ``keep`` (selection inside each fold)."""
+    from sklearn.neighbors import KNeighborsClassifier
+    from fsdask import Logo
+    errs = np.zeros(50)
+    for i in keep:
+        tr = np.setdiff1d(np.arange(len(y)), [i])
+        est = Logo(sigma=5.0, lam=1.0).fit(X[tr], y[tr])
+        order = np.argsort(est.ranking_)[:50]
+        mu, sd = X[tr][:, order].mean(0), X[tr][:, order].std(0)
+        sd = np.where(sd > 0, sd, 1.0)
+        A, b = (X[tr][:, order] - mu) / sd, (X[i, order] - mu) / sd
+        for m in range(1, 51):
+            pred = KNeighborsClassifier(3).fit(A[:, :m], y[tr]).predict(b[None, :m])[0]
+            errs[m - 1] += pred != y[i]
+    errs /= len(keep)
+    return float(errs.min()), int(np.argmin(errs)) + 1
+
+
+if __name__ == "__main__":
+    main()

@@ -64,8 +64,8 @@ def test_gram_factor_and_row_l1(rng):
     X = rng.normal(size=(20, 300))
     X -= X.mean(0)
     Xd = da.from_array(X, chunks=(20, 70))
-    for gmax in (2048, 10):  # Gram+eigh route, then TSQR of Xᵀ
-        B, s = gram_factor(Xd, gram_max_features=gmax)
+    for kw in ({}, {"gram_max_features": 10}, {"gram_max_features": 10, "method": "tsqr"}):
+        B, s = gram_factor(Xd, **kw)  # p × p Gram, n × n Gram + pass, TSQR of Xᵀ
         np.testing.assert_allclose(B.T @ B, X.T @ X, atol=1e-9)
         np.testing.assert_allclose(s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8)
     M, E, C = rng.normal(size=(50, 7)), rng.normal(size=(7, 40)), rng.normal(size=(50, 40))

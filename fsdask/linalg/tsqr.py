@@ -92,6 +92,8 @@ def gram_factor(
     X: da.Array,
     energy_tol: float = 1e-12,
     gram_max_features: int = 2048,
+    method: Literal["auto", "tsqr"] = "auto",
+    sample_gram_max: int = 8192,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Small factor ``B`` (r × p, numpy) with ``BᵀB = XᵀX`` up to a discarded energy.
 
@@ -101,8 +103,12 @@ def gram_factor(
 
     * ``p ≤ gram_max_features`` or ``p ≤ n``: the p × p Gram ``XᵀX`` (one dask product),
       then ``eigh``;
-    * otherwise the tall-skinny SVD of ``Xᵀ`` (p × n) by TSQR (:func:`tall_skinny_svd`),
-      so nothing p × p is ever formed.
+    * ``n ≤ sample_gram_max`` (and p > n): the n × n Gram ``K = Σ_b X_b X_bᵀ`` tree-summed over
+      feature blocks, ``K = U S² Uᵀ``, then ``B = U_rᵀ X`` in one more pass (no division
+      by small singular values; directions below the energy cut are noise anyway);
+    * otherwise (or ``method="tsqr"``) the tall-skinny SVD of ``Xᵀ`` (p × n) by TSQR
+      (:func:`tall_skinny_svd`), backward stable.
+    Nothing p × p is formed unless p is small.
 
     Trailing singular values whose total energy Σ s² is at most ``energy_tol · ‖X‖²_F``
     are dropped (numerical rank; float32 rounding noise of exactly low-rank data falls
@@ -117,6 +123,18 @@ def gram_factor(
         order = np.argsort(w)[::-1]
         s = np.sqrt(np.clip(w[order], 0, None))
         V = V[:, order]
+    elif method == "auto" and n <= sample_gram_max:
+        from fsdask.linalg.reductions import row_dot
+        K = np.asarray(sum_over_blocks(lambda xb: xb.astype(np.float64) @ xb.astype(np.float64).T, X,
+                                       shape=(n, n)).compute())
+        w, U = np.linalg.eigh((K + K.T) / 2)
+        order = np.argsort(w)[::-1]
+        s = np.sqrt(np.clip(w[order], 0, None))
+        energy = s**2
+        tail = np.cumsum(energy[::-1])[::-1]
+        keep = max(int(np.sum(tail > energy_tol * energy.sum())), 1)
+        B = np.asarray(row_dot(X.astype(np.float64), U[:, order[:keep]]).compute()).T  # B = U_rᵀ X
+        return np.ascontiguousarray(B), s
     else:
         Ut, s, _ = tall_skinny_svd(X.T.astype(np.float64))
         V = np.asarray(Ut.compute())

@@ -214,3 +214,29 @@ def test_bad_input(rng):
 def test_registry_and_lazy_export():
     assert isinstance(fsdask.get_method("cpfs", lam=1.0), CPFS)
     assert fsdask.cpfs_path is cpfs_path
+
+
+def test_cli_select_cpfs_writes_path(tmp_path, rng):
+    import subprocess
+    import sys
+    X = _data(rng, n=30, p=7)
+    fsdask.ingest(X, tmp_path / "d.zarr")
+    out = tmp_path / "r.zarr"
+    p = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "d.zarr"), "--method", "cpfs",
+                        "--param", "n_features_to_select=3", "-o", str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    res = fsdask.open_result(out)
+    assert int(res["selected"].sum()) == 3
+    assert res["path_diag"].dims == ("lambda", "feature") and res.attrs["duality_gap"] <= 1e-6
+    p = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "d.zarr"), "--method", "cpfs",
+                        "--param", "lam=-2", "-o", str(tmp_path / "bad.zarr")], capture_output=True, text=True)
+    assert p.returncode == 2 and "negative" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_leave_order(rng):
+    X = _data(rng, p=6)
+    e = CPFS(tol=1e-8, lambda_min_ratio=1e-4, n_lambdas=15).fit(X)
+    lo = e.leave_order_
+    entry = e.result_["entry_lambda"].values
+    assert np.all(np.diff(entry[lo]) >= 0)          # first to leave = smallest entry λ
+    assert lo[-1] == np.argmin(e.ranking_)

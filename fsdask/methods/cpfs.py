@@ -402,6 +402,9 @@ class _Path:
         S0, A0, gl1, lam_prev = warm if warm is not None else (self.S, self.A, self.gl1, self.lam_prev)
         nz = S0[np.abs(A0).max(axis=1) > 0] if S0.size else S0
         strong = np.flatnonzero(self.prob.allowed & (gl1 >= 2 * lam - lam_prev))
+        cap = 2 * nz.size + 10   # working-set cap: exactly low-rank X ties thousands of rows at the rule's
+        if strong.size > cap:    # threshold; the KKT rounds of solve_lambda still guarantee optimality
+            strong = strong[np.argsort(-gl1[strong], kind="stable")[:cap]]
         S = np.union1d(nz, strong).astype(np.int64)
         A = np.zeros((S.size, self.prob.p))
         if nz.size:

@@ -19,7 +19,7 @@ from fsdask.commands import add_scheduler
 #: installation is skipped with a note
 DEMO_METHODS: list[tuple[str, dict]] = [
     ("ttest", {"n_features_to_select": 10}),
-    ("qalpha", {"k": 2, "n_features_to_select": 10}),
+    ("qalpha", {"variant": "supervised", "max_iter": 8, "tol": 1e-4, "n_features_to_select": 10}),
     ("logo", {"n_features_to_select": 10, "sigma": 50.0, "lam": 0.2, "max_iter": 8}),
     ("hsic", {"n_features_to_select": 10, "standardize": True, "rho_grid": None}),
 ]

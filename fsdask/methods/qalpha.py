@@ -1,0 +1,707 @@
+"""Q-α: spectral feature weighting of Wolf & Shashua (JMLR 2005), linear in the number of features.
+
+Notation follows the paper.  M is n × q (features × samples) with rows m_iᵀ centred and of
+unit norm (§2.1); in fsdask X is (sample × feature), so a feature block of M is the
+transpose of a block of X.  α (n) are the feature weights, Q (q × k) the leading
+eigenvectors of the affinity ``A_α = Σ_i α_i m_i m_iᵀ = Mᵀ diag(α) M``.  Criterion (1)::
+
+    max_{α, Q} trace(Qᵀ A_α² Q)   s.t.  ‖α‖ = 1,  QᵀQ = I,      trace(Qᵀ A_α² Q) = αᵀ G α,
+    G_ij = (m_iᵀ m_j) m_iᵀ Q Qᵀ m_j.
+
+**Never forming G.**  ``G = W Wᵀ`` where row i of the Khatri–Rao matrix W (n × qk) is
+``m_i ⊗ p_i``, ``p_i = Qᵀ m_i``; so α is the leading left singular vector of the tall,
+skinny W.  We get it from the qk × qk Gram ``WᵀW`` (one streaming pass, tree-summed), from
+TSQR of W, or matrix-free by Lanczos on ``v ↦ Wᵀ(W v)`` (one pass per product) when qk is
+large.  Every variant's α-step is "leading eigenvector of ``W S Wᵀ``" for a per-feature
+row map W and a small symmetric signature S (S = I except for the gap criterion and the
+supervised 𝒢, which are indefinite).  ``A_α`` is one more pass (``sum_over_blocks``),
+fused with the evaluation of α = W u.  Kernel Q-α (Def. 14) needs the n × n feature
+kernel V: it is applied tile by tile (:func:`fsdask.linalg.feature_kernel_matmul`), never
+stored; ``G α = rowsum(B ∘ (V (diag(α) B)))`` with ``B = V E``.
+
+**Where the paper is misprinted or silent** (each checked numerically against the dense
+transcription in ``tests/qalpha_dense.py``):
+
+* Q⁽⁰⁾ is not specified: ``init="pca"`` takes the top-k eigenvectors of MᵀM (A_α at uniform
+  α); ``"random"`` (seeded) or an explicit q × k array are the alternatives.
+* Def. 4 (Ritz) says "orthonormal n × k matrix Q⁽⁰⁾": it is q × k.  Its step 4 prints
+  Ḡ_ij = m_iᵀ Q̄ᵀ Q̄ m_j, without the (m_iᵀ m_j) factor and with Q̄ᵀQ̄ (= I) for Q̄Q̄ᵀ: we use
+  Def. 2's G at Q̄.
+* Given α, Q holds eigenvectors of A_α of largest |eigenvalue| (A_α is indefinite when α
+  has negative entries).
+* Def. 5 (Laplacian): with centred rows ``m_iᵀ 1 = 0``, so ``diag(m_i m_iᵀ 1) = 0`` and
+  ``L_i = m_i m_iᵀ + d I``; the variant differs from Def. 2 through the shift d only.  Row i
+  of its tall matrix is ``vec(L_i Q) = m_i ⊗ p_i + d_i vec(Q)``.
+* Def. 6 / §3.1 (supervised): the rows of each class block M^l must be centred and
+  normalised *within that class* — with rows normalised over all samples objective (5)
+  prefers noise on Weston's data (0 of 6 relevant features in the top 6 in our check).
+  The g ≠ h sum runs over ordered pairs; 𝒢 is indefinite, so α is its eigenvector of
+  largest *algebraic* eigenvalue.  (5) says "max over Q^{gh}", but the text computes
+  Q^{gh} "using the current estimates A^{gh}": we take the leading right singular
+  subspace of A^{gh} (power variant: one orthogonal-iteration step on A^{gh}ᵀA^{gh} for
+  g ≠ h, on A^{ll} for g = h).  The text also swaps "inter"/"intra" class.  A feature that
+  is constant within a class has a zero row in that class block.
+* Def. 14 step 5 prints ``E ← E R⁻¹``, which breaks ``EᵀVE = I``; from
+  ``Q = Z R⁻¹ = Mᵀ D V E R⁻¹`` the update is ``E ← D V E R⁻¹``, which reproduces Def. 2
+  exactly for the linear kernel.
+* The gap criterion (§2.1, last paragraph) with Q = [Q₁|Q₂] complementary in R^q:
+  ``G_gap = (MMᵀ) ∘ (M(2Q₁Q₁ᵀ − I)Mᵀ)`` = W S Wᵀ with rows ``[m_i ⊗ p_i, m_i ⊗ m_i]`` and
+  S = diag(2I, −I); its leading algebraic eigenvector.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, Callable, Literal
+
+import dask
+import dask.array as da
+import numpy as np
+
+from fsdask.base import FitOutput, SelectorMixin
+from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.linalg import (feature_kernel_matmul, leading_eigh, map_features, sum_over_blocks,
+                           tall_skinny_qr)
+
+log = logging.getLogger("fsdask")
+
+VARIANTS = ("power", "basic", "ritz", "laplacian", "gap", "supervised", "kernel")
+KERNELS = ("linear", "rbf", "poly", "sessions")
+#: largest r (columns of W) for which the r × r Gram is used by ``alpha_solver="auto"``
+GRAM_MAX = 4096
+_ROW_BATCH = 4096
+
+
+# --------------------------------------------------------------------------- §2.1 preprocessing
+def normalize_block(xb: np.ndarray) -> np.ndarray:
+    """Rows of M (= columns of the X block) centred and scaled to unit L2 norm (zero stays zero)."""
+    x = np.asarray(xb, dtype=np.float64)
+    x = x - x.mean(axis=0)
+    norm = np.sqrt(np.einsum("ij,ij->j", x, x))
+    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+
+
+def class_normalize_block(xb: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:
+    """Def. 6: each class block of samples centred and normalised within its class, stacked."""
+    return np.concatenate([normalize_block(np.asarray(xb)[idx]) for idx in groups], axis=0)
+
+
+# --------------------------------------------------------------------------- tall matrices W
+class TallSpec:
+    """Row map of a tall matrix W (one row per feature) and its signature S (α-step of W S Wᵀ).
+
+    ``rows(mb)`` receives a preprocessed block (q × n_b, columns = m_i) and returns the
+    block of W (n_b × r).
+    """
+
+    def __init__(self, rows: Callable[[np.ndarray], np.ndarray], r: int, signature: np.ndarray | None = None):
+        self.rows = rows
+        self.r = r
+        self.signature = signature  # None means S = I
+
+    def gram_block(self, mb: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.r, self.r))
+        for s in range(0, mb.shape[1], _ROW_BATCH):
+            w = self.rows(mb[:, s:s + _ROW_BATCH])
+            out += w.T @ w
+        return out
+
+    def apply_block(self, mb: np.ndarray, u: np.ndarray) -> np.ndarray:
+        return np.concatenate([self.rows(mb[:, s:s + _ROW_BATCH]) @ u
+                               for s in range(0, mb.shape[1], _ROW_BATCH)]) if mb.shape[1] else np.zeros(0)
+
+    def apply_block_T(self, mb: np.ndarray, a: np.ndarray) -> np.ndarray:
+        """Wᵀ a of the block (r,)."""
+        out = np.zeros(self.r)
+        for s in range(0, mb.shape[1], _ROW_BATCH):
+            out += self.rows(mb[:, s:s + _ROW_BATCH]).T @ a[s:s + _ROW_BATCH]
+        return out
+
+    def normal_block(self, mb: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Wᵀ (W v) of the block (r,)."""
+        out = np.zeros(self.r)
+        for s in range(0, mb.shape[1], _ROW_BATCH):
+            w = self.rows(mb[:, s:s + _ROW_BATCH])
+            out += w.T @ (w @ v)
+        return out
+
+
+def khatri_rao_rows(m: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Rows m_i ⊗ p_i, p_i = Qᵀ m_i, for the columns m_i of ``m`` (q × b) → (b × qk)."""
+    p = Q.T @ m                                           # k × b
+    return (m.T[:, :, None] * p.T[:, None, :]).reshape(m.shape[1], -1)
+
+
+def standard_spec(Q: np.ndarray) -> TallSpec:
+    """Def. 2: G = W Wᵀ, rows m_i ⊗ Qᵀm_i."""
+    return TallSpec(lambda m: khatri_rao_rows(m, Q), Q.shape[0] * Q.shape[1])
+
+
+def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
+    """Def. 5: F = Y Yᵀ, rows vec(L_i Q) = m_i ⊗ p_i + d_i vec(Q) (d_i = max_a m_ia² when d is None)."""
+    vq = Q.ravel()
+
+    def rows(m):
+        di = (m * m).max(axis=0) if d is None else np.full(m.shape[1], d)
+        return khatri_rao_rows(m, Q) + di[:, None] * vq[None, :]
+    return TallSpec(rows, Q.size)
+
+
+def gap_spec(Q: np.ndarray) -> TallSpec:
+    """Gap criterion: rows [m_i ⊗ p_i, m_i ⊗ m_i], S = diag(2I, −I)."""
+    q, k = Q.shape
+    eye = np.eye(q)
+
+    def rows(m):
+        return np.concatenate([khatri_rao_rows(m, Q), khatri_rao_rows(m, eye)], axis=1)
+    S = np.r_[np.full(q * k, 2.0), np.full(q * q, -1.0)]
+    return TallSpec(rows, q * k + q * q, np.diag(S))
+
+
+def supervised_spec(Qs: dict, slices: list[slice], gamma: float) -> TallSpec:
+    """Def. 6: 𝒢 = Σ_l G^{ll} − γ Σ_{g≠h} G^{gh}; rows [m_i^g ⊗ Q^{gh}ᵀ m_i^h]_{(g,h)}."""
+    keys = sorted(Qs)
+    widths = [(slices[g].stop - slices[g].start) * Qs[g, h].shape[1] for g, h in keys]
+    sign = np.concatenate([np.full(w, 1.0 if g == h else -gamma) for (g, h), w in zip(keys, widths)])
+
+    def rows(m):
+        parts = []
+        for g, h in keys:
+            mg, mh = m[slices[g]], m[slices[h]]
+            p = Qs[g, h].T @ mh
+            parts.append((mg.T[:, :, None] * p.T[:, None, :]).reshape(m.shape[1], -1))
+        return np.concatenate(parts, axis=1)
+    return TallSpec(rows, int(sum(widths)), np.diag(sign))
+
+
+# --------------------------------------------------------------------------- one pass each
+def _aff(m: np.ndarray, a: np.ndarray) -> np.ndarray:
+    return (m * a) @ m.T
+
+
+def _sym_top(H: np.ndarray) -> tuple[float, np.ndarray]:
+    w, V = np.linalg.eigh((H + H.T) / 2)
+    return float(w[-1]), V[:, -1]
+
+
+class AlphaStep:
+    """Leading (algebraic) eigenvector of W S Wᵀ, α = W u, with A_α evaluated in the same pass."""
+
+    def __init__(self, X: da.Array, prep: Callable, solver: str, random_state: int | None):
+        self.X = X
+        self.prep = prep
+        self.solver = solver
+        self.v_prev: np.ndarray | None = None
+        self.a_prev: np.ndarray | None = None
+        self.rng = np.random.default_rng(random_state)
+        self.n_passes = 0
+
+    def _choose(self, spec: TallSpec) -> str:
+        n = self.X.shape[1]
+        if self.solver == "tsqr" and n >= spec.r:
+            return "tsqr"
+        if self.solver == "gram" or (self.solver in ("auto", "tsqr") and spec.r <= GRAM_MAX):
+            return "gram"
+        # matrix-free: Lanczos on Wᵀ W in R^r (S = I: one pass per product), or on W S Wᵀ in R^n
+        return "lanczos" if spec.signature is None else "lanczos_n"
+
+    def __call__(self, spec: TallSpec) -> tuple[np.ndarray, np.ndarray, float]:
+        """Return (α with ‖α‖ = 1 and Σα ≥ 0, A_α, eigenvalue = αᵀ(W S Wᵀ)α)."""
+        prep, X = self.prep, self.X
+        how = self._choose(spec)
+        if how == "tsqr":
+            Wd = map_features(lambda xb: spec.rows(prep(xb)).T, X, out_rows=spec.r, dtype=np.float64).T
+            Qw, R = tall_skinny_qr(Wd)
+            R = R.compute()
+            self.n_passes += 1
+            S = np.eye(spec.r) if spec.signature is None else spec.signature
+            lam, h = _sym_top(R @ S @ R.T)
+            alpha_d = (Qw @ h[:, None])[:, 0].rechunk((X.chunks[1],))
+        else:
+            if how == "gram":
+                K = sum_over_blocks(lambda xb: spec.gram_block(prep(xb)), X, shape=(spec.r, spec.r)).compute()
+                self.n_passes += 1
+                ev, V = np.linalg.eigh((K + K.T) / 2)
+                keep = ev > max(ev.max(initial=0.0), 0.0) * 1e-13
+                ev, V = ev[keep], V[:, keep]
+                root = np.sqrt(ev)
+                if spec.signature is None:
+                    lam, h = float(ev[-1]), np.eye(ev.size)[:, -1]
+                else:
+                    lam, h = _sym_top((root[:, None] * (V.T @ spec.signature @ V)) * root[None, :])
+                u = V @ (h / root)
+            elif how == "lanczos":
+                v0 = self.v_prev if self.v_prev is not None and self.v_prev.size == spec.r else \
+                    self.rng.standard_normal(spec.r)
+
+                def matvec(v):
+                    self.n_passes += 1
+                    return sum_over_blocks(lambda xb: spec.normal_block(prep(xb), v), X, shape=(spec.r,)).compute()
+                w, V = leading_eigh(matvec, spec.r, 1, which="LA", v0=v0, tol=1e-12)
+                lam, v = float(w[0]), V[:, 0]
+                self.v_prev = v
+                u = v / np.sqrt(lam)
+            else:  # lanczos_n: (W S Wᵀ) a = W (S (Wᵀ a)) — a reduction pass and a map pass per product
+                S = spec.signature
+                n = X.shape[1]
+                a0 = self.a_prev if self.a_prev is not None else np.ones(n) / np.sqrt(n)
+
+                def matvec_n(a):
+                    self.n_passes += 2
+                    a_d = da.from_array(a, chunks=(X.chunks[1],))
+                    c = sum_over_blocks(lambda xb, ab: spec.apply_block_T(prep(xb), ab), X, a_d,
+                                        shape=(spec.r,)).compute()
+                    return map_features(lambda xb: spec.apply_block(prep(xb), S @ c), X, dtype=np.float64).compute()
+                w, U = leading_eigh(matvec_n, n, 1, which="LA", v0=a0, tol=1e-12)
+                lam = float(w[0])
+                alpha_d = da.from_array(U[:, 0], chunks=(X.chunks[1],))
+            if how != "lanczos_n":
+                alpha_d = map_features(lambda xb: spec.apply_block(prep(xb), u), X, dtype=np.float64)
+        A_d = sum_over_blocks(lambda xb, ab: _aff(prep(xb), ab), X, alpha_d, shape=(X.shape[0], X.shape[0]))
+        alpha, A = dask.compute(alpha_d, A_d)
+        self.n_passes += 1
+        nrm = np.linalg.norm(alpha)
+        if nrm > 0 and abs(nrm - 1) > 1e-6:      # only rank-truncation can make ‖W u‖ ≠ 1
+            alpha, A = alpha / nrm, A / nrm
+        if alpha.sum() < 0:
+            alpha, A = -alpha, -A
+        self.a_prev = alpha
+        return alpha, A, lam
+
+
+# --------------------------------------------------------------------------- small helpers
+def orth(Z: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of the columns of Z (the QR step of the orthogonal iteration)."""
+    return np.linalg.qr(Z)[0]
+
+
+def top_abs_eigvecs(A: np.ndarray, k: int) -> np.ndarray:
+    """Eigenvectors of the symmetric A with the k largest |eigenvalues|."""
+    w, V = np.linalg.eigh((A + A.T) / 2)
+    return V[:, np.argsort(-np.abs(w), kind="stable")[:k]]
+
+
+def right_singular(A: np.ndarray, k: int) -> np.ndarray:
+    return np.linalg.svd(A)[2][:k].T
+
+
+def criterion(A: np.ndarray, Q: np.ndarray) -> float:
+    """trace(Qᵀ A² Q)."""
+    AQ = A @ Q
+    return float(np.sum(AQ * AQ))
+
+
+def auto_cut(alpha: np.ndarray) -> int:
+    """Number of features before the sharpest decay of the sorted weights (§1, §4).
+
+    Rule: sort the weights in decreasing order, w₁ ≥ w₂ ≥ …; among the positive weights that
+    are at least 1 % of w₁ and the first half of the list, cut after the j with the largest
+    ratio w_j / w_{j+1}.  At least one feature is kept.
+    """
+    w = np.sort(np.asarray(alpha, dtype=np.float64))[::-1]
+    n = w.size
+    if n < 2 or w[0] <= 0:
+        return 1
+    ok = w >= 0.01 * w[0]
+    last = int(min(np.flatnonzero(ok)[-1] + 1, max(1, n // 2)))  # candidates j = 1 … last
+    if last >= n:
+        last = n - 1
+    if last < 1:
+        return 1
+    ratios = w[:last] / np.maximum(w[1:last + 1], w[0] * 1e-300)
+    ratios = np.where(w[1:last + 1] > 0, ratios, np.inf)
+    return int(np.argmax(ratios) + 1)
+
+
+# --------------------------------------------------------------------------- kernels (Def. 14)
+def make_kernel(kernel: Any, params: dict | None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """Kernel between feature vectors: ``kern(XI, XJ)`` on (sample × tile) blocks → (tile_I × tile_J)."""
+    p = dict(params or {})
+    if callable(kernel):
+        return lambda a, b: kernel(a, b, **p)
+    if kernel == "linear":
+        return lambda a, b: a.T @ b
+    if kernel == "rbf":
+        sigma = float(p.get("sigma", 1.0))
+        if sigma <= 0:
+            raise ParameterError(f"kernel_params sigma={sigma}; it must be > 0")
+
+        def rbf(a, b):
+            d = (a * a).sum(0)[:, None] + (b * b).sum(0)[None, :] - 2 * a.T @ b
+            return np.exp(-np.maximum(d, 0) / (2 * sigma ** 2))
+        return rbf
+    if kernel == "poly":
+        degree, coef0 = int(p.get("degree", 2)), float(p.get("coef0", 0.0))
+        return lambda a, b: (a.T @ b + coef0) ** degree
+    if kernel == "sessions":
+        # §6: k(m_i, m_j) = Σ_s (m_i^sᵀ m_j^s)², sections s of `block` successive entries
+        block = int(p.get("block", 8))
+        if block < 1:
+            raise ParameterError(f"kernel_params block={block}; it must be ≥ 1")
+
+        def sessions(a, b):
+            out = np.zeros((a.shape[1], b.shape[1]))
+            for s in range(0, a.shape[0], block):
+                out += (a[s:s + block].T @ b[s:s + block]) ** 2
+            return out
+        return sessions
+    raise ParameterError(f"kernel={kernel!r}; use one of {', '.join(KERNELS)}, a callable k(XI, XJ) or None")
+
+
+# --------------------------------------------------------------------------- the estimator
+class QAlpha(SelectorMixin):
+    """Q-α feature weighting (Wolf & Shashua, JMLR 2005), as Dask graphs linear in the features.
+
+    Parameters
+    ----------
+    k : int, default 2
+        Number of clusters / leading eigenvectors of A_α (1 ≤ k < n_samples).
+    variant : {"power", "basic", "ritz", "laplacian", "gap", "supervised", "kernel"}
+        ``power`` — standard power-embedded Q-α (Def. 2); ``basic`` — alternate exact α and Q
+        (§3); ``ritz`` — Ritz acceleration (Def. 4); ``laplacian`` — Laplacian spectrum
+        (Def. 5); ``gap`` — maximise Σ_{≤k} λ² − Σ_{>k} λ² (§2.1); ``supervised`` — Def. 6
+        (same as ``power`` with ``supervised=True``); ``kernel`` — Def. 14 (``kernel``
+        defaults to ``"rbf"``).
+    init : {"pca", "random"} or array (q × k)
+        Q⁽⁰⁾: top-k eigenvectors of MᵀM (the paper is silent), seeded random, or given.
+    gamma : float, default 0.5
+        Weight γ of the between-class terms of the supervised criterion (5).
+    kernel : None, "linear", "rbf", "poly", "sessions" or callable
+        Kernel between feature vectors for Def. 14; a callable gets two (sample × features)
+        blocks of preprocessed features and returns their (features × features) kernel.
+        ``sessions`` is §6's Σ_s (m_i^sᵀ m_j^s)² over sections of 8 samples.
+    kernel_params : dict
+        ``sigma`` (rbf, default 1), ``degree``/``coef0`` (poly, 2/0), ``block`` (sessions, 8),
+        or keyword arguments for a callable.
+    max_iter : int, default 100
+    tol : float, default 1e-6
+        Converged when ‖α⁽ʳ⁾ − α⁽ʳ⁻¹⁾‖ < tol.  ``converged_`` says whether it happened.
+    n_features_to_select : None, int, float in (0, 1) or "auto"
+        None and "auto" cut at the sharpest decay of the sorted weights (see :func:`auto_cut`).
+    supervised : "auto", True or False
+        Use Def. 6 when labels are given to ``fit`` (``"auto"``, with the power or basic
+        schemes).
+    k_within, k_between : int, default 2 and 1
+        k^{gh} of Def. 6 for g = h and g ≠ h (the paper's typical choice).
+    n_init : int, default 1
+        Restarts: the first from ``init``, the others from seeded random Q⁽⁰⁾; the run with
+        the highest final criterion is kept (the paper is silent; criterion (5) in particular
+        has local maxima that favour noise from the uniform-α start on Weston's data).
+    alpha_solver : {"auto", "gram", "tsqr", "lanczos"}
+        How α is found without G: the r × r Gram of W (r ≤ 4096), TSQR, or Lanczos on
+        Wᵀ W (one pass per product, warm-started).
+    random_state : int, default 0
+    on_constant : {"drop", "error"}
+        Constant features have no direction after centring: weight 0 and never selected
+        (``drop``), or an error.
+
+    Attributes
+    ----------
+    scores_ : α (0 for dropped constant features)   ranking_ : 1 = best
+    Q_ : q × k (supervised: dict of Q^{gh}; kernel: None — Q lives in feature space)
+    E_ : kernel variant only, n × k with Q = Mᵀ E
+    n_iter_, objective_ (criterion per iteration), converged_, n_passes_, result_
+    """
+
+    method_name = "qalpha"
+    min_samples = 2
+
+    def __init__(self, k: int = 2, variant: str = "power", init: Any = "pca", gamma: float = 0.5,
+                 kernel: Any = None, kernel_params: dict | None = None, max_iter: int = 100,
+                 tol: float = 1e-6, n_features_to_select: Any = None, supervised: Any = "auto",
+                 k_within: int = 2, k_between: int = 1, alpha_solver: str = "auto", n_init: int = 1,
+                 random_state: int | None = 0, on_constant: Literal["drop", "error"] = "drop"):
+        self.k = k
+        self.variant = variant
+        self.init = init
+        self.gamma = gamma
+        self.kernel = kernel
+        self.kernel_params = kernel_params
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_features_to_select = n_features_to_select
+        self.supervised = supervised
+        self.k_within = k_within
+        self.k_between = k_between
+        self.alpha_solver = alpha_solver
+        self.n_init = n_init
+        self.random_state = random_state
+        self.on_constant = on_constant
+
+    # ---- parameters
+    @property
+    def requires_y(self) -> bool:  # type: ignore[override]
+        return self.variant == "supervised" or self.supervised is True
+
+    def _validate_params(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ParameterError(f"variant={self.variant!r}; choose one of {', '.join(VARIANTS)}")
+        for name in ("k", "k_within", "k_between", "max_iter", "n_init"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ParameterError(f"{name}={v!r}; it must be an integer ≥ 1")
+        if not isinstance(self.tol, (int, float)) or self.tol < 0:
+            raise ParameterError(f"tol={self.tol!r}; it must be a number ≥ 0")
+        if not isinstance(self.gamma, (int, float)) or isinstance(self.gamma, bool) or self.gamma < 0:
+            raise ParameterError(f"gamma={self.gamma!r}; it must be a number ≥ 0 (the paper uses 0.5)")
+        if self.supervised not in ("auto", True, False):
+            raise ParameterError(f"supervised={self.supervised!r}; use 'auto', True or False")
+        if self.supervised is True and self.variant not in ("power", "basic", "supervised"):
+            raise ParameterError(f"supervised=True works with variant 'power' or 'basic', not {self.variant!r}")
+        if self.on_constant not in ("drop", "error"):
+            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
+        if self.alpha_solver not in ("auto", "gram", "tsqr", "lanczos"):
+            raise ParameterError(f"alpha_solver={self.alpha_solver!r}; use 'auto', 'gram', 'tsqr' or 'lanczos'")
+        if isinstance(self.init, str) and self.init not in ("pca", "random"):
+            raise ParameterError(f"init={self.init!r}; use 'pca', 'random' or a (n_samples × k) array")
+        if self.kernel is not None and not callable(self.kernel) and self.kernel not in KERNELS:
+            raise ParameterError(f"kernel={self.kernel!r}; use one of {', '.join(KERNELS)}, a callable or None")
+        if isinstance(self.n_features_to_select, str) and self.n_features_to_select != "auto":
+            raise ParameterError(f"n_features_to_select={self.n_features_to_select!r}; use an int, a fraction, "
+                                 "None or 'auto'")
+
+    def _default_support(self, scores: np.ndarray) -> np.ndarray:
+        return _top(scores, auto_cut(scores))
+
+    # ---- fit
+    def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:
+        q, n = X.shape
+        use_sup = self.variant == "supervised" or (y is not None and self.supervised in ("auto", True)
+                                                   and self.variant in ("power", "basic")) or self.supervised is True
+        if self.kernel is not None or self.variant == "kernel":
+            self._restart = 0
+            out = self._fit_kernel(X)
+        else:
+            if use_sup and y is None:
+                raise InputError("the supervised Q-α (Def. 6) needs labels: fit(X, y)")
+            if not use_sup and self.k >= q:
+                raise InputError(f"k={self.k} but X has only {q} samples; Q-α needs k < n_samples "
+                                 f"(centred rows span at most {q - 1} dimensions): lower k or add samples")
+            out, best, passes = None, None, 0
+            for t in range(self.n_init):
+                self._restart = t
+                res = self._fit_supervised(X, np.asarray(y)) if use_sup else self._fit_unsupervised(X)
+                passes += self.n_passes_
+                if best is None or res.objective[-1] > best[0]:
+                    best = (res.objective[-1], res, self.Q_)
+            _, out, self.Q_ = best
+            self.n_passes_ = passes
+            out.attrs["n_passes"] = int(passes)
+            out.attrs["n_init"] = int(self.n_init)
+        if isinstance(self.n_features_to_select, str) or self.n_features_to_select is None:
+            out.support = _top(out.scores, auto_cut(out.scores))
+        return out
+
+    def _Q0(self, A0: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+        q = A0.shape[0]
+        if getattr(self, "_restart", 0) > 0:
+            return orth(np.random.default_rng([self.random_state or 0, self._restart]).standard_normal((q, k)))
+        if isinstance(self.init, str):
+            if self.init == "pca":
+                return top_abs_eigvecs(A0, k)
+            return orth(rng.standard_normal((q, k)))
+        Q0 = np.asarray(self.init, dtype=np.float64)
+        if Q0.shape != (q, k):
+            raise ParameterError(f"init has shape {Q0.shape}; expected (n_samples, k) = ({q}, {k})")
+        return orth(Q0)
+
+    def _iterate(self, step: Callable[[int], np.ndarray], max_iter: int) -> tuple[np.ndarray, int, bool]:
+        alpha_prev = None
+        converged = False
+        r = 0
+        for r in range(1, max_iter + 1):
+            alpha = step(r)
+            change = np.inf if alpha_prev is None else float(np.linalg.norm(alpha - alpha_prev))
+            log.info("Q-α iteration %d: objective %.10g, ‖Δα‖ %.3g", r, self._obj[-1], change)
+            alpha_prev = alpha
+            if change < self.tol:
+                converged = True
+                break
+        if not converged:
+            warnings.warn(f"Q-α stopped at max_iter={max_iter} before ‖Δα‖ < tol={self.tol}; "
+                          "converged_ is False", ConvergenceWarning, stacklevel=3)
+        return alpha_prev, r, converged
+
+    def _fit_unsupervised(self, X: da.Array) -> FitOutput:
+        n = X.shape[1]
+        k, variant = self.k, self.variant
+        prep = normalize_block
+        rng = np.random.default_rng(self.random_state)
+        uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
+        A0 = sum_over_blocks(lambda xb, ab: _aff(prep(xb), ab), X, uniform, shape=(X.shape[0],) * 2).compute()
+        Q = self._Q0(A0, k, rng)
+        solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
+        self._obj: list[float] = []
+        state = {"Q": Q, "d": None}
+
+        def step(r: int) -> np.ndarray:
+            Q = state["Q"]
+            if variant == "laplacian":
+                alpha, A, _ = solve(laplacian_spec(Q, state["d"]))          # steps 1–2
+                d = float(np.max(np.diag(A)) / alpha.sum())                # step 3
+                L = A + alpha.sum() * d * np.eye(A.shape[0])               # steps 4–5 (D_α = 0)
+                Q = orth(L @ Q)                                            # steps 6–7
+                state["d"] = d
+                self._obj.append(criterion(L, Q))
+            elif variant == "gap":
+                alpha, A, _ = solve(gap_spec(Q))
+                Q = orth(A @ Q)
+                self._obj.append(2 * criterion(A, Q) - float(np.sum(A * A)))
+            else:
+                alpha, A, _ = solve(standard_spec(Q))                       # Def. 2 steps 1–3
+                if variant == "power":
+                    Q = orth(A @ Q)                                        # steps 4–5
+                elif variant == "basic":
+                    Q = top_abs_eigvecs(A, k)
+                elif variant == "ritz":
+                    Qb = orth(A @ Q)                                       # Def. 4 steps 2–3
+                    alpha, A, _ = solve(standard_spec(Qb))                 # steps 4–5 (Def. 2's G at Q̄)
+                    Q = Qb @ top_abs_eigvecs(Qb.T @ A @ Qb, k)             # steps 6–8
+                self._obj.append(criterion(A, Q))
+            state["Q"] = Q
+            return alpha
+
+        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        self.Q_ = state["Q"]
+        self.n_passes_ = solve.n_passes + 1
+        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(self._obj),
+                         extras={"Q": self.Q_}, extra_dims={"Q": ("sample", "component")},
+                         attrs={"variant": variant, "k": int(k), "n_passes": int(self.n_passes_)})
+
+    def _fit_supervised(self, X: da.Array, y: np.ndarray) -> FitOutput:
+        classes, codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise InputError(f"y has a single class ({classes[0]!r}); the supervised Q-α (Def. 6) needs at "
+                             "least two classes — or fit without y for the unsupervised Q-α")
+        groups = [np.flatnonzero(codes == c) for c in range(classes.size)]
+        sizes = [g.size for g in groups]
+        need = max(self.k_within + 1, self.k_between)
+        small = [str(classes[c]) for c, s in enumerate(sizes) if s < need]
+        if small:
+            raise InputError(f"class(es) {', '.join(small)} have fewer than {need} samples; the supervised Q-α "
+                             f"needs k_within + 1 = {self.k_within + 1} samples per class (lower k_within)")
+        bounds = np.r_[0, np.cumsum(sizes)]
+        slices = [slice(int(bounds[c]), int(bounds[c + 1])) for c in range(classes.size)]
+
+        def prep(xb):
+            return class_normalize_block(xb, groups)
+        n = X.shape[1]
+        nc = classes.size
+        pairs = [(g, h) for g in range(nc) for h in range(nc)]
+        kk = {(g, h): (self.k_within if g == h else self.k_between) for g, h in pairs}
+        uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
+        qtot = X.shape[0]
+        A = sum_over_blocks(lambda xb, ab: _aff(prep(xb), ab), X, uniform, shape=(qtot, qtot)).compute()
+        if getattr(self, "_restart", 0) > 0:   # a seeded random start (n_init > 1)
+            rs = np.random.default_rng([self.random_state or 0, self._restart])
+            Qs = {(g, h): orth(rs.standard_normal((sizes[h], kk[g, h]))) for g, h in pairs}
+        else:
+            Qs = {(g, h): right_singular(A[slices[g], slices[h]], kk[g, h]) for g, h in pairs}
+        solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
+        self._obj = []
+        basic = self.variant == "basic"
+
+        def step(r: int) -> np.ndarray:
+            alpha, A, _ = solve(supervised_spec(Qs, slices, float(self.gamma)))
+            val = 0.0
+            for g, h in pairs:
+                Agh = A[slices[g], slices[h]]
+                if basic:
+                    Qs[g, h] = right_singular(Agh, kk[g, h])
+                elif g == h:
+                    Qs[g, h] = orth(Agh @ Qs[g, h])
+                else:
+                    Qs[g, h] = orth(Agh.T @ (Agh @ Qs[g, h]))
+                e = criterion(Agh, Qs[g, h])
+                val += e if g == h else -self.gamma * e
+            self._obj.append(val)
+            return alpha
+
+        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        self.Q_ = {(classes[g].item() if hasattr(classes[g], "item") else classes[g],
+                    classes[h].item() if hasattr(classes[h], "item") else classes[h]): Qs[g, h] for g, h in pairs}
+        self.n_passes_ = solve.n_passes + 1
+        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(self._obj),
+                         attrs={"variant": "supervised", "gamma": float(self.gamma), "k_within": int(self.k_within),
+                                "k_between": int(self.k_between), "classes": [str(c) for c in classes],
+                                "n_passes": int(self.n_passes_)})
+
+    def _fit_kernel(self, X: da.Array) -> FitOutput:
+        q, n = X.shape
+        k = self.k
+        if k >= n:
+            raise InputError(f"k={k} but X has only {n} features; the kernel Q-α needs k < n_features")
+        kern = make_kernel("rbf" if self.kernel is None else self.kernel, self.kernel_params)
+        Mx = map_features(normalize_block, X, out_rows=q, dtype=np.float64)
+        probe = Mx[:, :min(3, n)].compute()
+        try:
+            v = np.asarray(kern(probe[:, :2], probe))
+        except Exception as exc:
+            raise ParameterError(f"the kernel failed on two (sample × features) blocks: {type(exc).__name__}: {exc}") from exc
+        if v.shape != (probe[:, :2].shape[1], probe.shape[1]):
+            raise ParameterError(f"the kernel returned shape {v.shape} for blocks of {probe[:, :2].shape[1]} and "
+                                 f"{probe.shape[1]} features; it must return (features_I × features_J)")
+        if not np.all(np.isfinite(v)):
+            raise ParameterError("the kernel returned NaN/Inf on the first features; check kernel_params")
+        tile = int(max(256, min(4096, 2**24 // max(1, q * 8))))
+        self.n_passes_ = 0
+
+        def Vmul(B: np.ndarray) -> np.ndarray:
+            self.n_passes_ += 1
+            return np.asarray(feature_kernel_matmul(Mx, kern, np.asarray(B, dtype=np.float64), tile=tile).compute())
+
+        rng = np.random.default_rng(self.random_state)
+        if isinstance(self.init, str) and self.init == "pca":
+            w, U = leading_eigh(lambda v: Vmul(v[:, None])[:, 0], n, k, which="LA",
+                                v0=np.ones(n) / np.sqrt(n), tol=1e-12)
+            if np.any(w <= 0):
+                raise InputError("the feature kernel has fewer than k positive eigenvalues; lower k")
+            E = U / np.sqrt(w)                      # Mᵀ E orthonormal: Eᵀ V E = I
+            B = U * np.sqrt(w)                      # V E
+        else:
+            E0 = rng.standard_normal((n, k)) if isinstance(self.init, str) else np.asarray(self.init, float)
+            if E0.shape != (n, k):
+                raise ParameterError(f"for the kernel variant init must be (n_features × k) = ({n}, {k}); "
+                                     f"got {E0.shape}")
+            VE = Vmul(E0)
+            R = np.linalg.cholesky(E0.T @ VE).T
+            E, B = np.linalg.solve(R.T, E0.T).T, np.linalg.solve(R.T, VE.T).T
+        self._obj = []
+        state = {"E": E, "B": B, "a": np.ones(n) / np.sqrt(n)}
+
+        def step(r: int) -> np.ndarray:
+            B = state["B"]
+            # steps 1–2: α = leading eigenvector of G = V ∘ (B Bᵀ);  G α = rowsum(B ∘ V(diag(α) B))
+            def matvec(a):
+                return np.sum(B * Vmul(a[:, None] * B), axis=1)
+            _, U = leading_eigh(matvec, n, 1, which="LA", v0=state["a"], tol=1e-12)
+            alpha = U[:, 0] * (1.0 if U[:, 0].sum() >= 0 else -1.0)
+            DB = alpha[:, None] * B
+            C = Vmul(DB)                                   # V D B
+            ZtZ = DB.T @ C                                 # step 3: Zᵀ Z = Bᵀ D V D B
+            try:
+                R = np.linalg.cholesky((ZtZ + ZtZ.T) / 2).T    # step 4
+            except np.linalg.LinAlgError as exc:
+                raise InputError("kernel Q-α: Zᵀ Z is singular (the weighted kernel has rank < k); "
+                                 "lower k or change the kernel") from exc
+            state["E"] = np.linalg.solve(R.T, DB.T).T       # step 5, corrected: E ← D V E R⁻¹
+            state["B"] = np.linalg.solve(R.T, C.T).T        # V E for the next cycle, for free
+            Bn = state["B"]
+            self._obj.append(float(np.sum(Bn * (alpha[:, None] * Vmul(alpha[:, None] * Bn)))))
+            state["a"] = alpha
+            return alpha
+
+        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        self.Q_ = None
+        self.E_ = state["E"]
+        name = self.kernel if isinstance(self.kernel, str) else ("rbf" if self.kernel is None else "callable")
+        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(self._obj),
+                         attrs={"variant": "kernel", "kernel": name, "k": int(k), "n_passes": int(self.n_passes_)})
+
+
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    order = np.argsort(-np.asarray(scores), kind="stable")[:k]
+    mask = np.zeros(np.asarray(scores).size, bool)
+    mask[order] = True
+    return mask

@@ -1,0 +1,233 @@
+"""Q-α (Wolf & Shashua 2005): the Dask path against a dense NumPy transcription of the paper."""
+
+from __future__ import annotations
+
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+from fsdask.datasets import qalpha_clusters, weston_linear
+from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.methods.qalpha import QAlpha, auto_cut
+
+import qalpha_dense as dense
+
+pytestmark = pytest.mark.filterwarnings("ignore::fsdask.errors.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def weston():
+    syn = weston_linear(n_samples=50, n_features=202, random_state=1)
+    return syn.X.values.astype(np.float64), syn.y
+
+
+def _sessions_kernel(A, B):
+    out = np.zeros((A.shape[1], B.shape[1]))
+    for s in range(0, A.shape[0], 8):
+        out += (A[s:s + 8].T @ B[s:s + 8]) ** 2
+    return out
+
+
+def _rbf(A, B):
+    d = (A * A).sum(0)[:, None] + (B * B).sum(0)[None, :] - 2 * A.T @ B
+    return np.exp(-np.maximum(d, 0) / 2)
+
+
+@pytest.mark.parametrize("variant", ["power", "basic", "ritz", "laplacian", "gap"])
+def test_unsupervised_variants_match_dense(weston, variant):
+    X, _ = weston
+    if variant == "gap":   # W has qk + q² columns: keep q small
+        X = X[:20]
+    a, obj, _ = dense.qalpha_dense(X, 2, variant, n_iter=6)
+    est = QAlpha(k=2, variant=variant, tol=0, max_iter=6).fit(X)
+    np.testing.assert_allclose(est.scores_, a, atol=1e-8)
+    np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
+    assert est.n_iter_ == 6 and est.converged_ is False
+    assert abs(np.linalg.norm(est.scores_) - 1) < 1e-12 and est.scores_.sum() > 0
+
+
+def test_power_matches_dense_n3000_chunked():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 3000))
+    X[:10, :20] += 3.0  # a planted cluster in 20 features
+    a, obj, _ = dense.qalpha_dense(X, 3, "power", n_iter=3)
+    Xd = da.from_array(X, chunks=(30, 700))
+    est = QAlpha(k=3, tol=0, max_iter=3).fit(Xd)
+    np.testing.assert_allclose(est.scores_, a, atol=1e-8)
+    np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
+    assert set(np.argsort(-est.scores_)[:20]) == set(range(20))
+
+
+@pytest.mark.parametrize("solver", ["gram", "tsqr", "lanczos"])
+def test_alpha_solvers_agree(weston, solver):
+    X, _ = weston
+    a, obj, _ = dense.qalpha_dense(X, 3, "power", n_iter=4)
+    est = QAlpha(k=3, tol=0, max_iter=4, alpha_solver=solver).fit(da.from_array(X, chunks=(50, 64)))
+    np.testing.assert_allclose(est.scores_, a, atol=1e-8)
+    np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
+
+
+@pytest.mark.parametrize("variant,solver", [("power", "auto"), ("basic", "auto"), ("power", "tsqr"),
+                                            ("power", "lanczos")])
+def test_supervised_matches_dense(weston, variant, solver):
+    X, y = weston
+    a, obj = dense.supervised_dense(X, y, gamma=0.5, variant=variant, n_iter=5)
+    est = QAlpha(variant=variant, tol=0, max_iter=5, alpha_solver=solver).fit(X, y)   # supervised: auto with y
+    assert est.result_.attrs["variant"] == "supervised"
+    np.testing.assert_allclose(est.scores_, a, atol=1e-8)
+    np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
+
+
+def test_supervised_three_classes_and_opt_out():
+    syn = qalpha_clusters(3, n_irrelevant=40, random_state=2)
+    X, y = syn.X.values.astype(float), syn.y
+    a, obj = dense.supervised_dense(X, y, gamma=0.3, k_within=1, k_between=2, n_iter=4)
+    est = QAlpha(gamma=0.3, k_within=1, k_between=2, tol=0, max_iter=4).fit(X, y)
+    np.testing.assert_allclose(est.scores_, a, atol=1e-8)
+    np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
+    unsup = QAlpha(k=3, supervised=False, tol=0, max_iter=4).fit(X, y)
+    a2, _, _ = dense.qalpha_dense(X, 3, "power", n_iter=4)
+    np.testing.assert_allclose(unsup.scores_, a2, atol=1e-8)
+
+
+@pytest.mark.parametrize("kernel,fn", [("linear", lambda A, B: A.T @ B), ("rbf", _rbf),
+                                       ("sessions", _sessions_kernel)])
+def test_kernel_matches_dense(weston, kernel, fn):
+    X, _ = weston
+    X = X[:48, :80]
+    a, obj = dense.kernel_dense(X, fn, 2, n_iter=4)
+    est = QAlpha(k=2, kernel=kernel, tol=0, max_iter=4).fit(X)
+    np.testing.assert_allclose(est.scores_, a, atol=1e-8)
+    np.testing.assert_allclose(est.objective_, obj, rtol=1e-9)
+
+
+def test_linear_kernel_reproduces_power_and_callable_kernel(weston):
+    X, _ = weston
+    X = X[:, :90]
+    p = QAlpha(k=2, tol=0, max_iter=4).fit(X)
+    kl = QAlpha(k=2, kernel="linear", tol=0, max_iter=4).fit(X)
+    kc = QAlpha(k=2, kernel=lambda A, B, c=0.0: A.T @ B + c, kernel_params={"c": 0.0}, tol=0, max_iter=4).fit(X)
+    np.testing.assert_allclose(kl.scores_, p.scores_, atol=1e-8)
+    np.testing.assert_allclose(kl.objective_, p.objective_, rtol=1e-9)
+    np.testing.assert_allclose(kc.scores_, p.scores_, atol=1e-8)
+
+
+@pytest.mark.parametrize("seed,k", [(0, 1), (1, 2), (2, 4)])
+def test_power_objective_never_decreases(seed, k):
+    syn = qalpha_clusters(3, n_irrelevant=60, random_state=seed)
+    est = QAlpha(k=k, tol=0, max_iter=15).fit(syn.X.values)
+    assert np.all(np.diff(est.objective_) >= -1e-12 * est.objective_[-1])
+    rng = np.random.default_rng(seed)
+    est = QAlpha(k=k, tol=0, max_iter=10, init="random", random_state=seed).fit(rng.standard_normal((40, 150)))
+    assert np.all(np.diff(est.objective_) >= -1e-12 * est.objective_[-1])
+
+
+def test_deterministic_chunking_and_cluster(weston, cluster):
+    X, _ = weston
+    ref = QAlpha(k=2, tol=0, max_iter=5, init="random", random_state=3).fit(X)
+    again = QAlpha(k=2, tol=0, max_iter=5, init="random", random_state=3).fit(X)
+    assert np.array_equal(ref.scores_, again.scores_)
+    for chunk in (7, 50, 202):
+        other = QAlpha(k=2, tol=0, max_iter=5, init="random", random_state=3).fit(da.from_array(X, chunks=(50, chunk)))
+        np.testing.assert_allclose(other.scores_, ref.scores_, atol=1e-10)
+    with dask.config.set(scheduler=cluster):
+        dist = QAlpha(k=2, tol=0, max_iter=5, init="random", random_state=3).fit(da.from_array(X, chunks=(50, 64)))
+        sup = QAlpha(tol=0, max_iter=3).fit(da.from_array(X, chunks=(50, 64)), weston[1])
+    np.testing.assert_allclose(dist.scores_, ref.scores_, atol=1e-10)
+    np.testing.assert_allclose(sup.scores_, QAlpha(tol=0, max_iter=3).fit(X, weston[1]).scores_, atol=1e-10)
+
+
+def test_api_support_transform_result_and_constant_features(weston):
+    X, y = weston
+    Xc = np.c_[X, np.full(X.shape[0], 3.0)]          # a constant feature at the end
+    est = QAlpha(n_features_to_select=6, n_init=4, max_iter=20, tol=1e-5).fit(Xc, y)
+    assert est.scores_[-1] == 0 and est.ranking_[-1] == Xc.shape[1]
+    assert est.get_support().sum() == 6
+    assert set(est.get_support(indices=True)) <= set(range(Xc.shape[1] - 1))
+    assert est.transform(Xc).shape == (X.shape[0], 6)
+    r = est.result_
+    assert r.attrs["method"] == "qalpha" and r.attrs["n_constant_features"] == 1
+    assert list(r.attrs["objective"]) == list(est.objective_)
+    # supervised Q-α finds Weston's relevant features (0–5)
+    assert len(set(np.argsort(-est.scores_)[:6]) & set(range(6))) >= 5
+    with pytest.raises(InputError, match="constant"):
+        QAlpha(on_constant="error").fit(Xc)
+
+
+def test_converged_honest(weston):
+    X, _ = weston
+    est = QAlpha(k=2, tol=1e-6, max_iter=200).fit(X)
+    assert est.converged_ is True and est.n_iter_ < 200
+    with pytest.warns(ConvergenceWarning):
+        est = QAlpha(k=2, tol=1e-14, max_iter=2).fit(X)
+    assert est.converged_ is False and est.n_iter_ == 2
+
+
+def test_auto_cut_rule():
+    a = np.r_[np.full(6, 0.4), np.full(100, 0.01)]
+    assert auto_cut(a) == 6
+    assert QAlpha()._default_support(a).sum() == 6
+    assert auto_cut(np.array([1.0])) == 1
+    assert auto_cut(np.array([-1.0, -2.0])) == 1
+    est = QAlpha(n_features_to_select="auto", max_iter=5).fit(*_weston_big())
+    assert est.get_support().sum() == auto_cut(est.scores_)
+
+
+def _weston_big():
+    syn = weston_linear(n_samples=80, n_features=202, random_state=5)
+    return syn.X.values, syn.y
+
+
+def test_bad_input(weston):
+    X, y = weston
+    with pytest.raises(InputError, match="k=50 but X has only 50 samples"):
+        QAlpha(k=50, supervised=False).fit(X)
+    with pytest.raises(ParameterError, match="k=0"):
+        QAlpha(k=0).fit(X)
+    with pytest.raises(InputError, match="all .* features of X are constant"):
+        QAlpha().fit(np.ones((10, 5)))
+    Xn = X.copy()
+    Xn[3, 7] = np.nan
+    with pytest.raises(InputError, match="NaN/Inf"):
+        QAlpha().fit(Xn)
+    Xi = X.copy()
+    Xi[0, 0] = np.inf
+    with pytest.raises(InputError, match="NaN/Inf"):
+        QAlpha().fit(Xi)
+    with pytest.raises(InputError, match="single class"):
+        QAlpha(variant="supervised").fit(X, np.zeros(X.shape[0]))
+    with pytest.raises(InputError, match="single class"):
+        QAlpha().fit(X, np.ones(X.shape[0]))
+    with pytest.raises(InputError, match="needs labels|supervised"):
+        QAlpha(variant="supervised").fit(X)
+    yy = np.r_[np.zeros(48), [1, 1]]
+    with pytest.raises(InputError, match="fewer than 3 samples"):
+        QAlpha().fit(X, yy)
+    with pytest.raises(ParameterError, match="kernel returned shape"):
+        QAlpha(kernel=lambda A, B: A.T @ A).fit(X)
+    with pytest.raises(ParameterError, match="variant="):
+        QAlpha(variant="nope").fit(X)
+    with pytest.raises(ParameterError, match="kernel="):
+        QAlpha(kernel="nope").fit(X)
+    with pytest.raises(ParameterError, match="init has shape"):
+        QAlpha(init=np.eye(3)).fit(X)
+    with pytest.raises(ParameterError, match="gamma"):
+        QAlpha(gamma=-1).fit(X, y)
+    with pytest.raises(ParameterError, match="supervised=True works"):
+        QAlpha(variant="ritz", supervised=True).fit(X, y)
+
+
+def test_cli_select(tmp_path):
+    from fsdask.cli import main
+    from fsdask.datasets import write_synthetic
+    from fsdask.results import open_result
+    syn = weston_linear(n_samples=60, n_features=300, random_state=0)
+    write_synthetic(syn, tmp_path / "w.zarr")
+    rc = main(["select", str(tmp_path / "w.zarr"), "--method", "qalpha", "--param", "variant=supervised",
+               "--param", "n_features_to_select=6", "--param", "max_iter=5", "-o", str(tmp_path / "r.zarr")])
+    assert rc in (0, None)
+    res = open_result(tmp_path / "r.zarr")
+    assert int(res["selected"].sum()) == 6 and res.attrs["variant"] == "supervised"

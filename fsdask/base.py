@@ -338,7 +338,12 @@ def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
 
 
 def _top_k_mask(scores: np.ndarray, k: int) -> np.ndarray:
-    order = np.argsort(-scores, kind="stable")[:k]
-    mask = np.zeros(scores.size, bool)
-    mask[order] = True
+    """The k highest scores, ties broken by feature order (as a stable sort would), in O(p)."""
+    n = scores.size
+    if k >= n:
+        return np.ones(n, bool)
+    kth = np.partition(-scores, k - 1)[k - 1]  # minus the k-th largest score
+    mask = -scores < kth
+    ties = np.flatnonzero(-scores == kth)[: k - int(mask.sum())]
+    mask[ties] = True
     return mask

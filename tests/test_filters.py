@@ -154,3 +154,14 @@ def test_laplacian_score_prefers_cluster_structure(rng):
     X[:30, 2] += 6  # feature 2 splits the samples into two tight groups
     ls = fsdask.LaplacianScore(n_neighbors=5).fit(X)
     assert ls.ranking_[2] == 1
+
+
+def test_top_k_mask_matches_a_stable_sort(rng):
+    from fsdask.base import _top_k_mask
+    for _ in range(500):
+        n = int(rng.integers(1, 40))
+        s = rng.integers(0, 5, n).astype(float)  # many ties
+        k = int(rng.integers(1, n + 1))
+        ref = np.zeros(n, bool)
+        ref[np.argsort(-s, kind="stable")[:k]] = True
+        np.testing.assert_array_equal(_top_k_mask(s, k), ref)

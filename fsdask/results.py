@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
 from typing import Any, Mapping
 
 import numpy as np
 import xarray as xr
+import zarr
 
 from fsdask.errors import StoreError
-from fsdask.io.store import COMPLETE_ATTR, _is_local, _local, _zarr_kwargs
+from fsdask.io.store import COMPLETE_ATTR, _is_local, _local, _zarr_kwargs, atomic_store
 
 
 def _jsonable(value: Any) -> Any:
@@ -53,40 +52,24 @@ def write_result(ds: xr.Dataset, url: str | os.PathLike, *, storage_options: Map
     """Write a result Dataset atomically to a Zarr v3 store (local or fsspec URL)."""
     url = os.fspath(url)
     ds = ds.copy()
-    ds.attrs = clean_attrs({**ds.attrs, COMPLETE_ATTR: True})
+    ds.attrs = clean_attrs({k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR})
     for name in list(ds.variables):
         if ds[name].dtype == object or ds[name].dtype.kind in "UT":
             values = np.array([str(v) for v in np.asarray(ds[name].values).ravel()], dtype=object)
             ds[name] = (ds[name].dims, values.reshape(ds[name].shape))
-    if _is_local(url):
-        final = _local(url)
-        if os.path.exists(final) and not overwrite:
-            raise StoreError(f"{url} exists; pass --overwrite or choose another output")
-        parent = os.path.dirname(os.path.abspath(final)) or "."
-        os.makedirs(parent, exist_ok=True)
-        tmp = os.path.join(parent, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
-        try:
-            ds.to_zarr(tmp, mode="w", zarr_format=3, consolidated=False)
-            if os.path.exists(final):
-                old = f"{tmp}.old"
-                os.replace(final, old)
-                os.replace(tmp, final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return final
-    attrs = dict(ds.attrs)
-    ds.attrs = {k: v for k, v in attrs.items() if k != COMPLETE_ATTR}
-    kwargs = _zarr_kwargs(url, storage_options)
+    remote = not _is_local(url)
+    kwargs = _zarr_kwargs(url, storage_options) if remote else {}
     try:
-        ds.to_zarr(url, mode="w", zarr_format=3, consolidated=False, **kwargs)
-        import zarr
-        zarr.open_group(url, mode="r+", zarr_format=3, **kwargs).attrs.update({COMPLETE_ATTR: True})
+        with atomic_store(url, storage_options, overwrite=overwrite) as target:
+            # the completion marker goes in last: locally before the rename, remotely as
+            # the final write of the store
+            ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False, **kwargs)
+            zarr.open_group(target, mode="r+", zarr_format=3, **kwargs).attrs.update({COMPLETE_ATTR: True})
+    except StoreError:
+        raise
     except OSError as exc:
         raise StoreError(f"{url}: could not write the result ({exc})") from exc
-    return url
+    return url if remote else _local(url)
 
 
 def open_result(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> xr.Dataset:

@@ -165,3 +165,17 @@ def test_top_k_mask_matches_a_stable_sort(rng):
         ref = np.zeros(n, bool)
         ref[np.argsort(-s, kind="stable")[:k]] = True
         np.testing.assert_array_equal(_top_k_mask(s, k), ref)
+
+
+def test_ranking_equals_stable_sort_with_ties(rng):
+    """ranking_ (introsort + tie repair) is exactly the stable order: ties keep feature order."""
+    from fsdask.base import _ranking
+    for trial in range(60):
+        p = int(rng.integers(1, 200))
+        s = rng.integers(0, 4, p).astype(float) if trial % 2 else rng.normal(size=p)
+        s[rng.random(p) < 0.2] = -0.0
+        active = rng.random(p) < 0.8
+        order = np.argsort(np.where(active, -s, np.inf), kind="stable")
+        ref = np.empty(p, np.int64)
+        ref[order] = np.arange(1, p + 1)
+        np.testing.assert_array_equal(_ranking(s, active), ref)

@@ -103,3 +103,65 @@ def test_leading_eigh(rng, n):
     np.testing.assert_allclose(A @ V, V * w, atol=1e-6)
     w, _ = leading_eigh(lambda v: A @ v, n, k=1, which="LM")
     assert np.isclose(abs(w[0]), np.abs(evals).max())
+
+
+@pytest.mark.parametrize("data", ["continuous", "ties", "signed zeros", "float64"])
+@pytest.mark.parametrize("n1", [1, 17, 30])
+def test_ks_columns_matches_scipy(rng, data, n1):
+    """The sorted-key KS kernel equals scipy's ks_2samp, ties and −0.0 included."""
+    import scipy.stats
+
+    from fsdask.linalg.twosample import ks_columns
+    X = rng.normal(size=(41, 150)).astype(np.float32)
+    if data == "ties":
+        X = np.round(X * 2).astype(np.float32)
+    elif data == "signed zeros":
+        X = np.where(X > 0.3, X, np.where(X > 0, np.float32(0.0), np.float32(-0.0))).astype(np.float32)
+    elif data == "float64":
+        X = X.astype(np.float64)
+    first = np.zeros(41, bool)
+    first[rng.choice(41, n1, replace=False)] = True
+    out = ks_columns(X, first, with_screen=True)
+    ref = scipy.stats.ks_2samp(X[first], X[~first], axis=0).statistic
+    np.testing.assert_allclose(out[0], ref, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(out[1], 0)
+    np.testing.assert_array_equal(out[2], X.min(0))
+    np.testing.assert_array_equal(out[3], X.max(0))
+
+
+def test_ks_columns_screen_counts_nonfinite(rng):
+    from fsdask.linalg.twosample import ks_columns
+    X = rng.normal(size=(12, 5)).astype(np.float32)
+    X[3, 1], X[0, 1], X[5, 4], X[7, 2] = np.nan, np.inf, -np.inf, -np.nan
+    out = ks_columns(X, np.arange(12) % 3 == 0, with_screen=True)
+    np.testing.assert_array_equal(out[1], [0, 2, 1, 0, 1])
+    with pytest.raises(ValueError, match="both groups"):
+        ks_columns(X, np.ones(12, bool))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_class_moments_match_numpy(rng, dtype):
+    """Fused class moments (two-pass, float64) equal numpy's, over several column tiles."""
+    from fsdask.linalg.moments import class_moments
+    n, w, C = 23, 1300, 3
+    X = (rng.normal(size=(n, w)) * 3 + 1e4).astype(dtype)   # a large offset: must not cancel
+    X[:, 5] = 7.0
+    X[2, 9] = np.nan
+    X[4, 11] = -np.inf
+    codes = rng.integers(0, C, n)
+    codes[:C] = np.arange(C)
+    yw = rng.normal(size=n)
+    m = class_moments(X, codes, C, yw)
+    Xf = X.astype(np.float64)
+    for c in range(C):
+        xc = Xf[codes == c]
+        ok = np.isfinite(xc).all(0)
+        np.testing.assert_allclose(m.mean[c][ok], xc.mean(0)[ok], rtol=1e-12)
+        np.testing.assert_allclose(m.var[c][ok], xc.var(0, ddof=1)[ok], rtol=1e-9, atol=1e-9)
+        assert m.counts[c] == (codes == c).sum()
+    ok = np.isfinite(Xf).all(0)
+    np.testing.assert_allclose(m.dot[ok], (yw @ Xf)[ok], rtol=1e-10)
+    np.testing.assert_array_equal(m.screen[0], (~np.isfinite(Xf)).sum(0))
+    np.testing.assert_array_equal(m.screen[1][ok], Xf.min(0)[ok])
+    np.testing.assert_array_equal(m.screen[2][ok], Xf.max(0)[ok])
+    assert m.var[:, 5].max() == 0

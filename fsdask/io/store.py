@@ -295,8 +295,8 @@ def _block_digests(X: da.Array) -> da.Array:
     def digest(b):
         h = hashlib.blake2b(np.ascontiguousarray(b).tobytes(), digest_size=16).digest()
         return np.frombuffer(h, dtype=np.uint8)[None, :]
-    return da.blockwise(lambda b: digest(b), "jd", X, "ij", new_axes={"d": 16}, adjust_chunks={"j": 1},
-                        dtype=np.uint8, concatenate=True)
+    from fsdask.linalg.reductions import blockwise_whole
+    return blockwise_whole(digest, "jd", X, "ij", new_axes={"d": 16}, adjust_chunks={"j": 1}, dtype=np.uint8)
 
 
 def combine_digests(digests: np.ndarray, shape: tuple, dtype: Any) -> str:

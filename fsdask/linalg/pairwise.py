@@ -15,7 +15,7 @@ import dask.array as da
 import numba
 import numpy as np
 
-from fsdask.linalg.reductions import sum_over_blocks
+from fsdask.linalg.reductions import blockwise_whole, sum_over_blocks
 
 Metric = Literal["manhattan", "sqeuclidean", "dot"]
 
@@ -100,7 +100,7 @@ def feature_kernel_matmul(X: da.Array, kernel: KernelFn, B: np.ndarray | da.Arra
 
     with warnings.catch_warnings():  # (tiles × tiles) tasks is the point here
         warnings.simplefilter("ignore", da.PerformanceWarning)
-        parts = da.blockwise(tile_fn, "ijk", Xt, "si", Xt, "sj", Bt, "jk",
-                             adjust_chunks={"j": 1}, dtype=np.float64, concatenate=True)
+        parts = blockwise_whole(tile_fn, "ijk", Xt, "si", Xt, "sj", Bt, "jk",
+                                adjust_chunks={"j": 1}, dtype=np.float64)
     out = parts.sum(axis=1, split_every=split_every)
     return out[:, 0] if squeeze else out

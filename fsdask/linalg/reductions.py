@@ -17,6 +17,26 @@ import dask.array as da
 import numpy as np
 
 
+def _whole(x: Any) -> Any:
+    """The block itself: ``blockwise(concatenate=False)`` hands a contracted axis as a list."""
+    while isinstance(x, list):
+        if len(x) != 1:
+            raise ValueError("expected a single chunk along the contracted (sample) axis")
+        x = x[0]
+    return x
+
+
+def blockwise_whole(func: Callable[..., np.ndarray], out_ind: str, *arg_pairs: Any, **kwargs: Any) -> da.Array:
+    """``da.blockwise`` for inputs with ONE chunk along every contracted axis (samples).
+
+    ``concatenate=True`` would call ``concatenate3`` on a one-element list — a full copy of
+    every block (~0.1 s per 64 MiB block); here the block is handed to ``func`` as it is.
+    """
+    def call(*blocks: Any, **kw: Any) -> np.ndarray:
+        return func(*(_whole(b) for b in blocks), **kw)
+    return da.blockwise(call, out_ind, *arg_pairs, concatenate=False, **kwargs)
+
+
 def _check_blocks(X: da.Array) -> None:
     if len(X.chunks[0]) != 1:
         raise ValueError("X must be chunked as (all samples, feature block); "
@@ -39,7 +59,7 @@ def map_features(
     """
     _check_blocks(X)
     dtype = dtype or X.dtype
-    aligned = [a.rechunk({a.ndim - 1: X.chunks[1]}) if a.ndim >= 1 else a for a in args]
+    aligned = [_align(a, X) for a in args]
     if out_rows is None:
         ind = "j"
         new_axes: dict = {}
@@ -49,13 +69,14 @@ def map_features(
     arg_pairs: list = [X, "ij"]
     for a in aligned:
         arg_pairs += [a, "j" if a.ndim == 1 else "k" * (a.ndim - 1) + "j"] if a.ndim else [a, None]
-    return da.blockwise(_first_block(func), ind, *arg_pairs, new_axes=new_axes, dtype=dtype,
-                        concatenate=True, **kwargs)
+    return blockwise_whole(func, ind, *arg_pairs, new_axes=new_axes, dtype=dtype, **kwargs)
 
 
-def _first_block(func: Callable) -> Callable:
-    # blockwise hands each block; sample axis has one chunk so blocks come whole
-    return func
+def _align(a: da.Array, X: da.Array) -> da.Array:
+    """A (…, feature) argument chunked like X's feature blocks, whole along its other axes."""
+    if a.ndim == 0:
+        return a
+    return a.rechunk({**{ax: -1 for ax in range(a.ndim - 1)}, a.ndim - 1: X.chunks[1]})
 
 
 def sum_over_blocks(
@@ -75,7 +96,7 @@ def sum_over_blocks(
     _check_blocks(X)
     shape = tuple(int(s) for s in shape)
     letters = "abcdefgh"[: len(shape)]
-    aligned = [a.rechunk({a.ndim - 1: X.chunks[1]}) for a in args]
+    aligned = [_align(a, X) for a in args]
     arg_pairs: list = [X, "ij"]
     for a in aligned:
         arg_pairs += [a, "j" if a.ndim == 1 else "uvw"[: a.ndim - 1] + "j"]
@@ -84,11 +105,11 @@ def sum_over_blocks(
         out = np.asarray(func(xb, *rest, **kw), dtype=dtype)
         return out[None, ...]
 
-    parts = da.blockwise(
+    parts = blockwise_whole(
         term, "j" + letters, *arg_pairs,
         new_axes=dict(zip(letters, shape)),
         adjust_chunks={"j": 1},
-        dtype=dtype, concatenate=True, **kwargs,
+        dtype=dtype, **kwargs,
     )
     return parts.sum(axis=0, split_every=split_every)
 

@@ -23,7 +23,7 @@ def _whole(x: Any) -> Any:
         if len(x) != 1:
             raise ValueError("expected a single chunk along the contracted (sample) axis")
         x = x[0]
-    return x
+    return np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x
 
 
 def blockwise_whole(func: Callable[..., np.ndarray], out_ind: str, *arg_pairs: Any, **kwargs: Any) -> da.Array:

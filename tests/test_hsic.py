@@ -171,6 +171,12 @@ def test_n_features_to_select_rho_path_and_result(rng):
     assert "rho" in r.coords and r["rho_path_n_selected"].dims == ("rho",)
     counts = r["rho_path_n_selected"].values
     assert counts[0] > counts[-1] and counts[-1] == 0
+    # the bracketed bisection on a dask (streamed) A finds the same selection as in memory
+    A = est.hsic_A_
+    rho_np, res_np, c_np = hsic.rho_for_k(A, 8)
+    rho_da, res_da, c_da = hsic.rho_for_k(da.from_array(A, chunks=(25, -1)), 8, max_dense_bytes=0)
+    assert c_np == c_da == 8 and rho_np == rho_da
+    np.testing.assert_array_equal(res_np[0].M, res_da[0].M)
     path = hsic.rho_path(est.hsic_A_, [1e-6, 1e-4, 1.0])
     assert path["n_selected"][0] >= path["n_selected"][1] >= path["n_selected"][2] == 0
     # ranking: the selected first, by |u|

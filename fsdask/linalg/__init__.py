@@ -11,7 +11,7 @@
 Methods say *what* is computed; these functions say *how* the big matrix is swept.
 """
 
-from fsdask.linalg.reductions import map_features, sum_over_blocks, feature_dot, row_dot, row_l1_norms
+from fsdask.linalg.reductions import map_features, sum_over_blocks, feature_dot, row_dot, row_dot_summary, row_l1_norms
 from fsdask.linalg.pairwise import (
     sample_pairwise,
     feature_kernel_matmul,
@@ -32,6 +32,7 @@ __all__ = [
     "sum_over_blocks",
     "feature_dot",
     "row_dot",
+    "row_dot_summary",
     "row_l1_norms",
     "sample_pairwise",
     "feature_kernel_matmul",

@@ -18,10 +18,12 @@ the thesis' ``X`` is our ``Xᵀ`` and its row i (a feature) is our column i.
   r_i = −(γ − 1)‖A_iN‖² + γ (A_iN v_N)² − ρ|N|,  c_j = −(γ − 1)‖A_Mj‖² + γ (A_Mjᵀ u_M)² − ρ|M|.
 * Algorithms ``PowerMethod``, ``SparsePM`` (steps 1–14) and ``FeatureSelection``.
 
-Execution: A is computed in **one streaming pass** over the feature blocks of X (the same
-pass also counts NaN/Inf and finds constant features, so the whole fit reads X once).  A is
-small (m × c).  If ``m·c·8`` bytes ≤ ``max_dense_bytes`` (default 1 GiB, i.e. 1.3·10⁸
-entries) it is held in memory and every later step is NumPy on A; otherwise A stays a
+Execution: A is computed in **one streaming pass** over the feature blocks of X
+(:func:`fsdask.linalg.row_dot_summary`; the same pass also counts NaN/Inf and finds
+constant features, so the whole fit reads X once).  A is small (m × c).  If ``m·c·8``
+bytes ≤ ``max_dense_bytes`` (default 1 GiB, i.e. 1.3·10⁸ entries) it is held in memory
+and every later step — SparsePM, the downdates, the ρ bisection and path — is NumPy on the
+candidate rows of A (rows with ‖A_i‖² ≤ ρ can never be selected); otherwise A stays a
 persisted dask array chunked by rows and each SparsePM row/column step is one row-wise
 map-reduce over it (the same code: the steps are written with full-length masked vectors,
 which NumPy and dask evaluate alike).
@@ -40,7 +42,7 @@ import numpy as np
 
 from fsdask.base import FitOutput, SelectorMixin, _ranking
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.linalg import map_features
+from fsdask.linalg import row_dot_summary
 
 log = logging.getLogger("fsdask")
 
@@ -151,31 +153,16 @@ def response_factor(y: Any, response: Response = "auto", *, kernel_rank: int | N
 # --------------------------------------------------------------------------------------
 # A = X H Δᵀ / (n − 1) in one pass (FeatureSelection, step 2)
 # --------------------------------------------------------------------------------------
-def _hsic_block(xb: np.ndarray, C: np.ndarray, standardize: bool) -> np.ndarray:
-    """One feature block → rows [Xbᵀ C (c rows); #non-finite; range; sd or 0] (c + 3, p_b)."""
-    finite = np.isfinite(xb)
-    nbad = xb.shape[0] - finite.sum(axis=0)
-    if nbad.any():  # keep NaN from spreading; the caller raises on nbad anyway
-        xb = np.where(finite, xb, 0)
-    x = xb.astype(np.float64, copy=False)
-    out = np.empty((C.shape[1] + 3, xb.shape[1]))
-    out[:-3] = (x.T @ C).T
-    out[-3] = nbad
-    out[-2] = x.max(axis=0) - x.min(axis=0)
-    out[-1] = x.std(axis=0, ddof=1) if standardize else 0.0
-    return out
-
-
 def hsic_matrix(X: da.Array, delta: np.ndarray, *, standardize: bool = False) -> da.Array:
     """Lazy (c + 3) × m array: rows ``A = X H Δᵀ / (n − 1)`` (transposed), then per-feature
-    non-finite counts, ranges (max − min) and standard deviations.  One pass over X.
+    non-finite counts, ranges (max − min) and standard deviations (zeros unless
+    ``standardize``).  One pass over X (:func:`fsdask.linalg.row_dot_summary`).
 
     H Δᵀ has centred columns, so ``X H Δᵀ = Xᵀ_fsdask (H Δᵀ)`` needs no centring of X.
     """
     n = X.shape[0]
     C = (delta.T - delta.T.mean(axis=0)) / (n - 1)  # H Δᵀ / (n − 1), n × c
-    return map_features(_hsic_block, X, out_rows=C.shape[1] + 3, dtype=np.float64,
-                        C=C, standardize=standardize)
+    return row_dot_summary(X, C, sd=standardize)
 
 
 # --------------------------------------------------------------------------------------
@@ -247,7 +234,7 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
     ``max_dense_bytes``) in memory.  For the ρ of a small selection this is a tiny matrix.
     """
     m, c = A.shape
-    (row_norm2,) = _np((A * A).sum(axis=1))
+    row_norm2 = _row_norm2(A)
     cand = np.flatnonzero(row_norm2 > rho)
     if cand.size == 0:  # the start row has f = ‖A_i0‖² − ρc ≤ 0: step 8 selects nothing
         i0 = int(np.argmax(row_norm2))
@@ -259,13 +246,22 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
     elif isinstance(Ac, da.Array) and cand.size < m:
         Ac = Ac.rechunk({0: A.chunks[0][0]})
     res = _sparse_pm_rows(Ac, row_norm2[cand], gamma, rho, tol, max_iter)
-    if cand.size == m:
-        return res
+    return res if cand.size == m else _scatter(res, cand, m)
+
+
+def _scatter(res: SparsePMResult, rows: np.ndarray, m: int) -> SparsePMResult:
+    """A result on the rows ``rows`` of A, as a result on all m rows (u = 0, not in M elsewhere)."""
     M = np.zeros(m, bool)
-    M[cand] = res.M
+    M[rows] = res.M
     u = np.zeros(m)
-    u[cand] = res.u
+    u[rows] = res.u
     return dataclasses.replace(res, M=M, u=u)
+
+
+def _row_norm2(A) -> np.ndarray:
+    """‖A_i‖² for every row (one pass over a dask A)."""
+    (norm2,) = _np((A * A).sum(axis=1))
+    return np.asarray(norm2)
 
 
 def _sparse_pm_rows(A, row_norm2: np.ndarray, gamma: float, rho: float, tol: float,
@@ -345,11 +341,27 @@ def _downdate(A, res: SparsePMResult):
     return A
 
 
-def r1d(A, n_components: int = 1, gamma: float = 1.1, rho: float = 0.0, **kw) -> list[SparsePMResult]:
+def r1d(A, n_components: int = 1, gamma: float = 1.1, rho: float = 0.0, *,
+        row_norm2: np.ndarray | None = None, **kw) -> list[SparsePMResult]:
     """Rank-one downdate: SparsePM, subtract u_M σ v_Nᵀ, repeat ``n_components`` times.
 
     Stops early when a round selects no row.  A is not modified.
+
+    For an in-memory A every round runs on the rows with ‖A_i‖² > ρ only (``row_norm2``
+    may be passed to skip recomputing the norms): a row at or below ρ never enters M
+    (:func:`sparse_pm`), the downdate touches only rows of M, so by induction no round
+    can select a row outside that set.  Same result, in time proportional to the candidate
+    rows — the ρ bisection and path on a 10⁶-row A cost a few milliseconds per ρ.
     """
+    if not isinstance(A, da.Array):
+        m = A.shape[0]
+        norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
+        rows = np.flatnonzero(norm2 > rho)
+        if rows.size == 0:
+            return []
+        if rows.size < m:
+            sub = r1d(A[rows], n_components, gamma, rho, row_norm2=norm2[rows], **kw)
+            return [_scatter(r, rows, m) for r in sub]
     out = []
     for k in range(n_components):
         res = sparse_pm(A, gamma, rho, **kw)
@@ -369,9 +381,9 @@ def _selection(results: Sequence[SparsePMResult], m: int) -> tuple[np.ndarray, n
     return comp >= 0, comp
 
 
-def rho_max(A) -> float:
+def rho_max(A, row_norm2: np.ndarray | None = None) -> float:
     """Smallest ρ at which SparsePM selects nothing: max_i ‖A_i‖² / c (the start then has f ≤ 0)."""
-    (norm2,) = _np((A * A).sum(axis=1))
+    norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
     return float(norm2.max() / A.shape[1])
 
 
@@ -381,16 +393,17 @@ def rho_path(A, rhos: Sequence[float] | None = None, *, gamma: float = 1.1, n_co
 
     Default grid: ``n_rhos`` log-spaced values from 10⁻⁴·ρ_max to ρ_max (:func:`rho_max`).
     Returns ``{"rho", "n_selected", "objective"}``; objective is the sum over components of
-    the last value of each trace.
+    the last value of each trace.  The row norms are computed once for the whole grid.
     """
+    norm2 = _row_norm2(A)
     if rhos is None:
-        top = rho_max(A)
+        top = rho_max(A, norm2)
         rhos = np.geomspace(top * 1e-4, top, n_rhos)
     rhos = np.asarray(rhos, dtype=np.float64)
     counts = np.zeros(rhos.size, dtype=np.int64)
     obj = np.zeros(rhos.size)
     for t, rho in enumerate(rhos):
-        res = r1d(A, n_components, gamma, float(rho), **kw)
+        res = r1d(A, n_components, gamma, float(rho), row_norm2=norm2, **kw)
         counts[t] = _selection(res, A.shape[0])[0].sum()
         obj[t] = sum(r.objective[-1] for r in res)
     return {"rho": rhos, "n_selected": counts, "objective": obj}
@@ -405,21 +418,33 @@ def rho_for_k(A, k: int, *, gamma: float = 1.1, n_components: int = 1, max_bisec
     a bracket ``count(lo) ≥ k > count(hi)`` and stops at exactly k or at a jump; when the
     count jumps over k, the smallest count ≥ k found is returned and the caller keeps the k
     largest |u| among them.  Returns (ρ, results, count).
+
+    Bracket: only rows with ‖A_i‖² > ρ can be selected (:func:`r1d`), so ρ_hi = the k-th
+    largest ‖A_i‖² (or :func:`rho_max`, if smaller) selects fewer than k; ρ_lo is found by
+    stepping down from there by factors of 4.  Every trial ρ therefore stays near the top
+    of the row norms, where few rows are candidates, and the search is cheap on a large A.
     """
     m = A.shape[0]
+    norm2 = _row_norm2(A)
 
     def count(rho):
-        res = r1d(A, n_components, gamma, rho, **kw)
+        res = r1d(A, n_components, gamma, rho, row_norm2=norm2, **kw)
         return res, int(_selection(res, m)[0].sum())
 
-    hi = rho_max(A)
-    lo = hi * 1e-12
-    res_lo, c_lo = count(lo)
-    if c_lo < k:
-        raise ParameterError(
-            f"n_features_to_select={k}, but SparseHSIC selects at most {c_lo} features even with ρ → 0 "
-            f"(γ={gamma}, n_components={n_components}): rows of A far from the leading direction are "
-            "never accepted by (3.6); raise n_components, lower gamma towards 1, or ask for fewer features")
+    top = rho_max(A, norm2)
+    hi = min(top, float(np.partition(norm2, m - k)[m - k]))
+    lo = hi
+    while True:
+        lo = max(lo / 4, top * 1e-12)
+        res_lo, c_lo = count(lo)
+        if c_lo >= k:
+            break
+        if lo <= top * 1e-12:
+            raise ParameterError(
+                f"n_features_to_select={k}, but SparseHSIC selects at most {c_lo} features even with ρ → 0 "
+                f"(γ={gamma}, n_components={n_components}): rows of A far from the leading direction are "
+                "never accepted by (3.6); raise n_components, lower gamma towards 1, or ask for fewer features")
+        hi = lo
     best = (lo, res_lo, c_lo)
     if c_lo == k:
         return best

@@ -190,3 +190,27 @@ def test_class_moments_match_numpy(rng, dtype):
     np.testing.assert_array_equal(m.screen[1][ok], Xf.min(0)[ok])
     np.testing.assert_array_equal(m.screen[2][ok], Xf.max(0)[ok])
     assert m.var[:, 5].max() == 0
+
+
+def test_l1_ball_thresholds_against_sort(rng):
+    from fsdask.linalg import l1_ball_thresholds, project_l1_ball_rows, prox_linf_rows
+    V = rng.normal(size=(40, 33))
+    V[:4] = 1.0                                      # ties
+    V[4] = 0.0                                       # zero row
+    V[5, :30] = 0.0                                  # mostly zeros
+    rad = rng.uniform(0, 20, size=40)
+    rad[:2] = 0.0                                    # radius 0: projection 0, prox = v
+    rad[6] = 1e6                                     # inside the ball: θ = 0
+    th = l1_ball_thresholds(V, rad)
+    for i in range(40):                              # θ from the sorted magnitudes (Duchi et al. 2008)
+        u = np.sort(np.abs(V[i]))[::-1]
+        if u.sum() <= rad[i]:
+            assert th[i] == 0
+            continue
+        cs = np.cumsum(u)
+        rho = max(j for j in range(1, u.size + 1) if u[j - 1] >= (cs[j - 1] - rad[i]) / j)
+        assert th[i] == pytest.approx((cs[rho - 1] - rad[i]) / rho, abs=1e-12)
+    P = project_l1_ball_rows(V, rad)
+    np.testing.assert_allclose(np.abs(P).sum(1), np.minimum(np.abs(V).sum(1), rad), atol=1e-9)
+    np.testing.assert_allclose(prox_linf_rows(V, rad), V - P, atol=1e-12)
+    assert np.all(P[:2] == 0) and np.all(P[6] == V[6])

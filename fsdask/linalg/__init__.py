@@ -6,7 +6,8 @@
 * :mod:`.absdiff` — fused numba kernels on |x_n − x_i| per feature block (weighted
   Manhattan distances, Π-weighted transforms Σ_i Π_ni |x_nj − x_ij|);
 * :mod:`.tsqr` — tall-skinny QR/SVD and Khatri–Rao Grams;
-* :mod:`.eigen` — matrix-free symmetric eigensolvers whose mat-vec is one pass.
+* :mod:`.eigen` — matrix-free symmetric eigensolvers whose mat-vec is one pass;
+* :mod:`.prox` — row-wise ℓ1-ball projection and the prox of the ℓ∞ norm (numba, no sort).
 
 Methods say *what* is computed; these functions say *how* the big matrix is swept.
 """
@@ -26,6 +27,7 @@ from fsdask.linalg.absdiff import (
 )
 from fsdask.linalg.tsqr import tall_skinny_qr, tall_skinny_svd, khatri_rao, khatri_rao_gram, gram_factor
 from fsdask.linalg.eigen import leading_eigh, dask_operator
+from fsdask.linalg.prox import l1_ball_thresholds, project_l1_ball_rows, prox_linf_rows
 
 __all__ = [
     "map_features",
@@ -49,4 +51,7 @@ __all__ = [
     "gram_factor",
     "leading_eigh",
     "dask_operator",
+    "l1_ball_thresholds",
+    "project_l1_ball_rows",
+    "prox_linf_rows",
 ]

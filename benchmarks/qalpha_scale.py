@@ -38,6 +38,13 @@ def build(n: int, path: str) -> float:
     return time.perf_counter() - t
 
 
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process so far: less sensitive than wall time to a shared machine."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def fit_one(path: str, max_iter: int, tol: float) -> dict:
     import resource
     import warnings
@@ -47,11 +54,12 @@ def fit_one(path: str, max_iter: int, tol: float) -> dict:
     ds = fsdask.open_dataset(path)
     n = ds["X"].shape[1]
     R = max(20, n // 200)
-    t = time.perf_counter()
+    t, c0 = time.perf_counter(), _cpu()
     est = fsdask.QAlpha(k=6, variant="power", max_iter=max_iter, tol=tol, supervised=False).fit(ds)
-    wall = time.perf_counter() - t
+    wall, cpu = time.perf_counter() - t, _cpu() - c0
     top = np.argsort(-est.scores_)[:R]
-    return {"n": n, "wall_s": wall, "n_iter": est.n_iter_, "passes": est.n_passes_ + 1,
+    return {"n": n, "wall_s": wall, "cpu_s": cpu, "load1": os.getloadavg()[0], "n_iter": est.n_iter_,
+            "passes": est.n_passes_ + 1,   # + the input check (NaN/Inf, constant features)
             "converged": bool(est.converged_), "recovery": len(set(top) & set(range(R))) / R,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "alpha_positive": float((est.scores_ > 0).mean())}
@@ -98,15 +106,16 @@ def main() -> None:
                                         env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
         res["build_s"] = tb
         rows.append(res)
-        print(f"n={n:>9,}  fit {res['wall_s']:7.1f} s  iters {res['n_iter']:3d}  passes {res['passes']:3d}  "
+        print(f"n={n:>9,}  fit {res['wall_s']:7.1f} s (CPU {res['cpu_s']:7.1f} s, load {res['load1']:.1f})  iters {res['n_iter']:3d}  passes {res['passes']:3d}  "
               f"converged {res['converged']!s:5}  recovery {res['recovery']:.2f}  α>0 {res['alpha_positive']:.3f}  "
               f"peak RSS {res['peak_rss_mb']:7.0f} MB  (store built in {tb:.1f} s)", flush=True)
     for a, b in zip(rows, rows[1:]):
         print(f"time ratio n {a['n']:,} → {b['n']:,}: {b['wall_s'] / a['wall_s']:.2f}×  "
-              f"(per iteration {b['wall_s'] / b['n_iter'] / (a['wall_s'] / a['n_iter']):.2f}×)")
+              f"(per iteration {b['wall_s'] / b['n_iter'] / (a['wall_s'] / a['n_iter']):.2f}×; "
+              f"CPU time {b['cpu_s'] / a['cpu_s']:.2f}×)")
     print("dense O(n²) reference (explicit G, same iterations):")
     path = os.path.join(args.dir, f"clusters_{max(sizes)}.zarr")
-    for n in [int(s) for s in args.dense_sizes.split(",")]:
+    for n in [int(s) for s in args.dense_sizes.split(",") if s.strip() and int(s) > 0]:
         need = 3 * n * n * 8 / 2**30
         if need > args.dense_mem_gb:
             print(f"  n={n:>9,}: G and its factors need ≈{need:.0f} GiB > {args.dense_mem_gb} GiB — does not fit")

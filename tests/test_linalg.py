@@ -1,11 +1,13 @@
 """fsdask.linalg against plain numpy, on one block, many blocks and an uneven last block."""
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 
-from fsdask.linalg import (feature_dot, feature_kernel_matmul, khatri_rao, khatri_rao_gram, leading_eigh,
-                           map_features, row_dot, row_dot_summary, sample_pairwise, sum_over_blocks, tall_skinny_qr,
+from fsdask.linalg import (feature_dot, feature_kernel_matmul, khatri_rao, khatri_rao_gram, khatri_rao_gram_block,
+                           khatri_rao_matvec, khatri_rao_rmatvec, leading_eigh, map_and_sum, map_features, row_dot,
+                           row_dot_summary, sample_pairwise, sum_over_blocks, tall_skinny_qr,
                            tall_skinny_svd)
 
 LAYOUTS = {"one block": 57, "many blocks": 5, "uneven last": 13}
@@ -116,6 +118,32 @@ def test_khatri_rao(X, rng):
     W = (Xn.T[:, :, None] * P[:, None, :]).reshape(57, -1)
     np.testing.assert_allclose(khatri_rao(Xd.T, Pd).compute(), W)
     np.testing.assert_allclose(khatri_rao_gram(Xd.T, Pd, row_batch=4).compute(), W.T @ W)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_khatri_rao_block_products(rng, k):
+    m, p = rng.normal(size=(40, 7)), rng.normal(size=(40, k))
+    W = (m[:, :, None] * p[:, None, :]).reshape(40, -1)
+    np.testing.assert_allclose(khatri_rao_gram_block(m, p), W.T @ W, atol=1e-12)
+    u, a = rng.normal(size=7 * k), rng.normal(size=40)
+    np.testing.assert_allclose(khatri_rao_matvec(m, p, u), W @ u, atol=1e-12)
+    np.testing.assert_allclose(khatri_rao_rmatvec(m, p, a), W.T @ a, atol=1e-12)
+
+
+def test_map_and_sum_one_pass(X, rng):
+    Xn, Xd = X
+    w = rng.random(57)
+    calls = []
+
+    def f(xb, wb):
+        calls.append(xb.shape[1])
+        return xb.sum(0) * wb, [(xb * wb) @ xb.T, xb.max(0).sum()[None]]
+    mapped, (gram, mx) = map_and_sum(f, Xd, da.from_array(w, chunks=13), shapes=[(9, 9), (1,)])
+    got = dask.compute(mapped, gram, mx, scheduler="sync")
+    np.testing.assert_allclose(got[0], Xn.sum(0) * w)
+    np.testing.assert_allclose(got[1], (Xn * w) @ Xn.T)
+    np.testing.assert_allclose(got[2], [Xn.max(0).sum()])
+    assert sum(calls) == 57 and len(calls) == Xd.numblocks[1]      # every block read once
 
 
 @pytest.mark.parametrize("n", [30, 200])

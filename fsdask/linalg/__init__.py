@@ -12,7 +12,8 @@
 Methods say *what* is computed; these functions say *how* the big matrix is swept.
 """
 
-from fsdask.linalg.reductions import map_features, sum_over_blocks, feature_dot, row_dot, row_dot_summary, row_l1_norms
+from fsdask.linalg.reductions import (map_features, sum_over_blocks, map_and_sum, feature_dot, row_dot,
+                                      row_dot_summary, row_l1_norms)
 from fsdask.linalg.pairwise import (
     sample_pairwise,
     feature_kernel_matmul,
@@ -25,13 +26,15 @@ from fsdask.linalg.absdiff import (
     manhattan_over_blocks,
     absdiff_transform,
 )
-from fsdask.linalg.tsqr import tall_skinny_qr, tall_skinny_svd, khatri_rao, khatri_rao_gram, gram_factor
+from fsdask.linalg.tsqr import (tall_skinny_qr, tall_skinny_svd, khatri_rao, khatri_rao_gram, khatri_rao_gram_block,
+                                khatri_rao_matvec, khatri_rao_rmatvec, gram_factor)
 from fsdask.linalg.eigen import leading_eigh, dask_operator
 from fsdask.linalg.prox import l1_ball_thresholds, project_l1_ball_rows, prox_linf_rows
 
 __all__ = [
     "map_features",
     "sum_over_blocks",
+    "map_and_sum",
     "feature_dot",
     "row_dot",
     "row_dot_summary",
@@ -48,6 +51,9 @@ __all__ = [
     "tall_skinny_svd",
     "khatri_rao",
     "khatri_rao_gram",
+    "khatri_rao_gram_block",
+    "khatri_rao_matvec",
+    "khatri_rao_rmatvec",
     "gram_factor",
     "leading_eigh",
     "dask_operator",

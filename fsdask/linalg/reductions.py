@@ -114,6 +114,42 @@ def sum_over_blocks(
     return parts.sum(axis=0, split_every=split_every)
 
 
+def map_and_sum(
+    func: Callable[..., tuple[np.ndarray, Sequence[np.ndarray]]],
+    X: da.Array,
+    *args: da.Array,
+    shapes: Sequence[Sequence[int]],
+    dtype: Any = np.float64,
+    split_every: int | None = 8,
+    **kwargs: Any,
+) -> tuple[da.Array, list[da.Array]]:
+    """One pass that yields a per-feature map *and* tree-summed block terms together.
+
+    ``func(X_b, *args_b, **kwargs)`` returns ``(f_b, [s_1b, s_2b, …])`` with ``f_b`` of
+    shape ``(p_b,)`` and ``s_ib`` of ``shapes[i]``.  Returns the lazy map (p,) and the lazy
+    sums ``Σ_b s_ib``; computed together (``dask.compute(f, *sums)``) each block is read
+    and ``func`` run once.
+    """
+    _check_blocks(X)
+    aligned = [a.rechunk({a.ndim - 1: X.chunks[1]}) for a in args]
+    arg_pairs: list = [X, "ij"]
+    for a in aligned:
+        arg_pairs += [a, "j" if a.ndim == 1 else "uvw"[: a.ndim - 1] + "j"]
+    parts = da.blockwise(lambda *a: func(*a, **kwargs), "j", *arg_pairs, dtype=object,
+                         meta=np.empty((0,), dtype=object), concatenate=True)
+    mapped = da.blockwise(lambda t: np.asarray(t[0], dtype=dtype), "j", parts, "j", dtype=dtype,
+                          meta=np.empty((0,), dtype=dtype))
+    sums = []
+    for i, shape in enumerate(shapes):
+        shape = tuple(int(s) for s in shape)
+        letters = "abcdefgh"[: len(shape)]
+        term = da.blockwise(lambda t, i=i: np.asarray(t[1][i], dtype=dtype)[None], "j" + letters, parts, "j",
+                            new_axes=dict(zip(letters, shape)), adjust_chunks={"j": 1}, dtype=dtype,
+                            meta=np.empty((0,) * (len(shape) + 1), dtype=dtype))
+        sums.append(term.sum(axis=0, split_every=split_every))
+    return mapped, sums
+
+
 def feature_dot(X: da.Array, W: np.ndarray | da.Array) -> da.Array:
     """``X @ W`` for X (sample, feature) and W (feature, r): a sum over feature blocks (N × r)."""
     W = W if isinstance(W, da.Array) else da.from_array(np.asarray(W), chunks=(X.chunks[1], -1))

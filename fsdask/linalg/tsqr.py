@@ -66,12 +66,41 @@ def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
                         dtype=np.result_type(M.dtype, P.dtype))
 
 
+def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``WᵀW`` (qk × qk) for the rows ``w_i = m_i ⊗ p_i`` of m (b × q) and p (b × k), W never formed.
+
+    Entry ((a, s), (c, t)) is ``T_st[a, c] = Σ_i m_ia m_ic p_is p_it``, and ``T_st = T_ts``, so
+    only the k(k+1)/2 blocks s ≤ t are computed — as one product ``Yᵀ m`` with the stacked
+    ``Y = [m ∘ (p_s p_t)]_{s≤t}`` (b × q·k(k+1)/2): about half the flops of ``WᵀW`` and a
+    BLAS-friendly shape.
+    """
+    q, k = m.shape[1], p.shape[1]
+    s_idx, t_idx = np.triu_indices(k)
+    C = p[:, s_idx] * p[:, t_idx]                                   # b × k(k+1)/2
+    Y = (C[:, :, None] * m[:, None, :]).reshape(m.shape[0], -1)     # b × (k(k+1)/2 · q)
+    T = (Y.T @ m).reshape(s_idx.size, q, q)
+    G = np.empty((q, k, q, k))
+    G[:, s_idx, :, t_idx] = T
+    G[:, t_idx, :, s_idx] = T
+    return G.reshape(q * k, q * k)
+
+
+def khatri_rao_matvec(m: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``W u`` for the rows ``m_i ⊗ p_i`` of m (b × q), p (b × k): ``(W u)_i = m_iᵀ U p_i``, U = u as q × k."""
+    U = np.asarray(u).reshape(m.shape[1], p.shape[1])
+    return np.einsum("ia,ia->i", m, p @ U.T)
+
+
+def khatri_rao_rmatvec(m: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """``Wᵀ a`` (qk,) for the rows ``m_i ⊗ p_i``: ``vec(Σ_i a_i m_i p_iᵀ)``."""
+    return ((m.T * a) @ p).ravel()
+
+
 def _kr_gram_block(m: np.ndarray, p: np.ndarray, row_batch: int) -> np.ndarray:
     q, k = m.shape[1], p.shape[1]
     G = np.zeros((q * k, q * k))
     for s in range(0, m.shape[0], row_batch):
-        w = (m[s:s + row_batch, :, None] * p[s:s + row_batch, None, :]).reshape(-1, q * k)
-        G += w.T @ w
+        G += khatri_rao_gram_block(m[s:s + row_batch], p[s:s + row_batch])
     return G
 
 

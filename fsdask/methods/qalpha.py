@@ -61,8 +61,8 @@ import numpy as np
 
 from fsdask.base import FitOutput, SelectorMixin
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.linalg import (feature_kernel_matmul, leading_eigh, map_features, sum_over_blocks,
-                           tall_skinny_qr)
+from fsdask.linalg import (feature_kernel_matmul, khatri_rao_gram_block, khatri_rao_matvec, leading_eigh,
+                           map_and_sum, map_features, sum_over_blocks, tall_skinny_qr)
 
 log = logging.getLogger("fsdask")
 
@@ -70,7 +70,7 @@ VARIANTS = ("power", "basic", "ritz", "laplacian", "gap", "supervised", "kernel"
 KERNELS = ("linear", "rbf", "poly", "sessions")
 #: largest r (columns of W) for which the r × r Gram is used by ``alpha_solver="auto"``
 GRAM_MAX = 4096
-_ROW_BATCH = 4096
+_ROW_BATCH = 2048
 
 
 # --------------------------------------------------------------------------- §2.1 preprocessing
@@ -87,42 +87,61 @@ def class_normalize_block(xb: np.ndarray, groups: list[np.ndarray]) -> np.ndarra
     return np.concatenate([normalize_block(np.asarray(xb)[idx]) for idx in groups], axis=0)
 
 
+def prepped(xb: np.ndarray, prep: Callable[[np.ndarray], np.ndarray]):
+    """``(offset, prep(batch))`` for column batches of a raw feature block.
+
+    §2.1 acts feature by feature, so preprocessing batch by batch gives the same M while
+    never holding a float64 copy of a whole (possibly 64 MiB float32) block.
+    """
+    for s in range(0, xb.shape[1], _ROW_BATCH):
+        yield s, prep(xb[:, s:s + _ROW_BATCH])
+
+
 # --------------------------------------------------------------------------- tall matrices W
 class TallSpec:
     """Row map of a tall matrix W (one row per feature) and its signature S (α-step of W S Wᵀ).
 
-    ``rows(mb)`` receives a preprocessed block (q × n_b, columns = m_i) and returns the
-    block of W (n_b × r).
+    ``rows(m)`` receives preprocessed columns m_i (q × b) and returns the rows of W (b × r);
+    ``gram(m)`` / ``matvec(m, u)`` may give WᵀW and W u of those rows without forming them.
+    The ``*_block`` methods take a *raw* block and ``prep`` and sweep it in batches.
     """
 
-    def __init__(self, rows: Callable[[np.ndarray], np.ndarray], r: int, signature: np.ndarray | None = None):
+    def __init__(self, rows: Callable[[np.ndarray], np.ndarray], r: int, signature: np.ndarray | None = None,
+                 gram: Callable[[np.ndarray], np.ndarray] | None = None,
+                 matvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
         self.rows = rows
         self.r = r
         self.signature = signature  # None means S = I
+        self.gram = gram or self._gram_rows
+        self.matvec = matvec or (lambda m, u: rows(m) @ u)
 
-    def gram_block(self, mb: np.ndarray) -> np.ndarray:
+    def _gram_rows(self, m: np.ndarray) -> np.ndarray:
+        w = self.rows(m)
+        return w.T @ w
+
+    def gram_block(self, xb: np.ndarray, prep: Callable) -> np.ndarray:
         out = np.zeros((self.r, self.r))
-        for s in range(0, mb.shape[1], _ROW_BATCH):
-            w = self.rows(mb[:, s:s + _ROW_BATCH])
-            out += w.T @ w
+        for _, m in prepped(xb, prep):
+            out += self.gram(m)
         return out
 
-    def apply_block(self, mb: np.ndarray, u: np.ndarray) -> np.ndarray:
-        return np.concatenate([self.rows(mb[:, s:s + _ROW_BATCH]) @ u
-                               for s in range(0, mb.shape[1], _ROW_BATCH)]) if mb.shape[1] else np.zeros(0)
+    def apply_block(self, xb: np.ndarray, prep: Callable, u: np.ndarray) -> np.ndarray:
+        """(W u) of the block."""
+        parts = [self.matvec(m, u) for _, m in prepped(xb, prep)]
+        return np.concatenate(parts) if parts else np.zeros(0)
 
-    def apply_block_T(self, mb: np.ndarray, a: np.ndarray) -> np.ndarray:
+    def apply_block_T(self, xb: np.ndarray, prep: Callable, a: np.ndarray) -> np.ndarray:
         """Wᵀ a of the block (r,)."""
         out = np.zeros(self.r)
-        for s in range(0, mb.shape[1], _ROW_BATCH):
-            out += self.rows(mb[:, s:s + _ROW_BATCH]).T @ a[s:s + _ROW_BATCH]
+        for s, m in prepped(xb, prep):
+            out += self.rows(m).T @ a[s:s + m.shape[1]]
         return out
 
-    def normal_block(self, mb: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def normal_block(self, xb: np.ndarray, prep: Callable, v: np.ndarray) -> np.ndarray:
         """Wᵀ (W v) of the block (r,)."""
         out = np.zeros(self.r)
-        for s in range(0, mb.shape[1], _ROW_BATCH):
-            w = self.rows(mb[:, s:s + _ROW_BATCH])
+        for _, m in prepped(xb, prep):
+            w = self.rows(m)
             out += w.T @ (w @ v)
         return out
 
@@ -134,8 +153,10 @@ def khatri_rao_rows(m: np.ndarray, Q: np.ndarray) -> np.ndarray:
 
 
 def standard_spec(Q: np.ndarray) -> TallSpec:
-    """Def. 2: G = W Wᵀ, rows m_i ⊗ Qᵀm_i."""
-    return TallSpec(lambda m: khatri_rao_rows(m, Q), Q.shape[0] * Q.shape[1])
+    """Def. 2: G = W Wᵀ, rows m_i ⊗ Qᵀm_i (WᵀW and W u without forming W)."""
+    return TallSpec(lambda m: khatri_rao_rows(m, Q), Q.shape[0] * Q.shape[1],
+                    gram=lambda m: khatri_rao_gram_block(m.T, (Q.T @ m).T),
+                    matvec=lambda m, u: khatri_rao_matvec(m.T, (Q.T @ m).T, u))
 
 
 def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
@@ -176,13 +197,30 @@ def supervised_spec(Qs: dict, slices: list[slice], gamma: float) -> TallSpec:
 
 
 # --------------------------------------------------------------------------- one pass each
-def _aff(m: np.ndarray, a: np.ndarray) -> np.ndarray:
-    return (m * a) @ m.T
+def affinity_block(xb: np.ndarray, a: np.ndarray, prep: Callable) -> np.ndarray:
+    """``A_α = Σ_i α_i m_i m_iᵀ`` over the features of one raw block."""
+    out = np.zeros((xb.shape[0], xb.shape[0]))
+    for s, m in prepped(xb, prep):
+        out += (m * a[s:s + m.shape[1]]) @ m.T
+    return out
 
 
 def _sym_top(H: np.ndarray) -> tuple[float, np.ndarray]:
     w, V = np.linalg.eigh((H + H.T) / 2)
     return float(w[-1]), V[:, -1]
+
+
+def leading_from_gram(K: np.ndarray, signature: np.ndarray | None) -> tuple[float, np.ndarray]:
+    """Leading algebraic eigenpair of W S Wᵀ from K = WᵀW: (λ, u) with α = W u, ‖α‖ = 1."""
+    ev, V = np.linalg.eigh((K + K.T) / 2)
+    keep = ev > max(ev.max(initial=0.0), 0.0) * 1e-13
+    ev, V = ev[keep], V[:, keep]
+    root = np.sqrt(ev)
+    if signature is None:
+        lam, h = float(ev[-1]), np.eye(ev.size)[:, -1]
+    else:
+        lam, h = _sym_top((root[:, None] * (V.T @ signature @ V)) * root[None, :])
+    return lam, V @ (h / root)
 
 
 class AlphaStep:
@@ -220,24 +258,16 @@ class AlphaStep:
             alpha_d = (Qw @ h[:, None])[:, 0].rechunk((X.chunks[1],))
         else:
             if how == "gram":
-                K = sum_over_blocks(lambda xb: spec.gram_block(prep(xb)), X, shape=(spec.r, spec.r)).compute()
+                K = sum_over_blocks(lambda xb: spec.gram_block(xb, prep), X, shape=(spec.r, spec.r)).compute()
                 self.n_passes += 1
-                ev, V = np.linalg.eigh((K + K.T) / 2)
-                keep = ev > max(ev.max(initial=0.0), 0.0) * 1e-13
-                ev, V = ev[keep], V[:, keep]
-                root = np.sqrt(ev)
-                if spec.signature is None:
-                    lam, h = float(ev[-1]), np.eye(ev.size)[:, -1]
-                else:
-                    lam, h = _sym_top((root[:, None] * (V.T @ spec.signature @ V)) * root[None, :])
-                u = V @ (h / root)
+                lam, u = leading_from_gram(K, spec.signature)
             elif how == "lanczos":
                 v0 = self.v_prev if self.v_prev is not None and self.v_prev.size == spec.r else \
                     self.rng.standard_normal(spec.r)
 
                 def matvec(v):
                     self.n_passes += 1
-                    return sum_over_blocks(lambda xb: spec.normal_block(prep(xb), v), X, shape=(spec.r,)).compute()
+                    return sum_over_blocks(lambda xb: spec.normal_block(xb, prep, v), X, shape=(spec.r,)).compute()
                 w, V = leading_eigh(matvec, spec.r, 1, which="LA", v0=v0, tol=1e-12)
                 lam, v = float(w[0]), V[:, 0]
                 self.v_prev = v
@@ -250,24 +280,71 @@ class AlphaStep:
                 def matvec_n(a):
                     self.n_passes += 2
                     a_d = da.from_array(a, chunks=(X.chunks[1],))
-                    c = sum_over_blocks(lambda xb, ab: spec.apply_block_T(prep(xb), ab), X, a_d,
+                    c = sum_over_blocks(lambda xb, ab: spec.apply_block_T(xb, prep, ab), X, a_d,
                                         shape=(spec.r,)).compute()
-                    return map_features(lambda xb: spec.apply_block(prep(xb), S @ c), X, dtype=np.float64).compute()
+                    return map_features(lambda xb: spec.apply_block(xb, prep, S @ c), X, dtype=np.float64).compute()
                 w, U = leading_eigh(matvec_n, n, 1, which="LA", v0=a0, tol=1e-12)
                 lam = float(w[0])
                 alpha_d = da.from_array(U[:, 0], chunks=(X.chunks[1],))
             if how != "lanczos_n":
-                alpha_d = map_features(lambda xb: spec.apply_block(prep(xb), u), X, dtype=np.float64)
-        A_d = sum_over_blocks(lambda xb, ab: _aff(prep(xb), ab), X, alpha_d, shape=(X.shape[0], X.shape[0]))
+                alpha_d = map_features(lambda xb: spec.apply_block(xb, prep, u), X, dtype=np.float64)
+        A_d = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, alpha_d, shape=(X.shape[0],) * 2)
         alpha, A = dask.compute(alpha_d, A_d)
         self.n_passes += 1
-        nrm = np.linalg.norm(alpha)
-        if nrm > 0 and abs(nrm - 1) > 1e-6:      # only rank-truncation can make ‖W u‖ ≠ 1
-            alpha, A = alpha / nrm, A / nrm
-        if alpha.sum() < 0:
-            alpha, A = -alpha, -A
+        alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
         return alpha, A, lam
+
+    # ---- Def. 2 in one pass per iteration (power variant, Gram solver)
+    def fusable(self, spec: TallSpec) -> bool:
+        return spec.signature is None and self._choose(spec) == "gram"
+
+    def gram(self, spec: TallSpec) -> tuple[np.ndarray, np.ndarray]:
+        """(K = WᵀW, Wᵀ1) in one pass."""
+        K, c = dask.compute(*self._gram_terms(spec))
+        self.n_passes += 1
+        return K, c
+
+    def _gram_terms(self, spec: TallSpec) -> list[da.Array]:
+        r, prep = spec.r, self.prep
+        K = sum_over_blocks(lambda xb: spec.gram_block(xb, prep), self.X, shape=(r, r))
+        c = sum_over_blocks(lambda xb: spec.apply_block_T(xb, prep, np.ones(xb.shape[1])), self.X, shape=(r,))
+        return [K, c]
+
+    def materialize(self, spec: TallSpec, u: np.ndarray, next_spec: TallSpec | None):
+        """α = W u and A_α — and, from the same blocks, the Gram (K, Wᵀ1) of ``next_spec`` (one pass)."""
+        prep, q = self.prep, self.X.shape[0]
+        r = 0 if next_spec is None else next_spec.r
+
+        def block(xb):
+            alpha_b = spec.apply_block(xb, prep, u)
+            A_b = affinity_block(xb, alpha_b, prep)
+            if next_spec is None:
+                return alpha_b, [A_b, np.zeros((0, 0)), np.zeros(0)]
+            return alpha_b, [A_b, next_spec.gram_block(xb, prep),
+                             next_spec.apply_block_T(xb, prep, np.ones(xb.shape[1]))]
+        alpha_d, sums = map_and_sum(block, self.X, shapes=[(q, q), (r, r), (r,)])
+        alpha, A, K, c = dask.compute(alpha_d, *sums)
+        self.n_passes += 1
+        alpha, A = _unit_positive(alpha, A)
+        self.a_prev = alpha
+        return alpha, A, K, c
+
+
+def gram_alpha(K: np.ndarray, colsum: np.ndarray) -> np.ndarray:
+    """u with α = W u the unit leading eigenvector of G = W Wᵀ and Σα = (Wᵀ1)ᵀu ≥ 0 (Def. 2 steps 1–2)."""
+    _, u = leading_from_gram(K, None)
+    return -u if colsum @ u < 0 else u
+
+
+def _unit_positive(alpha: np.ndarray, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """‖α‖ = 1 (only rank truncation can make ‖W u‖ ≠ 1) and Σα ≥ 0; A_α scaled alike."""
+    nrm = np.linalg.norm(alpha)
+    if nrm > 0 and abs(nrm - 1) > 1e-6:
+        alpha, A = alpha / nrm, A / nrm
+    if alpha.sum() < 0:
+        alpha, A = -alpha, -A
+    return alpha, A
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -529,15 +606,29 @@ class QAlpha(SelectorMixin):
         prep = normalize_block
         rng = np.random.default_rng(self.random_state)
         uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
-        A0 = sum_over_blocks(lambda xb, ab: _aff(prep(xb), ab), X, uniform, shape=(X.shape[0],) * 2).compute()
+        A0 = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2).compute()
         Q = self._Q0(A0, k, rng)
         solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
         self._obj: list[float] = []
         state = {"Q": Q, "d": None}
+        fused = variant == "power" and solve.fusable(standard_spec(Q))
+        if fused:
+            state["K"], state["c"] = solve.gram(standard_spec(Q))            # Gram of iteration 1
 
         def step(r: int) -> np.ndarray:
             Q = state["Q"]
-            if variant == "laplacian":
+            if fused:
+                # Def. 2, one pass over X per iteration.  Steps 1–2: α = W u from the Gram K of W
+                # (rows m_i ⊗ Qᵀm_i).  Steps 4–5 need only A_α Q = reshape(K u), because
+                # (K u)_(a,s) = Σ_i α_i m_ia (Qᵀm_i)_s; so Q⁽ʳ⁾ is known before α = W u and A_α
+                # (step 3) are written out, in the pass that also sums the next iteration's Gram.
+                spec = standard_spec(Q)
+                u = gram_alpha(state["K"], state["c"])
+                Q = orth((state["K"] @ u).reshape(Q.shape))                 # steps 4–5
+                nxt = None if r == self.max_iter else standard_spec(Q)
+                alpha, A, state["K"], state["c"] = solve.materialize(spec, u, nxt)
+                self._obj.append(criterion(A, Q))
+            elif variant == "laplacian":
                 alpha, A, _ = solve(laplacian_spec(Q, state["d"]))          # steps 1–2
                 d = float(np.max(np.diag(A)) / alpha.sum())                # step 3
                 L = A + alpha.sum() * d * np.eye(A.shape[0])               # steps 4–5 (D_α = 0)
@@ -592,7 +683,7 @@ class QAlpha(SelectorMixin):
         kk = {(g, h): (self.k_within if g == h else self.k_between) for g, h in pairs}
         uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
         qtot = X.shape[0]
-        A = sum_over_blocks(lambda xb, ab: _aff(prep(xb), ab), X, uniform, shape=(qtot, qtot)).compute()
+        A = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(qtot, qtot)).compute()
         if getattr(self, "_restart", 0) > 0:   # a seeded random start (n_init > 1)
             rs = np.random.default_rng([self.random_state or 0, self._restart])
             Qs = {(g, h): orth(rs.standard_normal((sizes[h], kk[g, h]))) for g, h in pairs}

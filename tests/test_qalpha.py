@@ -11,7 +11,7 @@ import pytest
 
 from fsdask.datasets import qalpha_clusters, weston_linear
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.methods.qalpha import QAlpha, auto_cut
+from fsdask.methods.qalpha import QAlpha, auto_cut, normalize_block
 
 import qalpha_dense as dense
 
@@ -24,11 +24,15 @@ def weston():
     return syn.X.values.astype(np.float64), syn.y
 
 
+def _phi_sessions(M):
+    """§6's explicit feature map φ(m) = [vec(m^s m^sᵀ)]_s over sections of 8 samples: (D × features)."""
+    return np.concatenate([(M[s:s + 8, None, :] * M[None, s:s + 8, :]).reshape(-1, M.shape[1])
+                           for s in range(0, M.shape[0], 8)])
+
+
 def _sessions_kernel(A, B):
-    out = np.zeros((A.shape[1], B.shape[1]))
-    for s in range(0, A.shape[0], 8):
-        out += (A[s:s + 8].T @ B[s:s + 8]) ** 2
-    return out
+    """Σ_s (m_i^sᵀ m_j^s)² of the centred, unit-norm φ, through the explicit map."""
+    return normalize_block(_phi_sessions(A)).T @ normalize_block(_phi_sessions(B))
 
 
 def _rbf(A, B):
@@ -58,6 +62,8 @@ def test_power_matches_dense_n3000_chunked():
     est = QAlpha(k=3, tol=0, max_iter=3).fit(Xd)
     np.testing.assert_allclose(est.scores_, a, atol=1e-8)
     np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
+    # one pass over X per iteration: A⁽⁰⁾, the first Gram, then α/A_α fused with the next Gram
+    assert est.n_passes_ == est.n_iter_ + 2
     assert set(np.argsort(-est.scores_)[:20]) == set(range(20))
 
 
@@ -113,6 +119,21 @@ def test_linear_kernel_reproduces_power_and_callable_kernel(weston):
     np.testing.assert_allclose(kl.scores_, p.scores_, atol=1e-8)
     np.testing.assert_allclose(kl.objective_, p.objective_, rtol=1e-9)
     np.testing.assert_allclose(kc.scores_, p.scores_, atol=1e-8)
+
+
+def test_kernel_equals_linear_on_explicit_feature_map(weston):
+    """Def. 14 with k(m_i, m_j) = φ(m_i)ᵀφ(m_j) is Def. 2 on the rows φ(m_i) (centred, unit norm)."""
+    X = weston[0][:48, :40]
+    M = normalize_block(X)
+    ks = QAlpha(k=2, kernel="sessions", tol=0, max_iter=4).fit(X)               # §6's kernel
+    ls = QAlpha(k=2, supervised=False, tol=0, max_iter=4).fit(_phi_sessions(M))
+    np.testing.assert_allclose(ks.scores_, ls.scores_, atol=1e-8)
+    np.testing.assert_allclose(ks.objective_, ls.objective_, rtol=1e-9)
+    square = lambda A, B: normalize_block(A ** 2).T @ normalize_block(B ** 2)   # φ(m) = m ∘ m
+    kq = QAlpha(k=2, kernel=square, tol=0, max_iter=4).fit(X)
+    lq = QAlpha(k=2, supervised=False, tol=0, max_iter=4).fit(M ** 2)
+    np.testing.assert_allclose(kq.scores_, lq.scores_, atol=1e-8)
+    np.testing.assert_allclose(kq.objective_, lq.objective_, rtol=1e-9)
 
 
 @pytest.mark.parametrize("seed,k", [(0, 1), (1, 2), (2, 4)])

@@ -33,6 +33,7 @@ def leading_eigh(
     tol: float = 1e-10,
     maxiter: int | None = None,
     ncv: int | None = None,
+    matmat: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Leading ``k`` eigenpairs of a symmetric operator given only by its mat-vec.
 
@@ -40,9 +41,11 @@ def leading_eigh(
     it builds the matrix column by column and uses dense ``eigh``.  ``which="LA"`` is the
     largest *algebraic* eigenvalue (what indefinite operators need), ``"LM"`` largest
     magnitude.  Eigenvalues are returned in descending order of the chosen criterion.
+    ``matmat`` (optional, n × r → n × r) lets the tiny-n path build the matrix in one call
+    (one pass) instead of n mat-vecs.
     """
     if n <= 64 or k >= n - 1:
-        A = np.column_stack([matvec(e) for e in np.eye(n)])
+        A = matmat(np.eye(n)) if matmat is not None else np.column_stack([matvec(e) for e in np.eye(n)])
         A = (A + A.T) / 2
         w, V = np.linalg.eigh(A)
         key = {"LA": -w, "SA": w, "LM": -np.abs(w)}[which]

@@ -5,8 +5,10 @@ Writes (once) a CSV with a header ``feature,s0,…`` and one row per feature, th
 peak RSS next to the sizes of the CSV and of the matrix: streaming means the peak stays
 near one Zarr chunk + one batch of rows, far below the matrix size.
 
-    flock /work/.bench.lock python benchmarks/ingest_csv.py            # 10⁶ rows × 20 samples
+    flock /work/.bench.lock python benchmarks/ingest_csv.py   # 10⁶ and 2×10⁶ rows × 20 samples
     flock /work/.bench.lock python benchmarks/ingest_csv.py --rows 2000000 --samples 50
+
+The peak should not grow from 10⁶ to 2×10⁶ rows (the default runs both).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 fsdask.ingest(src, dst, orient="features", overwrite=True, chunk_bytes=int(chunk_mb * 2**20), batch=batch)
 t = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before reading anything back
 ds = fsdask.open_dataset(dst)
-print(json.dumps({"seconds": t, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"seconds": t, "peak_rss_mib": peak / 1024,
                   "rss_after_imports_mib": base / 1024, "shape": list(ds["X"].shape),
                   "chunks": len(ds["X"].chunks[1])}))
 """
@@ -49,17 +52,23 @@ def write_csv(path: str, rows: int, samples: int, seed: int = 0) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=1_000_000, help="feature rows (default 10⁶)")
+    ap.add_argument("--rows", default="1000000,2000000",
+                    help="feature rows, comma-separated sizes (default 10⁶ and 2×10⁶)")
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--chunk-mb", type=float, default=16.0)
     ap.add_argument("--batch", type=int, default=10_000, help="CSV rows parsed at a time")
     ap.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "out"))
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
-    src = os.path.join(args.dir, f"features_as_rows_{args.rows}x{args.samples}.csv")
+    for rows in [int(r) for r in str(args.rows).split(",")]:
+        run(args, rows)
+
+
+def run(args: argparse.Namespace, rows: int) -> None:
+    src = os.path.join(args.dir, f"features_as_rows_{rows}x{args.samples}.csv")
     if not os.path.exists(src):
         t0 = time.perf_counter()
-        write_csv(src + ".tmp", args.rows, args.samples)
+        write_csv(src + ".tmp", rows, args.samples)
         os.replace(src + ".tmp", src)
         print(f"wrote {src} in {time.perf_counter() - t0:.1f} s")
     dst = os.path.join(args.dir, "ingest_csv.zarr")
@@ -70,10 +79,10 @@ def main() -> None:
     if out.returncode != 0:
         sys.exit(out.stderr)
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    matrix_mib = args.rows * args.samples * 4 / 2**20
-    print(f"csv        {os.path.getsize(src) / 2**20:8.0f} MiB  ({args.rows} feature rows × {args.samples} samples)")
+    matrix_mib = rows * args.samples * 4 / 2**20
+    print(f"csv        {os.path.getsize(src) / 2**20:8.0f} MiB  ({rows} feature rows × {args.samples} samples)")
     print(f"matrix     {matrix_mib:8.0f} MiB  float32, stored as {r['chunks']} chunks of ≤ {args.chunk_mb:g} MiB")
-    print(f"ingest     {r['seconds']:8.1f} s   ({args.rows / r['seconds']:.0f} rows/s), batches of {args.batch} rows")
+    print(f"ingest     {r['seconds']:8.1f} s   ({rows / r['seconds']:.0f} rows/s), batches of {args.batch} rows")
     print(f"peak RSS   {r['peak_rss_mib']:8.0f} MiB  (of which {r['rss_after_imports_mib']:.0f} MiB after imports); "
           f"shape read back {tuple(r['shape'])}")
 

@@ -16,6 +16,7 @@ import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
+import zarr
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import InputError, StoreError
@@ -221,7 +222,7 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
 
     The file is read ``batch`` rows at a time; rows are buffered until they fill one Zarr
     chunk (all samples × ``block`` features), which is then appended to the store, so
-    memory holds at most about one chunk plus one batch whatever the number of rows.
+    memory holds one chunk buffer plus one batch whatever the number of rows.
     The optional label row (``label_row``) may appear anywhere.
     """
     import hashlib
@@ -240,31 +241,38 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
     block = feature_block_size(n, dtype.itemsize, chunk_bytes)
     kwargs = _zarr_kwargs(url, storage_options)
     state = {"written": 0, "y": None}
-    pending: list[np.ndarray] = []
-    pending_names: list[np.ndarray] = []
+    buf = np.empty((n, block), dtype=dtype)    # one Zarr chunk, filled batch by batch
+    buf_names = np.empty(block, dtype=object)
+    state["filled"] = 0
     digests: list[np.ndarray] = []
     report = {"nonfinite_values": 0, "nan_policy": nan_policy, "dropped_features": 0}
 
-    def flush(target: str, final: bool) -> None:
-        nonlocal pending, pending_names
-        buffered = sum(x.shape[1] for x in pending)
-        while buffered >= block or (final and buffered > 0):
-            allx = np.concatenate(pending, axis=1) if len(pending) > 1 else pending[0]
-            alln = np.concatenate(pending_names) if len(pending_names) > 1 else pending_names[0]
-            take = min(block, allx.shape[1])
-            xb, nb = allx[:, :take], alln[:take]
-            pending, pending_names = [allx[:, take:]], [alln[take:]]
-            buffered = allx.shape[1] - take
-            ds = xr.Dataset({"X": (("sample", "feature"), xb)}, coords={"feature": nb.astype(object)})
-            if state["written"] == 0:
-                ds = ds.assign_coords(sample=sample_names.astype(object))
-                ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False,
-                           encoding={"X": {"chunks": (n, block)}}, **kwargs)
-            else:
-                ds.to_zarr(target, append_dim="feature", zarr_format=3, consolidated=False, **kwargs)
-            digests.append(np.frombuffer(hashlib.blake2b(np.ascontiguousarray(xb).tobytes(),
-                                                         digest_size=16).digest(), dtype=np.uint8))
-            state["written"] += take
+    def write_chunk(target: str, xb: np.ndarray, nb: np.ndarray) -> None:
+        if state["written"] == 0:  # xarray lays out the store (dimension names, coordinates)
+            ds = xr.Dataset({"X": (("sample", "feature"), xb)},
+                            coords={"feature": nb, "sample": sample_names.astype(object)})
+            ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False,
+                       encoding={"X": {"chunks": (n, block)}}, **kwargs)
+            state["group"] = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
+        else:  # then grow X and the feature ids in place: nothing already written is read back
+            _append_columns(state["group"], state["written"], xb, nb)
+        digests.append(np.frombuffer(hashlib.blake2b(np.ascontiguousarray(xb).tobytes(),
+                                                     digest_size=16).digest(), dtype=np.uint8))
+        state["written"] += xb.shape[1]
+
+    def add(target: str, xb: np.ndarray, fn: np.ndarray) -> None:
+        """Copy a batch (samples × rows) into the chunk buffer, writing each chunk as it fills."""
+        s = 0
+        while s < xb.shape[1]:
+            f = state["filled"]
+            take = min(block - f, xb.shape[1] - s)
+            buf[:, f:f + take] = xb[:, s:s + take]
+            buf_names[f:f + take] = fn[s:s + take]
+            state["filled"] = f + take
+            s += take
+            if state["filled"] == block:
+                write_chunk(target, buf, buf_names)
+                state["filled"] = 0
 
     with atomic_store(url, storage_options, overwrite=overwrite) as target:
         try:
@@ -298,10 +306,9 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
                     report["nonfinite_values"] += rep["nonfinite_values"]
                     report["dropped_features"] += rep.get("dropped_features", 0)
                     xb = np.asarray(xd.compute())
-                pending.append(xb)
-                pending_names.append(fn)
-                flush(target, final=False)
-            flush(target, final=True)
+                add(target, xb, fn)
+            if state["filled"]:
+                write_chunk(target, buf[:, :state["filled"]], buf_names[:state["filled"]])
         except pd.errors.ParserError as exc:
             raise InputError(f"{path}: malformed CSV ({str(exc).splitlines()[0]}); check the separator "
                              "(--sep) and that every row has as many fields as the header") from None
@@ -320,6 +327,20 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
         final.update({"fingerprint": fingerprint, "chunk_features": int(block)})
         mark_complete(target, kwargs, final)
     return fingerprint
+
+
+def _append_columns(group: "zarr.Group", start: int, xb: np.ndarray, names: np.ndarray) -> None:
+    """Write ``xb`` (samples × w) and its feature ids at feature offset ``start``.
+
+    ``xarray.Dataset.to_zarr(append_dim=…)`` would re-read the whole growing feature
+    coordinate on every append (O(p²) time, O(p) memory); resizing the two arrays does not.
+    """
+    stop = start + xb.shape[1]
+    X, F = group["X"], group["feature"]
+    X.resize((xb.shape[0], stop))
+    X[:, start:stop] = xb
+    F.resize((stop,))
+    F[start:stop] = names
 
 
 def ingest(

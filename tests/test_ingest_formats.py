@@ -35,7 +35,7 @@ def test_csv_features_as_rows_streams_50000_rows(tmp_path, rng):
     np.testing.assert_array_equal(ds["X"].values, X)
     assert ds["X"].chunks[1][:-1] == (4_096,) * (len(ds["X"].chunks[1]) - 1)
     assert ds["feature"].values[12_345] == "f12345" and ds["sample"].values[3] == "s3"
-    np.testing.assert_array_equal(ds["feature"].values.astype(str), [f"f{j}" for j in range(p)])
+    assert ds["feature"].values.tolist() == [f"f{j}" for j in range(p)]
     # the streamed fingerprint equals the one of the same data written in one go
     assert fp == fsdask.ingest(X, tmp_path / "same.zarr", chunk_bytes=n * 4 * 4_096) == ds.attrs["fingerprint"]
     assert ds.attrs["shape"] == [n, p] and ds.attrs["fsdask_complete"] is True

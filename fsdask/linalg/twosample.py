@@ -150,7 +150,9 @@ def ks_columns(xb: np.ndarray, first: np.ndarray, with_screen: bool = False) -> 
         return out
     k1 = np.empty((w, n1 + 1), np.uint32)
     k2 = np.empty((w, n2 + 1), np.uint32)
-    _sortable_keys(np.ascontiguousarray(xb), first, k1, k2)
+    if xb.strides[1] != xb.itemsize:  # a column slice of a block is fine: rows stay contiguous
+        xb = np.ascontiguousarray(xb)
+    _sortable_keys(xb, first, k1, k2)
     k1[:, n1] = _SENTINEL
     k2[:, n2] = _SENTINEL
     k1.sort(axis=1)

@@ -1,5 +1,5 @@
-"""SparseHSIC at scale: end-to-end time against the I/O floor, peak memory at two sizes,
-and pyHSICLasso on the same data.
+"""SparseHSIC at scale: end-to-end time against the I/O floor of the same store, peak
+memory at two sizes, and pyHSICLasso on the same data.
 
 Store: float32 X of ``--samples`` × ``--features`` (default 200 × 1 000 000, "10⁶ features
 by 200 samples", ≈ 763 MiB in 64 MiB feature blocks), N(0, 1) noise with planted features:
@@ -11,20 +11,31 @@ by 200 samples", ≈ 763 MiB in 64 MiB feature blocks), N(0, 1) noise with plant
 Every measurement runs in its own subprocess (threads scheduler) so its peak RSS
 (``ru_maxrss``) is its own:
 
-* floor: ``X.sum().compute()`` — one streaming pass (best of ``--repeat``);
-* SparseHSIC(n_features_to_select=6, n_components=2) with y_cat (the planted class patterns point in different directions of the 3-column A: one rank-one component holds only some of them), and with y_cont (n_features_to_select=3);
-* the same at ``--small`` features (default 250 000, the first columns of the same store
-  re-chunked identically) to show the peak memory does not grow with the number of
-  features except for the O(m·c) matrix A;
-* pyHSICLasso (``--hsiclasso-python``, a separate venv; never a dependency of fsdask) on
-  the first d features for d in ``--hsiclasso-sizes``, each with a timeout.
+* floor: ``X.sum().compute()`` on this very store — one streaming pass (best of
+  ``--repeat``), as in ``benchmarks/io_floor.py``;
+* SparseHSIC(n_features_to_select=6, n_components=2) with y_cat (the planted class
+  patterns point in different directions of the 3-column A: one rank-one component holds
+  only some of them), and SparseHSIC(n_features_to_select=3) with y_cont; the ratio to the
+  floor (target ≤ 1.5) and the time of the one pass that builds A;
+* the same at ``--small`` features (default 100 000, the first columns of the same store)
+  to show the peak memory does not grow with the number of features except for the
+  O(m·c) matrix A (m·c·8 bytes);
+* with ``--pyhsiclasso PYTHON`` (an interpreter of a separate venv with pyHSICLasso and
+  zarr; never a dependency of fsdask), pyHSICLasso on the first d features for d in
+  ``--pyhsiclasso-sizes``, each with a timeout and an address-space cap, next to
+  SparseHSIC on the same d features.
 
-Run:  flock /work/.bench.lock python benchmarks/hsic_scale.py
+Everything printed also goes to ``--results`` (default examples/results/hsic_scale.txt).
+
+Run:  flock /work/.bench.lock .venv/bin/python benchmarks/hsic_scale.py
+      [--pyhsiclasso /tmp/hsiclasso-venv/bin/python]
+      (python3 -m venv /tmp/hsiclasso-venv && /tmp/hsiclasso-venv/bin/pip install pyhsiclasso zarr)
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -55,7 +66,7 @@ def planted(n: int, p: int) -> tuple[dict[int, np.ndarray], np.ndarray, np.ndarr
     return cols, y_cat, y_cont
 
 
-def make_store(path: str, n: int, p: int) -> None:
+def make_store(path: str, n: int, p: int) -> str:
     import dask
     import xarray as xr
 
@@ -79,8 +90,8 @@ def make_store(path: str, n: int, p: int) -> None:
     t0 = time.perf_counter()
     with dask.config.set(scheduler="threads"):
         fsdask.write_dataset(ds, path, block=block, overwrite=True)
-    print(f"write    {n} × {p} float32 ({n * p * 4 / 2**20:.0f} MiB), blocks of {block} features: "
-          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    return (f"write    {n} × {p} float32 ({n * p * 4 / 2**20:.0f} MiB), blocks of {block} features: "
+            f"{time.perf_counter() - t0:.1f} s")
 
 
 # ---- child measurements -------------------------------------------------------------
@@ -90,27 +101,35 @@ def child(kind: str, store: str, p: int, repeat: int) -> dict:
     import dask
 
     import fsdask
+    from fsdask.methods.hsic import hsic_matrix, response_factor
     ds = fsdask.open_dataset(store)
     if p < ds.sizes["feature"]:
         ds = ds.isel(feature=slice(0, p))
     X = ds["X"]
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    best, out = float("inf"), {}
+    best, cpu, out, est = float("inf"), float("inf"), {}, None
     with dask.config.set(scheduler="threads"):
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            est = None  # release the previous fit's per-feature outputs before the next one
+            gc.collect()
+            t0, c0 = time.perf_counter(), time.process_time()
             if kind == "floor":
                 X.data.sum().compute()
+            elif kind == "apass":  # the one pass that builds A (categorical Δ), alone
+                hsic_matrix(X.data, response_factor(ds["y"].values)[0]).compute()
             elif kind == "cat":
                 est = fsdask.SparseHSIC(n_features_to_select=6, n_components=2, rho_grid=None).fit(X, ds["y"].values)
             elif kind == "cont":
                 est = fsdask.SparseHSIC(n_features_to_select=3, rho_grid=None).fit(X, ds["y_cont"].values)
             best = min(best, time.perf_counter() - t0)
-    if kind != "floor":
+            cpu = min(cpu, time.process_time() - c0)
+    if kind in ("cat", "cont"):
         out["found"] = est.get_support(indices=True).tolist()
         out["rho"] = est.rho_
         out["A_MiB"] = est.hsic_A_.nbytes / 2**20
-    out.update(time=best, peak_MiB=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        out["outputs_MiB"] = (est.result_.nbytes + sum(getattr(est, a).nbytes for a in (
+            "scores_", "ranking_", "support_", "components_", "active_features_", "hsic_A_"))) / 2**20
+    out.update(time=best, cpu=cpu, peak_MiB=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                start_MiB=base / 1024)
     return out
 
@@ -144,15 +163,24 @@ print(json.dumps({"time": t, "found": sorted(int(i) for i in h.get_index()),
 """
 
 
-def run_hsiclasso(python: str, store: str, d: int, kind: str, k: int, timeout: float) -> dict:
+def run_hsiclasso(python: str, store: str, d: int, kind: str, k: int, timeout: float, mem_gb: float) -> dict:
+    import resource
+
+    def cap():  # an address-space cap so a run that cannot fit fails alone (MemoryError)
+        lim = int(mem_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+
+    t0 = time.perf_counter()
     try:
         res = subprocess.run([python, "-c", HSICLASSO_SCRIPT, store, str(d), kind, str(k)],
-                             capture_output=True, text=True, timeout=timeout)
+                             capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
     except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:.0f} s"}
+        return {"error": f"stopped by the {timeout:.0f} s timeout (time)"}
     if res.returncode:
-        last = (res.stderr.strip().splitlines() or ["?"])[-1]
-        return {"error": f"exit {res.returncode}: {last[:200]}"}
+        err = res.stderr.strip().splitlines() or ["?"]
+        mem = any("MemoryError" in line or "Unable to allocate" in line or "Cannot allocate" in line for line in err)
+        why = f"out of memory under the {mem_gb:g} GiB address-space cap" if mem else f"exit {res.returncode}"
+        return {"error": f"failed after {time.perf_counter() - t0:.0f} s, {why}: {err[-1][:160]}"}
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -160,52 +188,82 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--features", type=int, default=1_000_000)
-    ap.add_argument("--small", type=int, default=250_000)
+    ap.add_argument("--small", type=int, default=100_000)
     ap.add_argument("--out", default=os.path.join(HERE, "out", "hsic_scale.zarr"))
-    ap.add_argument("--reuse", action="store_true")
-    ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--hsiclasso-python", default="/tmp/hsiclasso-venv/bin/python")
-    ap.add_argument("--hsiclasso-sizes", default="1000,10000")
-    ap.add_argument("--hsiclasso-timeout", type=float, default=900)
+    ap.add_argument("--reuse", action="store_true", help="reuse an existing store at --out")
+    ap.add_argument("--repeat", type=int, default=2, help="best of N for the full-size timings")
+    ap.add_argument("--results", default=os.path.join(ROOT, "examples", "results", "hsic_scale.txt"))
+    ap.add_argument("--pyhsiclasso", metavar="PYTHON", default=None,
+                    help="interpreter of a venv with pyHSICLasso and zarr; runs the comparison")
+    ap.add_argument("--pyhsiclasso-sizes", default="10000,100000")
+    ap.add_argument("--pyhsiclasso-timeout", type=float, default=1800)
+    ap.add_argument("--pyhsiclasso-mem-gb", type=float, default=14)
+    ap.add_argument("--only-pyhsiclasso", action="store_true",
+                    help="skip the SparseHSIC/floor part and append the comparison to --results")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.out, args.features, args.repeat)))
         return
+    os.makedirs(os.path.dirname(args.results), exist_ok=True)
+    log = open(args.results, "a" if args.only_pyhsiclasso else "w")
+
+    def say(msg: str) -> None:
+        print(msg, flush=True)
+        log.write(msg + "\n")
+        log.flush()
+
+    def load() -> str:
+        return "load " + " ".join(f"{v:.2f}" for v in os.getloadavg())
+
     n, p = args.samples, args.features
-    if not (args.reuse and os.path.exists(args.out)):
-        make_store(args.out, n, p)
+    say(f"# benchmarks/hsic_scale.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{os.cpu_count()} CPU(s), {load()}")
+    if not ((args.reuse or args.only_pyhsiclasso) and os.path.exists(args.out)):
+        say(make_store(args.out, n, p))
     relevant_cat, relevant_cont = CAT + [p - 1], CONT
-    print(f"planted  categorical (3 classes): {relevant_cat}; continuous: {relevant_cont}")
-    rows = []
-    for size in (p, args.small):
-        rep = args.repeat if size == p else 1
+    say(f"planted  categorical (3 classes): {relevant_cat}; continuous: {relevant_cont}")
+    for size in () if args.only_pyhsiclasso else (p, args.small):
+        rep = args.repeat
         floor = run_child("floor", args.out, size, rep)
-        print(f"[{size} features] floor (X.sum, threads): {floor['time']:.2f} s "
-              f"({n * size * 4 / 2**20 / floor['time']:.0f} MiB/s), peak RSS {floor['peak_MiB']:.0f} MiB", flush=True)
+        say(f"[{size} features] floor (X.sum, threads): {floor['time']:.2f} s "
+            f"({n * size * 4 / 2**20 / floor['time']:.0f} MiB/s, CPU {floor['cpu']:.2f} s), "
+            f"peak RSS {floor['peak_MiB']:.0f} MiB; {load()}")
+        if size == p:
+            a = run_child("apass", args.out, size, rep)
+            say(f"[{size} features] the one pass building A (categorical, alone): {a['time']:.2f} s = "
+                f"{a['time'] / floor['time']:.2f}× floor (CPU {a['cpu']:.2f} s); {load()}")
         for kind, rel in (("cat", relevant_cat), ("cont", relevant_cont)):
             r = run_child(kind, args.out, size, rep)
             rel_in = [j for j in rel if j < size]
-            print(f"[{size} features] SparseHSIC {kind:<4}: {r['time']:.2f} s = {r['time'] / floor['time']:.2f}× floor; "
-                  f"peak RSS {r['peak_MiB']:.0f} MiB (A {r['A_MiB']:.1f} MiB); found {r['found']} "
-                  f"({len(set(r['found']) & set(rel_in))}/{len(rel_in)} planted)", flush=True)
-            rows.append((size, kind, r, floor))
-    if os.path.exists(args.hsiclasso_python):
-        for d in [int(s) for s in args.hsiclasso_sizes.split(",")]:
-            for kind, rel, k in (("cat", relevant_cat, 6), ("cont", relevant_cont, 3)):
-                r = run_hsiclasso(args.hsiclasso_python, args.out, d, kind, k, args.hsiclasso_timeout)
-                if "error" in r:
-                    print(f"[{d} features] pyHSICLasso {kind}: {r['error']}", flush=True)
-                    continue
-                rel_in = [j for j in rel if j < d]
-                print(f"[{d} features] pyHSICLasso {kind:<4}: {r['time']:.2f} s, peak RSS {r['peak_MiB']:.0f} MiB; "
-                      f"found {r['found']} ({len(set(r['found']) & set(rel_in))}/{len(rel_in)} planted)", flush=True)
-                s = run_child(kind, args.out, d, 1)
-                print(f"[{d} features] SparseHSIC  {kind:<4}: {s['time']:.2f} s; found {s['found']} "
-                      f"({len(set(s['found']) & set(rel_in))}/{len(rel_in)} planted)", flush=True)
-    else:
-        print(f"pyHSICLasso skipped: {args.hsiclasso_python} absent "
-              "(python3 -m venv /tmp/hsiclasso-venv && /tmp/hsiclasso-venv/bin/pip install pyhsiclasso zarr)")
+            say(f"[{size} features] SparseHSIC {kind:<4}: {r['time']:.2f} s = {r['time'] / floor['time']:.2f}× floor "
+                f"(CPU {r['cpu']:.2f} s); peak RSS {r['peak_MiB']:.0f} MiB (A {r['A_MiB']:.1f} MiB, all per-feature "
+                f"outputs of the fit incl. A {r['outputs_MiB']:.0f} MiB, interpreter + imports "
+                f"{r['start_MiB']:.0f} MiB); found {r['found']} "
+                f"({len(set(r['found']) & set(rel_in))}/{len(rel_in)} planted); {load()}")
+    if args.pyhsiclasso is None:
+        say("pyHSICLasso skipped (no --pyhsiclasso PYTHON; python3 -m venv /tmp/hsiclasso-venv && "
+            "/tmp/hsiclasso-venv/bin/pip install pyhsiclasso zarr)")
+        return
+    failed = None
+    for d in [int(v) for v in args.pyhsiclasso_sizes.split(",")]:
+        for kind, rel, k in (("cat", relevant_cat, 6), ("cont", relevant_cont, 3)):
+            rel_in = [j for j in rel if j < d]
+            if failed:  # both responses build the same d feature kernels: a larger run fails too
+                say(f"[{d} features] pyHSICLasso {kind:<4}: not run ({failed})")
+                continue
+            s = run_child(kind, args.out, d, 1)
+            say(f"[{d} features] SparseHSIC  {kind:<4}: {s['time']:.2f} s, peak RSS {s['peak_MiB']:.0f} MiB; "
+                f"found {s['found']} ({len(set(s['found']) & set(rel_in))}/{len(rel_in)} planted); {load()}")
+            r = run_hsiclasso(args.pyhsiclasso, args.out, d, kind, k, args.pyhsiclasso_timeout,
+                              args.pyhsiclasso_mem_gb)
+            if "error" in r:
+                say(f"[{d} features] pyHSICLasso {kind:<4}: {r['error']}; {load()}")
+                failed = f"pyHSICLasso {kind} failed at {d} features"
+                continue
+            say(f"[{d} features] pyHSICLasso {kind:<4}: {r['time']:.2f} s (after loading X), main-process peak RSS "
+                f"{r['peak_MiB']:.0f} MiB; found {r['found']} ({len(set(r['found']) & set(rel_in))}/"
+                f"{len(rel_in)} planted); {load()}")
 
 
 if __name__ == "__main__":

@@ -43,25 +43,26 @@ def test_feature_and_row_dot(X, rng):
     np.testing.assert_allclose(row_dot(Xd, C).compute(), Xn.T @ C)
 
 
+@pytest.mark.parametrize("r", [2, 9])  # fused numba sweep (r ≤ 8) and BLAS
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_row_dot_summary(X, rng, dtype):
+def test_row_dot_summary(X, rng, dtype, r):
     Xn, _ = X
     Xn = Xn.astype(dtype)
     Xn[:, 3] = 2.5  # constant
     Xn[1, 8], Xn[4, 8], Xn[0, 20] = np.nan, np.inf, -np.inf
     Xn[:, 30] = np.inf  # an all-Inf column: inf − inf is NaN, still caught
     Xd = da.from_array(Xn, chunks=(9, X[1].chunks[1]))
-    C = rng.normal(size=(9, 2))
+    C = rng.normal(size=(9, r))
     out = row_dot_summary(Xd, C, sd=True).compute()
-    assert out.shape == (5, 57) and out.dtype == np.float64
+    assert out.shape == (r + 3, 57) and out.dtype == np.float64
     clean = np.where(np.isfinite(Xn), Xn, 0).astype(np.float64)
-    np.testing.assert_allclose(out[:2].T, clean.T @ C, rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(out[2], (~np.isfinite(Xn)).sum(axis=0))
+    np.testing.assert_allclose(out[:r].T, clean.T @ C, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(out[r], (~np.isfinite(Xn)).sum(axis=0))
     ok = np.isfinite(Xn).all(axis=0)
-    np.testing.assert_allclose(out[3][ok], np.ptp(Xn[:, ok].astype(np.float64), axis=0))
-    assert out[3][3] == 0 and np.all(out[3][ok & (np.arange(57) != 3)] > 0)
-    np.testing.assert_allclose(out[4][ok], Xn[:, ok].astype(np.float64).std(axis=0, ddof=1), rtol=1e-6)
-    assert np.all(row_dot_summary(Xd, C).compute()[4] == 0)
+    np.testing.assert_allclose(out[r + 1][ok], np.ptp(Xn[:, ok].astype(np.float64), axis=0))
+    assert out[r + 1][3] == 0 and np.all(out[r + 1][ok & (np.arange(57) != 3)] > 0)
+    np.testing.assert_allclose(out[r + 2][ok], Xn[:, ok].astype(np.float64).std(axis=0, ddof=1), rtol=1e-6)
+    assert np.all(row_dot_summary(Xd, C).compute()[r + 2] == 0)
     # the float32 → float64 cast goes slab by slab of samples: several slabs, same product
     from fsdask.linalg.reductions import _ct_dot
     np.testing.assert_allclose(_ct_dot(clean.astype(dtype), C.T.copy(), slab_bytes=2 * 8 * 57),

@@ -14,7 +14,13 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import dask.array as da
+import numba
 import numpy as np
+
+#: up to this many columns of C, ``Cᵀ X_b`` and the range run as one fused numba sweep
+_FUSED_MAX_R = 8
+#: features per cache tile of the fused sweep
+_FUSED_TILE = 1024
 
 
 def _whole(x: Any) -> Any:
@@ -178,20 +184,55 @@ def row_dot(X: da.Array, C: np.ndarray) -> da.Array:
     return map_features(_ct_dot, X, out_rows=C.shape[1], dtype=Ct.dtype, Ct=Ct).T
 
 
+@numba.njit(nogil=True, cache=True)
+def _dot_range(xb, Ct, prod, rng, tile):  # pragma: no cover - compiled
+    """prod = Ct @ xb (float64 accumulation, sample order) and rng = max − min per column,
+    reading the block once, tile by tile.  No fastmath: NaN/Inf propagate into prod."""
+    n, p = xb.shape
+    r = Ct.shape[0]
+    lo = np.empty(tile)
+    hi = np.empty(tile)
+    for j0 in range(0, p, tile):
+        w = min(p, j0 + tile) - j0
+        lo[:w] = np.inf
+        hi[:w] = -np.inf
+        prod[:, j0:j0 + w] = 0.0
+        for i in range(n):
+            row = xb[i, j0:j0 + w]
+            for j in range(w):
+                v = np.float64(row[j])
+                if v < lo[j]:
+                    lo[j] = v
+                if v > hi[j]:
+                    hi[j] = v
+            for k in range(r):
+                c = Ct[k, i]
+                acc = prod[k, j0:j0 + w]
+                for j in range(w):
+                    acc[j] += c * row[j]
+        for j in range(w):
+            rng[j0 + j] = hi[j] - lo[j]
+
+
 def _row_dot_summary_block(xb: np.ndarray, Ct: np.ndarray, sd: bool) -> np.ndarray:
     r = Ct.shape[0]
     out = np.empty((r + 3, xb.shape[1]))
-    lo, hi = xb.min(axis=0), xb.max(axis=0)  # NaN propagates; ±Inf gives an infinite range
-    with np.errstate(invalid="ignore"):  # inf − inf → NaN is the point
-        out[r + 1] = hi.astype(np.float64) - lo  # in float64: no overflow of a float32 range
-    bad = np.flatnonzero(~np.isfinite(out[r + 1]))
+    if r <= _FUSED_MAX_R and xb.dtype.kind == "f":
+        _dot_range(xb, Ct, out[:r], out[r + 1], _FUSED_TILE)
+    else:
+        out[:r] = _ct_dot(xb, Ct)
+        with np.errstate(invalid="ignore"):  # inf − inf → NaN is the point
+            out[r + 1] = xb.max(axis=0).astype(np.float64) - xb.min(axis=0)  # float64: no overflow
+    # a non-finite value makes its column's products (IEEE arithmetic) or range non-finite
+    bad = np.flatnonzero(~np.isfinite(out[0]) | ~np.isfinite(out[r + 1]))
     out[r] = 0.0
     if bad.size:  # rare: count exactly, and keep NaN/Inf out of the products
         fin = np.isfinite(xb[:, bad])
         out[r, bad] = xb.shape[0] - fin.sum(axis=0)
         xb = xb.copy()
         xb[:, bad] = np.where(fin, xb[:, bad], 0)
-    out[:r] = _ct_dot(xb, Ct)
+        out[:r, bad] = _ct_dot(xb[:, bad], Ct)
+        out[r + 1, bad] = np.nan
     out[r + 2] = xb.std(axis=0, ddof=1, dtype=np.float64) if sd else 0.0
     return out
 
@@ -201,10 +242,12 @@ def row_dot_summary(X: da.Array, C: np.ndarray, *, sd: bool = False) -> da.Array
     with rows ``(Xᵀ C)ᵀ`` (r rows), the number of non-finite values, the range max − min
     (0 ⇔ constant feature) and the standard deviation (ddof = 1; zeros unless ``sd``).
 
-    A feature holding NaN/Inf has a non-finite range and enters the product with those
-    values replaced by 0 (its count row tells the caller to refuse it).  The range is taken
-    in X's dtype and subtracted in float64, so checking for non-finite values costs two
-    reductions instead of a full ``isfinite`` mask.
+    For up to ``_FUSED_MAX_R`` columns of C the products and the range come from one fused
+    numba sweep of the block (float64 arithmetic, no float64 copy of a float32 block);
+    above, from BLAS.  A feature holding NaN/Inf has non-finite products or range (IEEE
+    arithmetic), so no ``isfinite`` mask of the block is needed; such a feature gets its
+    exact count, products with those values replaced by 0, and a NaN range (the count
+    row tells the caller to refuse it).
     """
     Ct = np.ascontiguousarray(np.asarray(C, dtype=np.float64).T)
     return map_features(_row_dot_summary_block, X, out_rows=Ct.shape[0] + 3, dtype=np.float64,

@@ -32,9 +32,9 @@ DATASETS = {
                        "columns standardised: the size of the paper's Fig. 5 errors (0.05–0.35) suggests it scaled "
                        "housing, whose raw columns differ by orders of magnitude"),
     "ionosphere": ("uci_ionosphere", [10, 14, 18, 20, 24, 28], 20, "V2 is constant: 33 usable features"),
-    "face": ("orl_faces_32x32", [10, 30, 90], 90,
+    "face": ("orl_faces_32x32", [10, 30, 60, 90, 150, 300], 90,
              "ORL 400 × 1024 (32×32) instead of the paper's UCI KDD 624 × 960 faces"),
-    "gene_ALL": ("all_chiaretti", [10, 30, 90], 90,
+    "gene_ALL": ("all_chiaretti", [5, 10, 20, 30, 60, 90, 120], 90,
                  "Chiaretti ALL, 128 samples; the 472 highest-variance of 12 625 probes (the paper's "
                  "Gene ALL had 472 features after preprocessing, 327 samples, 7 classes; ours: B vs T lineage)"),
 }

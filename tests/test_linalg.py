@@ -243,3 +243,17 @@ def test_l1_ball_thresholds_against_sort(rng):
     np.testing.assert_allclose(np.abs(P).sum(1), np.minimum(np.abs(V).sum(1), rad), atol=1e-9)
     np.testing.assert_allclose(prox_linf_rows(V, rad), V - P, atol=1e-12)
     assert np.all(P[:2] == 0) and np.all(P[6] == V[6])
+
+
+def test_row_l1_norms_screened(rng):
+    from fsdask.linalg import row_l1_norms_screened
+    M = rng.normal(size=(300, 6)) * rng.uniform(0.01, 3, size=(300, 1))
+    E = rng.normal(size=(6, 500))
+    ref = np.abs(M @ E).sum(1)
+    vals, exact = row_l1_norms_screened(M, E, above=np.quantile(ref, 0.8))
+    assert np.all(vals >= ref - 1e-9)                               # a safe upper bound everywhere
+    np.testing.assert_allclose(vals[exact], ref[exact])             # exact where computed
+    assert exact[ref > np.quantile(ref, 0.8)].all()                 # every row above the threshold is exact
+    assert 0 < exact.sum() < 300                                    # and the bound certified some rows
+    vals, exact = row_l1_norms_screened(M, E)                       # above=None: the maximum is exact
+    assert vals.max() == pytest.approx(ref.max()) and exact[np.argmax(ref)]

@@ -272,3 +272,31 @@ def row_l1_norms(M: np.ndarray, E: np.ndarray, C: np.ndarray | None = None,
             blk -= C[s:s + step]
         out[s:s + step] = np.abs(blk).sum(axis=1)
     return out
+
+
+def row_l1_norms_screened(M: np.ndarray, E: np.ndarray, above: float | None = None,
+                          block_bytes: int = 32 * 2**20) -> tuple[np.ndarray, np.ndarray]:
+    """``‖(M E)_i‖₁`` computed exactly only where it may exceed ``above``; a safe upper bound elsewhere.
+
+    With the thin SVD ``E = Σ_k u_k σ_k v_kᵀ`` (E is m × q with m small),
+    ``‖(M E)_i‖₁ ≤ Σ_k |(M U)_ik| σ_k ‖v_k‖₁`` (triangle inequality) costs O(p·m) for all p
+    rows; rows whose bound exceeds ``above`` get the exact value (:func:`row_l1_norms`,
+    O(m·q) each).  ``above=None``: exact wherever the bound reaches the largest exact value,
+    so the maximum over rows is exact.  Returns the values (exact or bound) and the mask of
+    exact rows.
+    """
+    p = M.shape[0]
+    U, s, Vt = np.linalg.svd(E, full_matrices=False)
+    bound = np.abs(M @ U) @ (s * np.abs(Vt).sum(axis=1))
+    out = bound.copy()
+    exact = np.zeros(p, bool)
+    if above is None:
+        top = np.argsort(-bound)[: min(p, 256)]
+        out[top] = row_l1_norms(M[top], E, block_bytes=block_bytes)
+        exact[top] = True
+        above = float(out[top].max(initial=0.0))
+    need = np.flatnonzero(~exact & (bound > above))
+    if need.size:
+        out[need] = row_l1_norms(M[need], E, block_bytes=block_bytes)
+        exact[need] = True
+    return out, exact

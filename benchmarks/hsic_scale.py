@@ -195,7 +195,7 @@ def main() -> None:
     ap.add_argument("--results", default=os.path.join(ROOT, "examples", "results", "hsic_scale.txt"))
     ap.add_argument("--pyhsiclasso", metavar="PYTHON", default=None,
                     help="interpreter of a venv with pyHSICLasso and zarr; runs the comparison")
-    ap.add_argument("--pyhsiclasso-sizes", default="10000,100000")
+    ap.add_argument("--pyhsiclasso-sizes", default="10000,50000,100000")
     ap.add_argument("--pyhsiclasso-timeout", type=float, default=1800)
     ap.add_argument("--pyhsiclasso-mem-gb", type=float, default=14)
     ap.add_argument("--only-pyhsiclasso", action="store_true",

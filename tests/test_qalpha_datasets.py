@@ -75,8 +75,15 @@ def test_ben_dor_defaults_and_statistics():
     assert syn.relevant.size == round(0.28 * 600) == 168
     assert np.array_equal(np.bincount(syn.y), [25, 47])
     irr = X[:, 168:]
-    assert abs(irr.std() - 0.75) < 0.03 and abs(irr.mean()) < 0.02
+    assert abs(irr.var() - 0.75) < 0.03 and abs(irr.mean()) < 0.02        # N(0, s), s a variance
     rel = X[:, :168]
+    within = np.r_[rel[syn.y == 0].var(0) / np.abs(rel[syn.y == 0].mean(0)),
+                   rel[syn.y == 1].var(0) / np.abs(rel[syn.y == 1].mean(0))]
+    assert 0.6 < np.median(within) < 0.9                                  # variance |μ|·s
+    old = ben_dor(random_state=0, spread="std").X.values.astype(float)
+    assert abs(old[:, 168:].std() - 0.75) < 0.03                           # the std reading
+    with pytest.raises(ValueError, match="spread"):
+        ben_dor(spread="sd")
     mA, mB = rel[syn.y == 0].mean(0), rel[syn.y == 1].mean(0)
     assert np.all(np.abs(np.r_[mA, mB]) < 1.5 * 555 * 1.5)
     # class means differ by about d in spread: |μ_A − μ_B| has mean ≈ d (difference of two U[-1.5d, 1.5d])

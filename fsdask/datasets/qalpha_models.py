@@ -110,21 +110,32 @@ def qalpha_sessions(lam: float = 0.05, n_samples: int = 120, n_features: int = 6
 
 
 def ben_dor(m: int = 600, a: int = 25, b: int = 47, e: float = 0.72, d: float = 555.0, s: float = 0.75,
-            random_state: int = 0, dtype=np.float32) -> Synthetic:
+            random_state: int = 0, spread: str = "variance", dtype=np.float32) -> Synthetic:
     """Ben-Dor et al. (2001) microarray model as described in Wolf & Shashua §6.
 
     ``a`` samples of class A (y = 0) then ``b`` of class B (y = 1); ``m`` features of which
-    a fraction ``e`` are irrelevant, N(0, s); the other (1 − e)·m are N(μ_A, |μ_A|·s) or
-    N(μ_B, |μ_B|·s) by class, with μ_A, μ_B drawn per feature uniformly from [−1.5d, 1.5d].
-    The second argument of N(·,·) is read as a standard deviation, and |μ|·s (the paper
-    prints μ_A s, which is negative for μ_A < 0).  Defaults: the leukemia fit
-    m = 600, a = 25, b = 47, e = 0.72, d = 555, s = 0.75.  Relevant features come first:
-    indices 0 … round((1 − e)·m) − 1.
+    a fraction ``e`` are irrelevant, N(0, s); the other (1 − e)·m are N(μ_A, μ_A s) or
+    N(μ_B, μ_B s) by class, with μ_A, μ_B drawn per feature uniformly from [−1.5d, 1.5d].
+    Defaults: the leukemia fit m = 600, a = 25, b = 47, e = 0.72, d = 555, s = 0.75.
+    Relevant features come first: indices 0 … round((1 − e)·m) − 1.
+
+    ``spread`` says how the second argument of N(·,·) is read — the paper does not say:
+
+    * ``"variance"`` (default, the usual N(μ, σ²)): relevant entries have variance |μ|·s
+      (|μ| since μ_A s < 0 for μ_A < 0), irrelevant ones variance s.  This reading agrees
+      with the paper's findings ("robust to s … even for s > 1000", "the data set is not
+      very difficult"): at s = 1000 the class means still differ by ≈ 0.75 standard
+      deviations.
+    * ``"std"``: standard deviations |μ|·s and s.  Then the class means differ by ≈ 1/s
+      standard deviations, so for s ≥ 10 the relevant features are nearly pure noise and no
+      selector can find them (Q-α: 0.3 of the top-R relevant at s = 10 in our check).
     """
     if not 0 <= e <= 1:
         raise ValueError(f"e must be in [0, 1]; got {e}")
     if a < 1 or b < 1 or m < 1:
         raise ValueError(f"need a, b, m ≥ 1; got a={a}, b={b}, m={m}")
+    if spread not in ("variance", "std"):
+        raise ValueError(f"spread={spread!r}; use 'variance' or 'std'")
     n_rel = int(round((1 - e) * m))
     labels = np.r_[np.zeros(a, int), np.ones(b, int)]
 
@@ -132,11 +143,12 @@ def ben_dor(m: int = 600, a: int = 25, b: int = 47, e: float = 0.72, d: float = 
         width = g1 - g0
         noise = brng.standard_normal((n, width))
         mu = brng.uniform(-1.5 * d, 1.5 * d, size=(2, width))
-        informative = mu[labels] + np.abs(mu[labels]) * s * noise
+        sd_rel = np.abs(mu[labels]) * s if spread == "std" else np.sqrt(np.abs(mu[labels]) * s)
+        informative = mu[labels] + sd_rel * noise
         rel = np.arange(g0, g1) < n_rel
-        return np.where(rel[None, :], informative, s * noise)
+        return np.where(rel[None, :], informative, (s if spread == "std" else np.sqrt(s)) * noise)
 
     X = lazy_matrix(random_state, a + b, m, sampler, dtype)
     return Synthetic(_dataset(X, labels, m), np.arange(n_rel),
-                     {"generator": "ben_dor", "m": m, "a": a, "b": b, "e": e, "d": d, "s": s,
+                     {"generator": "ben_dor", "m": m, "a": a, "b": b, "e": e, "d": d, "s": s, "spread": spread,
                       "random_state": random_state})

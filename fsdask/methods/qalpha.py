@@ -64,8 +64,8 @@ import numpy as np
 
 from fsdask.base import FitOutput, SelectorMixin
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.linalg import (feature_kernel_matmul, khatri_rao_gram_block, khatri_rao_matvec, leading_eigh,
-                           map_and_sum, map_features, sum_over_blocks, tall_skinny_qr)
+from fsdask.linalg import (feature_kernel_matmul, khatri_rao_gram_block, khatri_rao_matvec, khatri_rao_rmatvec,
+                           leading_eigh, map_and_sum, map_features, sum_over_blocks, tall_skinny_qr)
 
 log = logging.getLogger("fsdask")
 
@@ -111,12 +111,14 @@ class TallSpec:
 
     def __init__(self, rows: Callable[[np.ndarray], np.ndarray], r: int, signature: np.ndarray | None = None,
                  gram: Callable[[np.ndarray], np.ndarray] | None = None,
-                 matvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
+                 matvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+                 rmatvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
         self.rows = rows
         self.r = r
         self.signature = signature  # None means S = I
         self.gram = gram or self._gram_rows
         self.matvec = matvec or (lambda m, u: rows(m) @ u)
+        self.rmatvec = rmatvec or (lambda m, a: rows(m).T @ a)
 
     def _gram_rows(self, m: np.ndarray) -> np.ndarray:
         w = self.rows(m)
@@ -137,7 +139,7 @@ class TallSpec:
         """Wᵀ a of the block (r,)."""
         out = np.zeros(self.r)
         for s, m in prepped(xb, prep):
-            out += self.rows(m).T @ a[s:s + m.shape[1]]
+            out += self.rmatvec(m, a[s:s + m.shape[1]])
         return out
 
     def normal_block(self, xb: np.ndarray, prep: Callable, v: np.ndarray) -> np.ndarray:
@@ -159,7 +161,8 @@ def standard_spec(Q: np.ndarray) -> TallSpec:
     """Def. 2: G = W Wᵀ, rows m_i ⊗ Qᵀm_i (WᵀW and W u without forming W)."""
     return TallSpec(lambda m: khatri_rao_rows(m, Q), Q.shape[0] * Q.shape[1],
                     gram=lambda m: khatri_rao_gram_block(m.T, (Q.T @ m).T),
-                    matvec=lambda m, u: khatri_rao_matvec(m.T, (Q.T @ m).T, u))
+                    matvec=lambda m, u: khatri_rao_matvec(m.T, (Q.T @ m).T, u),
+                    rmatvec=lambda m, a: khatri_rao_rmatvec(m.T, (Q.T @ m).T, a))
 
 
 def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
@@ -319,13 +322,16 @@ class AlphaStep:
         prep, q = self.prep, self.X.shape[0]
         r = 0 if next_spec is None else next_spec.r
 
-        def block(xb):
-            alpha_b = spec.apply_block(xb, prep, u)
-            A_b = affinity_block(xb, alpha_b, prep)
-            if next_spec is None:
-                return alpha_b, [A_b, np.zeros((0, 0)), np.zeros(0)]
-            return alpha_b, [A_b, next_spec.gram_block(xb, prep),
-                             next_spec.apply_block_T(xb, prep, np.ones(xb.shape[1]))]
+        def block(xb):   # each 2048-feature batch preprocessed once, used for all four terms
+            alpha_b, A_b, K_b, c_b = [], np.zeros((q, q)), np.zeros((r, r)), np.zeros(r)
+            for _, m in prepped(xb, prep):
+                a = spec.matvec(m, u)
+                alpha_b.append(a)
+                A_b += (m * a) @ m.T
+                if next_spec is not None:
+                    K_b += next_spec.gram(m)
+                    c_b += next_spec.rmatvec(m, np.ones(m.shape[1]))
+            return (np.concatenate(alpha_b) if alpha_b else np.zeros(0)), [A_b, K_b, c_b]
         alpha_d, sums = map_and_sum(block, self.X, shapes=[(q, q), (r, r), (r,)])
         alpha, A, K, c = dask.compute(alpha_d, *sums)
         self.n_passes += 1

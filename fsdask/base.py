@@ -22,6 +22,7 @@ import xarray as xr
 
 from fsdask._validation import check_array, feature_names_of
 from fsdask.errors import InputError, ParameterError
+from fsdask.linalg.threads import blas_threads_for
 
 log = logging.getLogger("fsdask")
 
@@ -126,6 +127,13 @@ class SelectorMixin:
         log.info("%s: fitting on %d samples × %d features (%d feature block(s))",
                  self.method_name, n, p, len(Xd.chunks[1]))
         self._iter_t0 = time.perf_counter()
+        with blas_threads_for(Xd):
+            self._fit_blocks(Xd, y, p, names, source_attrs, t0)
+        return self
+
+    def _fit_blocks(self, Xd: da.Array, y: np.ndarray | None, p: int, names: np.ndarray | None,
+                    source_attrs: dict, t0: float) -> None:
+        """The fit proper: the screen, the method's work, the public attributes."""
         plan = self._fit_lazy(Xd, y)
         if plan is not None:
             # single pass: the screen and the method's per-feature statistics share one read of X
@@ -161,7 +169,6 @@ class SelectorMixin:
         log.info("%s: done in %.1f s%s", self.method_name, self.wall_time_,
                  "" if out.n_iter is None else f" after {out.n_iter} iteration(s)"
                  + ("" if out.converged is None else (", converged" if out.converged else ", NOT converged")))
-        return self
 
     def _log_iteration(self, it: int, **values: Any) -> None:
         """Log one outer iteration (``fsdask`` logger, INFO; the CLI shows it with ``-v``).

@@ -257,3 +257,25 @@ def test_row_l1_norms_screened(rng):
     assert 0 < exact.sum() < 300                                    # and the bound certified some rows
     vals, exact = row_l1_norms_screened(M, E)                       # above=None: the maximum is exact
     assert vals.max() == pytest.approx(ref.max()) and exact[np.argmax(ref)]
+
+
+def test_blas_threads_for_parallel_blocks_only():
+    """One BLAS thread per task while several blocks run on the threaded scheduler, else untouched."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import dask
+
+    from fsdask.linalg.threads import blas_threads_for
+
+    def blas_threads():
+        return {d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"}
+
+    before = blas_threads()
+    many, one = da.ones((4, 100), chunks=(4, 25)), da.ones((4, 100), chunks=(4, 100))
+    with dask.config.set(scheduler="threads", num_workers=2):
+        with blas_threads_for(many):
+            assert blas_threads() == {1}
+        with blas_threads_for(one):
+            assert blas_threads() == before
+    with dask.config.set(scheduler="sync"), blas_threads_for(many):
+        assert blas_threads() == before
+    assert blas_threads() == before

@@ -127,7 +127,7 @@ class SelectorMixin:
         log.info("%s: fitting on %d samples × %d features (%d feature block(s))",
                  self.method_name, n, p, len(Xd.chunks[1]))
         self._iter_t0 = time.perf_counter()
-        with blas_threads_for(Xd):
+        with blas_threads_for(Xd):  # (methods' warnings use stacklevel=4 to get past this frame)
             self._fit_blocks(Xd, y, p, names, source_attrs, t0)
         return self
 

@@ -631,7 +631,7 @@ class CPFS(SelectorMixin):
         if not converged:
             warnings.warn(f"CPFS: the duality gap did not reach tol={self.tol} at every λ "
                           f"(worst {float(pds['path_gap'].max()):.2e}); raise max_iter", ConvergenceWarning,
-                          stacklevel=3)
+                          stacklevel=4)
         self.lambda_ = lam_final
         self.lambda_max_ = lam_max
         self.duality_gap_ = final["gap"]

@@ -618,7 +618,7 @@ class SparseHSIC(SelectorMixin):
         for r in results:
             if not r.converged:
                 warnings.warn(f"SparsePM stopped at max_iter={self.max_iter} before stagnation; raise max_iter",
-                              ConvergenceWarning, stacklevel=3)
+                              ConvergenceWarning, stacklevel=4)
         self.rho_ = rho
         self.response_ = kind
         self.sigma_ = np.array([r.sigma for r in results])

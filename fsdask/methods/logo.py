@@ -437,7 +437,7 @@ class Logo(SelectorMixin):
             del Z, XA
             if active.size == 0:
                 warnings.warn("logo: every weight fell to 0 (λ too large for this data?); "
-                              "try a smaller lam", ConvergenceWarning, stacklevel=3)
+                              "try a smaller lam", ConvergenceWarning, stacklevel=4)
                 converged = delta < self.theta
                 break
             check = None
@@ -455,11 +455,11 @@ class Logo(SelectorMixin):
             warnings.warn(f"logo: not converged, and {final_violators.size} eliminated feature(s) violate the "
                           "optimality condition at the last w (first: "
                           f"{', '.join(map(str, final_violators[:5]))}); their weight 0 is not certified — "
-                          "raise max_iter or sigma", ConvergenceWarning, stacklevel=3)
+                          "raise max_iter or sigma", ConvergenceWarning, stacklevel=4)
         elif not converged and active.size:
             warnings.warn(f"logo: stopped after max_iter={self.max_iter} outer iterations with "
                           f"‖Δw‖={delta_trace[-1]:.3g} ≥ θ={self.theta}; raise max_iter or sigma (a larger "
-                          "kernel width converges faster, paper §3.1)", ConvergenceWarning, stacklevel=3)
+                          "kernel width converges faster, paper §3.1)", ConvergenceWarning, stacklevel=4)
         return FitOutput(
             scores=w, n_iter=n_iter, converged=converged, objective=objective,
             extras={"delta": np.asarray(delta_trace), "active_size": np.asarray(active_sizes, dtype=np.int64),

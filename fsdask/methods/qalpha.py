@@ -630,7 +630,7 @@ class QAlpha(SelectorMixin):
                 break
         if not converged:
             warnings.warn(f"Q-α stopped at max_iter={max_iter} before ‖Δα‖ < tol={self.tol}; "
-                          "converged_ is False", ConvergenceWarning, stacklevel=3)
+                          "converged_ is False", ConvergenceWarning, stacklevel=4)
         return alpha_prev, r, converged
 
     def _fit_unsupervised(self, X: da.Array) -> FitOutput:

@@ -260,22 +260,24 @@ def test_row_l1_norms_screened(rng):
 
 
 def test_blas_threads_for_parallel_blocks_only():
-    """One BLAS thread per task while several blocks run on the threaded scheduler, else untouched."""
+    """One BLAS thread inside computes of several blocks on the threaded scheduler; the client keeps its threads."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
     import dask
 
     from fsdask.linalg.threads import blas_threads_for
 
-    def blas_threads():
-        return {d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"}
+    def blas_threads(*_):
+        return np.array([min(d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas")])
 
-    before = blas_threads()
+    before = int(blas_threads()[0])
     many, one = da.ones((4, 100), chunks=(4, 25)), da.ones((4, 100), chunks=(4, 100))
+    inside = da.map_blocks(blas_threads, many, chunks=(1,), drop_axis=[0, 1], new_axis=None, dtype=int)
     with dask.config.set(scheduler="threads", num_workers=2):
         with blas_threads_for(many):
-            assert blas_threads() == {1}
+            assert set(inside.compute().tolist()) == {1}      # in the tasks
+            assert int(blas_threads()[0]) == before           # on the client, between computes
         with blas_threads_for(one):
-            assert blas_threads() == before
+            assert set(inside.compute().tolist()) == {before}
     with dask.config.set(scheduler="sync"), blas_threads_for(many):
-        assert blas_threads() == before
-    assert blas_threads() == before
+        assert set(inside.compute().tolist()) == {before}
+    assert int(blas_threads()[0]) == before

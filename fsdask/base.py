@@ -138,7 +138,7 @@ class SelectorMixin:
         if plan is not None:
             # single pass: the screen and the method's per-feature statistics share one read of X
             lazy, finish, *rest = plan
-            if rest and rest[0]:  # the method's block function appended screen_rows(X_b)
+            if rest and rest[0]:  # the block function appended the screen rows of X_b
                 computed = lazy.compute()
                 bad, lo, hi = computed[-3], computed[-2], computed[-1]
                 computed = computed[:-3]
@@ -190,7 +190,7 @@ class SelectorMixin:
         in the same pass as the screen (NaN/Inf, constant features), then
         ``finish(computed, active, lo, hi)`` returns the :class:`FitOutput` with scores of the
         active features.  Return ``(lazy, finish, True)`` when ``lazy`` is a (rows, p) array
-        whose last three rows are :func:`screen_rows` of each block (the screen then costs
+        whose last three rows are each block's NaN/Inf count, minimum and maximum (the screen then costs
         no extra tasks).  The default (None) uses ``_screen`` then ``_fit``.
         """
         return None
@@ -325,11 +325,6 @@ class SelectorMixin:
         attrs.update(out.attrs)
         ds.attrs = attrs
         return ds
-
-
-def screen_rows(x: np.ndarray) -> np.ndarray:
-    """(3, p) rows of the screen for a (slice of a) block: NaN/Inf count, minimum, maximum."""
-    return np.stack([(~np.isfinite(x)).sum(0), x.min(0), x.max(0)]).astype(np.float64)
 
 
 def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:

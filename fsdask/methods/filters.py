@@ -93,7 +93,7 @@ def stats_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes:
     One row (the score) for most filters; ``ttest``, ``f``, ``pearson``: the score and its
     p-value; ``fold_change``: the two class means (the score needs the data's global minimum
     to decide the scale, known only after the pass).  ``with_screen`` appends the three
-    :func:`fsdask.base.screen_rows` (NaN/Inf count, min, max), from the same sweep.
+    screen rows (NaN/Inf count, min, max), from the same sweep.
     """
     n, p_b = xb.shape
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

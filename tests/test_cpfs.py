@@ -181,14 +181,11 @@ def test_bad_input(rng):
         CPFS(n_features_to_select=7).fit(X)
     with pytest.raises(ParameterError, match="solver"):
         CPFS(solver="newton").fit(X)
-    Xn = X.copy()
-    Xn[3, 2] = np.nan
-    with pytest.raises(InputError, match="NaN/Inf"):
-        CPFS().fit(Xn)
-    Xi = X.copy()
-    Xi[0, 0] = np.inf
-    with pytest.raises(InputError, match="NaN/Inf"):
-        CPFS().fit(Xi)
+    for where, bad in (((3, 2), np.nan), ((0, 0), np.inf)):
+        Xb = X.copy()
+        Xb[where] = bad
+        with pytest.raises(InputError, match="NaN/Inf"):
+            CPFS().fit(Xb)
     # constant column: weight 0, never selected (or an error on request)
     Xc = X.copy()
     Xc[:, 4] = 3.0

@@ -210,14 +210,11 @@ def test_bad_input(weston):
         QAlpha(k=0).fit(X)
     with pytest.raises(InputError, match="all .* features of X are constant"):
         QAlpha().fit(np.ones((10, 5)))
-    Xn = X.copy()
-    Xn[3, 7] = np.nan
-    with pytest.raises(InputError, match="NaN/Inf"):
-        QAlpha().fit(Xn)
-    Xi = X.copy()
-    Xi[0, 0] = np.inf
-    with pytest.raises(InputError, match="NaN/Inf"):
-        QAlpha().fit(Xi)
+    for where, bad in (((3, 7), np.nan), ((0, 0), np.inf)):
+        Xb = X.copy()
+        Xb[where] = bad
+        with pytest.raises(InputError, match="NaN/Inf"):
+            QAlpha().fit(Xb)
     with pytest.raises(InputError, match="single class"):
         QAlpha(variant="supervised").fit(X, np.zeros(X.shape[0]))
     with pytest.raises(InputError, match="single class"):

@@ -65,24 +65,26 @@ def map_features(
     """
     _check_blocks(X)
     dtype = dtype or X.dtype
-    aligned = [_align(a, X) for a in args]
     if out_rows is None:
         ind = "j"
         new_axes: dict = {}
     else:
         ind = "rj"
         new_axes = {"r": out_rows}
-    arg_pairs: list = [X, "ij"]
-    for a in aligned:
-        arg_pairs += [a, "j" if a.ndim == 1 else "k" * (a.ndim - 1) + "j"] if a.ndim else [a, None]
-    return blockwise_whole(func, ind, *arg_pairs, new_axes=new_axes, dtype=dtype, **kwargs)
+    return blockwise_whole(func, ind, *_arg_pairs(X, args), new_axes=new_axes, dtype=dtype, **kwargs)
 
 
-def _align(a: da.Array, X: da.Array) -> da.Array:
-    """A (…, feature) argument chunked like X's feature blocks, whole along its other axes."""
-    if a.ndim == 0:
-        return a
-    return a.rechunk({**{ax: -1 for ax in range(a.ndim - 1)}, a.ndim - 1: X.chunks[1]})
+def _arg_pairs(X: da.Array, args: Sequence[da.Array]) -> list:
+    """``blockwise`` (array, index) pairs: X as ``ij``, then each (…, feature) argument chunked
+    like X's feature blocks and whole along its other axes (``uvw…j``; scalars unindexed)."""
+    pairs: list = [X, "ij"]
+    for a in args:
+        if a.ndim == 0:
+            pairs += [a, None]
+            continue
+        a = a.rechunk({**{ax: -1 for ax in range(a.ndim - 1)}, a.ndim - 1: X.chunks[1]})
+        pairs += [a, "uvw"[: a.ndim - 1] + "j"]
+    return pairs
 
 
 def sum_over_blocks(
@@ -102,10 +104,7 @@ def sum_over_blocks(
     _check_blocks(X)
     shape = tuple(int(s) for s in shape)
     letters = "abcdefgh"[: len(shape)]
-    aligned = [_align(a, X) for a in args]
-    arg_pairs: list = [X, "ij"]
-    for a in aligned:
-        arg_pairs += [a, "j" if a.ndim == 1 else "uvw"[: a.ndim - 1] + "j"]
+    arg_pairs = _arg_pairs(X, args)
 
     def term(xb, *rest, **kw):
         out = np.asarray(func(xb, *rest, **kw), dtype=dtype)
@@ -137,12 +136,8 @@ def map_and_sum(
     and ``func`` run once.
     """
     _check_blocks(X)
-    aligned = [a.rechunk({a.ndim - 1: X.chunks[1]}) for a in args]
-    arg_pairs: list = [X, "ij"]
-    for a in aligned:
-        arg_pairs += [a, "j" if a.ndim == 1 else "uvw"[: a.ndim - 1] + "j"]
-    parts = da.blockwise(lambda *a: func(*a, **kwargs), "j", *arg_pairs, dtype=object,
-                         meta=np.empty((0,), dtype=object), concatenate=True)
+    parts = blockwise_whole(lambda *a: func(*a, **kwargs), "j", *_arg_pairs(X, args), dtype=object,
+                            meta=np.empty((0,), dtype=object))
     mapped = da.blockwise(lambda t: np.asarray(t[0], dtype=dtype), "j", parts, "j", dtype=dtype,
                           meta=np.empty((0,), dtype=dtype))
     sums = []

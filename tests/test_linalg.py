@@ -159,10 +159,11 @@ def test_leading_eigh(rng, n):
     assert np.isclose(abs(w[0]), np.abs(evals).max())
 
 
+@pytest.mark.parametrize("method", ["network", "rowsort"])
 @pytest.mark.parametrize("data", ["continuous", "ties", "signed zeros", "float64"])
 @pytest.mark.parametrize("n1", [1, 17, 30])
-def test_ks_columns_matches_scipy(rng, data, n1):
-    """The sorted-key KS kernel equals scipy's ks_2samp, ties and −0.0 included."""
+def test_ks_columns_matches_scipy(rng, data, n1, method):
+    """Both sorted-key KS kernels equal scipy's ks_2samp, ties and −0.0 included."""
     import scipy.stats
 
     from fsdask.linalg.twosample import ks_columns
@@ -175,7 +176,7 @@ def test_ks_columns_matches_scipy(rng, data, n1):
         X = X.astype(np.float64)
     first = np.zeros(41, bool)
     first[rng.choice(41, n1, replace=False)] = True
-    out = ks_columns(X, first, with_screen=True)
+    out = ks_columns(X, first, with_screen=True, method=method)
     ref = scipy.stats.ks_2samp(X[first], X[~first], axis=0).statistic
     np.testing.assert_allclose(out[0], ref, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(out[1], 0)
@@ -183,14 +184,68 @@ def test_ks_columns_matches_scipy(rng, data, n1):
     np.testing.assert_array_equal(out[3], X.max(0))
 
 
+@pytest.mark.parametrize("n1, n2", [(1, 1), (1, 2), (2, 1), (3, 5), (8, 8), (9, 7), (50, 50), (64, 1), (33, 95), (200, 130)])
+def test_ks_network_kernel_equals_rowsort_and_scipy(rng, n1, n2):
+    """The sorting-network kernel gives bit-identical D and screen to the row-sort kernel
+    (and scipy's D), for uneven, one-sample and non-power-of-two groups, tiles of several
+    widths (the last one partial) and heavy ties."""
+    import scipy.stats
+
+    from fsdask.linalg.twosample import ks_columns
+    n = n1 + n2
+    w = 700 if n < 100 else 90
+    X = rng.normal(size=(n, w)).astype(np.float32)
+    X[:, ::3] = np.round(X[:, ::3])                 # ties within and across samples
+    X[:, 1] = 2.5                                   # a constant column
+    first = np.zeros(n, bool)
+    first[rng.choice(n, n1, replace=False)] = True
+    net = ks_columns(X, first, with_screen=True, method="network")
+    row = ks_columns(X, first, with_screen=True, method="rowsort")
+    np.testing.assert_array_equal(net, row)
+    ref = scipy.stats.ks_2samp(X[first], X[~first], axis=0).statistic
+    np.testing.assert_allclose(net[0], ref, rtol=0, atol=1e-12)
+    assert net[0, 1] == 0
+    # a column slice of a block (rows not contiguous) is read in place
+    np.testing.assert_array_equal(ks_columns(X[:, 5:40], first, method="network"), row[:1, 5:40])
+
+
+@pytest.mark.parametrize("m", [1, 2, 4, 8, 9, 16])
+def test_batcher_network_sorts_every_01_input(m):
+    """0–1 principle: a comparator network sorts everything iff it sorts all 0–1 inputs; the
+    padding-resolved networks (sizes below a power of two) and the merge are checked too."""
+    from fsdask.linalg.twosample import ks_network
+    for n1, n2 in {(m, m), (max(1, m - 3), m), (m, max(1, m // 2 + 1))}:
+        sort_c, merge_c, order = ks_network(n1, n2)
+        n = n1 + n2
+        assert sorted(order) == list(range(n))
+        if n > 20:
+            continue
+        codes = np.arange(2 ** n)
+        X = ((codes[None, :] >> np.arange(n)[:, None]) & 1).astype(np.int8)  # every 0–1 input
+        lab = np.repeat((np.arange(n) < n1)[:, None], X.shape[1], axis=1)
+        ones1 = X[:n1].sum(0)
+        for a, b in sort_c:
+            X[a], X[b] = np.minimum(X[a], X[b]), np.maximum(X[a], X[b])
+        assert np.all(np.diff(X[:n1], axis=0) >= 0) and np.all(np.diff(X[n1:], axis=0) >= 0)
+        for a, b in merge_c:
+            swap = X[a] > X[b]
+            X[a], X[b] = np.minimum(X[a], X[b]), np.maximum(X[a], X[b])
+            lab[a], lab[b] = np.where(swap, lab[b], lab[a]), np.where(swap, lab[a], lab[b])
+        assert np.all(np.diff(X[order], axis=0) >= 0)
+        assert np.all(lab.sum(0) == n1) and np.all((X * lab).sum(0) == ones1)  # labels follow keys
+
+
 def test_ks_columns_screen_counts_nonfinite(rng):
     from fsdask.linalg.twosample import ks_columns
     X = rng.normal(size=(12, 5)).astype(np.float32)
     X[3, 1], X[0, 1], X[5, 4], X[7, 2] = np.nan, np.inf, -np.inf, -np.nan
-    out = ks_columns(X, np.arange(12) % 3 == 0, with_screen=True)
-    np.testing.assert_array_equal(out[1], [0, 2, 1, 0, 1])
+    for method in ("network", "rowsort"):
+        out = ks_columns(X, np.arange(12) % 3 == 0, with_screen=True, method=method)
+        np.testing.assert_array_equal(out[1], [0, 2, 1, 0, 1])
     with pytest.raises(ValueError, match="both groups"):
         ks_columns(X, np.ones(12, bool))
+    with pytest.raises(ValueError, match="method="):
+        ks_columns(X, np.arange(12) % 3 == 0, method="bogus")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -36,9 +36,6 @@ BINARY_ONLY = {"ttest", "snr", "fold_change", "ks"}
 CLASS_SCORES = {"fisher", "f"} | BINARY_ONLY
 
 
-#: features per inner slice of a block for the KS kernel (its sorted keys stay in cache)
-SLICE = 2048
-
 #: rows of per-feature statistics each score's block function returns: the score, then its
 #: p-value (computed in the block, in parallel, rather than for 10⁶ features at the end)
 STAT_ROWS = {"ttest": 2, "f": 2, "pearson": 2, "fold_change": 2}
@@ -97,12 +94,8 @@ def stats_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes:
     """
     n, p_b = xb.shape
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if score == "ks":  # sorted-key kernel, slice by slice; the screen comes from the same sort
-            out = np.empty((4 if with_screen else 1, p_b))
-            first = codes == 0
-            for s in range(0, p_b, SLICE):
-                out[:, s:s + SLICE] = ks_columns(xb[:, s:s + SLICE], first, with_screen)
-            return out
+        if score == "ks":  # sorted-key kernel (it tiles the block); the screen comes from the same sort
+            return ks_columns(xb, codes == 0, with_screen)
         m = class_moments(xb, codes, n_classes if codes is not None else 1, yc)
         st = _stats_from_moments(m, score, n, n_classes, yc, equal_var)
     return np.concatenate([st, m.screen]) if with_screen else st

@@ -167,9 +167,13 @@ def test_top_k_mask_matches_a_stable_sort(rng):
         np.testing.assert_array_equal(_top_k_mask(s, k), ref)
 
 
-def test_ranking_equals_stable_sort_with_ties(rng):
-    """ranking_ (introsort + tie repair) is exactly the stable order: ties keep feature order."""
+@pytest.mark.parametrize("dense_max", [1 << 16, 3])
+def test_ranking_equals_stable_sort_with_ties(rng, monkeypatch, dense_max):
+    """ranking_ (introsort + tie repair, or a radix sort of dense ranks, or the stable sort
+    when there are too many distinct keys for it) is exactly the stable order."""
+    import fsdask.base
     from fsdask.base import _ranking
+    monkeypatch.setattr(fsdask.base, "_DENSE_MAX", dense_max)
     for trial in range(60):
         p = int(rng.integers(1, 200)) if trial % 3 else int(rng.integers(2000, 3000))
         s = rng.integers(0, 4, p).astype(float) if trial % 2 else rng.normal(size=p)
@@ -179,3 +183,47 @@ def test_ranking_equals_stable_sort_with_ties(rng):
         ref = np.empty(p, np.int64)
         ref[order] = np.arange(1, p + 1)
         np.testing.assert_array_equal(_ranking(s, active), ref)
+
+
+@pytest.mark.parametrize("score", ["ttest", "f", "pearson"])
+def test_pvalues_computed_when_first_read(binary, monkeypatch, score):
+    """p-values are evaluated from the fitted statistics on the first read of pvalues_ or
+    result_ (not in fit), once, with scipy's values; constant features get 0; a refit and
+    the scores without p-values carry no stale ones."""
+    import fsdask.methods.filters as filters
+    X, y = binary
+    X = X.copy()
+    X[:, 5] = 3.0                                        # constant feature
+    calls = []
+    real = filters.pvalues_from_stats
+    monkeypatch.setattr(filters, "pvalues_from_stats", lambda *a: calls.append(a[0]) or real(*a))
+    f = fsdask.Filter(score).fit(X, y)
+    assert calls == []
+    pv = f.pvalues_
+    assert calls == [score] and pv.shape == (37,) and pv[5] == 0
+    np.testing.assert_array_equal(f.result_["pvalue"].values, pv)
+    assert calls == [score]                              # computed once
+    Xa = np.delete(X, 5, axis=1)
+    if score == "ttest":
+        ref = ss.ttest_ind(Xa[y == 0], Xa[y == 1], equal_var=False).pvalue
+    elif score == "f":
+        ref = ss.f_oneway(Xa[y == 0], Xa[y == 1]).pvalue
+    else:
+        ref = [ss.pearsonr(Xa[:, j], y).pvalue for j in range(36)]
+    np.testing.assert_allclose(np.delete(pv, 5), ref, rtol=1e-8)
+    f.fit(X[:, :10], y)                                  # refit: new p-values, of the new shape
+    assert f.pvalues_.shape == (10,) and len(calls) == 2
+    g = fsdask.Filter("snr").fit(X, y)
+    assert g.pvalues_ is None and "pvalue" not in g.result_
+    with pytest.raises(AttributeError):
+        fsdask.Filter(score).pvalues_
+
+
+def test_threaded_pvalues_equal_serial(rng):
+    from fsdask.methods.filters import _threaded_pvalues, pvalues_from_stats
+    stats = np.abs(rng.normal(size=(2, 140_000))) * [[2.0], [40.0]] + [[0.0], [2.0]]
+    for score in ("ttest", "f", "pearson"):
+        st = stats if score == "ttest" else np.clip(stats[:1] / 8, 0, 1)
+        np.testing.assert_array_equal(_threaded_pvalues(score, st, 50, 3), pvalues_from_stats(score, st, 50, 3))
+    with pytest.raises(fsdask.errors.ParameterError, match="no p-value"):
+        pvalues_from_stats("snr", stats, 50, 2)

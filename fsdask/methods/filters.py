@@ -19,11 +19,14 @@ ks             Kolmogorov–Smirnov two-sample D                             2 c
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import dask
 import numpy as np
 import scipy.special
+import xarray as xr
 
 from fsdask.base import FitOutput, SelectorMixin, _top_k_mask
 from fsdask.errors import InputError, ParameterError
@@ -36,9 +39,12 @@ BINARY_ONLY = {"ttest", "snr", "fold_change", "ks"}
 CLASS_SCORES = {"fisher", "f"} | BINARY_ONLY
 
 
-#: rows of per-feature statistics each score's block function returns: the score, then its
-#: p-value (computed in the block, in parallel, rather than for 10⁶ features at the end)
-STAT_ROWS = {"ttest": 2, "f": 2, "pearson": 2, "fold_change": 2}
+#: rows of per-feature statistics each score's block function returns: the score, then (ttest)
+#: its degrees of freedom or (fold_change) the second class mean
+STAT_ROWS = {"ttest": 2, "fold_change": 2}
+
+#: scores with a p-value (computed from the statistics only when asked: see ``Filter``)
+PVALUE_SCORES = ("ttest", "f", "pearson")
 
 
 def _stats_from_moments(m: Moments, score: str, n: int, n_classes: int, yc: np.ndarray | None,
@@ -49,9 +55,7 @@ def _stats_from_moments(m: Moments, score: str, n: int, n_classes: int, yc: np.n
         return var[:1]
     if score == "pearson":  # yc is centred, so yc·x = yc·(x − x̄)
         denom = np.sqrt(var[0] * (n - 1)) * np.sqrt((yc * yc).sum())
-        r = np.abs(m.dot) / np.where(denom > 0, denom, np.inf)
-        rc = np.clip(r, 0, 1 - 1e-15)
-        return np.stack([r, 2 * scipy.special.stdtr(n - 2, -rc * np.sqrt((n - 2) / (1 - rc**2)))])
+        return (np.abs(m.dot) / np.where(denom > 0, denom, np.inf))[None, :]
     if score in ("fisher", "f"):
         mu = (counts @ mean) / n
         between = (counts[:, None] * (mean - mu) ** 2).sum(0)
@@ -59,8 +63,7 @@ def _stats_from_moments(m: Moments, score: str, n: int, n_classes: int, yc: np.n
         if score == "fisher":
             return (between / np.where(within_pop > 0, within_pop, np.inf))[None, :]
         dfb, dfw = n_classes - 1, n - n_classes
-        F = (between / dfb) / np.where(within_pop > 0, within_pop / dfw, np.inf)
-        return np.stack([F, scipy.special.fdtrc(dfb, dfw, F)])
+        return ((between / dfb) / np.where(within_pop > 0, within_pop / dfw, np.inf))[None, :]
     (n1, n2), (m1, m2), (v1, v2) = counts, mean, var
     if score == "ttest":
         if equal_var:
@@ -74,7 +77,7 @@ def _stats_from_moments(m: Moments, score: str, n: int, n_classes: int, yc: np.n
             df = np.where(den > 0, se2**2 / np.where(den > 0, den, 1), n1 + n2 - 2)  # Welch–Satterthwaite
         se = np.sqrt(se2)
         t = np.abs(m1 - m2) / np.where(se > 0, se, np.inf)
-        return np.stack([t, 2 * scipy.special.stdtr(df, -t)])
+        return np.stack([t, df])
     if score == "snr":
         sd = np.sqrt(v1) + np.sqrt(v2)
         return (np.abs(m1 - m2) / np.where(sd > 0, sd, np.inf))[None, :]
@@ -87,9 +90,9 @@ def stats_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes:
                 yc: np.ndarray | None, equal_var: bool, with_screen: bool = False) -> np.ndarray:
     """Per-feature statistics of one feature block, (rows, p_b).
 
-    One row (the score) for most filters; ``ttest``, ``f``, ``pearson``: the score and its
-    p-value; ``fold_change``: the two class means (the score needs the data's global minimum
-    to decide the scale, known only after the pass).  ``with_screen`` appends the three
+    One row (the score) for most filters; ``ttest``: |t| and its degrees of freedom (for the
+    p-value, see :func:`pvalues_from_stats`); ``fold_change``: the two class means (the
+    score needs the data's global minimum to decide the scale, known only after the pass).  ``with_screen`` appends the three
     screen rows (NaN/Inf count, min, max), from the same sweep.
     """
     n, p_b = xb.shape
@@ -99,6 +102,37 @@ def stats_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes:
         m = class_moments(xb, codes, n_classes if codes is not None else 1, yc)
         st = _stats_from_moments(m, score, n, n_classes, yc, equal_var)
     return np.concatenate([st, m.screen]) if with_screen else st
+
+
+def pvalues_from_stats(score: str, stats: np.ndarray, n: int, n_classes: int) -> np.ndarray:
+    """Two-sided p-values from the per-feature statistics of :func:`stats_block`.
+
+    ttest: 2·P(T_df > |t|) (Welch–Satterthwaite or pooled df); pearson: the t-test of r with
+    n − 2 df (|r| clipped below 1); f: P(F_{C−1, n−C} > F).  About 0.24 µs per feature (the
+    incomplete beta function), so they are computed only when asked for.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if score == "ttest":
+            return 2 * scipy.special.stdtr(stats[1], -stats[0])
+        if score == "pearson":
+            rc = np.clip(stats[0], 0, 1 - 1e-15)
+            return 2 * scipy.special.stdtr(n - 2, -rc * np.sqrt((n - 2) / (1 - rc**2)))
+        if score == "f":
+            return scipy.special.fdtrc(n_classes - 1, n - n_classes, stats[0])
+    raise ParameterError(f"score={score!r} has no p-value; use one of {', '.join(PVALUE_SCORES)}")
+
+
+def _threaded_pvalues(score: str, stats: np.ndarray, n: int, n_classes: int) -> np.ndarray:
+    """:func:`pvalues_from_stats` in one slice per core (scipy's ufuncs release the GIL)."""
+    p = stats.shape[1]
+    parts = min(os.cpu_count() or 1, max(1, p // 65536))
+    if parts == 1:
+        return pvalues_from_stats(score, stats, n, n_classes)
+    bounds = np.linspace(0, p, parts + 1).astype(int)
+    with ThreadPoolExecutor(parts) as ex:
+        pieces = ex.map(lambda j: pvalues_from_stats(score, stats[:, bounds[j]:bounds[j + 1]], n, n_classes),
+                        range(parts))
+        return np.concatenate(list(pieces))
 
 
 def fold_change_scores(m1: np.ndarray, m2: np.ndarray, log_scale: bool) -> np.ndarray:
@@ -137,7 +171,12 @@ class Filter(SelectorMixin):
 
     Attributes
     ----------
-    scores_, ranking_, support_, pvalues_ (ttest, f, pearson), result_
+    scores_, ranking_, support_, result_
+    pvalues_ : (p,) array or None
+        ttest, f, pearson: two-sided p-values (0 for constant features), also
+        ``result_["pvalue"]``.  They are computed from the fitted statistics the first time
+        ``pvalues_`` or ``result_`` is read (≈0.24 µs per feature, as long as the fit's own
+        pass at 10⁶ features), not during ``fit``; the values are the same either way.
     """
 
     def __init__(self, score: str = "ttest", n_features_to_select: int | float | None = None,
@@ -205,10 +244,9 @@ class Filter(SelectorMixin):
             scores = fold_change_scores(stats[0], stats[1], log_scale)
         else:
             scores = stats[0]
-        extras: dict[str, Any] = {}
-        if self.score in ("ttest", "f", "pearson"):
-            extras["pvalue"] = stats[1]
-        return FitOutput(scores=scores, extras=extras, attrs={"score": self.score, "log_scale": str(log_scale)})
+        if self.score in PVALUE_SCORES:  # kept for result_ / pvalues_, evaluated when first read
+            self._pvalue_stats = (stats, n, n_classes)
+        return FitOutput(scores=scores, attrs={"score": self.score, "log_scale": str(log_scale)})
 
     def _fit_lazy(self, X, y):
         """One pass: the screen and the statistics of every feature share a single read of X."""
@@ -229,9 +267,35 @@ class Filter(SelectorMixin):
         return self._finish(stats, n, n_classes, float(data_min))
 
     def fit(self, X: Any, y: Any = None) -> "Filter":
-        super().fit(X, y)
-        self.pvalues_ = self.result_["pvalue"].values if "pvalue" in self.result_ else None
-        return self
+        self._pvalue_stats = None
+        self.__dict__.pop("_result", None)
+        return super().fit(X, y)
+
+    @property
+    def result_(self) -> xr.Dataset:
+        """The result Dataset; for ttest, f and pearson its ``pvalue`` is added when first read."""
+        try:
+            res = self.__dict__["_result"]
+        except KeyError:
+            raise AttributeError("result_ (not fitted yet: call fit first)") from None
+        pending = self.__dict__.get("_pvalue_stats")
+        if pending is not None:
+            stats, n, n_classes = pending
+            pv = np.zeros(self.n_features_in_)
+            pv[self.active_features_] = _threaded_pvalues(self.score, stats, n, n_classes)
+            res["pvalue"] = ("feature", pv)
+            self._pvalue_stats = None
+        return res
+
+    @result_.setter
+    def result_(self, value: xr.Dataset) -> None:
+        self.__dict__["_result"] = value
+
+    @property
+    def pvalues_(self) -> np.ndarray | None:
+        """Two-sided p-values (ttest, f, pearson) or None; see the class docstring."""
+        res = self.result_
+        return res["pvalue"].values if "pvalue" in res else None
 
 
 class LaplacianScore(SelectorMixin):

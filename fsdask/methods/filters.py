@@ -255,8 +255,11 @@ class Filter(SelectorMixin):
         lazy = self._lazy_stats(X, codes, n_classes, yc, with_screen=True)
 
         def finish(stats, active, lo, hi):
-            data_min = float(lo[active].min()) if active.any() else 0.0
-            return self._finish(stats[:, active], n, n_classes, data_min)
+            every = bool(active.all())  # the usual case: no copy of the statistics
+            data_min = 0.0
+            if self.score == "fold_change" and active.any():
+                data_min = float((lo if every else lo[active]).min())
+            return self._finish(stats if every else stats[:, active], n, n_classes, data_min)
 
         return lazy, finish, True
 

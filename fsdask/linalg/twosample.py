@@ -133,7 +133,7 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, order, width, d, scr, with_screen
     nn = np.int32(n)
     bits = xb.view(np.uint32)
     K = np.empty((n, width), np.uint32)     # keys: row r of the tile
-    L = np.empty((n, width), np.uint32)     # merge labels: 1 = sample 1
+    L = np.empty((n, width), np.int32)      # merge labels: 1 = sample 1
     c1 = np.empty(width, np.int32)          # sample-1 values among the first r merged
     best = np.empty(width, np.int32)        # max n₁n₂·|F₁ − F₂| so far
     bad = np.empty(width, np.uint32)
@@ -143,7 +143,7 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, order, width, d, scr, with_screen
             src = bits[rows[r], j0:j0 + w]
             dst = K[r]
             lab = L[r]
-            one = np.uint32(1) if r < n1 else np.uint32(0)
+            one = np.int32(1) if r < n1 else np.int32(0)
             for t in range(w):
                 dst[t] = _key(src[t])
                 lab[t] = one
@@ -179,9 +179,13 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, order, width, d, scr, with_screen
             lr = L[order[q]]
             r1 = np.int32((q + 1) * n1)
             for t in range(w):
-                c1[t] += np.int32(lr[t])
-                # n₁n₂(F₁ − F₂) = n₂c₁ − n₁(r − c₁) = n·c₁ − n₁·r, only at the end of a tie run
-                dev = abs(c1[t] * nn - r1)
+                # n₁n₂(F₁ − F₂) = n₂c₁ − n₁(r − c₁) = n·c₁ − n₁·r, only at the end of a tie run.
+                # (every step cast back to int32: numba widens int32 arithmetic to int64,
+                # which halves the SIMD width; the values stay below n² ≤ 2¹⁸)
+                c = np.int32(c1[t] + lr[t])
+                c1[t] = c
+                dev = np.int32(np.int32(c * nn) - r1)
+                dev = np.int32(max(dev, np.int32(-dev)))
                 best[t] = max(best[t], dev if kr[t] != kn[t] else np.int32(0))
         for t in range(w):
             d[j0 + t] = best[t] / (n1 * n2)

@@ -215,9 +215,14 @@ def test_batcher_network_sorts_every_01_input(m):
     padding-resolved networks (sizes below a power of two) and the merge are checked too."""
     from fsdask.linalg.twosample import ks_network
     for n1, n2 in {(m, m), (max(1, m - 3), m), (m, max(1, m // 2 + 1))}:
-        sort_c, merge_c, order = ks_network(n1, n2)
+        sort_c, merge_c, init, order = ks_network(n1, n2)
         n = n1 + n2
         assert sorted(order) == list(range(n))
+        seen = np.zeros(n, bool)             # a "fresh" merge comparator meets two unmerged rows
+        for a, b, fresh in merge_c:
+            assert fresh == (not seen[a] and not seen[b]) and (fresh or init[a] or seen[a]) and (fresh or init[b] or seen[b])
+            seen[a] = seen[b] = True
+        assert np.all(init | seen)
         if n > 20:
             continue
         codes = np.arange(2 ** n)
@@ -227,7 +232,7 @@ def test_batcher_network_sorts_every_01_input(m):
         for a, b in sort_c:
             X[a], X[b] = np.minimum(X[a], X[b]), np.maximum(X[a], X[b])
         assert np.all(np.diff(X[:n1], axis=0) >= 0) and np.all(np.diff(X[n1:], axis=0) >= 0)
-        for a, b in merge_c:
+        for a, b, _ in merge_c:
             swap = X[a] > X[b]
             X[a], X[b] = np.minimum(X[a], X[b]), np.maximum(X[a], X[b])
             lab[a], lab[b] = np.where(swap, lab[b], lab[a]), np.where(swap, lab[a], lab[b])

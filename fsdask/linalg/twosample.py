@@ -95,11 +95,15 @@ def _pow2(n: int) -> int:
 
 
 @functools.lru_cache(maxsize=32)
-def ks_network(n1: int, n2: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ks_network(n1: int, n2: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Networks for samples in rows 0..n₁−1 and n₁..n₁+n₂−1 of a tile.
 
-    Returns the sort comparators (both samples, no labels), the merge comparators (keys and
-    labels) and ``order``: the row holding the r-th smallest merged value.
+    Returns the sort comparators (both samples, no labels); the merge comparators
+    ``(row, row, fresh)``, keys and labels, where ``fresh`` says that neither row has met
+    a merge comparator yet, so both labels are still their sample's (1 or 0) and need not
+    be read; ``init``: the rows whose labels must be written before the merge (those first
+    met together with a row of unknown label, or never); and ``order``: the row holding
+    the r-th smallest merged value.
     """
     m1, m2 = _pow2(n1), _pow2(n2)
     s1, st1 = _resolve_padding(_batcher_pairs(m1), list(range(n1)) + [None] * (m1 - n1))
@@ -109,8 +113,20 @@ def ks_network(n1: int, n2: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     merge, order = _resolve_padding(_batcher_pairs(2 * h, merge_only=True),
                                     st1[:n1] + [None] * (h - n1) + st2[:n2] + [None] * (h - n2))
     order = [r for r in order if r is not None]
-    as_array = lambda c: np.array(c, np.int64).reshape(-1, 2)  # noqa: E731
-    return as_array(s1 + s2), as_array(merge), np.array(order, np.int64)
+    n = n1 + n2
+    known = [True] * n          # label still the sample's own: no merge comparator yet
+    init = [False] * n
+    fresh = []
+    for a, b in merge:
+        fresh.append(known[a] and known[b])
+        if not fresh[-1]:
+            init[a] |= known[a]
+            init[b] |= known[b]
+        known[a] = known[b] = False
+    init = [i or k for i, k in zip(init, known)]
+    merge_c = np.array([(a, b, f) for (a, b), f in zip(merge, fresh)], np.int64).reshape(-1, 3)
+    return (np.array(s1 + s2, np.int64).reshape(-1, 2), merge_c, np.array(init, np.bool_),
+            np.array(order, np.int64))
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -121,7 +137,7 @@ def _key(b):
 
 
 @numba.njit(nogil=True, cache=True)
-def _ks_network(xb, rows, n1, sort_c, merge_c, order, width, d, scr, with_screen):  # pragma: no cover - numba
+def _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_screen):  # pragma: no cover - numba
     """D (and the screen) of every column of ``xb``, a tile of ``width`` features at a time.
 
     ``rows``: the block's rows of sample 1 then sample 2.  Every inner loop runs over the
@@ -142,11 +158,10 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, order, width, d, scr, with_screen
         for r in range(n):                      # keys, gathered by sample
             src = bits[rows[r], j0:j0 + w]
             dst = K[r]
-            lab = L[r]
-            one = np.int32(1) if r < n1 else np.int32(0)
             for t in range(w):
                 dst[t] = _key(src[t])
-                lab[t] = one
+            if init[r]:
+                L[r, :w] = np.int32(1) if r < n1 else np.int32(0)
         for c in range(sort_c.shape[0]):        # sort each sample (keys only)
             ra = K[sort_c[c, 0]]
             rb = K[sort_c[c, 1]]
@@ -156,10 +171,24 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, order, width, d, scr, with_screen
                 ra[t] = min(u, v)
                 rb[t] = max(u, v)
         for c in range(merge_c.shape[0]):       # merge them, labels follow their keys
-            ra = K[merge_c[c, 0]]
-            rb = K[merge_c[c, 1]]
-            la = L[merge_c[c, 0]]
-            lb = L[merge_c[c, 1]]
+            a = merge_c[c, 0]
+            b = merge_c[c, 1]
+            ra = K[a]
+            rb = K[b]
+            la = L[a]
+            lb = L[b]
+            if merge_c[c, 2]:                   # both labels still their sample's
+                x = np.int32(1) if a < n1 else np.int32(0)
+                y = np.int32(1) if b < n1 else np.int32(0)
+                for t in range(w):
+                    u = ra[t]
+                    v = rb[t]
+                    swap = u > v
+                    ra[t] = min(u, v)
+                    rb[t] = max(u, v)
+                    la[t] = y if swap else x
+                    lb[t] = x if swap else y
+                continue
             for t in range(w):
                 u = ra[t]
                 v = rb[t]
@@ -205,7 +234,7 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, order, width, d, scr, with_screen
 
 def _ks_by_network(xb: np.ndarray, first: np.ndarray, n1: int, n2: int,
                    with_screen: bool) -> tuple[np.ndarray, np.ndarray]:
-    sort_c, merge_c, order = ks_network(n1, n2)
+    sort_c, merge_c, init, order = ks_network(n1, n2)
     rows = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
     n, w = xb.shape
     width = int(min(256, max(16, 2 ** int(np.log2(max(1, 32768 // n))))))  # K, L ≤ 256 KiB (L2)
@@ -213,7 +242,7 @@ def _ks_by_network(xb: np.ndarray, first: np.ndarray, n1: int, n2: int,
     scr = np.empty((3, w), np.uint32)
     if xb.strides[1] != xb.itemsize or xb.strides[0] < 0:
         xb = np.ascontiguousarray(xb)
-    _ks_network(xb, rows, n1, sort_c, merge_c, order, width, d, scr, with_screen)
+    _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_screen)
     return d, scr
 
 

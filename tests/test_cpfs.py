@@ -11,7 +11,7 @@ import pytest
 import fsdask
 from fsdask.errors import InputError, ParameterError
 from fsdask.linalg import gram_factor, row_l1_norms
-from fsdask.methods.cpfs import (CPFS, cpfs_path, project_l1_ball_rows, project_linf_epigraph_rows,
+from fsdask.methods.cpfs import (CPFS, _Problem, _Rows, cpfs_path, project_l1_ball_rows, project_linf_epigraph_rows,
                                  prox_linf_rows)
 
 
@@ -163,6 +163,26 @@ def test_active_set_factor_route_matches_gram_route(rng):
     np.testing.assert_array_equal(a.support_, b.support_)
     Pd, Dd = _certificate(X, a.coef_, a.lambda_)
     assert (Pd - Dd) / Pd <= 1e-7
+
+
+def test_exactly_low_rank_uses_factor_products(rng):
+    # rank 4, ~30 active rows: G_SS M goes through B_S (r < |S|/2) and the KKT scans chain
+    # their bounds from scan to scan; the result is still certified from X itself
+    X = rng.normal(size=(40, 4)) @ rng.normal(size=(4, 120))
+    B, _ = gram_factor(X - X.mean(0))
+    prob = _Problem(B, np.ones(120, bool), gram_max_bytes=0)
+    S = np.arange(0, 120, 4)
+    M = rng.normal(size=(S.size, 120))
+    rows = _Rows(prob, S)
+    assert rows.factored
+    np.testing.assert_allclose(rows.half_grad(rows.state(M)), B[:, S].T @ (B[:, S] @ M - B), rtol=1e-10, atol=1e-8)
+    e = CPFS(n_features_to_select=30, gram_max_bytes=0, tol=1e-8, max_iter=50000).fit(da.from_array(X, chunks=(40, 50)))
+    assert e.result_.attrs["rank"] == 4 and e.result_["path_n_active"].values.max() > 8
+    assert e.support_.sum() == 30
+    P, D = _certificate(X, e.coef_, e.lambda_)
+    assert (P - D) / P <= 1e-7
+    ref = CPFS(lam=e.lambda_, solver="qp", tol=1e-9, max_iter=200000).fit(X)
+    assert ref.result_.attrs["primal"] == pytest.approx(e.result_.attrs["primal"], rel=1e-6)
 
 
 def test_on_a_cluster(cluster, rng):

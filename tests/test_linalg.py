@@ -319,6 +319,24 @@ def test_row_l1_norms_screened(rng):
     assert vals.max() == pytest.approx(ref.max()) and exact[np.argmax(ref)]
 
 
+def test_row_l1_norms_screened_from_a_reference(rng):
+    """``upper`` = last values + the bound of the change: still safe, and far fewer exact rows."""
+    from fsdask.linalg import row_l1_bound, row_l1_norms_screened
+    M = rng.normal(size=(400, 5)) * rng.uniform(0.01, 3, size=(400, 1))
+    E0 = rng.normal(size=(5, 300))
+    E1 = E0 + 1e-3 * rng.normal(size=E0.shape)
+    ref1 = np.abs(M @ E1).sum(1)
+    assert np.all(row_l1_bound(M, E1) >= ref1 - 1e-9)
+    above = np.quantile(ref1, 0.9)
+    v0, _ = row_l1_norms_screened(M, E0, above)
+    v1, exact = row_l1_norms_screened(M, E1, above, upper=v0 + row_l1_bound(M, E1 - E0))
+    _, exact_plain = row_l1_norms_screened(M, E1, above)
+    assert np.all(v1 >= ref1 - 1e-9)
+    np.testing.assert_allclose(v1[exact], ref1[exact])
+    assert exact[ref1 > above].all()
+    assert exact.sum() < exact_plain.sum()
+
+
 def test_blas_threads_for_parallel_blocks_only():
     """One BLAS thread inside computes of several blocks on the threaded scheduler; the client keeps its threads."""
     threadpoolctl = pytest.importorskip("threadpoolctl")

@@ -13,7 +13,8 @@ Methods say *what* is computed; these functions say *how* the big matrix is swep
 """
 
 from fsdask.linalg.reductions import (map_features, sum_over_blocks, map_and_sum, feature_dot, row_dot,
-                                      row_dot_summary, row_l1_norms, row_l1_norms_screened)
+                                      row_dot_summary, row_l1_bound, row_l1_norms,
+                                      row_l1_norms_screened)
 from fsdask.linalg.pairwise import (
     sample_pairwise,
     feature_kernel_matmul,
@@ -38,6 +39,7 @@ __all__ = [
     "feature_dot",
     "row_dot",
     "row_dot_summary",
+    "row_l1_bound",
     "row_l1_norms",
     "row_l1_norms_screened",
     "sample_pairwise",

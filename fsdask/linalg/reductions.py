@@ -269,20 +269,34 @@ def row_l1_norms(M: np.ndarray, E: np.ndarray, C: np.ndarray | None = None,
     return out
 
 
-def row_l1_norms_screened(M: np.ndarray, E: np.ndarray, above: float | None = None,
-                          block_bytes: int = 32 * 2**20) -> tuple[np.ndarray, np.ndarray]:
-    """``‖(M E)_i‖₁`` computed exactly only where it may exceed ``above``; a safe upper bound elsewhere.
+def row_l1_bound(M: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """A safe upper bound of ``‖(M E)_i‖₁`` for every row, in O(p·m) for all p rows.
 
     With the thin SVD ``E = Σ_k u_k σ_k v_kᵀ`` (E is m × q with m small),
-    ``‖(M E)_i‖₁ ≤ Σ_k |(M U)_ik| σ_k ‖v_k‖₁`` (triangle inequality) costs O(p·m) for all p
-    rows; rows whose bound exceeds ``above`` get the exact value (:func:`row_l1_norms`,
-    O(m·q) each).  ``above=None``: exact wherever the bound reaches the largest exact value,
-    so the maximum over rows is exact.  Returns the values (exact or bound) and the mask of
-    exact rows.
+    ``‖(M E)_i‖₁ ≤ Σ_k |(M U)_ik| σ_k ‖v_k‖₁`` (triangle inequality).  The bound scales with
+    E: for a small change ``E − E_ref`` it is small, which is what makes
+    ``row_l1_norms_screened(..., upper=vals_ref + row_l1_bound(M, E − E_ref))`` cheap.
+    """
+    U, s, Vt = np.linalg.svd(E, full_matrices=False)
+    return np.abs(M @ U) @ (s * np.abs(Vt).sum(axis=1))
+
+
+def row_l1_norms_screened(M: np.ndarray, E: np.ndarray, above: float | None = None,
+                          block_bytes: int = 32 * 2**20, upper: np.ndarray | None = None
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """``‖(M E)_i‖₁`` computed exactly only where it may exceed ``above``; a safe upper bound elsewhere.
+
+    The bound is :func:`row_l1_bound` (O(p·m) for all p rows), or the smaller of it and
+    ``upper`` — any other upper bound the caller knows (e.g. the values of an earlier E_ref
+    plus ``row_l1_bound(M, E − E_ref)``).  Rows whose bound exceeds ``above`` get the exact
+    value (:func:`row_l1_norms`, O(m·q) each).  ``above=None``: exact wherever the bound
+    reaches the largest exact value, so the maximum over rows is exact.  Returns the values
+    (exact or bound) and the mask of exact rows.
     """
     p = M.shape[0]
-    U, s, Vt = np.linalg.svd(E, full_matrices=False)
-    bound = np.abs(M @ U) @ (s * np.abs(Vt).sum(axis=1))
+    bound = row_l1_bound(M, E)
+    if upper is not None:
+        bound = np.minimum(bound, upper)
     out = bound.copy()
     exact = np.zeros(p, bool)
     if above is None:

@@ -51,13 +51,16 @@ import xarray as xr
 
 from fsdask.base import FitOutput, SelectorMixin
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.linalg import gram_factor, map_features, row_l1_norms, row_l1_norms_screened
+from fsdask.linalg import gram_factor, map_features, row_l1_bound, row_l1_norms, row_l1_norms_screened
+from fsdask.linalg.prox import extrapolate, prox_linf_grad_step
 from fsdask.linalg.prox import project_l1_ball_rows, prox_linf_rows  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
 
 log = logging.getLogger("fsdask")
 
 #: above this many features the estimator keeps only the nonzero rows of A in ``coef_``
 DENSE_COEF_MAX_FEATURES = 2000
+#: the search for the λ that keeps q rows stops when its interval is this narrow (relative)
+BISECT_RTOL = 1e-3
 
 
 # --------------------------------------------------------------------------- problem
@@ -76,6 +79,7 @@ class _Problem:
         self.G = self.B.T @ self.B if 8.0 * self.p**2 <= gram_max_bytes else None
         self.n_scans = 0
         self.n_exact_rows = 0
+        self._ref: tuple[np.ndarray, np.ndarray] | None = None   # last scan's E and its ‖Bᵀ E‖₁ (exact or bounds)
 
     def rows(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``G_SS`` (k × k) and ``G_S:`` (k × p)."""
@@ -89,9 +93,12 @@ class _Problem:
         """``‖∇f_i‖₁`` for all p rows, ``∇f = 2 G (A − I)`` with A nonzero only on rows S (the KKT scan).
 
         With G in memory: exact, O(p²·|S|).  From the factor, ``∇f = 2Bᵀ E`` with
-        ``E = B_S A − B`` (r × p): rows whose SVD bound (:func:`row_l1_norms_screened`) is
-        ≤ λ are certified without their p products and carry the bound (≥ the true value,
-        so the KKT test and the dual scaling stay safe); ``lam=None`` makes the maximum exact.
+        ``E = B_S A − B`` (r × p): rows whose upper bound is ≤ λ are certified without their
+        p products and carry the bound (≥ the true value, so the KKT test and the dual scaling
+        stay safe); ``lam=None`` makes the maximum exact.  The bound is the smaller of the SVD
+        bound of E and the previous scan's value plus the SVD bound of the change
+        ``E − E_ref`` (:func:`row_l1_bound`): successive scans along the path and between KKT
+        rounds differ little, so most rows are certified from the last scan.
         """
         self.n_scans += 1
         if self.G is not None:
@@ -99,7 +106,12 @@ class _Problem:
                 return 2.0 * np.abs(self.G).sum(axis=1)
             return 2.0 * row_l1_norms(self.G[:, S], A, self.G)
         E = self.B[:, S] @ A - self.B if S.size else -self.B
-        vals, exact = row_l1_norms_screened(self.B.T, E, None if lam is None else lam / 2.0)
+        upper = None
+        if self._ref is not None:
+            E_ref, v_ref = self._ref
+            upper = v_ref + row_l1_bound(self.B.T, E - E_ref)      # triangle inequality
+        vals, exact = row_l1_norms_screened(self.B.T, E, None if lam is None else lam / 2.0, upper=upper)
+        self._ref = (E, vals)
         self.n_exact_rows += int(exact.sum())
         return 2.0 * vals
 
@@ -123,9 +135,12 @@ class _Problem:
         return f, f + float(np.sum(E * XA))  # ⟨R, X⟩ = ‖R‖² + ⟨R, XA⟩
 
     def primal_dual(self, S: np.ndarray, A: np.ndarray, lam: float, gmax: float,
-                    gram: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[float, float, float]:
-        """Primal P(A), dual D (the scaled residual Θ = −2cR) and loss f = ‖X − XA‖²."""
-        f, rx = self.losses(S, A, gram)
+                    fx: tuple[float, float] | None = None) -> tuple[float, float, float]:
+        """Primal P(A), dual D (the scaled residual Θ = −2cR) and loss f = ‖X − XA‖².
+
+        ``fx = (f, ⟨R, X⟩)`` if already known (:meth:`_Rows.losses`), else from :meth:`losses`.
+        """
+        f, rx = self.losses(S, A) if fx is None else fx
         pen = lam * float(np.abs(A).max(axis=1).sum()) if S.size else 0.0
         P = f + pen
         c = 1.0 if f <= 0 else rx / f
@@ -142,16 +157,46 @@ def _rel_gap(P: float, D: float, lam: float, trG: float) -> float:
 
 
 # --------------------------------------------------------------------------- inner solvers
-def _inner_gap(prob: _Problem, S, A, Gss, GS, lam, M: np.ndarray | None = None) -> float:
-    """Relative duality gap of the rows S (``M = G_SS A`` if already known)."""
-    M = Gss @ A if M is None else M
-    gmax = float(np.abs(M - GS).sum(axis=1).max()) * 2.0 if S.size else 0.0   # max_i ‖∇f_i‖₁ on S
-    P, D, _ = prob.primal_dual(S, A, lam, gmax, gram=(GS, M))
-    return _rel_gap(P, D, lam, prob.trG)
+class _Rows:
+    """The rows S of (4.2) and the products the inner solvers need.
+
+    ``G_SS`` (|S| × |S|), ``G_S:`` (|S| × p), and a linear map ``A ↦ Z`` through which every
+    product with G_SS goes: when r < |S|/2, ``Z = B_S A`` (r × p, 2·|S|·r·p flops) and
+    ``G_SS A − G_S: = B_Sᵀ(Z − B)``; else ``Z = G_SS A`` (|S|²·p) and ``G_SS A − G_S: = Z − G_S:``.
+    Z is linear in A, so a momentum step carries it along without another product.
+    """
+
+    def __init__(self, prob: _Problem, S: np.ndarray):
+        self.prob, self.S = prob, S
+        self.Gss, self.GS = prob.rows(S)
+        self.factored = 2 * prob.r < S.size
+        self.BS = np.ascontiguousarray(prob.B[:, S]) if self.factored else None
+
+    def state(self, A: np.ndarray) -> np.ndarray:
+        """Z of A: ``B_S A`` or ``G_SS A``."""
+        return self.BS @ A if self.factored else self.Gss @ A
+
+    def half_grad(self, Z: np.ndarray) -> np.ndarray:
+        """``G_SS A − G_S:`` (half the gradient rows ``∇_S f = 2 G (A − I)``) from Z of A."""
+        return self.BS.T @ (Z - self.prob.B) if self.factored else Z - self.GS
+
+    def losses(self, A: np.ndarray, Z: np.ndarray) -> tuple[float, float]:
+        """``f = ‖X − XA‖²`` and ``⟨R, X⟩`` from Z of A (:meth:`_Problem.losses`)."""
+        if not self.factored:
+            return self.prob.losses(self.S, A, gram=(self.GS, Z))
+        E = self.prob.B - Z                                # the residual on B: XA ↔ B_S A = Z
+        f = float(np.sum(E * E))
+        return f, f + float(np.sum(E * Z))
+
+    def gap(self, A: np.ndarray, Z: np.ndarray, lam: float) -> float:
+        """Relative duality gap with the rows S (the dual scaled by the max over S)."""
+        gmax = 2.0 * float(np.abs(self.half_grad(Z)).sum(axis=1).max())   # max_i ‖∇f_i‖₁ on S
+        P, D, _ = self.prob.primal_dual(self.S, A, lam, gmax, self.losses(A, Z))
+        return _rel_gap(P, D, lam, self.prob.trG)
 
 
-def fista_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: float, max_iter: int,
-               Gss: np.ndarray, GS: np.ndarray, check_every: int = 10) -> tuple[np.ndarray, int, float]:
+def fista_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int,
+               check_every: int = 10) -> tuple[np.ndarray, int, float]:
     """FISTA with adaptive restart on the rows S of A; stops at relative duality gap ≤ tol (on S).
 
     Steps are taken in the diagonal metric ``D = diag(G_SS)`` (a Jacobi preconditioner:
@@ -159,54 +204,54 @@ def fista_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: f
     ``L = 2 λ_max(D^{-½} G_SS D^{-½})``, row i moves by ``∇f_i / (L d_i)`` and its prox
     threshold is ``λ / (L d_i)`` (the penalty is row-separable, so the prox stays exact).
     The restart test ``⟨Y − A⁺, A⁺ − A⟩_D > 0`` is the gradient scheme of O'Donoghue &
-    Candès in that metric.  Per iteration: one product ``G_SS Y`` (|S|² p) and one prox.
+    Candès in that metric.  Per iteration: one product ``G_SS Y`` (|S|² p, or 2|S| r p
+    through the factor: :class:`_Rows`) and one fused prox-gradient pass over the rows
+    (:func:`fsdask.linalg.prox.prox_linf_grad_step`).
     """
-    if S.size == 0:
+    if rows.S.size == 0:
         return A0, 0, 0.0
+    Gss = rows.Gss
     d = np.diag(Gss).copy()
     d[d <= 0] = 1.0
     w = 1.0 / np.sqrt(d)
     L = 2.0 * float(np.linalg.eigvalsh(w[:, None] * Gss * w[None, :])[-1])
     if L <= 0:
         return np.zeros_like(A0), 0, 0.0
-    step = (1.0 / (L * d))[:, None]
-    A = A0.copy()
-    Y = A.copy()
-    MA = Gss @ A                                          # G_SS A, carried along (one product per step)
-    MY = MA
+    step = 1.0 / (L * d)
+    A = np.array(A0, dtype=np.float64)
+    Y = A
+    ZA = rows.state(A)                                    # Z of A, carried along (one product per step)
+    ZY = ZA
     t = 1.0
     gap = np.inf
     it = 0
     for it in range(1, max_iter + 1):
-        V = MY - GS                                       # ∇f = 2 G (A − I), rows S: 2(G_SS Y − G_S:)
-        V *= -2.0 * step
-        V += Y
-        An = prox_linf_rows(V, lam * step[:, 0])          # prox step on λ Σ‖a_i‖_∞
-        MAn = Gss @ An
-        dA = An - A
-        if np.vdot(d[:, None] * (Y - An), dA) > 0:        # adaptive (gradient) restart
-            t, Y, MY = 1.0, An, MAn
+        H = rows.half_grad(ZY)                            # ∇f = 2 G (A − I), rows S: 2(G_SS Y − G_S:)
+        An, dots = prox_linf_grad_step(Y, H, A, 2.0 * step, lam * step)   # prox step on λ Σ‖a_i‖_∞
+        ZAn = rows.state(An)
+        if float(d @ dots) > 0:                           # adaptive (gradient) restart: ⟨Y − A⁺, A⁺ − A⟩_D > 0
+            t, Y, ZY = 1.0, An, ZAn
         else:
             tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
             beta = (t - 1.0) / tn
-            Y = An + beta * dA                            # G_SS Y by linearity, no second product
-            MY = MAn + beta * (MAn - MA)
+            Y = extrapolate(An, A, beta)                  # Z of Y by linearity, no second product
+            ZY = ZAn + beta * (ZAn - ZA)
             t = tn
-        A, MA = An, MAn
+        A, ZA = An, ZAn
         if it % check_every == 0 or it == max_iter:
-            gap = _inner_gap(prob, S, A, Gss, GS, lam, MA)
+            gap = rows.gap(A, ZA, lam)
             if gap <= tol:
                 break
     return A, it, gap
 
 
-def bcd_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: float, max_iter: int,
-             Gss: np.ndarray, GS: np.ndarray) -> tuple[np.ndarray, int, float]:
+def bcd_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int) -> tuple[np.ndarray, int, float]:
     """Exact block-coordinate descent over rows; row i solves ``min G_ii‖a‖² − 2a·c + λ‖a‖_∞``.
 
     ``c = G_i: − Σ_{l≠i} G_il a_l``; the minimiser is ``prox_{λ/(2G_ii)‖·‖_∞}(c / G_ii)``.
     One sweep costs O(|S|² p); stops at relative duality gap ≤ tol (on S).
     """
+    S, Gss, GS = rows.S, rows.Gss, rows.GS
     if S.size == 0:
         return A0, 0, 0.0
     A = A0.copy()
@@ -224,7 +269,7 @@ def bcd_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: flo
             if np.any(delta):
                 M += np.outer(Gss[:, i], delta)
                 A[i] = new
-        gap = _inner_gap(prob, S, A, Gss, GS, lam)
+        gap = rows.gap(A, rows.state(A), lam)
         if gap <= tol:
             break
     return A, sweep, gap
@@ -265,8 +310,8 @@ def project_linf_epigraph_rows(V: np.ndarray, s: np.ndarray, top: int = 64) -> t
     return np.clip(V, -t[:, None], t[:, None]), t
 
 
-def qp_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: float, max_iter: int,
-            Gss: np.ndarray, GS: np.ndarray, check_every: int = 10) -> tuple[np.ndarray, int, float]:
+def qp_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int,
+            check_every: int = 10) -> tuple[np.ndarray, int, float]:
     """Accelerated projected gradient on the paper's QP (5.5), with adaptive restart.
 
     Variables (A_S, s): ``min ‖X − XA‖² + λ Σ s_i  s.t. −s_i ≤ a_ij ≤ s_i`` — a smooth
@@ -284,9 +329,9 @@ def qp_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: floa
     BB1, BB2, alternating BB and monotone searches alike; no step-size pathology).  The
     accelerated scheme reaches a 1e-10 relative gap there in ~4·10⁴ steps.
     """
-    if S.size == 0:
+    if rows.S.size == 0:
         return A0, 0, 0.0
-    L = 2.0 * float(np.linalg.eigvalsh(Gss)[-1])
+    L = 2.0 * float(np.linalg.eigvalsh(rows.Gss)[-1])
     if L <= 0:
         return np.zeros_like(A0), 0, 0.0
     A = A0.copy()
@@ -296,7 +341,7 @@ def qp_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: floa
     gap = np.inf
     it = 0
     for it in range(1, max_iter + 1):
-        g = 2.0 * (Gss @ YA - GS)                                          # ∂/∂A of ‖X − XA‖²
+        g = 2.0 * rows.half_grad(rows.state(YA))                           # ∂/∂A of ‖X − XA‖²
         An, sn = project_linf_epigraph_rows(YA - g / L, Ys - lam / L)      # ∂/∂s of λΣs_i is λ
         if np.vdot(YA - An, An - A) + np.dot(Ys - sn, sn - s) > 0:         # adaptive restart
             t, YA, Ys = 1.0, An, sn
@@ -307,7 +352,7 @@ def qp_rows(prob: _Problem, S: np.ndarray, lam: float, A0: np.ndarray, tol: floa
             t = tn
         A, s = An, sn
         if it % check_every == 0 or it == max_iter:
-            gap = _inner_gap(prob, S, A, Gss, GS, lam)
+            gap = rows.gap(A, rows.state(A), lam)
             if gap <= tol:
                 break
     return A, it, gap
@@ -318,10 +363,12 @@ _SOLVERS = {"fista": fista_rows, "qp": qp_rows, "bcd": bcd_rows}
 
 # --------------------------------------------------------------------------- one λ, active set
 def solve_lambda(prob: _Problem, lam: float, S: np.ndarray, A: np.ndarray, *, solver: str = "fista",
-                 tol: float = 1e-6, max_iter: int = 5000, max_outer: int = 50) -> dict[str, Any]:
+                 tol: float = 1e-6, max_iter: int = 5000, max_outer: int = 50,
+                 gl1_zero: np.ndarray | None = None) -> dict[str, Any]:
     """Solve (4.2) at one λ from the warm start (S, A_S); grow S until the KKT scan passes.
 
-    Returns the rows S, A_S, the scan ``gl1 = ‖∇f_i‖₁`` (all rows), primal, dual, relative
+    ``gl1_zero``: the scan at A = 0, if already known (the path's first scan); it stands in
+    for the first scan when S starts empty.  Returns the rows S, A_S, the scan ``gl1 = ‖∇f_i‖₁`` (all rows), primal, dual, relative
     gap (global certificate: the dual point is scaled with the max over *all* p rows),
     iterations and the number of KKT rounds.
     """
@@ -331,10 +378,10 @@ def solve_lambda(prob: _Problem, lam: float, S: np.ndarray, A: np.ndarray, *, so
     inner_gap = 0.0
     for outer in range(1, max_outer + 1):
         if S.size:
-            Gss, GS = prob.rows(S)
-            A, it, inner_gap = inner(prob, S, lam, A, tol, max_iter, Gss, GS)
+            rows = _Rows(prob, S)
+            A, it, inner_gap = inner(rows, lam, A, tol, max_iter)
             total_it += it
-        gl1 = prob.grad_l1(S, A, lam)
+        gl1 = gl1_zero if (S.size == 0 and gl1_zero is not None) else prob.grad_l1(S, A, lam)
         outside = prob.allowed.copy()
         outside[S] = False
         viol = np.flatnonzero(outside & (gl1 > lam * (1 + 1e-12)))
@@ -348,8 +395,8 @@ def solve_lambda(prob: _Problem, lam: float, S: np.ndarray, A: np.ndarray, *, so
             A_new[np.searchsorted(S_new, S)] = A
         S, A = S_new, A_new
     gmax = float(gl1[prob.allowed].max())
-    gram = (GS, Gss @ A) if S.size and viol.size == 0 else None   # (G_S:, G_SS A) of this S
-    P, D, f = prob.primal_dual(S, A, lam, gmax, gram)
+    fx = rows.losses(A, rows.state(A)) if S.size and viol.size == 0 else None   # rows is of this S
+    P, D, f = prob.primal_dual(S, A, lam, gmax, fx)
     return {"S": S, "A": A, "gl1": gl1, "primal": P, "dual": D, "loss": f, "gap": _rel_gap(P, D, lam, prob.trG),
             "inner_gap": inner_gap, "n_iter": total_it, "kkt_rounds": outer,
             "kkt_ok": bool(np.all(gl1[prob.allowed & ~np.isin(np.arange(p), S)] <= lam * (1 + 1e-12)))}
@@ -377,7 +424,7 @@ class _Path:
         p = prob.p
         self.S = np.zeros(0, dtype=np.int64)
         self.A = np.zeros((0, p))
-        self.gl1 = prob.grad_l1(self.S, self.A)
+        self.gl1 = self.gl1_zero = prob.grad_l1(self.S, self.A)
         allowed_g = self.gl1[prob.allowed]
         self.lambda_max = float(allowed_g.max()) if allowed_g.size else 0.0
         self.lam_prev = self.lambda_max
@@ -398,7 +445,8 @@ class _Path:
         A = np.zeros((S.size, self.prob.p))
         if nz.size:
             A[np.searchsorted(S, nz)] = A0[np.searchsorted(S0, nz)]
-        res = solve_lambda(self.prob, lam, S, A, solver=self.solver, tol=self.tol, max_iter=self.max_iter)
+        res = solve_lambda(self.prob, lam, S, A, solver=self.solver, tol=self.tol, max_iter=self.max_iter,
+                           gl1_zero=self.gl1_zero)
         keep = np.abs(res["A"]).max(axis=1) > 0 if res["S"].size else np.zeros(0, bool)
         S, A = res["S"][keep], res["A"][keep]
         rec = {"lambda": lam, "row_norm": _row_norms(self.prob.p, S, A), "diag": _diag(self.prob.p, S, A),
@@ -427,6 +475,17 @@ class _Path:
         for key in ("n_active", "primal", "dual", "loss", "gap", "n_iter", "kkt_rounds", "kkt_max_ratio", "seconds"):
             data[f"path_{key}"] = ("lambda", np.array([r[key] for r in recs]))
         return xr.Dataset(data, coords={"lambda": lam, "feature": names})
+
+
+def _toward_q(q: int, r1: dict, r2: dict) -> float | None:
+    """The λ at which the count of nonzero rows, extrapolated linearly in log λ through two path
+    points (λ₁ > λ₂, counts c₁ < c₂ < q), reaches ``q + ⌈q/20⌉`` — just past q, so that the
+    next solve brackets q without the grid's long overshoot (each extra active row costs)."""
+    (l1, c1), (l2, c2) = (r1["lambda"], r1["n_active"]), (r2["lambda"], r2["n_active"])
+    if not (l1 > l2 > 0 and c2 > c1):
+        return None
+    slope = (c2 - c1) / math.log(l1 / l2)
+    return l2 * math.exp(-(q + math.ceil(q / 20) - c2) / slope)
 
 
 def entry_lambda(path_row_norm: np.ndarray, lambdas: np.ndarray) -> np.ndarray:
@@ -476,7 +535,9 @@ class CPFS(SelectorMixin):
     gram_max_bytes : float
         Keep the p × p Gram in memory when it fits this budget (faster KKT scans).
     max_bisect : int
-        Bisection steps in log λ to hit exactly q nonzero rows.
+        Steps of the search in log λ (safeguarded interpolation on the count of nonzero
+        rows) to hit exactly q nonzero rows; it also stops once the λ interval is narrower
+        than ``BISECT_RTOL`` (1e-3) relative, where rows enter together.
     on_constant : {"drop", "error"}
         Constant columns carry no variance: weight 0, never selected (or raise).
     on_duplicate : {"drop", "keep", "error"}
@@ -590,33 +651,29 @@ class CPFS(SelectorMixin):
                                  f"features ({p} non-constant, {info['n_duplicate_columns']} duplicate)")
         path = _Path(prob, self.solver, float(self.tol), int(self.max_iter))
         lam_max = path.lambda_max
-        grid = self._grid(lam_max)
+        grid = list(self._grid(lam_max))
         final = None
         below = None  # (λ, n_active) with n_active < q
-        for lam in grid:
+        k = 0
+        while k < len(grid):
+            lam = grid[k]
+            k += 1
             rec = path.solve(float(lam))
             final = rec
             if q is not None:
                 if rec["n_active"] >= q:
                     break
-                below = rec
+                before, below = below, rec
+                if self.lam is None and self.lambdas is None and before is not None and k < len(grid):
+                    lam_next = _toward_q(q, before, rec)
+                    if lam_next is not None and lam_next > grid[k]:
+                        grid.insert(k, lam_next)     # a shorter step than the grid's, aimed just past q
             if self.max_features is not None and rec["n_active"] > self.max_features:
                 log.info("cpfs: %d active rows > max_features=%d; path stopped at λ=%.4g",
                          rec["n_active"], self.max_features, lam)
                 break
         if q is not None and self.lam is None and final["n_active"] != q and below is not None:
-            hi, lo = below["lambda"], final["lambda"]           # count(hi) < q ≤ count(lo)
-            best = final
-            for _ in range(int(self.max_bisect)):
-                mid = math.sqrt(hi * lo) if lo > 0 else hi / 2
-                rec = path.solve(mid, warm=path.warm_from(hi))
-                if rec["n_active"] >= q:
-                    lo, best = mid, rec
-                    if rec["n_active"] == q:
-                        break
-                else:
-                    hi = mid
-            final = best
+            final = self._bisect(path, q, below, final)
         lam_final = final["lambda"]
         S, A, gl1 = path.sols[lam_final]
         pds = path.as_dataset(np.arange(p))
@@ -645,6 +702,33 @@ class CPFS(SelectorMixin):
         return FitOutput(scores=scores, support=self._final_nonzero, n_iter=int(pds["path_n_iter"].sum()),
                          converged=converged, objective=[float(v) for v in pds["path_primal"].values],
                          attrs=attrs)
+
+    def _bisect(self, path: _Path, q: int, below: dict, above: dict) -> dict:
+        """Refine λ between ``below`` (fewer than q nonzero rows) and ``above`` (q or more).
+
+        The new λ interpolates log λ linearly in the count of nonzero rows, kept within the
+        middle 60% of the interval (so it shrinks by ≥ 20% a step, like a safeguarded
+        regula falsi).  Stops at exactly q rows, after ``max_bisect`` steps, or when the
+        interval is narrower than ``BISECT_RTOL`` relative: rows that enter at the same λ
+        (ties, e.g. in exactly low-rank data) cannot be split by λ, and the first q by
+        ``ranking_`` are then selected from the solution with more than q rows.
+        """
+        hi, c_hi = below["lambda"], below["n_active"]          # count(hi) < q ≤ count(lo)
+        lo, c_lo = above["lambda"], above["n_active"]
+        best = above
+        for _ in range(int(self.max_bisect)):
+            if lo > 0 and hi / lo - 1.0 < BISECT_RTOL:
+                break
+            t = min(max((q - c_hi) / max(c_lo - c_hi, 1), 0.2), 0.8)
+            mid = hi * (lo / hi) ** t if lo > 0 else hi / 2
+            rec = path.solve(mid, warm=path.warm_from(hi))
+            if rec["n_active"] >= q:
+                lo, c_lo, best = mid, rec["n_active"], rec
+                if rec["n_active"] == q:
+                    break
+            else:
+                hi, c_hi = mid, rec["n_active"]
+        return best
 
     def fit(self, X: Any, y: Any = None) -> "CPFS":
         """Fit the path on X (y is ignored: CPFS is unsupervised)."""

@@ -305,6 +305,19 @@ def test_l1_ball_thresholds_against_sort(rng):
     assert np.all(P[:2] == 0) and np.all(P[6] == V[6])
 
 
+def test_prox_linf_grad_step_matches_numpy(rng):
+    from fsdask.linalg.prox import extrapolate, prox_linf_grad_step, prox_linf_rows
+    Y, G, A = (rng.normal(size=(7, 40)) for _ in range(3))
+    c = rng.uniform(0.1, 1.0, 7)
+    tau = np.r_[0.0, 1e3, rng.uniform(0.5, 20.0, 5)]               # τ = 0 keeps the row; a huge τ zeroes it
+    An, dots = prox_linf_grad_step(Y, G, A, c, tau)
+    ref = prox_linf_rows(Y - c[:, None] * G, tau)
+    np.testing.assert_allclose(An, ref, atol=1e-12)
+    np.testing.assert_allclose(dots, ((Y - ref) * (ref - A)).sum(1), rtol=1e-10, atol=1e-10)
+    assert np.all(An[1] == 0) and np.allclose(An[0], Y[0] - c[0] * G[0])
+    np.testing.assert_allclose(extrapolate(An, A, 0.3), An + 0.3 * (An - A), atol=1e-14)
+
+
 def test_row_l1_norms_screened(rng):
     from fsdask.linalg import row_l1_norms_screened
     M = rng.normal(size=(300, 6)) * rng.uniform(0.01, 3, size=(300, 1))

@@ -209,6 +209,24 @@ def test_ks_network_kernel_equals_rowsort_and_scipy(rng, n1, n2):
     np.testing.assert_array_equal(ks_columns(X[:, 5:40], first, method="network"), row[:1, 5:40])
 
 
+def test_ks_columns_auto_kernel_by_sample_count(rng, monkeypatch):
+    """``method="auto"`` takes the network kernel up to _NETWORK_MAX samples, the row sorts above."""
+    import fsdask.linalg.twosample as ts
+    real, used = ts._ks_by_network, []
+
+    def spy(xb, *args):
+        used.append(xb.shape[0])
+        return real(xb, *args)
+
+    monkeypatch.setattr(ts, "_ks_by_network", spy)
+    for n in (ts._NETWORK_MAX, ts._NETWORK_MAX + 1):
+        X = rng.normal(size=(n, 40)).astype(np.float32)
+        first = np.arange(n) % 3 == 0
+        out = ts.ks_columns(X, first, with_screen=True)
+        np.testing.assert_array_equal(out, ts.ks_columns(X, first, with_screen=True, method="rowsort"))
+    assert used == [ts._NETWORK_MAX]
+
+
 @pytest.mark.parametrize("m", [1, 2, 4, 8, 9, 16])
 def test_batcher_network_sorts_every_01_input(m):
     """0–1 principle: a comparator network sorts everything iff it sorts all 0–1 inputs; the

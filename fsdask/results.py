@@ -21,7 +21,7 @@ import xarray as xr
 import zarr
 
 from fsdask.errors import StoreError
-from fsdask.io.store import COMPLETE_ATTR, _is_local, _local, _zarr_kwargs, atomic_store
+from fsdask.io.store import COMPLETE_ATTR, _is_local, _local, _zarr_kwargs, atomic_store, plain_strings
 
 
 def _jsonable(value: Any) -> Any:
@@ -91,7 +91,7 @@ def open_result(url: str | os.PathLike, storage_options: Mapping[str, Any] | Non
                 ds.attrs[k] = json.loads(v)
             except ValueError:
                 pass
-    return ds
+    return plain_strings(ds)
 
 
 def top_table(result: xr.Dataset, k: int = 20) -> list[tuple[int, str, float, bool]]:

@@ -20,6 +20,13 @@ def test_roundtrip_in_memory(tmp_path, rng):
     assert ds["X"].chunks[1] == (16, 16, 16, 2)
     assert list(ds["y"].values) == [0] * 6 + [1] * 6 and ds.attrs["class_names"] == ["a", "b"]
     assert ds["feature"].values[3] == "g3"
+    # ids are plain strings: Zarr v3's StringDType would make .astype(str) raise
+    assert list(ds["feature"].values.astype(str)[:2]) == ["g0", "g1"]
+    assert ds["feature"].to_index().astype(str)[49] == "g49"
+    sel = fsdask.Filter("ttest", n_features_to_select=3).fit(ds)
+    fsdask.write_result(sel.result_, tmp_path / "r.zarr")
+    res = fsdask.open_result(tmp_path / "r.zarr")
+    assert res["feature"].values.astype(str).tolist() == [f"g{i}" for i in range(50)]
     assert ds.attrs["fingerprint"] == fp and ds.attrs["shape"] == [12, 50]
     g = zarr.open_group(str(tmp_path / "d.zarr"), mode="r")
     assert g["X"].metadata.dimension_names == ("sample", "feature")

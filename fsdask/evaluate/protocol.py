@@ -258,7 +258,8 @@ def open_evaluation(path: str) -> EvaluationResult:
               else xr.open_zarr(path, consolidated=False, zarr_format=3)).load()
     except Exception as exc:
         raise StoreError(f"{path}: not a readable evaluation ({type(exc).__name__}: {exc})") from exc
-    return EvaluationResult.from_dataset(ds)
+    from fsdask.io.store import plain_strings
+    return EvaluationResult.from_dataset(plain_strings(ds))
 
 
 # ---------------------------------------------------------------------------------------------

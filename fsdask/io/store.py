@@ -261,7 +261,22 @@ def open_dataset(url: str | os.PathLike, storage_options: Mapping[str, Any] | No
                          "running); re-run the ingest/write that made it")
     ds["X"] = _guarded_X(ds, target, kwargs, url)
     ds.attrs["store"] = shown
-    return ds
+    return plain_strings(ds)
+
+
+def plain_strings(ds: xr.Dataset) -> xr.Dataset:
+    """Variable-length strings as object arrays, xarray's usual representation.
+
+    Zarr v3 reads them as NumPy's ``StringDType``, on which ``.astype(str)`` raises
+    ("cannot cast dtype StringDType() to StrDType") and which older pandas code does not
+    expect; feature and sample ids are converted once here, lazily for dask-backed variables.
+    """
+    fixed = {name: var.astype(object) for name, var in ds.variables.items() if var.dtype.kind == "T"}
+    if not fixed:
+        return ds
+    coords = {k: v for k, v in fixed.items() if k in ds.coords}
+    data = {k: v for k, v in fixed.items() if k not in ds.coords}
+    return ds.assign_coords(coords).assign(data)
 
 
 def _is_zarr_group(target: str, kwargs: Mapping[str, Any]) -> bool:

@@ -173,7 +173,7 @@ class Filter(SelectorMixin):
     ----------
     scores_, ranking_, support_, result_
     pvalues_ : (p,) array or None
-        ttest, f, pearson: two-sided p-values (0 for constant features), also
+        ttest, f, pearson: two-sided p-values (NaN for constant features, as in scipy), also
         ``result_["pvalue"]``.  They are computed from the fitted statistics the first time
         ``pvalues_`` or ``result_`` is read (≈0.24 µs per feature, as long as the fit's own
         pass at 10⁶ features), not during ``fit``; the values are the same either way.
@@ -284,7 +284,7 @@ class Filter(SelectorMixin):
         pending = self.__dict__.get("_pvalue_stats")
         if pending is not None:
             stats, n, n_classes = pending
-            pv = np.zeros(self.n_features_in_)
+            pv = np.full(self.n_features_in_, np.nan)           # constant features: no test, NaN (as scipy)
             pv[self.active_features_] = _threaded_pvalues(self.score, stats, n, n_classes)
             res["pvalue"] = ("feature", pv)
             self._pvalue_stats = None

@@ -180,6 +180,9 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_
             rb = K[b]
             la = L[a]
             lb = L[b]
+            # The two loops below differ only in where x, y come from; they are written out
+            # twice on purpose: a shared inline helper stopped numba vectorising them
+            # (0.090 s per 64 MiB block instead of 0.039 s).
             if merge_c[c, 2]:                   # both labels still their sample's
                 x = np.int32(1) if a < n1 else np.int32(0)
                 y = np.int32(1) if b < n1 else np.int32(0)

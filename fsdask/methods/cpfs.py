@@ -79,7 +79,7 @@ class _Problem:
         self.G = self.B.T @ self.B if 8.0 * self.p**2 <= gram_max_bytes else None
         self.n_scans = 0
         self.n_exact_rows = 0
-        self._ref: tuple[np.ndarray, np.ndarray] | None = None   # last scan's E and its ‖Bᵀ E‖₁ (exact or bounds)
+        self._ref: tuple[np.ndarray, np.ndarray] | None = None   # last scan: E, ‖Bᵀ E‖₁ (exact or bounds)
 
     def rows(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``G_SS`` (k × k) and ``G_S:`` (k × p)."""
@@ -229,7 +229,7 @@ def fista_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: in
         H = rows.half_grad(ZY)                            # ∇f = 2 G (A − I), rows S: 2(G_SS Y − G_S:)
         An, dots = prox_linf_grad_step(Y, H, A, 2.0 * step, lam * step)   # prox step on λ Σ‖a_i‖_∞
         ZAn = rows.state(An)
-        if float(d @ dots) > 0:                           # adaptive (gradient) restart: ⟨Y − A⁺, A⁺ − A⟩_D > 0
+        if float(d @ dots) > 0:                           # adaptive restart: ⟨Y − A⁺, A⁺ − A⟩_D > 0
             t, Y, ZY = 1.0, An, ZAn
         else:
             tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
@@ -367,10 +367,10 @@ def solve_lambda(prob: _Problem, lam: float, S: np.ndarray, A: np.ndarray, *, so
                  gl1_zero: np.ndarray | None = None) -> dict[str, Any]:
     """Solve (4.2) at one λ from the warm start (S, A_S); grow S until the KKT scan passes.
 
-    ``gl1_zero``: the scan at A = 0, if already known (the path's first scan); it stands in
-    for the first scan when S starts empty.  Returns the rows S, A_S, the scan ``gl1 = ‖∇f_i‖₁`` (all rows), primal, dual, relative
+    Returns the rows S, A_S, the scan ``gl1 = ‖∇f_i‖₁`` (all rows), primal, dual, relative
     gap (global certificate: the dual point is scaled with the max over *all* p rows),
-    iterations and the number of KKT rounds.
+    iterations and the number of KKT rounds.  ``gl1_zero``: the scan at A = 0, if already
+    known (the path's first scan); it stands in for the first scan when S starts empty.
     """
     inner = _SOLVERS[solver]
     p = prob.p

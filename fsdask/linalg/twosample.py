@@ -265,10 +265,7 @@ def _sortable_keys(xb: np.ndarray, first: np.ndarray, k1: np.ndarray, k2: np.nda
         r2 = 0
         for i in range(n):
             for j in range(j0, j1):
-                b = bits[i, j]
-                b = np.uint32(0) if b == np.uint32(0x80000000) else b        # −0.0 ≡ +0.0
-                key = np.uint32(b ^ ((b >> np.uint32(31)) * np.uint32(0x7FFFFFFF) | np.uint32(0x80000000)))
-                key = min(key, np.uint32(0xFFFFFFFE))                         # keep below the sentinel
+                key = min(np.uint32(_key(bits[i, j])), np.uint32(0xFFFFFFFE))   # keep below the sentinel
                 if first[i]:
                     k1[j, r1] = key
                 else:

@@ -7,6 +7,7 @@ options as on the command line, written as YAML::
     scheduler: local:2                # default --scheduler of every step that takes one
     storage_options: {}               # default --storage-option (credentials: use env vars)
     state: pipeline.state.json        # where completed steps are recorded (default: next to the config)
+    history_top_k: 20                 # how many top features each run records in the history
     steps:
       - name: ingest
         ingest: {source: data.npz, url: data.zarr, overwrite: true}
@@ -19,25 +20,28 @@ Relative paths are relative to the directory of the config file (steps run there
 * Every step's output is written atomically by the command itself (a store is renamed
   into place or marked complete last; CSV tables are renamed into place), so a crash
   never leaves an output that looks finished.
-* After each step succeeds it is recorded in the state file (with a hash of its
-  options), written atomically.  A re-run skips the recorded steps whose options are
-  unchanged and whose outputs still exist, and resumes at the first unfinished one;
-  once a step runs, every later step runs again too.  ``--restart`` ignores the state.
-* A failing step stops the run with a one-line reason naming the step (exit 2 for bad
-  input/parameters/storage, 1 for anything unexpected).
+* After each step succeeds it is recorded in the state file (a hash of its options, the
+  fingerprints of its inputs, the fsdask version), written atomically.  A re-run skips a
+  step only when all of these match and its outputs exist; otherwise it and every later
+  step run.  Each step prints ``skipped`` or ``runs (why: input X changed, options
+  changed, …)``.  ``--restart`` ignores the state (see :mod:`fsdask.pipeline.session`).
+* One run per state file: a second concurrent run exits 75 (:mod:`fsdask.pipeline.lock`).
+* ``--log-json FILE`` appends machine-readable events (:mod:`fsdask.pipeline.logjson`);
+  each run appends per step to ``STATE.history.jsonl`` (:mod:`fsdask.pipeline.history`).
+* Exit status: 0 ok, 1 unexpected error (a bug), 2 bad input / parameters / storage /
+  config, 75 another run holds the lock (try later), 130 interrupted.  A failing step
+  stops the run with a one-line reason naming the step.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as _dt
 import hashlib
 import json
 import logging
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +53,7 @@ log = logging.getLogger("fsdask")
 
 #: options of a step that name the files it produces (checked to exist before skipping)
 OUTPUT_OPTIONS = ("url", "output", "csv", "out", "report")
+TOP_LEVEL_KEYS = {"scheduler", "storage_options", "memory_limit", "state", "history_top_k", "steps"}
 _INPUT_ONLY = {"select": {"url"}, "info": {"url"}, "evaluate": {"url"}}
 
 
@@ -89,6 +94,10 @@ def load_config(path: str | os.PathLike) -> Pipeline:
     if not isinstance(cfg, dict) or not isinstance(cfg.get("steps"), list) or not cfg["steps"]:
         raise ParameterError(f"{path}: expected a mapping with a non-empty list 'steps' "
                              "(see examples/pipeline.yaml)")
+    unknown = sorted(set(cfg) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise ParameterError(f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; valid: "
+                             f"{', '.join(sorted(TOP_LEVEL_KEYS))}")
     from fsdask.cli import SUBCOMMANDS
     steps: list[Step] = []
     for i, raw in enumerate(cfg["steps"], 1):
@@ -111,7 +120,10 @@ def load_config(path: str | os.PathLike) -> Pipeline:
         if any(s.name == name for s in steps):
             raise ParameterError(f"{path}: two steps are named {name!r}; step names must be unique")
         steps.append(Step(name, command, options))
-    defaults = {k: cfg[k] for k in ("scheduler", "storage_options", "memory_limit") if k in cfg}
+    defaults = {k: cfg[k] for k in ("scheduler", "storage_options", "memory_limit", "history_top_k") if k in cfg}
+    top_k = defaults.get("history_top_k", 20)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ParameterError(f"{path}: history_top_k must be a whole number ≥ 1; got {top_k!r}")
     state = cfg.get("state") or os.path.splitext(os.path.basename(path))[0] + ".state.json"
     state_path = os.path.join(os.path.dirname(path), str(state))
     return Pipeline(path, steps, defaults, state_path)
@@ -158,31 +170,6 @@ def _argv(step: Step, sub: argparse.ArgumentParser, defaults: dict[str, Any]) ->
     return optional + ["--"] + positional if positional else optional
 
 
-def _read_state(path: str) -> dict:
-    try:
-        with open(path) as fh:
-            state = json.load(fh)
-        return state if isinstance(state, dict) and isinstance(state.get("steps"), dict) else {"steps": {}}
-    except (OSError, ValueError):
-        return {"steps": {}}
-
-
-def _write_state(path: str, state: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(state, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
-def _exists(target: str, storage_options: dict | None) -> bool:
-    from fsdask.io.store import _exists as store_exists
-    try:
-        return store_exists(target, storage_options)
-    except FsdaskError:
-        return False
-
-
 @contextlib.contextmanager
 def _cwd(path: str):
     old = os.getcwd()
@@ -201,48 +188,47 @@ class StepFailed(FsdaskError):
         self.exit_code = exit_code
 
 
-def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None) -> dict[str, str]:
+def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None,
+                 log_json: str | os.PathLike | None = None, defaults: dict | None = None) -> dict[str, str]:
     """Run (or resume) the pipeline in ``config``; return {step name: "ran" | "skipped"}.
 
-    Raises :class:`StepFailed` (one-line message naming the step) when a step fails.
+    ``log_json``: append JSON-lines events to this file; ``defaults``: override the config's
+    ``scheduler`` / ``memory_limit`` (e.g. sized from a batch allocation).  Raises
+    :class:`StepFailed` (one-line message naming the step; ``exit_code`` 75 when another run
+    holds the lock) when a step fails.
     """
     from fsdask.cli import build_parser
+    from fsdask.pipeline.lock import Locked
+    from fsdask.pipeline.session import Session
     out = out or sys.stdout
-    pipe = load_config(config)
     parser = build_parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    state = {"steps": {}} if restart else _read_state(pipe.state_path)
-    state["config"] = pipe.path
-    so = pipe.defaults.get("storage_options") or None
-    summary: dict[str, str] = {}
-    rerun_rest = False
-    with _cwd(os.path.dirname(pipe.path)):
+    night = Session(config, restart=restart, out=out, log_json=log_json, defaults=defaults)
+    try:
+        night.open()
+    except Locked as exc:
+        raise StepFailed(str(exc), exit_code=exc.exit_code) from None
+    with night, _cwd(os.path.dirname(night.pipe.path)):
+        pipe = night.pipe
+        argvs = []  # every step's options are checked before anything runs
         for i, step in enumerate(pipe.steps, 1):
             if step.command not in subparsers.choices:
                 raise StepFailed(f"step {i} ({step.name}): the command '{step.command}' is not available "
                                  "in this installation")
-            sub = subparsers.choices[step.command]
-            argv = [step.command, *_argv(step, sub, pipe.defaults)]
-            done = state["steps"].get(step.name)
-            if (not rerun_rest and done and done.get("digest") == step.digest()
-                    and all(_exists(o, so) for o in step.outputs())):
-                print(f"[{i}/{len(pipe.steps)}] {step.name}: done in an earlier run "
-                      f"({done.get('finished', '?')}) — skipped", file=out, flush=True)
-                summary[step.name] = "skipped"
+            argvs.append([step.command, *_argv(step, subparsers.choices[step.command], pipe.defaults)])
+        night.preflight()
+        for i, (step, argv) in enumerate(zip(pipe.steps, argvs), 1):
+            if night.skip(i, step):
                 continue
-            rerun_rest = True
-            state["steps"].pop(step.name, None)
-            _write_state(pipe.state_path, state)
-            print(f"[{i}/{len(pipe.steps)}] {step.name}: fsdask {' '.join(a for a in argv if a != '--')}",
-                  file=out, flush=True)
-            t0 = time.perf_counter()
+            night.start(i, step, shown=f"fsdask {' '.join(a for a in argv if a != '--')}")
             try:
                 args = parser.parse_args(argv)
             except SystemExit:
                 raise StepFailed(f"step {i} ({step.name}): invalid options for `fsdask {step.command}` "
                                  "(see the argparse message above)") from None
             try:
-                rc = int(args._run(args) or 0)
+                with night.capture():
+                    rc = int(args._run(args) or 0)
             except FsdaskError as exc:
                 raise StepFailed(f"step {i} ({step.name}) failed: {exc}") from None
             except KeyboardInterrupt:
@@ -253,12 +239,6 @@ def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None) 
                                  exit_code=1) from exc
             if rc != 0:
                 raise StepFailed(f"step {i} ({step.name}): `fsdask {step.command}` exited with status {rc}", rc)
-            state["steps"][step.name] = {
-                "digest": step.digest(), "command": step.command, "outputs": step.outputs(),
-                "seconds": round(time.perf_counter() - t0, 3),
-                "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-            _write_state(pipe.state_path, state)
-            summary[step.name] = "ran"
-    state["completed"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    _write_state(pipe.state_path, state)
-    return summary
+            night.done(i, step)
+        night.complete()
+    return night.summary

@@ -12,7 +12,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        description="Write DIR/index.html and PNG figures: sorted weights with the selection "
                                    "cut, convergence trace, λ/ρ/iteration paths, CV curves, the top features "
                                    "(with a heatmap and class means when --data is given). Opens from disk.")
-    p.add_argument("result", help="a result written by `fsdask select`")
+    p.add_argument("result", nargs="?", help="a result written by `fsdask select` (optional with --history)")
     p.add_argument("--data", help="the dataset the result was computed on (Zarr store or .npz)")
     p.add_argument("--evaluation", action="append", default=[],
                    help="an evaluation written by `fsdask evaluate --output` (repeatable)")
@@ -20,6 +20,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--csv", action="store_true", help="also write DIR/ranked.csv (every feature, best first)")
     p.add_argument("--top", type=int, default=30, help="how many top features to list (default 30)")
     p.add_argument("--title", help="page title")
+    p.add_argument("--history", metavar="STATE",
+                   help="add DIR/history.html: selected count, top-k stability and runtime per night of the "
+                        "pipeline whose state file (or config) is STATE")
     add_storage_options(p)
     return p
 
@@ -31,9 +34,21 @@ def run(args: argparse.Namespace) -> int:
     from fsdask.results import open_result
 
     so = storage_options(args)
+    if args.history:
+        from fsdask.pipeline.history import add_history_page
+        page = add_history_page(args.history, args.out, with_result=bool(args.result))
+        print(f"history page written to {page}")
+        if not args.result:
+            return 0
+    elif not args.result:
+        from fsdask.errors import ParameterError
+        raise ParameterError("fsdask report: give a RESULT, or --history STATE for the run-history page")
     result = open_result(args.result, storage_options=so)
     data = open_data(args.data, so) if args.data else None
     evs = [open_evaluation(e) for e in args.evaluation]
     index = make_report(result, args.out, data=data, evaluations=evs, csv=args.csv, top=args.top, title=args.title)
+    if args.history:
+        from fsdask.pipeline.history import link_history
+        link_history(index)
     print(f"report written to {index} (open it in a browser)")
     return 0

@@ -113,7 +113,8 @@ def with_stability(records: list[dict]) -> list[dict]:
         prev = previous.get(rec["step"])
         if prev is not None:
             k = min(len(prev["top_k"]), len(rec["top_k"]))
-            a, b = prev["top_k"][:k], rec["top_k"][:k]
+            ids = {f: j for j, f in enumerate(dict.fromkeys(prev["top_k"][:k] + rec["top_k"][:k]))}
+            a, b = [ids[f] for f in prev["top_k"][:k]], [ids[f] for f in rec["top_k"][:k]]
             if k:
                 rec["jaccard"] = jaccard_stability([a, b])
                 n = int(rec.get("n_features") or 0)
@@ -225,3 +226,32 @@ def write_history_report(state: str, out_dir: str, *, page: str = "history.html"
         fh.write(body)
     os.replace(tmp, path)
     return path
+
+
+def add_history_page(state: str, out_dir: str, *, with_result: bool) -> str:
+    """``fsdask report --history``: DIR/history.html, and DIR/index.html pointing to it when
+    the report has no result page of its own (an existing index.html only gets a link)."""
+    page = write_history_report(state, out_dir)
+    if not with_result and os.path.exists(os.path.join(out_dir, "index.html")):
+        link_history(os.path.join(out_dir, "index.html"))
+    elif not with_result:
+        index = os.path.join(out_dir, "index.html")
+        with open(f"{index}.tmp", "w", encoding="utf-8") as fh:
+            fh.write('<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0; url=history.html">'
+                     '<a href="history.html">run history</a>\n')
+        os.replace(f"{index}.tmp", index)
+    return page
+
+
+def link_history(index: str) -> None:
+    """Add a link to history.html at the top of a result report's index.html."""
+    with open(index, encoding="utf-8") as fh:
+        text = fh.read()
+    link = '<p><a href="history.html">run history across nights</a></p>'
+    if link in text:
+        return
+    at = text.find("<body>")
+    text = text[:at + 6] + link + text[at + 6:] if at >= 0 else link + text
+    with open(f"{index}.tmp", "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(f"{index}.tmp", index)

@@ -263,15 +263,16 @@ class Session:
     @contextlib.contextmanager
     def capture(self):
         """Iteration log lines and warnings of the running step go to the JSON log too."""
-        with capture_iterations(self.jlog), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("default")
-            try:
+        caught: list = []
+        try:
+            with capture_iterations(self.jlog), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("default")
                 yield
-            finally:
-                for w in caught:
-                    self.jlog.event("warning", step=self.jlog.step, message=str(w.message),
-                                    category=w.category.__name__)
-                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        finally:  # re-shown once the recording is over (showing inside it would record again)
+            for w in caught:
+                self.jlog.event("warning", step=self.jlog.step, message=str(w.message),
+                                category=w.category.__name__)
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
     def done(self, i: int, step) -> None:
         seconds = round(time.perf_counter() - self._step_t0, 3)

@@ -105,7 +105,8 @@ QALPHA = {"name": "qalpha", "select": {"url": "out/d.zarr", "method": "qalpha", 
                                        "param": {"k": 2, "n_features_to_select": 5, "max_iter": 4}}}
 
 
-def test_log_json_and_history(night, tmp_path):
+def test_log_json_and_history(night, tmp_path, capsys):
+    from fsdask.cli import main
     cfg = yaml.safe_load(night.read_text())
     night.write_text(yaml.safe_dump(dict(cfg, steps=cfg["steps"] + [QALPHA])))
     log = tmp_path / "logs" / "run.jsonl"
@@ -120,15 +121,15 @@ def test_log_json_and_history(night, tmp_path):
     assert its and all(e["step"] == "qalpha" for e in its)
     assert all(isinstance(e["objective"], float) for e in its) and "delta" in its[-1]
     assert [e["iteration"] for e in its] == list(range(1, len(its) + 1))
-    p = _cli("run", night, "--log-json", log)
+    run_pipeline(night, log_json=log)
     ev2 = [e for e in _events(log) if e["run"] != ev[0]["run"]]
     assert [e["event"] for e in ev2] == ["run_start"] + ["step_skip"] * 3 + ["run_end"]
     # a failing run logs the error with its exit code
     cfg = yaml.safe_load(night.read_text())
     cfg["steps"][1]["select"]["param"]["n_features_to_select"] = -1
     night.write_text(yaml.safe_dump(cfg))
-    p = _cli("run", night, "--log-json", log)
-    assert p.returncode == 2
+    with pytest.raises(StepFailed):
+        run_pipeline(night, log_json=log)
     last = _events(log)[-2:]
     assert last[0]["event"] == "error" and last[0]["exit_code"] == 2 and last[0]["step"] == "ttest"
     assert last[1]["event"] == "run_end" and last[1]["exit_code"] == 2
@@ -139,13 +140,13 @@ def test_log_json_and_history(night, tmp_path):
     assert [r["status"] for r in recs if r["step"] == "ttest"] == ["ran", "skipped"]
     sel = [r for r in recs if r["step"] == "qalpha"]
     assert len(sel[0]["top_k"]) == 5 and sel[0]["n_selected"] == 5 and sel[0]["n_features"] == 40
-    p = _cli("history", tmp_path / "pipe.state.json")
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
+    capsys.readouterr()
+    assert main(["history", str(tmp_path / "pipe.state.json")]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
     assert len(lines) == 2 + 4 and "1.000" in lines[-1]  # 2 runs × 2 selecting steps; unchanged → Jaccard 1
-    assert ", ".join(sel[0]["top_k"][:5]) in p.stdout
-    p = _cli("report", "--history", night, "--out", tmp_path / "rep")
-    assert p.returncode == 0, p.stderr
+    assert ", ".join(sel[0]["top_k"][:5]) in text
+    assert main(["report", "--history", str(night), "--out", str(tmp_path / "rep")]) == 0
     page = (tmp_path / "rep" / "history.html").read_text()
     assert "did not change" in page and (tmp_path / "rep" / "index.html").exists()
     for png in ("history_selected.png", "history_stability.png", "history_runtime.png"):
@@ -172,7 +173,7 @@ time.sleep(120)
 """
 
 
-def test_lock_second_run_exits_75_and_stale_lock_is_taken_over(night, tmp_path):
+def test_lock_second_run_exits_75_and_stale_lock_is_taken_over(night, tmp_path, capsys):
     state = tmp_path / "pipe.state.json"
     env = dict(os.environ, PYTHONPATH=os.getcwd())
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(state)], stdout=subprocess.PIPE, text=True, env=env)
@@ -189,9 +190,9 @@ def test_lock_second_run_exits_75_and_stale_lock_is_taken_over(night, tmp_path):
         holder.wait()
     # the killed holder left its lock: stale (pid gone) → taken over with a message
     assert (tmp_path / "pipe.state.json.lock").exists()
-    p = _cli("run", night)
-    assert p.returncode == 0, p.stderr
-    assert f"took over a stale lock {state}.lock: pid {holder.pid}" in p.stdout
+    capsys.readouterr()
+    assert set(run_pipeline(night).values()) == {"ran"}
+    assert f"took over a stale lock {state}.lock: pid {holder.pid}" in capsys.readouterr().out
     assert not (tmp_path / "pipe.state.json.lock").exists()
 
 

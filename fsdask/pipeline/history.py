@@ -159,6 +159,8 @@ def _plot_series(plt, series: dict[str, list[tuple[int, float]]], ylabel: str, p
         pts = [(x, y) for x, y in pts if y is not None]
         if pts:
             ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=name)
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("run (night)")
     ax.set_ylabel(ylabel)
     if ylim:

@@ -266,3 +266,42 @@ def test_removed_step_and_config_typos(night, tmp_path):
     night.write_text(yaml.safe_dump(bad))
     with pytest.raises(ParameterError, match="two steps are named 'ttest'"):
         run_pipeline(night)
+
+
+def test_sigterm_ends_the_run_cleanly(tmp_path, rng):
+    """SIGTERM (a SLURM time limit, a Kubernetes deadline) mid-fit: exit 130 logged, lock released."""
+    _data(tmp_path / "d.npz", rng)
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"steps": [
+        {"name": "ingest", "ingest": {"source": "d.npz", "url": "d.zarr"}},
+        {"name": "endless", "select": {"url": "d.zarr", "method": "qalpha", "output": "q.zarr",  # tol 0: never converges
+                                       "param": {"k": 2, "tol": 0, "max_iter": 10**8}}}]}))
+    log = tmp_path / "run.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    proc = subprocess.Popen([sys.executable, "-m", "fsdask.cli", "run", str(tmp_path / "p.yaml"), "--log-json",
+                             str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for _ in range(1200):
+            if log.exists() and any(e["event"] == "iteration" for e in _events(log)):
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        assert (tmp_path / "p.state.json.lock").exists()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err
+    ev = _events(log)
+    assert ev[-2]["event"] == "error" and ev[-2]["step"] == "endless" and ev[-1]["exit_code"] == 130
+    assert not (tmp_path / "p.state.json.lock").exists() and not (tmp_path / "q.zarr").exists()
+    assert list(json.loads((tmp_path / "p.state.json").read_text())["steps"]) == ["ingest"]
+
+
+def test_iteration_lines_of_the_methods_parse():
+    from fsdask.pipeline.logjson import parse_iteration
+    assert parse_iteration("logo: iteration 3  ‖Δw‖=0.0125  objective=12.5  active=40") == {
+        "iteration": 3, "method": "logo", "delta": 0.0125, "objective": 12.5}
+    assert parse_iteration("Q-α iteration 7: objective 3.25, ‖Δα‖ 1e-05") == {
+        "iteration": 7, "method": "Q-α", "objective": 3.25, "delta": 1e-05}
+    assert parse_iteration("cpfs: iteration 2: objective=1.5, change=0.25 (0.1 s)")["delta"] == 0.25
+    assert parse_iteration("cpfs λ=0.5: 3 active rows") is None

@@ -24,8 +24,10 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 import warnings
 from typing import Any
@@ -129,12 +131,14 @@ class Session:
         self._t0 = time.perf_counter()
         self._step_t0 = 0.0
         self._inputs: dict[str, dict] = {}
+        self._old_sigterm = None
 
     # -- the run ---------------------------------------------------------------------------
     def open(self) -> "Session":
         """Log the start, read the config, take the lock, read the state and history."""
         from fsdask.pipeline import load_config
         self._opened = True
+        self._trap_sigterm()
         try:
             self.jlog.event("run_start", config=os.path.abspath(os.fspath(self.config)), fsdask_version=_version(),
                             pid=os.getpid(), host=socket.gethostname(), restart=self.restart)
@@ -176,6 +180,20 @@ class Session:
         if self.lock is not None and not isinstance(exc, Locked):
             self.lock.release()
             self.lock = None
+        if self._old_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+            self._old_sigterm = None
+
+    def _trap_sigterm(self) -> None:
+        """SIGTERM (systemd stop, a SLURM time limit, a Kubernetes deadline) ends the run like
+        Ctrl-C: outputs in progress are discarded, the error and exit code are logged, the lock
+        is released."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt(f"terminated by signal {signum}")
+        self._old_sigterm = signal.signal(signal.SIGTERM, interrupt)
 
     def complete(self) -> None:
         self.state["completed"] = _now()

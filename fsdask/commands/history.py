@@ -18,20 +18,30 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def history(state: str, *, top: int = 5, as_json: bool = False, stdout=None) -> list[dict]:
+    """Print the run history of the pipeline whose state file (or config) is ``state``; return
+    its records of selecting steps, each with its stability against the previous run."""
     import json
+    import sys
 
     from fsdask.errors import ParameterError
     from fsdask.pipeline.history import history_path, read_history, state_of, table, with_stability
 
-    path = history_path(state_of(args.state))
+    out = stdout or sys.stdout
+    path = history_path(state_of(state))
     records = read_history(path)
     if not records:
         raise ParameterError(f"{path}: no run history; `fsdask run CONFIG` writes it next to the state file "
                              "(give the state file or the config of a pipeline that has run)")
-    if args.json:
-        for rec in with_stability(records):
-            print(json.dumps(rec, ensure_ascii=False))
+    rows = with_stability(records)
+    if as_json:
+        for rec in rows:
+            print(json.dumps(rec, ensure_ascii=False), file=out)
     else:
-        print(table(records, show_top=args.top))
+        print(table(records, show_top=top), file=out)
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    history(args.state, top=args.top, as_json=args.json)
     return 0

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 #: options naming the inputs of each command (paths relative to the config's folder)
 INPUT_OPTIONS = {"ingest": ("source",), "select": ("url",), "info": ("url",),
-                 "evaluate": ("data", "result"), "report": ("result", "data", "evaluation")}
+                 "evaluate": ("data", "result"), "report": ("result", "data", "evaluation"), "verify": ("url",)}
 
 
 def step_inputs(command: str, options: Mapping[str, Any]) -> list[str]:

@@ -229,7 +229,8 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
 
     import pandas as pd
 
-    from fsdask.io.store import _provenance, _zarr_kwargs, atomic_store, combine_digests, mark_complete
+    from fsdask.io.store import (_provenance, _zarr_kwargs, atomic_store, checksum_encoding, combine_digests,
+                                 mark_complete)
 
     header = pd.read_csv(path, sep=sep, nrows=0, index_col=0)
     sample_names = np.asarray(header.columns).astype(str)
@@ -252,7 +253,7 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
             ds = xr.Dataset({"X": (("sample", "feature"), xb)},
                             coords={"feature": nb, "sample": sample_names.astype(object)})
             ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False,
-                       encoding={"X": {"chunks": (n, block)}}, **kwargs)
+                       encoding=checksum_encoding(ds.variables, {"X": {"chunks": (n, block)}}), **kwargs)
             state["group"] = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
         else:  # then grow X and the feature ids in place: nothing already written is read back
             _append_columns(state["group"], state["written"], xb, nb)
@@ -320,11 +321,13 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
             yds = _build_dataset(da.zeros((n, 1), chunks=(n, 1)), state["y"])
             extra = {k: v for k, v in yds.attrs.items()}
             xr.Dataset({"y": ("sample", yds["y"].values)}).to_zarr(target, mode="a", zarr_format=3,
-                                                                    consolidated=False, **kwargs)
+                                                                    consolidated=False,
+                                                                    encoding=checksum_encoding(["y"]), **kwargs)
         fingerprint = combine_digests(np.stack(digests), (n, written), dtype)
         X_meta = da.zeros((n, written), dtype=dtype, chunks=(n, block))
         final = _provenance(str(path), X_meta, {**attrs, **extra, **report})
-        final.update({"fingerprint": fingerprint, "chunk_features": int(block)})
+        final.update({"fingerprint": fingerprint, "chunk_features": int(block),
+                      "block_digests": np.stack(digests).tobytes().hex()})
         mark_complete(target, kwargs, final)
     return fingerprint
 

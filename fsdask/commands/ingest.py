@@ -43,7 +43,7 @@ def ingest(source: str, url: str, *, label: str | None = None, drop_unlabelled: 
 
     from fsdask.errors import ParameterError
     from fsdask.io import ingest as ingest_file, open_dataset
-    from fsdask.io.store import describe
+    from fsdask.io.store import describe, safe_url
     so = dict(storage_options or {})
     if isinstance(chunk_mb, bool) or not isinstance(chunk_mb, (int, float)) or not math.isfinite(chunk_mb) \
             or chunk_mb <= 0:
@@ -51,7 +51,11 @@ def ingest(source: str, url: str, *, label: str | None = None, drop_unlabelled: 
     fingerprint = ingest_file(source, url, label=label, orient=orient, sep=sep, nan_policy=nan_policy,
                               storage_options=so, overwrite=overwrite, chunk_bytes=max(1, int(chunk_mb * 2**20)),
                               x_key=x_key, y_key=y_key, drop_unlabelled=drop_unlabelled)
-    print(describe(open_dataset(url, storage_options=so), url), file=stdout or sys.stdout)
+    ds = open_dataset(url, storage_options=so)
+    print(describe(ds, safe_url(url)), file=stdout or sys.stdout)
+    if ds.attrs.get("dropped_unlabelled_samples"):
+        print(f"dropped {ds.attrs['dropped_unlabelled_samples']} sample(s) without a label (--drop-unlabelled)",
+              file=stdout or sys.stdout)
     return fingerprint
 
 

@@ -5,9 +5,10 @@ Variables: ``weight(feature)`` (the method's score; higher = more relevant),
 method, parameters (JSON), n_iter, converged, objective trace, wall time, versions, input
 store and its fingerprint.
 
-Atomicity: a local result is written to a hidden sibling directory and renamed into place;
-a remote one carries the ``fsdask_complete`` marker, written last.  Either way a crashed run
-never leaves something that :func:`open_result` accepts as finished.
+Writes are publish-then-swap (:func:`fsdask.io.outputs.publish`): the new store is written
+complete under a temporary name and only then takes the target's place, which is replaced
+only when it is an fsdask output of the same kind and ``overwrite`` is given.  Chunks carry
+zstd checksums.  The ranked-table CSV writer and the top-features printer live here too.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ _NEGATED = {"no_progress": "progress", "no_overwrite": "overwrite", "no_standard
 
 #: options of a step that name the files it produces (checked to exist before skipping)
 OUTPUT_OPTIONS = ("url", "output", "csv", "out", "report")
-_INPUT_ONLY = {"select": {"url"}, "info": {"url"}, "evaluate": {"url"}}
+_INPUT_ONLY = {"select": {"url"}, "info": {"url"}, "evaluate": {"url"}, "verify": {"url"}}
 
 
 @dataclass

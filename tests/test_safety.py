@@ -427,3 +427,12 @@ def test_info_into_a_closed_pipe_is_quiet(data):
             f"sys.exit(fsdask.cli.main(['info', {str(data)!r}]))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
+
+
+def test_pipeline_boolean_strings_mean_what_they_say(tmp_path):
+    from fsdask.commands.select import select
+    from fsdask.pipeline import Step, _kwargs
+    opts = {"url": "d.zarr", "method": "ttest", "output": "r.zarr"}
+    for text, value in (("false", False), ("no", False), ("true", True), (False, False)):
+        kwargs = _kwargs(Step("s", "select", {**opts, "overwrite": text, "no_progress": text}), select, {})
+        assert kwargs["overwrite"] is value and kwargs["progress"] is (not value)

@@ -185,8 +185,10 @@ class GuardedArray:
         try:
             block = np.asarray(self.array[key])
             # a chunk missing from the store reads as the fill value (NaN) without any error
-            if block.size and block.dtype.kind == "f" and np.isnan(block).all() and self._missing_chunks(key):
-                raise StoreError(f"{self.url}: chunk(s) {', '.join(self._missing_chunks(key))} of X"
+            missing = (self._missing_chunks(key) if block.size and block.dtype.kind == "f" and np.isnan(block).all()
+                       else [])
+            if missing:
+                raise StoreError(f"{self.url}: chunk(s) {', '.join(missing)} of X"
                                  f"{self._where(key)} are missing from the store (deleted or never written); "
                                  "re-create the store with `fsdask ingest`")
             return block

@@ -156,14 +156,17 @@ def test_failed_write_keeps_the_old_output_whole(tmp_path, data, where, request)
 
 
 def test_killed_run_temporaries_are_cleaned_by_the_next_run(capsys, tmp_path, data):
-    dead = tmp_path / ".r.zarr.fsdask-tmp-999999999-deadbeef"   # no such process
-    legacy = tmp_path / ".r.zarr.tmp-0123abcd"                   # an older fsdask's temporary
-    for d in (dead, legacy):
+    from fsdask.io.outputs import _host
+    dead = tmp_path / f".r.zarr.fsdask-tmp-{_host()}-999999999-deadbeef"   # no such process
+    legacy = tmp_path / ".r.zarr.tmp-0123abcd"                              # an older fsdask's temporary
+    running = tmp_path / f".r.zarr.fsdask-tmp-otherhost-{os.getpid()}-0badcafe"   # another host, recent
+    for d in (dead, legacy, running):
         d.mkdir()
         (d / "zarr.json").write_text("{}")
     (tmp_path / ".r.zarr.notes").write_text("the user's, not fsdask's")
     assert cli(capsys, "select", data, "--method", "ttest", "-o", tmp_path / "r.zarr", "--no-progress")[0] == 0
-    assert hidden_leftovers(tmp_path) == [".r.zarr.notes"]
+    assert sorted(hidden_leftovers(tmp_path)) == [".r.zarr.fsdask-tmp-otherhost-%d-0badcafe" % os.getpid(),
+                                                  ".r.zarr.notes"]
 
 
 # ------------------------------------------------------------------------------------------

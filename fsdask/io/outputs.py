@@ -13,7 +13,8 @@ The rule, for every output (dataset, result, evaluation, report, CSV table):
   storage has no rename, so the complete temporary store is copied over the target with its
   root ``zarr.json`` (which holds the completion marker) copied last — that write is the
   switch.  A run killed midway leaves only temporaries named by fsdask
-  (``.NAME.fsdask-tmp-PID-HEX``), which the next run on the same target removes.
+  (``.NAME.fsdask-tmp-HOST-PID-HEX``), which the next run on the same target removes (a
+  temporary of another host of a shared file system only once it is a day old).
 """
 
 from __future__ import annotations
@@ -184,10 +185,32 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: a temporary of another host (a shared file system) is removed only when older than this
+FOREIGN_TEMP_AGE_S = 24 * 3600
+
+
+def _host() -> str:
+    import socket
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+
+
 def _stale_pattern(base: str) -> re.Pattern:
     # fsdask's own temporaries only: this release's names and the older ".NAME.tmp-HEX[.old]"
-    return re.compile(rf"^\.{re.escape(base)}(?:\.fsdask-(?P<what>tmp|old)-(?P<pid>\d+)-[0-9a-f]{{8}}"
-                      rf"|\.tmp-[0-9a-f]{{8}}(?P<legacy_old>\.old)?)$")
+    return re.compile(rf"^\.{re.escape(base)}(?:\.fsdask-(?P<what>tmp|old)-(?P<host>[A-Za-z0-9]+)-(?P<pid>\d+)"
+                      rf"-[0-9a-f]{{8}}|\.tmp-[0-9a-f]{{8}}(?P<legacy_old>\.old)?)$")
+
+
+def _abandoned(m: re.Match, path: str) -> bool:
+    """Whether the run that made this temporary is gone (its process, or a day for another host)."""
+    if not m.group("pid"):
+        return True
+    if m.group("host") == _host():
+        return not _pid_alive(int(m.group("pid")))
+    import time
+    try:
+        return time.time() - os.lstat(path).st_mtime > FOREIGN_TEMP_AGE_S
+    except OSError:
+        return False
 
 
 def cleanup_stale(url: str, storage_options: Mapping[str, Any] | None = None) -> list[str]:
@@ -207,9 +230,9 @@ def cleanup_stale(url: str, storage_options: Mapping[str, Any] | None = None) ->
     pattern, removed = _stale_pattern(base), []
     for name in sorted(os.listdir(parent)):
         m = pattern.match(name)
-        if not m or (m.group("pid") and _pid_alive(int(m.group("pid")))):
-            continue
         path = os.path.join(parent, name)
+        if not m or not _abandoned(m, path):
+            continue
         if (m.group("what") == "old" or m.group("legacy_old")) and not os.path.lexists(final):
             os.replace(path, final)
             continue
@@ -265,7 +288,7 @@ def _copy_over(fs, src: str, dst: str) -> None:
 
 def _temp_name(final: str) -> str:
     head, base = (final.rsplit("/", 1) if "/" in final else ("", final))
-    return f"{head}/.{base}{TMP_TAG}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return f"{head}/.{base}{TMP_TAG}{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 @contextlib.contextmanager

@@ -17,9 +17,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fsdask"
 LAYERS = {
     "fsdask.errors": 0, "fsdask._validation": 0, "fsdask.io": 0, "fsdask.results": 0,
     "fsdask.linalg": 1, "fsdask.cluster": 1,
-    "fsdask.base": 2, "fsdask.methods": 2, "fsdask.datasets": 2, "fsdask.testing": 2,
+    "fsdask.base": 2, "fsdask.methods": 2, "fsdask.datasets": 2,
     "fsdask.evaluate": 3, "fsdask.report": 3,
-    "fsdask.commands": 4, "fsdask.pipeline": 4,
+    "fsdask.commands": 4, "fsdask.pipeline": 4, "fsdask.testing": 4,
     "fsdask.cli": 5,
 }
 NAMES = {0: "io", 1: "linalg", 2: "methods", 3: "evaluate/report", 4: "commands/pipeline", 5: "cli"}
@@ -27,6 +27,8 @@ NAMES = {0: "io", 1: "linalg", 2: "methods", 3: "evaluate/report", 4: "commands/
 
 def layer(module: str) -> int | None:
     best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None)
+    if best is None and module.startswith("fsdask._"):
+        return 0  # private helpers at the top (like _validation) sit at the bottom
     return None if best is None else LAYERS[best]
 
 

@@ -20,7 +20,7 @@ import yaml
 
 import fsdask
 from fsdask.cli import main
-from fsdask.errors import InputError, StoreError
+from fsdask.errors import InputError
 
 FAKE_KEY = "AKIAFSDASKFAKEKEY0042"
 FAKE_SECRET = "fsdask-fake-SECRET-d41d8cd98f00b204"

@@ -21,7 +21,7 @@ import xarray as xr
 import zarr
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
-from fsdask.errors import InputError, StoreError
+from fsdask.errors import InputError
 from fsdask.io.store import write_dataset
 
 log = logging.getLogger("fsdask")

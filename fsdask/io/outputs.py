@@ -25,7 +25,7 @@ import os
 import re
 import shutil
 import uuid
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from fsdask.errors import StoreError
 

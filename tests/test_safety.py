@@ -76,7 +76,7 @@ def _regular_file(tmp_path):
 
 @pytest.mark.parametrize("overwrite", [False, True])
 @pytest.mark.parametrize("case", ["user-folder", "input-store", "cwd", "regular-file", "npz-input",
-                                  "ingest-non-store", "report-onto-file", "other-kind"])
+                                  "ingest-non-store", "report-onto-file", "other-kind", "result-with-notes"])
 def test_outputs_never_destroy(capsys, tmp_path, data, monkeypatch, case, overwrite):
     np.savez(tmp_path / "g.npz", X=np.random.default_rng(1).normal(size=(10, 8)), y=np.array([0, 1] * 5))
     sel = ["select", data, "--method", "ttest", "--no-progress"]
@@ -99,6 +99,10 @@ def test_outputs_never_destroy(capsys, tmp_path, data, monkeypatch, case, overwr
         fsdask.write_result(fsdask.get_method("ttest").fit(fsdask.open_dataset(data)).result_, tmp_path / "r.zarr")
         target = _regular_file(tmp_path)
         argv, msg = ["report", tmp_path / "r.zarr", "--out", target], "a file is there"
+    elif case == "result-with-notes":  # an fsdask result the user added a file to
+        fsdask.write_result(fsdask.get_method("ttest").fit(fsdask.open_dataset(data)).result_, tmp_path / "x.zarr")
+        (tmp_path / "x.zarr" / "NOTES.txt").write_text("mine")
+        target, argv, msg = tmp_path / "x.zarr", sel + ["-o", tmp_path / "x.zarr"], "other files added (NOTES.txt)"
     else:  # an fsdask output of another kind
         target, argv, msg = data, ["ingest", tmp_path / "g.npz", tmp_path / "x.zarr"], None
         fsdask.write_result(fsdask.get_method("ttest").fit(fsdask.open_dataset(data)).result_, tmp_path / "x.zarr")

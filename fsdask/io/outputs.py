@@ -96,8 +96,17 @@ def what_is_there(url: str, storage_options: Mapping[str, Any] | None = None) ->
             except (OSError, ValueError):
                 return "a folder with other content", None
             kind = attrs.get(KIND_ATTR) or _legacy_kind(attrs, entries)
-            return ("a Zarr store fsdask did not write" if kind is None else f"an fsdask {kind}"), kind
+            if kind is None:
+                return "a Zarr store fsdask did not write", None
+            extra = sorted(e for e in entries if e != "zarr.json"
+                           and not os.path.exists(os.path.join(path, e, "zarr.json")))
+            if extra:  # someone put files into the store: replacing it would delete them
+                return f"an fsdask {kind} with other files added ({', '.join(extra[:3])})", None
+            return f"an fsdask {kind}", kind
         if REPORT_MARKER in entries:
+            extra = sorted(e for e in entries if not (e == REPORT_MARKER or e.endswith((".html", ".png", ".csv"))))
+            if extra:
+                return f"an fsdask report with other files added ({', '.join(extra[:3])})", None
             return "an fsdask report", "report"
         return f"a folder with other content ({len(entries)} entries)", None
     try:

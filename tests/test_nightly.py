@@ -259,7 +259,7 @@ def test_removed_step_and_config_typos(night, tmp_path):
                                              r"which is no longer in"):
         run_pipeline(night)
     night.write_text(yaml.safe_dump(dict(cfg, schedular="local:2")))
-    with pytest.raises(ParameterError, match="unknown key\\(s\\) 'schedular'"):
+    with pytest.raises(ParameterError, match="unknown top-level key\\(s\\) 'schedular'"):
         run_pipeline(night)
     bad = dict(cfg)
     bad["steps"] = cfg["steps"] + [dict(cfg["steps"][1])]

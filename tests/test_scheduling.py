@@ -112,7 +112,7 @@ def test_slurm_batch_script_sizes_the_local_cluster_from_the_allocation(tmp_path
     p = subprocess.run(["bash", str(script), str(config)], capture_output=True, text=True, timeout=300,
                        env=_sbatch_env(tmp_path, SLURM_CPUS_PER_TASK="1", SLURM_MEM_PER_NODE="2000"))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "--scheduler local:1 --memory-limit 1800MB" in p.stdout  # 90 % of 2000 MB over 1 worker
+    assert "scheduler=local:1" in p.stdout and "memory_limit=1800MB" in p.stdout  # 90 % of 2000 MB, 1 worker
     ev = _events(tmp_path / "proj" / "logs" / "nightly.jsonl")
     assert ev[-1]["exit_code"] == 0 and ev[-1]["ran"] == 2
     sc = (SCHED / "slurm" / "scrontab").read_text().splitlines()
@@ -136,7 +136,7 @@ def test_slurm_batch_script_under_real_slurm(tmp_path, request):
                        capture_output=True, text=True, timeout=600, env=_sbatch_env(tmp_path))
     log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").exists() else ""
     assert p.returncode == 0, p.stderr + log
-    assert "--scheduler local:1 --memory-limit 900MB" in log
+    assert "scheduler=local:1" in log and "memory_limit=900MB" in log
     assert _events(tmp_path / "proj" / "logs" / "nightly.jsonl")[-1]["exit_code"] == 0
 
 

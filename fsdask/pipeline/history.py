@@ -89,7 +89,8 @@ def selection_summary(url: str, storage_options: Mapping[str, Any] | None, k: in
 def append(path: str, record: Mapping[str, Any]) -> None:
     """Append one record (one write of one line, flushed and synced)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    line = json.dumps({"format": FORMAT, **record}, default=str, ensure_ascii=False) + "\n"
+    from fsdask.io.secrets import redact
+    line = redact(json.dumps({"format": FORMAT, **record}, default=str, ensure_ascii=False)) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
         fh.flush()
@@ -230,19 +231,36 @@ def write_history_report(state: str, out_dir: str, *, page: str = "history.html"
     return path
 
 
-def add_history_page(state: str, out_dir: str, *, with_result: bool) -> str:
-    """``fsdask report --history``: DIR/history.html, and DIR/index.html pointing to it when
-    the report has no result page of its own (an existing index.html only gets a link)."""
-    page = write_history_report(state, out_dir)
-    if not with_result and os.path.exists(os.path.join(out_dir, "index.html")):
-        link_history(os.path.join(out_dir, "index.html"))
-    elif not with_result:
-        index = os.path.join(out_dir, "index.html")
-        with open(f"{index}.tmp", "w", encoding="utf-8") as fh:
-            fh.write('<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0; url=history.html">'
-                     '<a href="history.html">run history</a>\n')
-        os.replace(f"{index}.tmp", index)
-    return page
+def history_pages(state: str):
+    """``write(folder)`` adding history.html (+ PNGs) for the pipeline of ``state`` to a report
+    folder, and a link to it from the folder's index.html; the history is read now."""
+    state = state_of(state)
+    records = read_history(history_path(state))
+    if not records:
+        raise ParameterError(f"{history_path(state)}: no run history yet; it is written by `fsdask run` next "
+                             "to the state file — pass the state file (or config) of a pipeline that has run")
+
+    def write(folder) -> None:
+        write_history_report(state, str(folder))
+        index = os.path.join(folder, "index.html")
+        if os.path.exists(index):
+            link_history(index)
+        else:
+            with open(index, "w", encoding="utf-8") as fh:
+                fh.write('<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0; '
+                         'url=history.html"><a href="history.html">run history</a>\n')
+    return write
+
+
+def history_report(out: str, pages, *, overwrite: bool = False, inputs=()) -> str:
+    """A report folder holding only the run-history page (published like every report)."""
+    from fsdask.io.outputs import REPORT_MARKER, publish
+    with publish(out, kind="report", overwrite=overwrite, inputs=inputs) as tmp:
+        os.makedirs(tmp)
+        pages(tmp)
+        with open(os.path.join(tmp, REPORT_MARKER), "w") as fh:  # last: marks the folder as a report
+            json.dump({"fsdask_kind": "report", "method": "history"}, fh)
+    return os.path.join(os.path.abspath(out), "history.html")
 
 
 def link_history(index: str) -> None:
@@ -254,6 +272,5 @@ def link_history(index: str) -> None:
         return
     at = text.find("<body>")
     text = text[:at + 6] + link + text[at + 6:] if at >= 0 else link + text
-    with open(f"{index}.tmp", "w", encoding="utf-8") as fh:
+    with open(index, "w", encoding="utf-8") as fh:
         fh.write(text)
-    os.replace(f"{index}.tmp", index)

@@ -78,7 +78,8 @@ class JsonLog:
             return
         line = {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
                 "event": event, "run": self.run, **fields}
-        self._fh.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
+        from fsdask.io.secrets import redact
+        self._fh.write(redact(json.dumps(line, default=str, ensure_ascii=False)) + "\n")
         self._fh.flush()
 
     def close(self) -> None:

@@ -60,13 +60,9 @@ def _newer(a: str, b: str) -> bool:
 
 
 def write_state(path: str, state: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(state, fh, indent=1, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Atomically, secrets redacted (:func:`fsdask.pipeline._write_state`)."""
+    from fsdask.pipeline import _write_state
+    _write_state(path, state)
 
 
 def _set_aside(path: str, why: str) -> str:
@@ -315,11 +311,8 @@ class Session:
 
 
 def _exists(target: str, storage_options) -> bool:
-    from fsdask.io.store import _exists as store_exists
-    try:
-        return store_exists(target, storage_options)
-    except FsdaskError:
-        return False
+    from fsdask.pipeline import _exists as exists
+    return exists(target, storage_options)
 
 
 def exit_code(exc: BaseException) -> int:

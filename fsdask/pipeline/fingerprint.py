@@ -12,7 +12,9 @@ plain file                  size, mtime and a BLAKE2b hash of the content; when 
                             equal the recorded ones the recorded hash is reused (no re-read)
 ==========================  ===================================================================
 
-A missing input has the fingerprint ``None``.
+A missing input has the fingerprint ``None``; one that cannot be read (unreachable storage,
+an invalid URL) ``{"kind": "unavailable"}``, which never matches: the step runs and its
+command reports the problem.
 """
 
 from __future__ import annotations
@@ -128,14 +130,17 @@ def fingerprint(target: str, storage_options: Mapping[str, Any] | None = None,
     match it is not re-hashed.
     """
     target = str(target)
-    if _is_local(target):
-        return _local_fingerprint(target.removeprefix("file://"), previous)
-    return _remote_fingerprint(target, storage_options)
+    try:
+        if _is_local(target):
+            return _local_fingerprint(target.removeprefix("file://"), previous)
+        return _remote_fingerprint(target, storage_options)
+    except Exception as exc:  # unreachable / invalid: the step runs and its command says what is wrong
+        return {"kind": "unavailable", "error": type(exc).__name__}
 
 
 def same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     """Whether two fingerprints describe the same content (a file's mtime alone does not count)."""
-    if a is None or b is None:
+    if a is None or b is None or "unavailable" in (a.get("kind"), b.get("kind")):
         return False
     if a.get("kind") == "file" and b.get("kind") == "file":
         return a.get("size") == b.get("size") and a.get("hash") == b.get("hash")

@@ -232,6 +232,8 @@ class Session:
                 continue
             if fp is None:
                 reasons.append(f"input {target} missing")
+            elif fp.get("kind") == "unavailable":
+                reasons.append(f"input {target} unreadable ({fp.get('error')})")
             elif target not in prev_inputs:
                 reasons.append(f"input {target} not recorded")
             elif not fpr.same(prev_inputs[target], fp):

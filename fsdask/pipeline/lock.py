@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 
-from fsdask.errors import FsdaskError, ParameterError
+from fsdask.errors import FsdaskError, ParameterError, StoreError
 
 HEARTBEAT = 30.0
 STALE_AFTER = 600.0
@@ -125,11 +125,17 @@ class RunLock:
         info = {"what": MAGIC, "pid": os.getpid(), "host": socket.gethostname(),
                 "pid_start": _proc_start(os.getpid()), "config": self.config, "token": self.token,
                 "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            return False
+            if os.path.isdir(os.path.dirname(self.path)):
+                return False
+            raise StoreError(f"{self.path}: cannot write the pipeline state's run lock (a file is where its "
+                             "folder should be); set `state:` in the config to a writable path") from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot write the pipeline state's run lock ({exc.strerror or exc}); "
+                             "make the folder writable or set `state:` in the config to a writable path") from None
         with os.fdopen(fd, "w") as fh:
             json.dump(info, fh)
         return True

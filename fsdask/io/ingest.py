@@ -229,7 +229,8 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
 
     import pandas as pd
 
-    from fsdask.io.store import _provenance, _zarr_kwargs, atomic_store, combine_digests, mark_complete
+    from fsdask.io.store import (FORMAT_ATTR, FORMAT_VERSION, _provenance, _zarr_kwargs, atomic_store,
+                                  combine_digests, mark_complete)
 
     header = pd.read_csv(path, sep=sep, nrows=0, index_col=0)
     sample_names = np.asarray(header.columns).astype(str)
@@ -250,7 +251,8 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
     def write_chunk(target: str, xb: np.ndarray, nb: np.ndarray) -> None:
         if state["written"] == 0:  # xarray lays out the store (dimension names, coordinates)
             ds = xr.Dataset({"X": (("sample", "feature"), xb)},
-                            coords={"feature": nb, "sample": sample_names.astype(object)})
+                            coords={"feature": nb, "sample": sample_names.astype(object)},
+                            attrs={FORMAT_ATTR: FORMAT_VERSION})  # recognisable as fsdask's while written
             ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False,
                        encoding={"X": {"chunks": (n, block)}}, **kwargs)
             state["group"] = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)

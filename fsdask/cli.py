@@ -17,7 +17,7 @@ import sys
 from fsdask import __version__
 from fsdask.errors import FsdaskError
 
-SUBCOMMANDS = ("ingest", "info", "select", "evaluate", "report", "run", "demo")
+SUBCOMMANDS = ("ingest", "info", "select", "evaluate", "report", "export", "run", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ import argparse
 
 import numpy as np
 
-from fsdask.commands import add_scheduler, add_storage_options, parse_kv, storage_options
+from fsdask.commands import add_data_options, add_scheduler, add_storage_options, data_options, parse_kv, storage_options
 
 EPILOG = """\
 protocols
@@ -61,17 +61,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--all-rows", action="store_true", help="print the curve for every m")
     add_scheduler(p)
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
-def open_data(url: str, so: dict | None = None):
+def open_data(url: str, so: dict | None = None, options: dict | None = None):
     """An fsdask dataset from a Zarr store or a ``.npz`` file (shared/data layout)."""
     if str(url).endswith(".npz"):
         from fsdask.datasets.shared import load_npz, to_dataset
         X, y, info = load_npz(url)
         return to_dataset(X, y, info)
     from fsdask.io import open_dataset
-    return open_dataset(url, storage_options=so)
+    return open_dataset(url, storage_options=so, **(options or {}))
 
 
 def _ranking(args, ds, so) -> tuple[np.ndarray, str, "object"]:
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.result is not None and args.selection == "inside":
         raise ParameterError("a saved RESULT was ranked on all samples: only --selection once applies; "
                              "use --method NAME to refit inside each fold")
-    ds = open_data(args.data, so)
+    ds = open_data(args.data, so, data_options(args))
     if args.reconstruction:
         return _reconstruction(args, ds, so)
     common = dict(protocol=args.protocol, n_splits=args.folds, classifier=args.classifier, C=args.C,

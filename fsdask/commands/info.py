@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fsdask.commands import add_storage_options, storage_options
+from fsdask.commands import add_data_options, add_storage_options, data_options, storage_options
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -14,6 +14,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("url")
     p.add_argument("--top", type=int, default=10, help="for a result: how many top features to list")
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from fsdask.results import open_result, top_table
     so = storage_options(args)
     try:
-        ds = open_dataset(args.url, storage_options=so)
+        ds = open_dataset(args.url, storage_options=so, **data_options(args))
     except StoreError as exc:
         if "no variable 'X'" not in str(exc):
             raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fsdask.commands import add_storage_options, storage_options
+from fsdask.commands import add_data_options, add_storage_options, data_options, storage_options
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -21,6 +21,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=30, help="how many top features to list (default 30)")
     p.add_argument("--title", help="page title")
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     so = storage_options(args)
     result = open_result(args.result, storage_options=so)
-    data = open_data(args.data, so) if args.data else None
+    data = open_data(args.data, so, data_options(args)) if args.data else None
     evs = [open_evaluation(e) for e in args.evaluation]
     index = make_report(result, args.out, data=data, evaluations=evs, csv=args.csv, top=args.top, title=args.title)
     print(f"report written to {index} (open it in a browser)")

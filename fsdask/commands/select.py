@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from fsdask.commands import add_scheduler, add_storage_options, parse_kv, storage_options
+from fsdask.commands import add_data_options, add_scheduler, add_storage_options, data_options, parse_kv, storage_options
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -18,7 +18,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        epilog="methods: " + ", ".join(REGISTRY) +
                               "\nparameters are the estimator's keyword arguments, e.g. "
                               "--param k=6 --param n_features_to_select=50")
-    p.add_argument("url", help="input dataset (made by `fsdask ingest`)")
+    p.add_argument("url", help="input dataset: an fsdask store, any Zarr store, an .h5ad file")
     p.add_argument("--method", required=True, help="method name (see below)")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", default=[],
                    help="estimator parameter, repeatable; values are parsed as YAML (3, 0.5, true, [1,2])")
@@ -28,6 +28,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-overwrite", action="store_true", help="fail if the output exists")
     add_scheduler(p)
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     so = storage_options(args)
     params = parse_kv(args.param)
     est = get_method(args.method, **params)
-    ds = open_dataset(args.url, storage_options=so)
+    ds = open_dataset(args.url, storage_options=so, **data_options(args))
     t0 = time.perf_counter()
     with scheduler(args.scheduler, memory_limit=args.memory_limit) as client:
         with progress(client, enabled=not args.no_progress):

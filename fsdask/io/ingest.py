@@ -158,27 +158,6 @@ def _read_mat(path: Path, x_key: str | None, y_key: str | None) -> dict:
     return {"X": np.asarray(X), "y": y, "feature_names": None, "sample_names": None, "class_names": None}
 
 
-def _read_h5ad(path: Path, label: str | None) -> dict:
-    try:
-        import anndata
-    except ImportError as exc:
-        raise InputError(f"{path}: .h5ad needs anndata: pip install 'fsdask[h5ad]'") from exc
-    try:
-        a = anndata.read_h5ad(path, backed="r")
-    except Exception as exc:
-        raise InputError(f"{path}: not a readable .h5ad file ({type(exc).__name__}: {exc})") from None
-    X = a.X[:]
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    y = None
-    if label is not None:
-        if label not in a.obs:
-            raise InputError(f"{path}: no obs column {label!r} (found {list(a.obs.columns)})")
-        y = np.asarray(a.obs[label])
-    return {"X": np.asarray(X), "y": y, "feature_names": np.asarray(a.var_names),
-            "sample_names": np.asarray(a.obs_names), "class_names": None}
-
-
 def _sniff_sep(path: Path, sep: str | None) -> str:
     if sep:
         return sep
@@ -363,6 +342,11 @@ def ingest(
     x_key: str | None = None,
     y_key: str | None = None,
     batch: int = 10_000,
+    variable: str | None = None,
+    sample_dim: str | None = None,
+    feature_dim: str | None = None,
+    rechunk_to: str | None = None,
+    memory_budget: Any = None,
 ) -> str:
     """Convert ``source`` to an fsdask Zarr dataset at ``url``; return its fingerprint.
 
@@ -378,7 +362,11 @@ def ingest(
         For in-memory sources.  String labels are encoded as codes with ``class_names``.
     label
         CSV: the column (samples as rows) or row (features as rows) holding the labels;
-        ``.h5ad``: the ``obs`` column.
+        ``.h5ad``/AnnData/Zarr stores: the label variable or ``obs`` column.
+    variable, sample_dim, feature_dim, rechunk_to, memory_budget
+        For a Zarr store (any writer), an ``.h5ad`` file, an AnnData-on-Zarr store or an
+        in-memory ``AnnData``: read with :func:`fsdask.open_dataset` (block by block) and
+        copied to the canonical layout — e.g. to fix a store's chunking once for many runs.
     orient
         CSV orientation: ``samples`` (a row per sample), ``features`` (a row per feature,
         streamed in ``batch`` rows), or ``auto`` (more columns than rows → samples as rows).
@@ -393,6 +381,13 @@ def ingest(
         if _exists(url, storage_options):
             raise StoreError(f"{safe_url(url)} already exists; pass overwrite=True (CLI: --overwrite) "
                              "or choose another path")
+    if _readable_store(source):
+        from fsdask.io.store import open_dataset
+        ds = open_dataset(source, storage_options, variable=variable, sample_dim=sample_dim,
+                          feature_dim=feature_dim, label=label, rechunk_to=rechunk_to,
+                          memory_budget=memory_budget, nan_policy=nan_policy, chunk_bytes=chunk_bytes)
+        return _ingest_dataset(ds, url, storage_options=storage_options, nan_policy=nan_policy,
+                               overwrite=overwrite, chunk_bytes=chunk_bytes, dtype=dtype)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.exists():
@@ -405,8 +400,6 @@ def ingest(
             d = _read_npz(path)
         elif suffix == ".mat":
             d = _read_mat(path, x_key, y_key)
-        elif suffix == ".h5ad":
-            d = _read_h5ad(path, label)
         elif suffix in (".csv", ".tsv", ".txt", ".tab", ".csv.gz", ".tsv.gz"):
             s = _sniff_sep(path, sep)
             if orient == "auto":
@@ -425,7 +418,8 @@ def ingest(
                                                     dtype=dtype)
             d = _csv_samples_as_rows(path, label, s)
         else:
-            raise InputError(f"{path}: unknown file type {suffix!r}; fsdask ingests .npz, .csv, .tsv, .mat, .h5ad")
+            raise InputError(f"{path}: unknown file type {suffix!r}; fsdask ingests .npz, .csv, .tsv, .mat, "
+                             ".h5ad files and Zarr stores (.zarr, any writer)")
         source_desc = str(path)
     else:
         source_desc = f"in-memory {type(source).__name__}"
@@ -462,3 +456,30 @@ def ingest(
     ds = _build_dataset(X, d.get("y"), fnames, d.get("sample_names"), d.get("class_names"))
     return write_dataset(ds, url, storage_options=storage_options, chunk_bytes=chunk_bytes,
                          overwrite=overwrite, source=source_desc, attrs={**ds.attrs, **attrs})
+
+
+def _readable_store(source: Any) -> bool:
+    """Whether ``source`` is read through :func:`fsdask.open_dataset`: a Zarr store (local folder or
+    URL), an ``.h5ad`` file or an in-memory ``AnnData``."""
+    if type(source).__name__ == "AnnData":
+        return True
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    s = os.fspath(source)
+    if "://" in s and not s.startswith("file://"):
+        return True
+    s = s.removeprefix("file://")
+    return os.path.isdir(s) or s.rstrip("/").lower().endswith((".zarr", ".h5ad"))
+
+
+def _ingest_dataset(ds: xr.Dataset, url: str, *, storage_options, nan_policy: NanPolicy, overwrite: bool,
+                    chunk_bytes: int, dtype: Any) -> str:
+    """Copy an opened dataset (already in feature blocks) to the canonical fsdask layout."""
+    where = ds.attrs.get("store") or ds.attrs.get("source") or "dataset"
+    X = ds["X"].data.astype(dtype)
+    X, fnames, report = apply_nan_policy(X, nan_policy, ds["feature"].values, where=where)
+    y = ds["y"].values if "y" in ds else None
+    out = _build_dataset(X, y, fnames, ds["sample"].values, ds.attrs.get("class_names"))
+    attrs = {**out.attrs, **report, "source_file": str(where)}
+    return write_dataset(out, url, storage_options=storage_options, chunk_bytes=chunk_bytes,
+                         overwrite=overwrite, source=str(where), attrs=attrs)

@@ -54,6 +54,8 @@ def parse_bytes(value: Any) -> int | None:
 
 
 def _mib(b: float) -> str:
+    if b < 2**20:
+        return f"{b / 2**10:.1f} KiB"
     return f"{b / 2**20:.1f} MiB" if b < 2**30 else f"{b / 2**30:.2f} GiB"
 
 

@@ -364,7 +364,8 @@ def _annotate_file(result: xr.Dataset, src: str, out: str) -> str:
             root = h5py.File(tmp, "r+")
         else:
             import zarr
-            root = zarr.open_group(tmp, mode="r+")
+            consolidated = zarr.open_group(tmp, mode="r").metadata.consolidated_metadata is not None
+            root = zarr.open_group(tmp, mode="r+", use_consolidated=False)  # edited, then re-consolidated
         try:
             if not is_anndata_group(root):
                 raise InputError(f"{src}: not an AnnData file (no encoding-type 'anndata')")
@@ -378,6 +379,8 @@ def _annotate_file(result: xr.Dataset, src: str, out: str) -> str:
         finally:
             if hdf5:
                 root.close()
+        if not hdf5 and consolidated:
+            zarr.consolidate_metadata(tmp)
         os.rename(tmp, out)
     finally:
         if os.path.exists(tmp):

@@ -84,6 +84,11 @@ def test_in_memory_anndata_and_ingest(tmp_path, counts):
     ds = fsdask.open_dataset(a, chunk_bytes=N * 4 * 8)
     np.testing.assert_array_equal(ds["X"].values, C)
     np.testing.assert_allclose(fsdask.Filter("fisher").fit(ds).result_["weight"].values, _ref(C, ct), rtol=1e-6)
+    for fmt in ("csr", "csc", "coo"):
+        S = scipy.sparse.coo_matrix(C).asformat(fmt)
+        d = fsdask.open_dataset(S, chunk_bytes=N * 4 * 8)
+        assert len(d["X"].chunks[1]) > 1
+        np.testing.assert_array_equal(d["X"].values, C)
     a.write_h5ad(tmp_path / "a.h5ad")
     a.write_zarr(tmp_path / "a.zarr")
     for src in (a, tmp_path / "a.h5ad", tmp_path / "a.zarr"):

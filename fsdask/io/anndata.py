@@ -299,6 +299,19 @@ def from_anndata(adata: Any, *, variable: str | None = None, label: str | None =
                     chunk_bytes=chunk_bytes, nan_policy=nan_policy)
 
 
+def sparse_blocks(S: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES, dtype: Any = None) -> Any:
+    """A scipy.sparse matrix (sample × feature) as a dask array of dense feature blocks, each
+    densified only when its task runs."""
+    from fsdask.io.ingest import lazy_from_blocks
+    fmt = S.format
+    S = S if fmt in ("csr", "csc") else S.tocsc()
+    kind = "csc_matrix" if S.format == "csc" else "csr_matrix"
+    dt = np.dtype(dtype) if dtype is not None else check_numeric(S.dtype, "sparse matrix", "X")
+    reader = MatrixReader(None, None, "X", kind, tuple(S.shape), dt, False, obj=S)
+    return lazy_from_blocks(reader, S.shape[0], S.shape[1], _block_for(kind, S.shape[0], dt.itemsize, chunk_bytes),
+                            dtype=dt)
+
+
 # ---- write-back ---------------------------------------------------------------------------------
 
 def _columns(result: xr.Dataset, var_names: pd.Index, where: str) -> pd.DataFrame:

@@ -252,7 +252,13 @@ def open_dataset(url: Any, storage_options: Mapping[str, Any] | None = None, *,
         if type(url).__name__ == "AnnData":
             from fsdask.io.anndata import from_anndata
             return from_anndata(url, variable=variable, label=label, chunk_bytes=chunk_bytes, nan_policy=nan_policy)
-        raise InputError(f"open_dataset: expected a path, a URL or an AnnData object, got {type(url).__name__}")
+        if hasattr(url, "tocsc") and hasattr(url, "nnz"):  # scipy.sparse: dense one feature block at a time
+            from fsdask.io.anndata import sparse_blocks
+            return xr.Dataset({"X": (("sample", "feature"), sparse_blocks(url, chunk_bytes))},
+                              coords={"sample": np.arange(url.shape[0]), "feature": np.arange(url.shape[1])},
+                              attrs={"source": f"in-memory {type(url).__name__}"})
+        raise InputError(f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
+                         f"got {type(url).__name__}")
     url = os.fspath(url)
     shown = safe_url(url)
     if _is_local(url) and not os.path.exists(_local(url)):

@@ -99,13 +99,17 @@ def test_in_memory_anndata_and_ingest(tmp_path, counts):
         assert d.attrs["class_names"] == ["B", "NK", "T"] and "foreign" not in d.attrs
 
 
-def test_sparse_is_densified_one_block_at_a_time(tmp_path, rng):
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_sparse_is_densified_one_block_at_a_time(fmt, tmp_path, rng, caplog):
     n, p = 400, 4000
-    S = scipy.sparse.random(n, p, density=0.01, format="csr", dtype=np.float32, random_state=1)
+    S = scipy.sparse.random(n, p, density=0.01, format=fmt, dtype=np.float32, random_state=1)
     anndata.AnnData(X=S).write_h5ad(tmp_path / "big.h5ad")
     dense_bytes = n * p * 4                                     # 6.4 MB
-    ds = fsdask.open_dataset(tmp_path / "big.h5ad", chunk_bytes=n * 4 * 100)   # CSR blocks: 400 features
-    assert len(ds["X"].chunks[1]) == 10
+    with caplog.at_level("WARNING", logger="fsdask"):
+        ds = fsdask.open_dataset(tmp_path / "big.h5ad", chunk_bytes=n * 4 * 100)   # blocks of 100 features
+    assert len(ds["X"].chunks[1]) == 40
+    # CSR is filed by feature block once (cost printed), so a block never scans all rows
+    assert ("filing its 16000 non-zeros by feature block" in caplog.text) == (fmt == "csr")
     tracemalloc.start()
     try:
         sums = ds["X"].sum(axis=0).compute(scheduler="sync")

@@ -268,7 +268,7 @@ def open_dataset(url: Any, storage_options: Mapping[str, Any] | None = None, *,
     if _is_hdf5(url):
         from fsdask.io.anndata import open_anndata
         return open_anndata(url, storage_options, hdf5=True, variable=variable, label=label,
-                            chunk_bytes=chunk_bytes, nan_policy=nan_policy)
+                            chunk_bytes=chunk_bytes, nan_policy=nan_policy, rechunk_to=rechunk_to)
     node = _open_node(url, storage_options)
     attrs = dict(node.attrs) if node is not None else {}
     if node is None or COMPLETE_ATTR in attrs or FORMAT_ATTR in attrs:
@@ -276,7 +276,7 @@ def open_dataset(url: Any, storage_options: Mapping[str, Any] | None = None, *,
     from fsdask.io.anndata import is_anndata_group, open_anndata
     if is_anndata_group(node):
         return open_anndata(url, storage_options, hdf5=False, variable=variable, label=label,
-                            chunk_bytes=chunk_bytes, nan_policy=nan_policy)
+                            chunk_bytes=chunk_bytes, nan_policy=nan_policy, rechunk_to=rechunk_to)
     from fsdask.io.foreign import open_foreign_zarr
     target = _local(url) if _is_local(url) else url
     ds = open_foreign_zarr(node, target, _zarr_kwargs(url, storage_options), variable=variable,

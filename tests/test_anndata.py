@@ -183,3 +183,18 @@ def test_annotate_and_export(tmp_path, counts, capsys):
         fsdask.annotate_anndata(res, other)
     with pytest.raises(StoreError, match="already exists"):
         fsdask.annotate_anndata(res, tmp_path / "in.h5ad", out=tmp_path / "out.h5ad")
+
+
+def test_anndata_zarr_v3(tmp_path, s3, counts):
+    import s3fs
+    C, ct = counts
+    with anndata.settings.override(zarr_write_format=3):
+        _adata(C, ct, "csr").write_zarr(tmp_path / "v3.zarr")
+    assert (tmp_path / "v3.zarr" / "zarr.json").exists()
+    bucket, opts = s3
+    s3fs.S3FileSystem(**opts).put(str(tmp_path / "v3.zarr"), f"{bucket}/v3.zarr", recursive=True)
+    for url, kw in ((str(tmp_path / "v3.zarr"), {}), (f"{bucket}/v3.zarr", {"storage_options": opts})):
+        ds = fsdask.open_dataset(url, chunk_bytes=N * 4 * 12, **kw)
+        np.testing.assert_array_equal(ds["X"].values, C)
+        np.testing.assert_allclose(fsdask.Filter("fisher").fit(ds).result_["weight"].values, _ref(C, ct),
+                                   rtol=1e-6)

@@ -198,3 +198,16 @@ def test_anndata_zarr_v3(tmp_path, s3, counts):
         np.testing.assert_array_equal(ds["X"].values, C)
         np.testing.assert_allclose(fsdask.Filter("fisher").fit(ds).result_["weight"].values, _ref(C, ct),
                                    rtol=1e-6)
+
+
+@pytest.mark.cluster
+def test_h5ad_blocks_on_worker_processes(tmp_path, counts, cluster):
+    """Readers are shipped to distributed worker processes, which reopen the file themselves."""
+    import dask
+    C, ct = counts
+    for fmt in ("csr", "csc", "dense"):
+        _adata(C, ct, fmt).write_h5ad(tmp_path / f"{fmt}.h5ad")
+        ds = fsdask.open_dataset(tmp_path / f"{fmt}.h5ad", chunk_bytes=N * 4 * 12)
+        with dask.config.set(scheduler=cluster):
+            w = fsdask.Filter("fisher").fit(ds).result_["weight"].values
+        np.testing.assert_allclose(w, _ref(C, ct), rtol=1e-6)

@@ -205,7 +205,7 @@ def test_h5ad_blocks_on_worker_processes(tmp_path, counts, cluster):
     """Readers are shipped to distributed worker processes, which reopen the file themselves."""
     import dask
     C, ct = counts
-    for fmt in ("csr", "csc", "dense"):
+    for fmt in ("csr", "csc"):
         _adata(C, ct, fmt).write_h5ad(tmp_path / f"{fmt}.h5ad")
         ds = fsdask.open_dataset(tmp_path / f"{fmt}.h5ad", chunk_bytes=N * 4 * 12)
         with dask.config.set(scheduler=cluster):

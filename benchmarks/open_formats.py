@@ -56,8 +56,8 @@ def sparse_counts(n: int, p: int, density: float, seed: int = 0):
     k = max(1, int(round(density * p)))
     indptr = np.arange(n + 1, dtype=np.int64) * k
     indices = np.empty(n * k, dtype=np.int32)
-    for i0 in range(0, n, 2000):  # row batches keep the set-up's temporaries small
-        i1 = min(n, i0 + 2000)
+    for i0 in range(0, n, 500):  # row batches keep the set-up's temporaries small (~200 MB)
+        i1 = min(n, i0 + 500)
         idx = np.argpartition(rng.random((i1 - i0, p), dtype=np.float32), k, axis=1)[:, :k]
         indices[i0 * k:i1 * k] = np.sort(idx, axis=1).ravel()
     data = rng.poisson(2.0, size=n * k).astype(np.float32) + 1

@@ -335,6 +335,12 @@ class Execution:
         """Whether ``copies`` arrays of ``nbytes`` each fit the budget."""
         return copies * float(nbytes) <= self.budget
 
+    def rows_per_chunk(self, row_bytes: float) -> int:
+        """Rows per chunk of a row-chunked array whose rows take ``row_bytes`` each: a chunk
+        holds at most min(budget, dask's ``array.chunk-size``) bytes, and at least one row."""
+        cap = min(self.budget, parse_bytes(dask.config.get("array.chunk-size")))
+        return max(1, int(cap // max(float(row_bytes), 1.0)))
+
     def compute(self, *arrays: Any) -> tuple:
         """``dask.compute(*arrays)``, counted as one pass (the arrays share their reads of X)."""
         self.passes += 1

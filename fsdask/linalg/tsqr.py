@@ -7,11 +7,12 @@ array, chunked in row blocks with one column chunk — exactly the layout
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import dask.array as da
 import numpy as np
 
+from fsdask.linalg.execution import TREE_SUM_COPIES, Execution
 from fsdask.linalg.reductions import sum_over_blocks
 
 
@@ -120,39 +121,56 @@ def khatri_rao_gram(M: da.Array, P: da.Array, row_batch: int = 8192) -> da.Array
 def gram_factor(
     X: da.Array,
     energy_tol: float = 1e-12,
-    gram_max_features: int = 2048,
     method: Literal["auto", "tsqr"] = "auto",
-    sample_gram_max: int = 8192,
+    memory_budget: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Small factor ``B`` (r × p, numpy) with ``BᵀB = XᵀX`` up to a discarded energy.
 
     ``X = U diag(s) Vᵀ`` gives ``B = diag(s) Vᵀ`` and ``XᵀX = BᵀB = V S² Vᵀ``; since U has
     orthonormal columns, ``‖X M‖_F = ‖B M‖_F`` for every p × m matrix M, so any objective of
-    the form ‖X − XA‖ can be evaluated on B (r ≤ min(n, p) rows) instead of X.
+    the form ‖X − XA‖ can be evaluated on B (r ≤ min(n, p) rows) instead of X.  The Gram of
+    the smaller side is used when it fits the memory budget:
 
-    * ``p ≤ gram_max_features`` or ``p ≤ n``: the p × p Gram ``XᵀX`` (one dask product),
-      then ``eigh``;
-    * ``n ≤ sample_gram_max`` (and p > n): the n × n Gram ``K = Σ_b X_b X_bᵀ`` tree-summed over
-      feature blocks, ``K = U S² Uᵀ``, then ``B = U_rᵀ X`` in one more pass (no division
-      by small singular values; directions below the energy cut are noise anyway);
+    * ``p ≤ n``: the p × p Gram ``XᵀX`` (one pass), then ``eigh`` — the smallest factor
+      there is, whatever the budget;
+    * ``p > n`` and the n × n Gram fits: ``K = Σ_b X_b X_bᵀ`` tree-summed over feature
+      blocks, ``K = U S² Uᵀ``, then ``B = U_rᵀ X`` (two passes; no division by small
+      singular values — directions below the energy cut are noise anyway);
     * otherwise (or ``method="tsqr"``) the tall-skinny SVD of ``Xᵀ`` (p × n) by TSQR
       (:func:`tall_skinny_svd`), backward stable.
-    Nothing p × p is formed unless p is small.
 
-    Trailing singular values whose total energy Σ s² is at most ``energy_tol · ‖X‖²_F``
-    are dropped (numerical rank; float32 rounding noise of exactly low-rank data falls
-    here).  Returns ``B`` and all singular values ``s`` (descending, before truncation).
+    Parameters
+    ----------
+    X : dask array (n, p), chunked (all samples, feature block)
+    energy_tol : float
+        Trailing singular values whose total energy Σ s² is at most ``energy_tol · ‖X‖²_F``
+        are dropped (numerical rank; float32 rounding noise of exactly low-rank data falls
+        here).
+    method : {"auto", "tsqr"}
+        ``"tsqr"`` forces the TSQR route when p > n.
+    memory_budget : int, str or None
+        Bytes the n × n Gram may take (with its tree-sum's partial sums,
+        ``TREE_SUM_COPIES`` × n²·8); None reads dask config ``fsdask.memory-budget``.
+
+    Returns
+    -------
+    B : ndarray (r, p), float64, r ≤ min(n, p) — r·p·8 bytes in memory.
+    s : ndarray (min(n, p),), all singular values, descending, before truncation.
+
+    Memory: the Gram (min(n, p)² · 8 bytes, a few copies while tree-summed), or TSQR's
+    n × n R factors per block; nothing p × p is formed when p > n.
     """
     if not isinstance(X, da.Array):
         X = da.from_array(np.asarray(X))
     n, p = X.shape
-    if p <= max(gram_max_features, n):
+    ex = Execution(memory_budget)
+    if p <= n:
         G = np.asarray((X.T @ X).compute(), dtype=np.float64)
         w, V = np.linalg.eigh((G + G.T) / 2)
         order = np.argsort(w)[::-1]
         s = np.sqrt(np.clip(w[order], 0, None))
         V = V[:, order]
-    elif method == "auto" and n <= sample_gram_max:
+    elif method == "auto" and ex.fits(8.0 * n * n, copies=TREE_SUM_COPIES):
         from fsdask.linalg.reductions import row_dot
         K = np.asarray(sum_over_blocks(lambda xb: xb.astype(np.float64) @ xb.astype(np.float64).T, X,
                                        shape=(n, n)).compute())

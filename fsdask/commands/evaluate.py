@@ -51,7 +51,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-standardize", action="store_true", help="feed raw features to the classifier")
     p.add_argument("--parallel", choices=("auto", "folds", "within"), default="auto",
                    help="folds as parallel tasks (X in memory), or folds in turn with each selection "
-                        "parallel over feature blocks (auto: folds when X ≤ 2 GiB)")
+                        "parallel over feature blocks (auto: folds when X fits fsdask.memory-budget, 1 GiB)")
     p.add_argument("--reconstruction", action="store_true",
                    help="unsupervised: instead of a classifier, print the normalised reconstruction error "
                         "‖X − X_S X_S⁺ X‖²/‖X‖² (and PEV = 1 − it) of the top 1..--max-features features, "

@@ -4,7 +4,7 @@ Methods ask this module three questions instead of deciding them with dask thems
 
 * **in memory or chunked?**  :meth:`Execution.fits` and :meth:`Execution.hold` compare a
   size with ONE memory budget, the dask config key ``fsdask.memory-budget`` (default
-  ``1GiB``, registered from ``fsdask/fsdask.yaml``); a call's ``memory_budget=`` overrides
+  ``1GiB``, registered by :mod:`fsdask.config` from ``fsdask/fsdask.yaml``); a call's ``memory_budget=`` overrides
   it, and so does ``dask.config.set({"fsdask.memory-budget": ...})`` around the call;
 * **persist or recompute?**  :meth:`Execution.operator` wraps a matrix derived column by
   column from X (N × J) as a linear operator that is held in memory, persisted chunked
@@ -29,15 +29,14 @@ import math
 import numbers
 import os
 from abc import ABC, abstractmethod
-from importlib import resources
 from typing import Any, Callable, Sequence
 
 import dask
 import dask.array as da
 import numpy as np
-import yaml
 from dask.utils import parse_bytes
 
+import fsdask.config  # noqa: F401  (registers the default of fsdask.memory-budget)
 from fsdask.errors import ParameterError
 from fsdask.linalg.reductions import map_features, sum_over_blocks
 
@@ -48,14 +47,6 @@ SLICE = 2048
 #: copies of a tree-summed k × k result alive at once (partial sums of one ``split_every``
 #: group plus the running total) — what a Gram of that size costs, in units of k²·8 bytes
 TREE_SUM_COPIES = 4
-
-
-def _register_defaults() -> None:
-    text = resources.files("fsdask").joinpath("fsdask.yaml").read_text(encoding="utf-8")
-    dask.config.update_defaults(yaml.safe_load(text))
-
-
-_register_defaults()
 
 
 def memory_budget(override: Any = None) -> int:

@@ -116,8 +116,8 @@ def prox_linf_grad_step(Y: np.ndarray, G: np.ndarray, A: np.ndarray, c: np.ndarr
     and ``⟨Y_i − A⁺_i, A⁺_i − A_i⟩`` per row (the adaptive-restart test of FISTA needs their
     weighted sum).  One pass over Y, G and A instead of the ~8 whole-array NumPy passes of
     ``prox_linf_rows(Y − c·G, τ)`` — the step is memory-bound when the rows are long.
-    Serial on purpose: it runs between BLAS products on the client, and a parallel numba
-    loop there fought OpenBLAS's spinning threads (CPFS on nips_words: 105 s vs 46 s).
+    Serial on purpose: it runs between BLAS products on the client, where a parallel numba
+    loop would compete with OpenBLAS's spinning threads.
     """
     k, p = Y.shape
     An = np.empty((k, p))

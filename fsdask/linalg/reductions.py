@@ -36,7 +36,7 @@ def blockwise_whole(func: Callable[..., np.ndarray], out_ind: str, *arg_pairs: A
     """``da.blockwise`` for inputs with ONE chunk along every contracted axis (samples).
 
     ``concatenate=True`` would call ``concatenate3`` on a one-element list — a full copy of
-    every block (~0.1 s per 64 MiB block); here the block is handed to ``func`` as it is.
+    every block; here the block is handed to ``func`` as it is.
     """
     def call(*blocks: Any, **kw: Any) -> np.ndarray:
         return func(*(_whole(b) for b in blocks), **kw)
@@ -161,7 +161,7 @@ def feature_dot(X: da.Array, W: np.ndarray | da.Array) -> da.Array:
 
 def _ct_dot(xb: np.ndarray, Ct: np.ndarray, slab_bytes: int = 32 * 2**20) -> np.ndarray:
     """``Cᵀ X_b`` (r × p_b) in C's precision, as BLAS products in the (r × n)·(n × p_b)
-    orientation (≈ 2× faster than ``(X_bᵀ C)ᵀ`` for a wide block) over slabs of samples,
+    orientation (the faster one for a wide block, rather than ``(X_bᵀ C)ᵀ``) over slabs of samples,
     so a float32 block is cast to float64 ``slab_bytes`` at a time, never whole."""
     if xb.dtype == Ct.dtype:
         return Ct @ xb

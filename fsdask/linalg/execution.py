@@ -44,9 +44,9 @@ from fsdask.linalg.reductions import map_features, sum_over_blocks
 CONFIG_KEY = "fsdask.memory-budget"
 #: columns per task when in-memory columns are swept (fixed: results do not depend on threads)
 SLICE = 2048
-#: copies of a tree-summed k × k result alive at once (partial sums of one ``split_every``
-#: group plus the running total) — what a Gram of that size costs, in units of k²·8 bytes
-TREE_SUM_COPIES = 4
+#: copies of a tree-summed k × k result alive at once — the ``split_every`` (8) partial sums
+#: one tree node adds — what a Gram of that size costs, in units of k²·8 bytes
+TREE_SUM_COPIES = 8
 
 
 def memory_budget(override: Any = None) -> int:

@@ -501,7 +501,7 @@ class QAlpha(SelectorMixin):
         has local maxima that favour noise from the uniform-α start on Weston's data).
     alpha_solver : {"auto", "gram", "tsqr", "lanczos"}
         How α is found without G: the r × r Gram of W (``auto``: when it fits the memory
-        budget ``fsdask.memory-budget`` with its tree-sum, r ≤ 5792 at 1 GiB), TSQR, or
+        budget ``fsdask.memory-budget`` with its tree-sum, r ≤ 4096 at 1 GiB), TSQR, or
         Lanczos on Wᵀ W (one pass per product, warm-started).
     random_state : int, default 0
     on_constant : {"drop", "error"}

@@ -42,12 +42,12 @@ def _fit(X, y, chunks=10, **kw):
         return Logo(**kw).fit(da.from_array(X, chunks=(-1, chunks)), y)
 
 
-@pytest.mark.parametrize("memory_bytes", [256 * 2**20, 0], ids=["in-memory", "chunked"])
-def test_matches_dense_algorithm_1(spiral, memory_bytes):
+@pytest.mark.parametrize("budget", [256 * 2**20, 0], ids=["in-memory", "chunked"])
+def test_matches_dense_algorithm_1(spiral, budget):
     X, y = spiral
-    w_ref, trace = logo_dense(X, y, sigma=3.0, lam=1.0, theta=0.01, max_iter=6 if memory_bytes == 0 else 30)
-    est = _fit(X, y, sigma=3.0, lam=1.0, theta=0.01, eliminate=False, memory_budget=memory_bytes,
-               max_iter=6 if memory_bytes == 0 else 30)
+    w_ref, trace = logo_dense(X, y, sigma=3.0, lam=1.0, theta=0.01, max_iter=6 if budget == 0 else 30)
+    est = _fit(X, y, sigma=3.0, lam=1.0, theta=0.01, eliminate=False, memory_budget=budget,
+               max_iter=6 if budget == 0 else 30)
     np.testing.assert_allclose(est.scores_, w_ref, rtol=1e-6, atol=1e-6 * w_ref.max())
     np.testing.assert_allclose(est.result_.attrs["delta_trace"], trace, rtol=1e-6)
     assert est.n_iter_ == len(trace)

@@ -136,3 +136,14 @@ def test_logo_in_memory_reads_x_once_after_screening(data):
     est = _fit(fsdask.Logo(max_iter=4), X, y, budget=0, source=src)
     # chunked: every sweep reads (the active columns of) X; never more than the sweeps counted
     assert 1 < src.passes() - 1 <= est.result_.attrs["passes_over_X"]
+
+
+def test_budget_from_environment(tmp_path):
+    """``DASK_FSDASK__MEMORY_BUDGET`` (README) overrides the packaged default in a fresh process."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "DASK_FSDASK__MEMORY_BUDGET": "4GiB"}
+    out = subprocess.run([sys.executable, "-c", "import fsdask.linalg.execution as e; print(e.memory_budget())"],
+                         env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.strip() == str(4 * 2**30)

@@ -18,7 +18,7 @@ How it is swept (DESIGN.md "Logo"): the N × N distances are a tree-sum over fea
 Z̄ (N × J) is computed block by block with the fused kernel of
 :mod:`fsdask.linalg.absdiff`; :mod:`fsdask.linalg.execution` keeps it chunked like X
 (persisted) while it is big, or holds it in memory when the active part fits the memory
-budget (``fsdask.memory-budget``); when all of X fits, the whole fit reads X once.  Every
+budget (``fsdask.memory-budget``); when all of X fits, the algorithm reads X once.  Every
 objective/gradient of the inner problem is one sweep over Z̄ for the margins Z̄w plus one
 for the gradient Z̄ᵀs.
 

@@ -30,19 +30,34 @@ def test_license_is_spdx_with_file():
 
 def test_fast_moving_dependencies_have_lower_bounds_and_no_caps():
     reqs = {re.split(r"[\[<>=!~ ;]", r, maxsplit=1)[0].lower(): r for r in _requirements()}
-    for name in ("dask", "distributed", "xarray", "fsspec", "s3fs", "zarr", "numpy", "pandas", "numba"):
+    for name in (
+        "dask",
+        "distributed",
+        "xarray",
+        "fsspec",
+        "s3fs",
+        "zarr",
+        "numpy",
+        "pandas",
+        "numba",
+    ):
         assert ">=" in reqs[name], reqs[name]
-        assert "<" not in reqs[name], f"{reqs[name]}: an upper cap needs a known break and a comment"
+        assert "<" not in reqs[name], (
+            f"{reqs[name]}: an upper cap needs a known break and a comment"
+        )
 
 
 def test_cluster_configs_ship_with_the_package():
     shipped = shipped_configs()
     assert set(shipped) == {"slurm.yaml", "pbs.yaml", "kubernetes/daskcluster.yaml"}
     for name, path in shipped.items():
-        assert Path(path).read_bytes() == (ROOT / "cluster" / name).read_bytes()   # cluster/ is the same file
+        assert (
+            Path(path).read_bytes() == (ROOT / "cluster" / name).read_bytes()
+        )  # cluster/ is the same file
     assert read_cluster_yaml(shipped["slurm.yaml"])[0] == "SLURMCluster"
 
 
 def test_dask_config_defaults_registered():
     import fsdask  # noqa: F401  (registers fsdask/fsdask.yaml via fsdask.config)
+
     assert dask.config.get("fsdask.memory-budget") == "1GiB"

@@ -68,10 +68,16 @@ def memory_budget(override: Any = None) -> int:
         nbytes = parse_bytes(value) if isinstance(value, str) else value
     except (ValueError, TypeError):
         nbytes = None
-    if (isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not math.isfinite(nbytes)
-            or nbytes < 0):
-        raise ParameterError(f"{where}={value!r} is not a size; use a number of bytes ≥ 0 "
-                             "(e.g. 2**30) or a string such as '1GiB'")
+    if (
+        isinstance(nbytes, bool)
+        or not isinstance(nbytes, numbers.Real)
+        or not math.isfinite(nbytes)
+        or nbytes < 0
+    ):
+        raise ParameterError(
+            f"{where}={value!r} is not a size; use a number of bytes ≥ 0 "
+            "(e.g. 2**30) or a string such as '1GiB'"
+        )
     return int(nbytes)
 
 
@@ -98,13 +104,20 @@ class ArrayBackend(ABC):
         """Whether ``x`` is an array of this backend."""
 
     @abstractmethod
-    def map_columns(self, fn: Callable[..., np.ndarray], x: Any, *vectors: np.ndarray,
-                    out_rows: int | None = None, dtype: Any = np.float64) -> np.ndarray:
+    def map_columns(
+        self,
+        fn: Callable[..., np.ndarray],
+        x: Any,
+        *vectors: np.ndarray,
+        out_rows: int | None = None,
+        dtype: Any = np.float64,
+    ) -> np.ndarray:
         """``[fn(x_b, *v_b)]_b`` joined along the feature axis: (J,) or (out_rows, J), in memory."""
 
     @abstractmethod
-    def sum_columns(self, fn: Callable[..., np.ndarray], x: Any, *vectors: np.ndarray,
-                    shape: Sequence[int]) -> np.ndarray:
+    def sum_columns(
+        self, fn: Callable[..., np.ndarray], x: Any, *vectors: np.ndarray, shape: Sequence[int]
+    ) -> np.ndarray:
         """``Σ_b fn(x_b, *v_b)`` (float64 of ``shape``), in memory."""
 
     @abstractmethod
@@ -128,12 +141,15 @@ class NumpyBackend(ArrayBackend):
     def _slices(J: int) -> list[tuple[int, int]]:
         return [(j0, min(J, j0 + SLICE)) for j0 in range(0, J, SLICE)]
 
-    def _run(self, fn: Callable[..., np.ndarray], x: np.ndarray, vectors: Sequence[np.ndarray]) -> list:
+    def _run(
+        self, fn: Callable[..., np.ndarray], x: np.ndarray, vectors: Sequence[np.ndarray]
+    ) -> list:
         parts = self._slices(x.shape[1])
 
         def one(j):
             j0, j1 = j
             return fn(x[:, j0:j1], *(v[..., j0:j1] for v in vectors))
+
         if len(parts) <= 1:
             return [one(p) for p in parts]
         with cf.ThreadPoolExecutor(max_workers=min(len(parts), os.cpu_count() or 1)) as ex:
@@ -172,7 +188,9 @@ class DaskBackend(ArrayBackend):
         return [da.from_array(np.asarray(v), chunks=(*v.shape[:-1], x.chunks[1])) for v in vectors]
 
     def map_columns(self, fn, x, *vectors, out_rows=None, dtype=np.float64):
-        return map_features(fn, x, *self._aligned(x, vectors), out_rows=out_rows, dtype=dtype).compute()
+        return map_features(
+            fn, x, *self._aligned(x, vectors), out_rows=out_rows, dtype=dtype
+        ).compute()
 
     def sum_columns(self, fn, x, *vectors, shape):
         return sum_over_blocks(fn, x, *self._aligned(x, vectors), shape=shape).compute()
@@ -257,8 +275,12 @@ class PersistedOperator(LinearOperator):
 
     def matvec(self, w):
         self.passes += 1
-        return DASK.sum_columns(lambda zb, wb: zb @ wb, self.Z, np.asarray(w, dtype=np.float64),
-                                shape=(self.Z.shape[0],))
+        return DASK.sum_columns(
+            lambda zb, wb: zb @ wb,
+            self.Z,
+            np.asarray(w, dtype=np.float64),
+            shape=(self.Z.shape[0],),
+        )
 
     def rmatvec(self, s):
         self.passes += 1
@@ -342,7 +364,9 @@ class Execution:
         self.passes += 1
         return dask.persist(*arrays)
 
-    def hold(self, X: Any, idx: np.ndarray | None = None, force: bool = False) -> np.ndarray | da.Array:
+    def hold(
+        self, X: Any, idx: np.ndarray | None = None, force: bool = False
+    ) -> np.ndarray | da.Array:
         """X's columns ``idx`` (all if None): in memory when N·|idx|·8 bytes fit the budget
         (or ``force``) — one pass over X — else lazy, chunked like X.
 
@@ -366,8 +390,14 @@ class Execution:
             return b.gather(cols)
         return cols
 
-    def map_columns(self, fn: Callable[..., np.ndarray], x: Any, *vectors: np.ndarray,
-                    out_rows: int | None = None, dtype: Any = np.float64) -> np.ndarray:
+    def map_columns(
+        self,
+        fn: Callable[..., np.ndarray],
+        x: Any,
+        *vectors: np.ndarray,
+        out_rows: int | None = None,
+        dtype: Any = np.float64,
+    ) -> np.ndarray:
         """``[fn(x_b, *v_b)]_b`` joined along features, in memory; one pass if x is chunked.
 
         Parameters
@@ -385,8 +415,9 @@ class Execution:
             self.passes += 1
         return b.map_columns(fn, x, *vectors, out_rows=out_rows, dtype=dtype)
 
-    def sum_columns(self, fn: Callable[..., np.ndarray], x: Any, *vectors: np.ndarray,
-                    shape: Sequence[int]) -> np.ndarray:
+    def sum_columns(
+        self, fn: Callable[..., np.ndarray], x: Any, *vectors: np.ndarray, shape: Sequence[int]
+    ) -> np.ndarray:
         """``Σ_b fn(x_b, *v_b)`` in memory; one pass if x is chunked.
 
         Returns
@@ -399,9 +430,15 @@ class Execution:
             self.passes += 1
         return b.sum_columns(fn, x, *vectors, shape=shape)
 
-    def operator(self, block: Callable[[np.ndarray], np.ndarray], x: Any, *, dtype: Any = np.float64,
-                 rblock: Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]] | None = None,
-                 recompute: bool = False) -> LinearOperator:
+    def operator(
+        self,
+        block: Callable[[np.ndarray], np.ndarray],
+        x: Any,
+        *,
+        dtype: Any = np.float64,
+        rblock: Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]] | None = None,
+        recompute: bool = False,
+    ) -> LinearOperator:
         """The N × J matrix ``Z = [block(x_b)]_b`` as a :class:`LinearOperator`.
 
         In memory (one sweep over x) when x is in memory; else recomputed from x at every
@@ -411,10 +448,18 @@ class Execution:
         """
         b = backend_of(x)
         if b is NUMPY:
-            return InMemoryOperator(self.map_columns(lambda xb: block(xb).astype(dtype, copy=False), x,
-                                                     out_rows=x.shape[0], dtype=dtype))
+            return InMemoryOperator(
+                self.map_columns(
+                    lambda xb: block(xb).astype(dtype, copy=False),
+                    x,
+                    out_rows=x.shape[0],
+                    dtype=dtype,
+                )
+            )
         if recompute and rblock is not None:
             return RecomputedOperator(self, x, block, rblock)
-        Z = map_features(lambda xb: block(xb).astype(dtype, copy=False), x, out_rows=x.shape[0], dtype=dtype)
+        Z = map_features(
+            lambda xb: block(xb).astype(dtype, copy=False), x, out_rows=x.shape[0], dtype=dtype
+        )
         (Z,) = self.persist(Z)
         return PersistedOperator(Z)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any, Mapping
 
 from fsdask.commands import add_storage_options, storage_options
 
@@ -21,18 +23,24 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def export(result: str, *, anndata: str, output: str, storage_options: Mapping[str, Any] | None = None,
+           stdout=None) -> str:
+    """Write ``result``'s selection into a copy of ``anndata`` at ``output``; return ``output``."""
     import os
 
     from fsdask.errors import StoreError
     from fsdask.io.anndata import annotate_anndata
     from fsdask.results import open_result
-    if os.path.exists(args.output):  # checked before anything is read
-        raise StoreError(f"{args.output} already exists; choose another output path (fsdask never overwrites "
+    if os.path.exists(output):  # checked before anything is read
+        raise StoreError(f"{output} already exists; choose another output path (fsdask never overwrites "
                          "what it did not write)")
-    result = open_result(args.result, storage_options=storage_options(args))
-    out = annotate_anndata(result, args.anndata, out=args.output)
-    n = int(result["selected"].values.sum())
-    print(f"{out}: {args.anndata} with var['fsdask_selected'] ({n} selected), var['fsdask_weight'], "
-          "var['fsdask_rank'] and uns['fsdask'] added")
+    res = open_result(result, storage_options=dict(storage_options or {}))
+    out = annotate_anndata(res, anndata, out=output)
+    print(f"{out}: {anndata} with var['fsdask_selected'] ({int(res['selected'].values.sum())} selected), "
+          "var['fsdask_weight'], var['fsdask_rank'] and uns['fsdask'] added", file=stdout or sys.stdout)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    export(args.result, anndata=args.anndata, output=args.output, storage_options=storage_options(args))
     return 0

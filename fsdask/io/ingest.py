@@ -180,6 +180,7 @@ def _read_mat(path: Path, x_key: str | None, y_key: str | None) -> dict:
     return {"X": np.asarray(X), "y": y, "feature_names": None, "sample_names": None, "class_names": None}
 
 
+@contextlib.contextmanager
 def _csv_errors(path: Path, sep: str):
     """Turn pandas' parse and decode failures into one-line InputErrors."""
     import pandas as pd

@@ -202,7 +202,7 @@ def test_fsdask_store_without_marker_still_refused_and_bad_chunk(tmp_path, data)
     (tmp_path / "f.zarr" / "data" / "c" / "0" / "2").write_bytes(b"garbage")
     ds = fsdask.open_dataset(tmp_path / "f.zarr")
     with pytest.raises(StoreError, match=r"cannot read X \(features 16–23\)"):
-        ds["X"].values
+        ds["X"].values  # noqa: B018 - the read is the test
 
 
 def test_cli_info_select_ingest_foreign(tmp_path, data, capsys):

@@ -10,8 +10,16 @@ import numpy as np
 import sys
 from typing import Any, Mapping
 
-from fsdask.commands import (add_data_options, add_overwrite, add_scheduler, add_storage_options,
-                             check_count, data_options, parse_kv, storage_options)
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_scheduler,
+    add_storage_options,
+    check_count,
+    data_options,
+    parse_kv,
+    storage_options,
+)
 
 EPILOG = """\
 protocols

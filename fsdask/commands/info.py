@@ -6,7 +6,13 @@ import argparse
 import sys
 from typing import Any, Mapping
 
-from fsdask.commands import add_data_options, add_storage_options, check_count, data_options, storage_options
+from fsdask.commands import (
+    add_data_options,
+    add_storage_options,
+    check_count,
+    data_options,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -6,8 +6,13 @@ import argparse
 import sys
 from typing import Any, Mapping
 
-from fsdask.commands import (add_data_options, add_overwrite, add_storage_options, data_options,
-                             storage_options)
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_storage_options,
+    data_options,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

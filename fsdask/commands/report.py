@@ -6,8 +6,14 @@ import argparse
 import sys
 from typing import Any, Mapping, Sequence
 
-from fsdask.commands import (add_data_options, add_overwrite, add_storage_options, check_count,
-                             data_options, storage_options)
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_storage_options,
+    check_count,
+    data_options,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -7,8 +7,16 @@ import sys
 import time
 from typing import Any, Mapping
 
-from fsdask.commands import (add_data_options, add_overwrite, add_scheduler, add_storage_options,
-                             check_count, data_options, parse_kv, storage_options)
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_scheduler,
+    add_storage_options,
+    check_count,
+    data_options,
+    parse_kv,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -26,7 +26,8 @@ from typing import Any, Mapping
 
 #: options naming the inputs of each command (paths relative to the config's folder)
 INPUT_OPTIONS = {"ingest": ("source",), "select": ("url",), "info": ("url",),
-                 "evaluate": ("data", "result"), "report": ("result", "data", "evaluation"), "verify": ("url",)}
+                 "evaluate": ("data", "result"), "report": ("result", "data", "evaluation", "history"), "verify": ("url",),
+                 "export": ("result", "anndata")}
 
 
 def step_inputs(command: str, options: Mapping[str, Any]) -> list[str]:

@@ -25,9 +25,23 @@ def _project(folder: pathlib.Path, seed: int = 0) -> pathlib.Path:
     y = np.repeat([0, 1], 6)
     X[y == 1, :3] += 3
     np.savez(folder / "d.npz", X=X, y=y)
-    cfg = {"steps": [{"name": "ingest", "ingest": {"source": "d.npz", "url": "out/d.zarr", "overwrite": True}},
-                     {"name": "ttest", "select": {"url": "out/d.zarr", "method": "ttest", "output": "out/t.zarr",
-                                                  "param": {"n_features_to_select": 3}}}]}
+    cfg = {
+        "steps": [
+            {
+                "name": "ingest",
+                "ingest": {"source": "d.npz", "url": "out/d.zarr", "overwrite": True},
+            },
+            {
+                "name": "ttest",
+                "select": {
+                    "url": "out/d.zarr",
+                    "method": "ttest",
+                    "output": "out/t.zarr",
+                    "param": {"n_features_to_select": 3},
+                },
+            },
+        ]
+    }
     (folder / "nightly.yaml").write_text(yaml.safe_dump(cfg))
     (folder / "logs").mkdir(exist_ok=True)
     return folder / "nightly.yaml"
@@ -39,7 +53,7 @@ def _fake_home(tmp_path) -> pathlib.Path:
     bindir = home / ".local" / "bin"
     bindir.mkdir(parents=True)
     exe = bindir / "fsdask"
-    exe.write_text(f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m fsdask.cli \"$@\"\n")
+    exe.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m fsdask.cli "$@"\n')
     exe.chmod(0o755)
     return home
 
@@ -69,18 +83,32 @@ def test_systemd_unit_execstart_and_crontab_line_run_the_pipeline(tmp_path):
     config = _project(home / "fsdask-nightly")
     unit = _unit(SCHED / "systemd" / "fsdask-nightly.service")
     timer = _unit(SCHED / "systemd" / "fsdask-nightly.timer")
-    assert unit["Service.Type"] == ["oneshot"] and timer["Timer.OnCalendar"] and timer["Timer.Persistent"] == ["true"]
+    assert (
+        unit["Service.Type"] == ["oneshot"]
+        and timer["Timer.OnCalendar"]
+        and timer["Timer.Persistent"] == ["true"]
+    )
     if shutil.which("systemd-analyze"):
-        p = subprocess.run(["systemd-analyze", "verify", str(SCHED / "systemd" / "fsdask-nightly.service"),
-                            str(SCHED / "systemd" / "fsdask-nightly.timer")], capture_output=True, text=True)
+        p = subprocess.run(
+            [
+                "systemd-analyze",
+                "verify",
+                str(SCHED / "systemd" / "fsdask-nightly.service"),
+                str(SCHED / "systemd" / "fsdask-nightly.timer"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert p.returncode == 0, p.stderr
     # the unit's own environment and command line, with systemd's %h and ${VAR} expansion
     env = {"HOME": str(home)}
     for item in unit["Service.Environment"]:
         k, v = item.replace("%h", str(home)).split("=", 1)
         env[k] = v
-    argv = [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], a)
-            for a in shlex.split(unit["Service.ExecStart"][0].replace("%h", str(home)))]
+    argv = [
+        re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], a)
+        for a in shlex.split(unit["Service.ExecStart"][0].replace("%h", str(home)))
+    ]
     cwd = unit["Service.WorkingDirectory"][0].replace("%h", str(home))
     p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -88,14 +116,25 @@ def test_systemd_unit_execstart_and_crontab_line_run_the_pipeline(tmp_path):
     ev = _events(config.parent / "logs" / "nightly.jsonl")
     assert ev[-1]["event"] == "run_end" and ev[-1]["exit_code"] == 0 and ev[-1]["ran"] == 2
     # the crontab line (schedule fields dropped) the next night: nothing changed, nothing runs
-    line = next(x for x in (SCHED / "crontab").read_text().splitlines() if x.strip() and not x.startswith("#"))
+    line = next(
+        x
+        for x in (SCHED / "crontab").read_text().splitlines()
+        if x.strip() and not x.startswith("#")
+    )
     fields = line.split(None, 5)
     assert len(fields) == 6 and fields[:5] == ["15", "2", "*", "*", "*"]
-    p = subprocess.run(["/bin/sh", "-c", fields[5]], env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        ["/bin/sh", "-c", fields[5]],
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, (config.parent / "logs" / "nightly.log").read_text()
     assert _events(config.parent / "logs" / "nightly.jsonl")[-1]["skipped"] == 2
-    assert "skipped — done in an earlier run" in (config.parent / "logs" / "nightly.log").read_text()
+    assert (
+        "skipped — done in an earlier run" in (config.parent / "logs" / "nightly.log").read_text()
+    )
 
 
 def _sbatch_env(tmp_path, **extra):
@@ -109,16 +148,29 @@ def test_slurm_batch_script_sizes_the_local_cluster_from_the_allocation(tmp_path
     """The batch script run as SLURM runs it (a bash script with SLURM_* set), no scheduler needed."""
     config = _project(tmp_path / "proj")
     script = SCHED / "slurm" / "fsdask-nightly.sbatch"
-    p = subprocess.run(["bash", str(script), str(config)], capture_output=True, text=True, timeout=300,
-                       env=_sbatch_env(tmp_path, SLURM_CPUS_PER_TASK="1", SLURM_MEM_PER_NODE="2000"))
+    p = subprocess.run(
+        ["bash", str(script), str(config)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_sbatch_env(tmp_path, SLURM_CPUS_PER_TASK="1", SLURM_MEM_PER_NODE="2000"),
+    )
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "scheduler=local:1" in p.stdout and "memory_limit=1800MB" in p.stdout  # 90 % of 2000 MB, 1 worker
+    assert (
+        "scheduler=local:1" in p.stdout and "memory_limit=1800MB" in p.stdout
+    )  # 90 % of 2000 MB, 1 worker
     ev = _events(tmp_path / "proj" / "logs" / "nightly.jsonl")
     assert ev[-1]["exit_code"] == 0 and ev[-1]["ran"] == 2
     sc = (SCHED / "slurm" / "scrontab").read_text().splitlines()
     assert any(x.startswith("#SCRON --cpus-per-task") for x in sc)
     cron = next(x for x in sc if x.strip() and not x.startswith("#"))
-    assert "cluster/scheduling/slurm/fsdask-nightly.sbatch" in cron and cron.split()[:5] == ["15", "2", "*", "*", "*"]
+    assert "cluster/scheduling/slurm/fsdask-nightly.sbatch" in cron and cron.split()[:5] == [
+        "15",
+        "2",
+        "*",
+        "*",
+        "*",
+    ]
 
 
 @pytest.mark.slow
@@ -130,10 +182,23 @@ def test_slurm_batch_script_under_real_slurm(tmp_path, request):
         pytest.skip("the `slurm` fixture (cluster/testing/slurm-up.sh) is not in this tree")
     config = _project(tmp_path / "proj")
     tmp_path.chmod(0o755)
-    p = subprocess.run(["sbatch", "--wait", "--cpus-per-task=1", "--mem=1000", f"--chdir={tmp_path}",
-                        f"--output={tmp_path}/job.log", "--time=00:10:00",
-                        str(SCHED / "slurm" / "fsdask-nightly.sbatch"), str(config)],
-                       capture_output=True, text=True, timeout=600, env=_sbatch_env(tmp_path))
+    p = subprocess.run(
+        [
+            "sbatch",
+            "--wait",
+            "--cpus-per-task=1",
+            "--mem=1000",
+            f"--chdir={tmp_path}",
+            f"--output={tmp_path}/job.log",
+            "--time=00:10:00",
+            str(SCHED / "slurm" / "fsdask-nightly.sbatch"),
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_sbatch_env(tmp_path),
+    )
     log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").exists() else ""
     assert p.returncode == 0, p.stderr + log
     assert "scheduler=local:1" in log and "memory_limit=900MB" in log
@@ -143,7 +208,9 @@ def test_slurm_batch_script_under_real_slurm(tmp_path, request):
 def test_kubernetes_cronjob_is_valid_and_agrees_with_the_lock():
     kv = pytest.importorskip("kubernetes_validate")
     doc = yaml.safe_load((SCHED / "kubernetes" / "cronjob.yaml").read_text())
-    kv.validate(doc, kv.latest_version(), strict=True)  # the Kubernetes OpenAPI schema, unknown keys refused
+    kv.validate(
+        doc, kv.latest_version(), strict=True
+    )  # the Kubernetes OpenAPI schema, unknown keys refused
     broken = json.loads(json.dumps(doc))
     broken["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
     with pytest.raises(kv.ValidationError):
@@ -159,11 +226,14 @@ def test_kubernetes_cronjob_is_valid_and_agrees_with_the_lock():
     assert args[1].startswith(mount["mountPath"] + "/")
     assert next(v for v in pod["volumes"] if v["name"] == mount["name"])["persistentVolumeClaim"]
     # a killed pod's lock (another host) is taken over long before the next night
-    stale = int(next(e["value"] for e in container["env"] if e["name"] == "FSDASK_LOCK_STALE_SECONDS"))
+    stale = int(
+        next(e["value"] for e in container["env"] if e["name"] == "FSDASK_LOCK_STALE_SECONDS")
+    )
     assert spec["schedule"].split()[2:] == ["*", "*", "*"] and stale < 86400
     # the image's entrypoint is fsdask, so args are fsdask's own command line
     docker = (SCHED / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["fsdask"]' in docker and 'pip install ".[s3' in docker
     from fsdask.cli import build_parser
+
     args_ns = build_parser().parse_args(args)
     assert args_ns.command == "run" and args_ns.scheduler == "local:4"

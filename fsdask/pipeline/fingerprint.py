@@ -25,9 +25,15 @@ import os
 from typing import Any, Mapping
 
 #: options naming the inputs of each command (paths relative to the config's folder)
-INPUT_OPTIONS = {"ingest": ("source",), "select": ("url",), "info": ("url",),
-                 "evaluate": ("data", "result"), "report": ("result", "data", "evaluation", "history"), "verify": ("url",),
-                 "export": ("result", "anndata")}
+INPUT_OPTIONS = {
+    "ingest": ("source",),
+    "select": ("url",),
+    "info": ("url",),
+    "evaluate": ("data", "result"),
+    "report": ("result", "data", "evaluation", "history"),
+    "verify": ("url",),
+    "export": ("result", "anndata"),
+}
 
 
 def step_inputs(command: str, options: Mapping[str, Any]) -> list[str]:
@@ -74,8 +80,13 @@ def _local_fingerprint(path: str, previous: Mapping[str, Any] | None) -> dict | 
     if os.path.isfile(path):
         st = os.stat(path)
         fp = {"kind": "file", "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        if previous and previous.get("kind") == "file" and previous.get("size") == st.st_size \
-                and previous.get("mtime_ns") == st.st_mtime_ns and previous.get("hash"):
+        if (
+            previous
+            and previous.get("kind") == "file"
+            and previous.get("size") == st.st_size
+            and previous.get("mtime_ns") == st.st_mtime_ns
+            and previous.get("hash")
+        ):
             fp["hash"] = previous["hash"]
         else:
             fp["hash"] = _hash_file(path)
@@ -99,13 +110,20 @@ def _local_fingerprint(path: str, previous: Mapping[str, Any] | None) -> dict | 
 
 def _remote_fingerprint(url: str, storage_options: Mapping[str, Any] | None) -> dict | None:
     import fsspec
+
     fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     path = path.rstrip("/")
     try:
         if fs.isfile(path):
             info = fs.info(path)
-            return {"kind": "object", "size": info.get("size"),
-                    "etag": info.get("ETag") or info.get("etag") or info.get("LastModified") and str(info["LastModified"])}
+            return {
+                "kind": "object",
+                "size": info.get("size"),
+                "etag": info.get("ETag")
+                or info.get("etag")
+                or info.get("LastModified")
+                and str(info["LastModified"]),
+            }
         try:
             recorded = _fsdask_fingerprint(fs.cat_file(f"{path}/zarr.json"))
         except FileNotFoundError:
@@ -117,14 +135,24 @@ def _remote_fingerprint(url: str, storage_options: Mapping[str, Any] | None) -> 
         return None
     if not found:
         return None
-    entries = [(name[len(path):], info.get("size"),
-                info.get("ETag") or info.get("etag") or str(info.get("LastModified") or info.get("mtime")))
-               for name, info in found.items()]
+    entries = [
+        (
+            name[len(path) :],
+            info.get("size"),
+            info.get("ETag")
+            or info.get("etag")
+            or str(info.get("LastModified") or info.get("mtime")),
+        )
+        for name, info in found.items()
+    ]
     return {"kind": "listing", "files": len(entries), "digest": _listing_digest(entries)}
 
 
-def fingerprint(target: str, storage_options: Mapping[str, Any] | None = None,
-                previous: Mapping[str, Any] | None = None) -> dict | None:
+def fingerprint(
+    target: str,
+    storage_options: Mapping[str, Any] | None = None,
+    previous: Mapping[str, Any] | None = None,
+) -> dict | None:
     """Fingerprint of ``target`` (see the module docstring), or None when it does not exist.
 
     ``previous`` is the fingerprint recorded last time; a plain file whose size and mtime
@@ -135,7 +163,9 @@ def fingerprint(target: str, storage_options: Mapping[str, Any] | None = None,
         if _is_local(target):
             return _local_fingerprint(target.removeprefix("file://"), previous)
         return _remote_fingerprint(target, storage_options)
-    except Exception as exc:  # unreachable / invalid: the step runs and its command says what is wrong
+    except (
+        Exception
+    ) as exc:  # unreachable / invalid: the step runs and its command says what is wrong
         return {"kind": "unavailable", "error": type(exc).__name__}
 
 
@@ -152,5 +182,11 @@ def short(fp: Mapping[str, Any] | None) -> str:
     """A short printable id of a fingerprint (for tables and logs)."""
     if fp is None:
         return "-"
-    text = fp.get("fingerprint") or fp.get("hash") or fp.get("digest") or fp.get("etag") or json.dumps(fp)
+    text = (
+        fp.get("fingerprint")
+        or fp.get("hash")
+        or fp.get("digest")
+        or fp.get("etag")
+        or json.dumps(fp)
+    )
     return str(text).split(":")[-1][:12]

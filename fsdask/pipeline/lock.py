@@ -92,17 +92,21 @@ class RunLock:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise ParameterError(f"{self.path}: cannot read the run lock ({exc.strerror or exc}); "
-                                 "check its permissions") from None
+            raise ParameterError(
+                f"{self.path}: cannot read the run lock ({exc.strerror or exc}); "
+                "check its permissions"
+            ) from None
         try:
             info = json.loads(raw)
             if not isinstance(info, dict) or info.get("what") != MAGIC:
                 raise ValueError
             int(info["pid"]), str(info["host"])
         except (ValueError, KeyError, TypeError):
-            raise ParameterError(f"{self.path}: exists but is not an fsdask run lock; fsdask does not remove "
-                                 "files it did not write — move it away, or set `state:` in the config "
-                                 "to another file") from None
+            raise ParameterError(
+                f"{self.path}: exists but is not an fsdask run lock; fsdask does not remove "
+                "files it did not write — move it away, or set `state:` in the config "
+                "to another file"
+            ) from None
         info["age"] = age
         return info
 
@@ -116,26 +120,38 @@ class RunLock:
                 return f"pid {pid} on {host} is now another process"
             return None
         if info["age"] > _stale_after():
-            return (f"it was held by pid {pid} on host {host}, whose last heartbeat was "
-                    f"{info['age']:.0f} s ago (> FSDASK_LOCK_STALE_SECONDS={_stale_after():.0f})")
+            return (
+                f"it was held by pid {pid} on host {host}, whose last heartbeat was "
+                f"{info['age']:.0f} s ago (> FSDASK_LOCK_STALE_SECONDS={_stale_after():.0f})"
+            )
         return None
 
     # -- taking it ------------------------------------------------------------------------
     def _create(self) -> bool:
-        info = {"what": MAGIC, "pid": os.getpid(), "host": socket.gethostname(),
-                "pid_start": _proc_start(os.getpid()), "config": self.config, "token": self.token,
-                "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        info = {
+            "what": MAGIC,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "pid_start": _proc_start(os.getpid()),
+            "config": self.config,
+            "token": self.token,
+            "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        }
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             if os.path.isdir(os.path.dirname(self.path)):
                 return False
-            raise StoreError(f"{self.path}: cannot write the pipeline state's run lock (a file is where its "
-                             "folder should be); set `state:` in the config to a writable path") from None
+            raise StoreError(
+                f"{self.path}: cannot write the pipeline state's run lock (a file is where its "
+                "folder should be); set `state:` in the config to a writable path"
+            ) from None
         except OSError as exc:
-            raise StoreError(f"{self.path}: cannot write the pipeline state's run lock ({exc.strerror or exc}); "
-                             "make the folder writable or set `state:` in the config to a writable path") from None
+            raise StoreError(
+                f"{self.path}: cannot write the pipeline state's run lock ({exc.strerror or exc}); "
+                "make the folder writable or set `state:` in the config to a writable path"
+            ) from None
         with os.fdopen(fd, "w") as fh:
             json.dump(info, fh)
         return True
@@ -157,7 +173,7 @@ class RunLock:
             return
         os.remove(aside)
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         for _ in range(5):
             if self._create():
                 self._start_heartbeat()
@@ -167,12 +183,16 @@ class RunLock:
                 continue
             why = self._why_stale(info)
             if why is None:
-                raise Locked(f"another run of this pipeline holds {self.path}: pid {info['pid']} on "
-                             f"{info['host']}, started {info.get('started', '?')} "
-                             f"(config {info.get('config') or '?'}); wait for it to finish")
+                raise Locked(
+                    f"another run of this pipeline holds {self.path}: pid {info['pid']} on "
+                    f"{info['host']}, started {info.get('started', '?')} "
+                    f"(config {info.get('config') or '?'}); wait for it to finish"
+                )
             self._remove_stale(info)
             self.took_over = f"took over a stale lock {self.path}: {why}"
-        raise Locked(f"{self.path}: could not take the run lock (other runs keep taking it); retry later")
+        raise Locked(
+            f"{self.path}: could not take the run lock (other runs keep taking it); retry later"
+        )
 
     def _start_heartbeat(self) -> None:
         def beat():
@@ -181,6 +201,7 @@ class RunLock:
                     os.utime(self.path)
                 except OSError:
                     pass
+
         self._thread = threading.Thread(target=beat, name="fsdask-lock-heartbeat", daemon=True)
         self._thread.start()
 
@@ -194,7 +215,7 @@ class RunLock:
         if mine:
             os.remove(self.path)
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

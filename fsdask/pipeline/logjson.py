@@ -76,9 +76,14 @@ class JsonLog:
     def event(self, event: str, **fields: Any) -> None:
         if self._fh is None:
             return
-        line = {"time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
-                "event": event, "run": self.run, **fields}
+        line = {
+            "time": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
+            "event": event,
+            "run": self.run,
+            **fields,
+        }
         from fsdask.io.secrets import redact
+
         self._fh.write(redact(json.dumps(line, default=str, ensure_ascii=False)) + "\n")
         self._fh.flush()
 

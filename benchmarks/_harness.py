@@ -122,7 +122,7 @@ class Bench:
     @staticmethod
     def ratio(num: Timing, den: Timing) -> str:
         r = num.seconds / den.seconds if den.seconds > 0 else float("inf")
-        return f"{r:.2f}" + (" (loaded)" if num.loaded or den.loaded else "")
+        return f"{r:.2f}×" + (" (loaded)" if num.loaded or den.loaded else "")
 
     # ---- output
     def line(self, text: str = "") -> None:

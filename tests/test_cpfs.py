@@ -278,7 +278,7 @@ def test_qp_solver_at_small_lambda_with_p_above_n(rng):
 
 
 def test_default_path_stops_where_it_says(rng):
-    # wide X (n ≤ p): ratio 1e-2, max_features = min(n, p, 500); an explicit max_features stops there
+    # wide X (n ≤ p): ratio 1e-2, max_features = min(n, p, 250); an explicit max_features stops there
     X = rng.normal(size=(30, 6)) @ rng.normal(size=(6, 80)) + 0.3 * rng.normal(size=(30, 80))
     path = cpfs_path(X, tol=1e-6)
     assert path.attrs["lambda_min_ratio"] == 1e-2 and path.attrs["max_features"] == 30

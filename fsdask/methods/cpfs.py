@@ -61,8 +61,8 @@ log = logging.getLogger("fsdask")
 DENSE_COEF_MAX_FEATURES = 2000
 #: default path (glmnet's rule): λ_min/λ_max when n > p, and when n ≤ p
 LAMBDA_MIN_RATIO_TALL, LAMBDA_MIN_RATIO_WIDE = 1e-4, 1e-2
-#: default path: stop once this many rows are active (or min(n, p) if smaller)
-MAX_FEATURES_DEFAULT = 500
+#: default path: stop once this many rows are active (or min(n, p)): a FISTA step costs O(|S|²·p)
+MAX_FEATURES_DEFAULT = 250
 #: default path: stop once ‖X − XA‖² explains this share of ‖X‖² …
 EXPLAINED_STOP = 0.999
 #: … or the explained share grew by less than this from the previous λ
@@ -533,7 +533,7 @@ class CPFS(SelectorMixin):
         An explicit grid (used as given, sorted decreasing).
     max_features : int, "auto" or None
         Stop the path once this many rows are nonzero (the p² wall; see README); "auto":
-        min(n, p, 500) on the default path (no ``lam``, ``lambdas``, ``n_features_to_select``),
+        min(n, p, 250) on the default path (no ``lam``, ``lambdas``, ``n_features_to_select``),
         else no limit.  Where and why the path stopped: ``result_.attrs["path_stop"]`` and
         ``["path_stop_reason"]``.
     max_iter : int
@@ -651,7 +651,7 @@ class CPFS(SelectorMixin):
     def _defaults(self, n: int, p: int) -> tuple[float, int | None, bool]:
         """The resolved ``lambda_min_ratio``, ``max_features`` and whether the default-path stops
         apply (glmnet's choices: a ratio by n vs p; on the default path — no ``lam``, ``lambdas``
-        or ``n_features_to_select`` — stop at min(n, p, 500) active rows or when the
+        or ``n_features_to_select`` — stop at min(n, p, 250) active rows or when the
         reconstruction stops improving)."""
         ratio = self.lambda_min_ratio
         if isinstance(ratio, str):
@@ -872,7 +872,7 @@ def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float | str = "a
     ``n_features_to_select=q`` the path is refined by bisection until q rows are nonzero;
     the attribute ``lambda_q`` is that λ.  Defaults (glmnet's): the grid ends at
     ``lambda_min_ratio·λ_max`` with the ratio 1e-4 if n > p else 1e-2, and the path stops
-    early at ``max_features`` = min(n, p, 500) active rows or when the share of ‖X‖²
+    early at ``max_features`` = min(n, p, 250) active rows or when the share of ‖X‖²
     reconstructed reaches 99.9 % or grows by less than 1e-5 per λ; the attributes
     ``path_stop`` (max_features, reconstruction, grid_end, n_features_to_select, lam) and
     ``path_stop_reason`` say where and why it stopped.

@@ -15,7 +15,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fsdask"
 
 #: module prefix → layer (longest prefix wins); lower layers must not import higher ones
 LAYERS = {
-    "fsdask.errors": 0, "fsdask._validation": 0, "fsdask.io": 0, "fsdask.results": 0,
+    "fsdask.errors": 0, "fsdask._validation": 0, "fsdask.config": 0, "fsdask.io": 0, "fsdask.results": 0,
     "fsdask.linalg": 1, "fsdask.cluster": 1,
     "fsdask.base": 2, "fsdask.methods": 2, "fsdask.datasets": 2,
     "fsdask.evaluate": 3, "fsdask.report": 3,

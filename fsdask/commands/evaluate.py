@@ -4,13 +4,19 @@ error of a selection as a function of the number of top-ranked features."""
 from __future__ import annotations
 
 import argparse
-
-import numpy as np
-
 import sys
 from typing import Any, Mapping
 
-from fsdask.commands import add_overwrite, add_scheduler, add_storage_options, check_count, parse_kv, storage_options
+import numpy as np
+
+from fsdask.commands import (
+    add_overwrite,
+    add_scheduler,
+    add_storage_options,
+    check_count,
+    parse_kv,
+    storage_options,
+)
 
 EPILOG = """\
 protocols
@@ -90,7 +96,7 @@ def open_data(url: str, so: Mapping[str, Any] | None = None):
     return open_dataset(url, storage_options=so)
 
 
-def _ranking(ds, result, method, params, so) -> tuple[np.ndarray, str, "object"]:
+def _ranking(ds, result, method, params, so) -> tuple[np.ndarray, str, object]:
     """(feature indices best first, method name, result or None) on all samples."""
     from fsdask.evaluate.protocol import check_result_matches, ranking_of
     if result is not None:
@@ -140,7 +146,8 @@ def evaluate(data: str, result: str | None = None, *, method: str | None = None,
     Output locations are checked before anything is computed.
     """
     from fsdask.errors import ParameterError
-    from fsdask.evaluate import evaluate as cv_evaluate, evaluate_result, write_evaluation
+    from fsdask.evaluate import evaluate as cv_evaluate
+    from fsdask.evaluate import evaluate_result, write_evaluation
     from fsdask.io.outputs import check_output, same_location
     from fsdask.results import write_table
 

@@ -42,7 +42,8 @@ def ingest(source: str, url: str, *, label: str | None = None, drop_unlabelled: 
     import math
 
     from fsdask.errors import ParameterError
-    from fsdask.io import ingest as ingest_file, open_dataset
+    from fsdask.io import ingest as ingest_file
+    from fsdask.io import open_dataset
     from fsdask.io.store import describe, safe_url
     so = dict(storage_options or {})
     if isinstance(chunk_mb, bool) or not isinstance(chunk_mb, (int, float)) or not math.isfinite(chunk_mb) \

@@ -332,8 +332,14 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
 
     import pandas as pd
 
-    from fsdask.io.store import (_provenance, _zarr_kwargs, atomic_store, checksum_encoding, combine_digests,
-                                 mark_complete)
+    from fsdask.io.store import (
+        _provenance,
+        _zarr_kwargs,
+        atomic_store,
+        checksum_encoding,
+        combine_digests,
+        mark_complete,
+    )
 
     header = pd.read_csv(path, sep=sep, nrows=0, index_col=0)
     sample_names = np.asarray(header.columns).astype(str)
@@ -442,7 +448,7 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
     return fingerprint
 
 
-def _append_columns(group: "zarr.Group", start: int, xb: np.ndarray, names: np.ndarray) -> None:
+def _append_columns(group: zarr.Group, start: int, xb: np.ndarray, names: np.ndarray) -> None:
     """Write ``xb`` (samples × w) and its feature ids at feature offset ``start``.
 
     ``xarray.Dataset.to_zarr(append_dim=…)`` would re-read the whole growing feature

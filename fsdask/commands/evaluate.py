@@ -4,11 +4,10 @@ error of a selection as a function of the number of top-ranked features."""
 from __future__ import annotations
 
 import argparse
-
-import numpy as np
-
 import sys
 from typing import Any, Mapping
+
+import numpy as np
 
 from fsdask.commands import (
     add_data_options,
@@ -100,7 +99,7 @@ def open_data(url: str, so: Mapping[str, Any] | None = None, read: Mapping[str, 
     return open_dataset(url, storage_options=so, **dict(read or {}))
 
 
-def _ranking(ds, result, method, params, so) -> tuple[np.ndarray, str, "object"]:
+def _ranking(ds, result, method, params, so) -> tuple[np.ndarray, str, object]:
     """(feature indices best first, method name, result or None) on all samples."""
     from fsdask.evaluate.protocol import check_result_matches, ranking_of
     if result is not None:
@@ -153,7 +152,8 @@ def evaluate(data: str, result: str | None = None, *, method: str | None = None,
     Output locations are checked before anything is computed.
     """
     from fsdask.errors import ParameterError
-    from fsdask.evaluate import evaluate as cv_evaluate, evaluate_result, write_evaluation
+    from fsdask.evaluate import evaluate as cv_evaluate
+    from fsdask.evaluate import evaluate_result, write_evaluation
     from fsdask.io.outputs import check_output, same_location
     from fsdask.results import write_table
 

@@ -51,7 +51,8 @@ def ingest(source: str, url: str, *, label: str | None = None, drop_unlabelled: 
     import math
 
     from fsdask.errors import ParameterError
-    from fsdask.io import ingest as ingest_file, open_dataset
+    from fsdask.io import ingest as ingest_file
+    from fsdask.io import open_dataset
     from fsdask.io.store import describe, safe_url
     so = dict(storage_options or {})
     read = dict(variable=variable, sample_dim=sample_dim, feature_dim=feature_dim, rechunk_to=rechunk_to,

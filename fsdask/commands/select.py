@@ -55,12 +55,13 @@ def select(url: str, *, method: str, output: str, params: Mapping[str, Any] | No
     the result store, so a failing command never leaves a result behind.
     """
     from fsdask import results
-    from fsdask.cluster import progress as show_progress, scheduler as run_on
+    from fsdask.cluster import progress as show_progress
+    from fsdask.cluster import scheduler as run_on
+    from fsdask.errors import ParameterError
     from fsdask.io import open_dataset
     from fsdask.io.outputs import check_output, same_location
     from fsdask.io.store import safe_url
     from fsdask.methods import get_method
-    from fsdask.errors import ParameterError
 
     stdout = stdout or sys.stdout
     so = dict(storage_options or {})

@@ -422,7 +422,7 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
     return fingerprint
 
 
-def _append_columns(group: "zarr.Group", start: int, xb: np.ndarray, names: np.ndarray) -> None:
+def _append_columns(group: zarr.Group, start: int, xb: np.ndarray, names: np.ndarray) -> None:
     """Write ``xb`` (samples × w) and its feature ids at feature offset ``start``.
 
     ``xarray.Dataset.to_zarr(append_dim=…)`` would re-read the whole growing feature

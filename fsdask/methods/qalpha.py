@@ -62,6 +62,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from fsdask import checkpoint
 from fsdask.base import FitOutput, SelectorMixin
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.linalg.execution import TREE_SUM_COPIES, Execution
@@ -301,6 +302,16 @@ class AlphaStep:
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
         return alpha, A, lam
+
+    # ---- checkpoints: what the next α-step reuses (warm starts, the RNG, the pass count)
+    def state(self) -> dict[str, Any]:
+        return {"solver_v": self.v_prev, "solver_a": self.a_prev, "solver_rng": checkpoint.rng_state(self.rng),
+                "solver_passes": self.n_passes}
+
+    def set_state(self, saved: dict[str, Any]) -> None:
+        self.v_prev, self.a_prev = saved.get("solver_v"), saved.get("solver_a")
+        checkpoint.set_rng_state(self.rng, saved["solver_rng"])
+        self.n_passes = int(saved["solver_passes"])
 
     # ---- Def. 2 in one pass per iteration (power variant, Gram solver)
     def fusable(self, spec: TallSpec) -> bool:
@@ -618,17 +629,30 @@ class QAlpha(SelectorMixin):
             raise ParameterError(f"init has shape {Q0.shape}; expected (n_samples, k) = ({q}, {k})")
         return orth(Q0)
 
-    def _iterate(self, step: Callable[[int], np.ndarray], max_iter: int) -> tuple[np.ndarray, int, bool]:
+    def _iterate(self, step: Callable[[int], np.ndarray], max_iter: int, slot=None,
+                 dump: Callable[[], dict] | None = None,
+                 load: Callable[[dict], None] | None = None) -> tuple[np.ndarray, int, bool]:
+        """Run ``step(r)`` until ‖Δα‖ < tol; ``slot`` checkpoints ``dump()`` (+ α, the objective)
+        and a resumed fit starts after the saved iteration with ``load(saved)``."""
         alpha_prev = None
         converged = False
         r = 0
-        for r in range(1, max_iter + 1):
+        saved = slot.restore() if slot is not None else None
+        if saved is not None:
+            load(saved)
+            alpha_prev, r, converged = saved["alpha"], saved["iteration"], saved["converged"]
+            self._obj[:] = [float(v) for v in saved["objective"]]
+        for r in range(r + 1, max_iter + 1 if not converged else r + 1):
             alpha = step(r)
             change = np.inf if alpha_prev is None else float(np.linalg.norm(alpha - alpha_prev))
             log.info("Q-α iteration %d: objective %.10g, ‖Δα‖ %.3g", r, self._obj[-1], change)
             alpha_prev = alpha
-            if change < self.tol:
-                converged = True
+            converged = change < self.tol
+            if slot is not None:
+                slot.reached(r, lambda: {**dump(), "alpha": alpha_prev, "converged": converged,
+                                         "objective": np.asarray(self._obj)},
+                             final=converged or r == max_iter)
+            if converged:
                 break
         if not converged:
             warnings.warn(f"Q-α stopped at max_iter={max_iter} before ‖Δα‖ < tol={self.tol}; "
@@ -688,7 +712,16 @@ class QAlpha(SelectorMixin):
             state["Q"] = Q
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        def dump() -> dict:
+            keep = {k: v for k, v in state.items() if v is not None}
+            return {**keep, **solve.state()}
+
+        def load(saved: dict) -> None:
+            state.update({k: saved.get(k) for k in state})
+            state["d"] = None if state["d"] is None else float(state["d"])
+            solve.set_state(saved)
+        slot = checkpoint.for_fit(self, X).slot(f"qalpha/{variant}/restart{getattr(self, '_restart', 0)}")
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, slot, dump, load)
         self.Q_ = state["Q"]
         self.n_passes_ = solve.n_passes + 1
         return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(self._obj),
@@ -744,7 +777,14 @@ class QAlpha(SelectorMixin):
             self._obj.append(val)
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        def dump() -> dict:
+            return {**{f"Q{g}_{h}": Qs[g, h] for g, h in pairs}, **solve.state()}
+
+        def load(saved: dict) -> None:
+            Qs.update({(g, h): saved[f"Q{g}_{h}"] for g, h in pairs})
+            solve.set_state(saved)
+        slot = checkpoint.for_fit(self, X, y).slot(f"qalpha/supervised/restart{getattr(self, '_restart', 0)}")
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, slot, dump, load)
         self.Q_ = {(classes[g].item() if hasattr(classes[g], "item") else classes[g],
                     classes[h].item() if hasattr(classes[h], "item") else classes[h]): Qs[g, h] for g, h in pairs}
         self.n_passes_ = solve.n_passes + 1
@@ -823,7 +863,12 @@ class QAlpha(SelectorMixin):
             state["a"] = alpha
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        def load(saved: dict) -> None:
+            state.update({k: saved[k] for k in state})
+            self.n_passes_ = int(saved["passes"])
+        slot = checkpoint.for_fit(self, X).slot("qalpha/kernel")
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, slot,
+                                                 lambda: {**state, "passes": self.n_passes_}, load)
         self.Q_ = None
         self.E_ = state["E"]
         name = self.kernel if isinstance(self.kernel, str) else ("rbf" if self.kernel is None else "callable")

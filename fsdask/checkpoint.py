@@ -183,7 +183,9 @@ def _differs(old: dict, new: dict) -> str | None:
     if old.get("method") != new["method"] or old.get("estimator") != new["estimator"]:
         return f"is for the method {old.get('method')}, not {new['method']}"
     if old.get("data") != new["data"]:
-        what = [k for k in new["data"] if (old.get("data") or {}).get(k) != new["data"][k]]
+        names = {"x": "the source or content of X", "shape": "its shape", "dtype": "its dtype", "chunks": "its chunks",
+                 "y": "the labels y"}
+        what = [names.get(k, k) for k in new["data"] if (old.get("data") or {}).get(k) != new["data"][k]]
         return f"was written for other data ({', '.join(what)} differ)"
     if old.get("params") != new["params"]:
         p0, p1 = old.get("params") or {}, new["params"]

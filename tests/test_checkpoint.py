@@ -56,11 +56,13 @@ def same_result(a, b):
     assert ra.attrs["n_iter"] == rb.attrs["n_iter"]
 
 
-def kill_at(store, out, opts, k, timeout=60.0):
-    """Start ``fsdask select`` in a subprocess; SIGKILL it once its checkpoint is at iteration ≥ k."""
+def kill_at(store, out, opts, k, timeout=60.0, argv=None):
+    """Start ``fsdask select`` (or ``argv``) in a subprocess; SIGKILL it once the checkpoint of
+    ``out`` is at iteration ≥ k."""
     ck = f"{out}.fsdask-checkpoint"
-    proc = subprocess.Popen([sys.executable, "-m", "fsdask.cli", "select", str(store), *opts, "-o", str(out),
-                             "--scheduler", "sync", "--no-progress", "--checkpoint-every", "1"],
+    argv = argv or ["select", str(store), *opts, "-o", str(out), "--scheduler", "sync", "--no-progress",
+                    "--checkpoint-every", "1"]
+    proc = subprocess.Popen([sys.executable, "-m", "fsdask.cli", *argv],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     t0 = time.monotonic()
     try:
@@ -93,6 +95,27 @@ def test_killed_fit_resumes_to_the_uninterrupted_result(method, store, tmp_path,
     assert not os.path.exists(f"{tmp_path / 'out.zarr'}.fsdask-checkpoint")   # removed once published
 
 
+def test_pipeline_rerun_continues_the_killed_fit(store, tmp_path, caplog):
+    import yaml
+    from fsdask.pipeline import run_pipeline
+    params = {"max_iter": 8, "theta": 1e-9, "n_features_to_select": 10}
+    step = {"url": str(store), "method": "logo", "param": params, "output": "logo.zarr", "scheduler": "sync",
+            "no_progress": True, "top": 0}
+    cfg = tmp_path / "night.yaml"
+    cfg.write_text(yaml.safe_dump({"steps": [{"name": "logo", "select": {**step, "checkpoint_every": 1}}]}))
+    reached = kill_at(store, tmp_path / "logo.zarr", None, k=3, argv=["run", str(cfg)])
+    assert 3 <= reached["logo"] < 8
+    with caplog.at_level(logging.WARNING, logger="fsdask"):
+        assert run_pipeline(cfg) == {"logo": "ran"}
+    assert f"resuming logo from the checkpoint {tmp_path / 'logo.zarr'}.fsdask-checkpoint at iteration " \
+           f"{reached['logo']}" in caplog.text
+    ref = tmp_path / "ref.yaml"
+    ref.write_text(yaml.safe_dump({"steps": [{"name": "ref", "select": {**step, "output": "ref.zarr"}}]}))
+    run_pipeline(ref)
+    same_result(tmp_path / "ref.zarr", tmp_path / "logo.zarr")
+    assert not os.path.exists(tmp_path / "logo.zarr.fsdask-checkpoint")
+
+
 def left_checkpoint(store, out, opts=QALPHA):
     """A finished fit's checkpoint at ``out``'s place (the Python API leaves it; the CLI removes it)."""
     from fsdask.methods import get_method
@@ -109,9 +132,11 @@ def test_checkpoint_of_other_data_options_or_version_is_refused(store, tmp_path,
     out = tmp_path / "out.zarr"
     path = left_checkpoint(store, out)
     other = make_store(tmp_path / "other.zarr", seed=1)
+    capsys.readouterr()
     assert select(other, out, QALPHA) == 2
     err = capsys.readouterr().err
-    assert "other data" in err and path in err and "--restart" in err and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"fsdask select: error: checkpoint {path} was written for other data (the source or content of X")
+    assert "--restart" in err and len(err.strip().splitlines()) == 1
     assert select(store, out, [*QALPHA, "--param", "k=2"]) == 2
     assert "other options (k: 3 → 2)" in capsys.readouterr().err
     monkeypatch.setattr(fsdask, "__version__", "99.0")
@@ -128,6 +153,7 @@ def test_checkpoint_of_other_data_options_or_version_is_refused(store, tmp_path,
 def test_damaged_checkpoint_is_named(store, tmp_path, capsys):
     out = tmp_path / "out.zarr"
     path = left_checkpoint(store, out)
+    capsys.readouterr()
     with open(path, "r+b") as fh:
         fh.truncate(os.path.getsize(path) // 2)
     assert select(store, out, QALPHA) == 2

@@ -3,10 +3,9 @@ problem, bad input, and the examples scaffolding."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
-import re
 import pathlib
+import re
 
 import dask
 import dask.array as da

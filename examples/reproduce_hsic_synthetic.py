@@ -160,7 +160,7 @@ def main() -> None:
         X, y = s.X.values.astype(np.float64), s.y
         for rho in RHOS:
             try:
-                est = fsdask.SparseHSIC(gamma=1.1, rho=rho, response="continuous", rho_grid=None).fit(X, y)
+                est = fsdask.SparseHSIC(gamma=1.1, rho=rho, response="continuous", rho_grid=None, standardize=False).fit(X, y)
                 sup = est.get_support()
             except fsdask.errors.ParameterError:  # ρ above max A_i²: nothing selected
                 sup = np.zeros(60, bool)

@@ -66,11 +66,11 @@ def main() -> None:
         for m in M_LIST:
             if m > p:
                 continue
-            r = evaluate(X, y, fsdask.SparseHSIC(n_features_to_select=m, rho_grid=None), protocol="loo",
+            r = evaluate(X, y, fsdask.SparseHSIC(n_features_to_select=m, rho_grid=None, standardize=False), protocol="loo",
                          classifier="svm", n_features=[m], selection="once")
             once.append((100 * (1 - r.best_error), m, r.best_n_errors))
         acc_once, m_once, e_once = max(once, key=lambda t: (t[0], -t[1]))
-        ins = evaluate(X, y, fsdask.SparseHSIC(n_features_to_select=K_INSIDE, rho_grid=None), protocol="loo",
+        ins = evaluate(X, y, fsdask.SparseHSIC(n_features_to_select=K_INSIDE, rho_grid=None, standardize=False), protocol="loo",
                        classifier="svm", n_features=M_LIST, selection="inside")
         acc_in, m_in, e_in = best(ins)
         f_once = best(evaluate(X, y, "f", protocol="loo", classifier="svm", n_features=M_LIST, selection="once"))

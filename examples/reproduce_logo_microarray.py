@@ -58,7 +58,7 @@ def main() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             if keep.size == len(y):
-                res = evaluate(X, y, "logo", {"sigma": 5.0, "lam": 1.0}, protocol="loo", classifier="knn",
+                res = evaluate(X, y, "logo", {"sigma": 5.0, "lam": 1.0, "standardize": False}, protocol="loo", classifier="knn",
                                n_neighbors=3, n_features=50, selection="inside")
                 err, m = res.best_error, res.best_n_features
                 note = f"{len(y)} folds"
@@ -97,7 +97,7 @@ def _subsampled_loo(X, y, keep):
     errs = np.zeros(50)
     for i in keep:
         tr = np.setdiff1d(np.arange(len(y)), [i])
-        est = Logo(sigma=5.0, lam=1.0).fit(X[tr], y[tr])
+        est = Logo(sigma=5.0, lam=1.0, standardize=False).fit(X[tr], y[tr])
         order = np.argsort(est.ranking_)[:50]
         mu, sd = X[tr][:, order].mean(0), X[tr][:, order].std(0)
         sd = np.where(sd > 0, sd, 1.0)

@@ -35,7 +35,7 @@ def fit(n_irr: int, turns: float = 1.0, scale: float = 3.0, **params):
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        est = Logo(**params).fit(X, syn.y)
+        est = Logo(standardize=False, **params).fit(X, syn.y)
     return est, time.perf_counter() - t
 
 

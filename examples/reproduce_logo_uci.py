@@ -51,7 +51,7 @@ def one_run(X, y, n_orig, n_train, n_test, seed):
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        est = Logo(sigma=2.0, lam=1.0).fit(X[tr], y[tr])
+        est = Logo(sigma=2.0, lam=1.0, standardize=False).fit(X[tr], y[tr])
     secs = time.perf_counter() - t
     order = np.argsort(est.ranking_)
     errs = [svm_error(X[tr][:, order[:m]], y[tr], X[te][:, order[:m]], y[te]) for m in range(1, 31)]

@@ -222,7 +222,7 @@ if __name__ == "__main__":
                "low glass errors; ours has the 9 chemical measurements only.",
                "housing is a regression set here (the paper's classification error on it is not reproducible "
                "without its discretisation); hrct is not available.",
-               "Data differences: see cpfs_reconstruction.md (glass 9 vs 10 features, bupa 5 vs 6, face and "
+               f"Data differences: see cpfs_reconstruction{suffix}.md (glass 9 vs 10 features, bupa 5 vs 6, face and "
                "gene ALL are different versions)."])
     write_summary("cpfs_figures" + suffix, SUMMARY)
     print(f"total {time.perf_counter() - t0:.0f} s")

@@ -227,39 +227,52 @@ class EvaluationResult:
                    wall_time_s=float(a.get("cv_wall_time_s", 0.0)))
 
 
-def write_evaluation(res: EvaluationResult | xr.Dataset, path: str) -> str:
-    """Write an evaluation to ``path``: ``.nc`` (netCDF) or anything else as a Zarr v3 store."""
-    import os
-    from fsdask.results import clean_attrs
+def write_evaluation(res: EvaluationResult | xr.Dataset, path: str, *, storage_options: dict | None = None,
+                     overwrite: bool = False, inputs: tuple = ()) -> str:
+    """Write an evaluation to ``path``: ``.nc`` (local netCDF) or anything else as a Zarr v3 store
+    (local or fsspec URL), publish-then-swap; an existing path is replaced only when it is an
+    fsdask evaluation and ``overwrite`` is given."""
+    from fsdask.results import clean_attrs, write_store
     ds = res.to_dataset() if isinstance(res, EvaluationResult) else res.copy()
     ds.attrs = clean_attrs(ds.attrs)
     ds.attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in ds.attrs.items()}
-    if str(path).endswith(".nc"):
-        if "cv_fold_ranking_feature" in ds:
-            v = ds["cv_fold_ranking_feature"]
-            ds["cv_fold_ranking_feature"] = (v.dims, np.array([[str(x) for x in row] for row in v.values], dtype="U"))
-        ds.to_netcdf(path)
-    else:
-        import shutil
-        if os.path.exists(path):
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False)
+    if not str(path).endswith(".nc"):
+        return write_store(ds, path, kind="evaluation", storage_options=storage_options, overwrite=overwrite,
+                           inputs=inputs)
+    from fsdask.errors import StoreError
+    from fsdask.io.outputs import KIND_ATTR, _is_local, publish_file
+    if not _is_local(str(path)):
+        raise StoreError(f"{path}: netCDF is written to local files only; use a .zarr URL for object storage")
+    if "cv_fold_ranking_feature" in ds:
+        v = ds["cv_fold_ranking_feature"]
+        ds["cv_fold_ranking_feature"] = (v.dims, np.array([[str(x) for x in row] for row in v.values], dtype="U"))
+    ds.attrs[KIND_ATTR] = "evaluation"
+    with publish_file(path, kind="evaluation", overwrite=overwrite, inputs=inputs) as tmp:
+        ds.to_netcdf(tmp)
     return str(path)
 
 
-def open_evaluation(path: str) -> EvaluationResult:
+def open_evaluation(path: str, storage_options: dict | None = None) -> EvaluationResult:
     """Open an evaluation written by :func:`write_evaluation` / ``fsdask evaluate --output``."""
     import os
     from fsdask.errors import StoreError
-    if not os.path.exists(path):
+    from fsdask.io.outputs import _is_local
+    if _is_local(str(path)) and not os.path.exists(path):
         raise StoreError(f"{path}: no such evaluation; write one with `fsdask evaluate … --output {path}`")
+    if str(path).endswith(".nc"):
+        try:
+            ds = xr.open_dataset(path).load()
+        except Exception as exc:
+            raise StoreError(f"{path}: not a readable evaluation ({type(exc).__name__}: {exc})") from None
+        from fsdask.io.store import plain_strings
+        ds = plain_strings(ds)
+    else:
+        from fsdask.results import open_store
+        ds = open_store(path, storage_options, what="evaluation")
     try:
-        ds = (xr.open_dataset(path) if str(path).endswith(".nc")
-              else xr.open_zarr(path, consolidated=False, zarr_format=3)).load()
+        return EvaluationResult.from_dataset(ds)
     except Exception as exc:
-        raise StoreError(f"{path}: not a readable evaluation ({type(exc).__name__}: {exc})") from exc
-    from fsdask.io.store import plain_strings
-    return EvaluationResult.from_dataset(plain_strings(ds))
+        raise StoreError(f"{path}: not an fsdask evaluation ({type(exc).__name__}: {exc})") from None
 
 
 # ---------------------------------------------------------------------------------------------

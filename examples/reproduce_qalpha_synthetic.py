@@ -64,6 +64,7 @@ def weston(rows):
     for n_train in WESTON_SIZES:
         res = {("sup", 2): [], ("sup", 6): [], ("uns", 2): [], ("uns", 6): []}
         hits = {"sup": [], "uns": []}
+        strong = {"sup": [], "uns": []}   # of features 1–3 (class signal in 70 % of samples) in the top 6
         for rep in range(WESTON_RUNS):
             syn = weston_linear(n_samples=n_train + 500, random_state=100 + rep)
             X, y = syn.X.values.astype(float), syn.y
@@ -76,6 +77,7 @@ def weston(rows):
                 est.fit(Xtr, ytr if mode == "sup" else None)
                 order = np.argsort(-est.scores_)
                 hits[mode].append(len(set(order[:6]) & set(range(6))))
+                strong[mode].append(len(set(order[:6]) & {0, 1, 2}))
                 for m in (2, 6):
                     clf = LinearSVC(C=1.0, dual="auto").fit(Xtr[:, order[:m]], ytr)
                     res[mode, m].append(1 - clf.score(Xte[:, order[:m]], yte))
@@ -97,7 +99,8 @@ def weston(rows):
             gap = uns - sup
             SUMMARY.append(entry("Q-α Fig. 3a (Weston linear, 100 training points): unsupervised vs supervised",
                                  "'only slightly inferior'", f"top-6 error {uns:.3f} vs {sup:.3f} "
-                                 f"(relevant in top 6: {np.mean(hits['uns']):.2f} vs {np.mean(hits['sup']):.2f})",
+                                 f"(relevant in top 6: {np.mean(hits['uns']):.2f} vs {np.mean(hits['sup']):.2f}, of "
+                                 f"which of features 1–3: {np.mean(strong['uns']):.2f} vs {np.mean(strong['sup']):.2f})",
                                  "match" if gap <= 0.05 else "worse",
                                  "'slightly' read as ≤ 0.05 more test error; see the Weston notes of the results file"))
 

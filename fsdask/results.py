@@ -24,8 +24,16 @@ import zarr
 
 from fsdask.errors import StoreError
 from fsdask.io.outputs import KIND_ATTR, publish_file
-from fsdask.io.store import (COMPLETE_ATTR, _is_local, _local, _zarr_kwargs, atomic_store, checksum_encoding,
-                             plain_strings, safe_url)
+from fsdask.io.store import (
+    COMPLETE_ATTR,
+    _is_local,
+    _local,
+    _zarr_kwargs,
+    atomic_store,
+    checksum_encoding,
+    plain_strings,
+    safe_url,
+)
 
 
 def _jsonable(value: Any) -> Any:
@@ -142,7 +150,7 @@ def top_table(result: xr.Dataset, k: int = 20) -> list[tuple[int, str, float, bo
              bool(result["selected"].values[i])) for i in order]
 
 
-def ranked_table(result: xr.Dataset) -> "pandas.DataFrame":  # noqa: F821
+def ranked_table(result: xr.Dataset) -> pandas.DataFrame:  # noqa: F821
     """Every feature, best first: rank, feature, weight, selected."""
     import pandas as pd
     order = np.argsort(result["rank"].values, kind="stable")
@@ -160,7 +168,7 @@ def write_csv(result: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = 
     return write_table(ranked_table(result), path, overwrite=overwrite, inputs=inputs, index=False)
 
 
-def write_table(df: "pandas.DataFrame", path: str | os.PathLike, *, overwrite: bool = False,  # noqa: F821
+def write_table(df: pandas.DataFrame, path: str | os.PathLike, *, overwrite: bool = False,  # noqa: F821
                 inputs: tuple = (), index: bool = True) -> str:
     """Write ``df`` as CSV to a local ``path`` with :func:`fsdask.io.outputs.publish_file`."""
     path = os.fspath(path)

@@ -15,18 +15,30 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fsdask"
 
 #: module prefix → layer (longest prefix wins); lower layers must not import higher ones
 LAYERS = {
-    "fsdask.errors": 0, "fsdask._validation": 0, "fsdask.io": 0, "fsdask.results": 0,
-    "fsdask.linalg": 1, "fsdask.cluster": 1,
-    "fsdask.base": 2, "fsdask.methods": 2, "fsdask.datasets": 2,
-    "fsdask.evaluate": 3, "fsdask.report": 3,
-    "fsdask.commands": 4, "fsdask.pipeline": 4, "fsdask.testing": 4,
+    "fsdask.errors": 0,
+    "fsdask._validation": 0,
+    "fsdask.config": 0,
+    "fsdask.io": 0,
+    "fsdask.results": 0,
+    "fsdask.linalg": 1,
+    "fsdask.cluster": 1,
+    "fsdask.base": 2,
+    "fsdask.methods": 2,
+    "fsdask.datasets": 2,
+    "fsdask.evaluate": 3,
+    "fsdask.report": 3,
+    "fsdask.commands": 4,
+    "fsdask.pipeline": 4,
+    "fsdask.testing": 4,
     "fsdask.cli": 5,
 }
 NAMES = {0: "io", 1: "linalg", 2: "methods", 3: "evaluate/report", 4: "commands/pipeline", 5: "cli"}
 
 
 def layer(module: str) -> int | None:
-    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None)
+    best = max(
+        (p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None
+    )
     if best is None and module.startswith("fsdask._"):
         return 0  # private helpers at the top (like _validation) sit at the bottom
     return None if best is None else LAYERS[best]
@@ -48,10 +60,15 @@ def imports(path: pathlib.Path, source: str | None = None) -> list[tuple[int, st
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1]
+                    + ([base] if base else [])
+                )
             # ``from fsdask import linalg`` names a submodule: count the submodule
-            found += [(node.lineno, f"{base}.{a.name}" if layer(f"{base}.{a.name}") is not None else base)
-                      for a in node.names]
+            found += [
+                (node.lineno, f"{base}.{a.name}" if layer(f"{base}.{a.name}") is not None else base)
+                for a in node.names
+            ]
     return [(line, m) for line, m in found if m == "fsdask" or m.startswith("fsdask.")]
 
 
@@ -65,8 +82,11 @@ def test_every_module_has_a_layer():
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
 def test_imports_point_down(path):
     me = layer(module_name(path))
-    upward = [f"{path.relative_to(PACKAGE.parent)}:{line} imports {m} ({NAMES[layer(m)]} is above {NAMES[me]})"
-              for line, m in imports(path) if m != "fsdask" and layer(m) is not None and layer(m) > me]
+    upward = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {m} ({NAMES[layer(m)]} is above {NAMES[me]})"
+        for line, m in imports(path)
+        if m != "fsdask" and layer(m) is not None and layer(m) > me
+    ]
     assert upward == []
 
 

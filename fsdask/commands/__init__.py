@@ -16,7 +16,7 @@ import yaml
 from fsdask.errors import ParameterError
 
 #: the subcommands, in the order ``fsdask --help`` lists them
-COMMANDS = ("ingest", "info", "select", "evaluate", "report", "verify", "run", "demo")
+COMMANDS = ("ingest", "info", "select", "evaluate", "report", "export", "verify", "run", "demo")
 
 
 def parse_kv(items: list[str] | None, what: str = "--param") -> dict[str, Any]:
@@ -56,6 +56,30 @@ def add_scheduler(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true",
                    help="do not show progress (a bar on a terminal, otherwise a line every "
                         "$FSDASK_PROGRESS_INTERVAL seconds, default 10, on stderr)")
+
+
+def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
+    """Options of every command that reads a dataset other tools may have written."""
+    g = p.add_argument_group("data written by other tools (xarray, zarr-python, AnnData)")
+    g.add_argument("--variable", help="the matrix to read (default: X, else the only 2-D variable); "
+                                      "AnnData: X, raw or layers/NAME")
+    g.add_argument("--sample-dim", help="name of the dim holding samples (dims are matched by name, never "
+                                        "by position)")
+    g.add_argument("--feature-dim", help="name of the dim holding features")
+    if label:
+        g.add_argument("--label", help="label variable along the sample dim; AnnData: obs column "
+                                       "(obs:cell_type). Default: y, label, class, target, cell_type")
+    g.add_argument("--rechunk-to", metavar="URL",
+                   help="where to write a rechunked copy when the store's chunking cannot be re-blocked "
+                        "in memory (default: a temporary directory, removed at exit)")
+    g.add_argument("--memory-budget", metavar="SIZE", help="memory one task may use while re-blocking "
+                                                            "(default 512MB)")
+
+
+def data_options(args: argparse.Namespace, *, label: bool = True) -> dict[str, Any]:
+    """Keyword arguments of the command functions from :func:`add_data_options`'s options."""
+    keys = ("variable", "sample_dim", "feature_dim", "label", "rechunk_to", "memory_budget")
+    return {k: getattr(args, k, None) for k in keys if label or k != "label"}
 
 
 def add_overwrite(p: argparse.ArgumentParser) -> None:

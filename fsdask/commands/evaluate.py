@@ -4,13 +4,21 @@ error of a selection as a function of the number of top-ranked features."""
 from __future__ import annotations
 
 import argparse
-
-import numpy as np
-
 import sys
 from typing import Any, Mapping
 
-from fsdask.commands import add_overwrite, add_scheduler, add_storage_options, check_count, parse_kv, storage_options
+import numpy as np
+
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_scheduler,
+    add_storage_options,
+    check_count,
+    data_options,
+    parse_kv,
+    storage_options,
+)
 
 EPILOG = """\
 protocols
@@ -54,7 +62,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-standardize", action="store_true", help="feed raw features to the classifier")
     p.add_argument("--parallel", choices=("auto", "folds", "within"), default="auto",
                    help="folds as parallel tasks (X in memory), or folds in turn with each selection "
-                        "parallel over feature blocks (auto: folds when X ≤ 2 GiB)")
+                        "parallel over feature blocks (auto: folds when X fits fsdask.memory-budget, 1 GiB)")
     p.add_argument("--reconstruction", action="store_true",
                    help="unsupervised: instead of a classifier, print the normalised reconstruction error "
                         "‖X − X_S X_S⁺ X‖²/‖X‖² (and PEV = 1 − it) of the top 1..--max-features features, "
@@ -65,10 +73,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_overwrite(p)
     add_scheduler(p)
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
-def open_data(url: str, so: Mapping[str, Any] | None = None):
+def open_data(url: str, so: Mapping[str, Any] | None = None, read: Mapping[str, Any] | None = None):
     """An fsdask dataset from a Zarr store or a ``.npz`` file (shared/data layout)."""
     if str(url).endswith(".npz"):
         import zipfile
@@ -87,10 +96,10 @@ def open_data(url: str, so: Mapping[str, Any] | None = None):
                              "layout of shared/data/README.md (arrays X, y, …, saved without pickles)") from None
         return to_dataset(X, y, info)
     from fsdask.io import open_dataset
-    return open_dataset(url, storage_options=so)
+    return open_dataset(url, storage_options=so, **dict(read or {}))
 
 
-def _ranking(ds, result, method, params, so) -> tuple[np.ndarray, str, "object"]:
+def _ranking(ds, result, method, params, so) -> tuple[np.ndarray, str, object]:
     """(feature indices best first, method name, result or None) on all samples."""
     from fsdask.evaluate.protocol import check_result_matches, ranking_of
     if result is not None:
@@ -133,19 +142,25 @@ def evaluate(data: str, result: str | None = None, *, method: str | None = None,
              max_features: int = 50, standardize: bool = True, parallel: str = "auto",
              reconstruction: bool = False, output: str | None = None, csv: str | None = None,
              all_rows: bool = False, overwrite: bool = False, scheduler: str = "threads",
-             memory_limit: str | None = None, storage_options: Mapping[str, Any] | None = None, stdout=None):
+             memory_limit: str | None = None,
+             variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+             label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
+             storage_options: Mapping[str, Any] | None = None, stdout=None):
     """Cross-validate a selection (or its reconstruction error); print and optionally write it.
 
     Returns the :class:`~fsdask.evaluate.EvaluationResult` (None with ``reconstruction``).
     Output locations are checked before anything is computed.
     """
     from fsdask.errors import ParameterError
-    from fsdask.evaluate import evaluate as cv_evaluate, evaluate_result, write_evaluation
+    from fsdask.evaluate import evaluate as cv_evaluate
+    from fsdask.evaluate import evaluate_result, write_evaluation
     from fsdask.io.outputs import check_output, same_location
     from fsdask.results import write_table
 
     stdout = stdout or sys.stdout
     so = dict(storage_options or {})
+    read = dict(variable=variable, sample_dim=sample_dim, feature_dim=feature_dim, label=label,
+                rechunk_to=rechunk_to, memory_budget=memory_budget)  # how to read data other tools wrote
     if (result is None) == (method is None):
         raise ParameterError("give either --method NAME (refit in the protocol) or a RESULT store to evaluate, "
                              "not both and not neither")
@@ -160,7 +175,7 @@ def evaluate(data: str, result: str | None = None, *, method: str | None = None,
         check_output(output, so, kind="evaluation", overwrite=overwrite, inputs=inputs)
     if csv:
         check_output(csv, kind="csv", overwrite=overwrite, inputs=inputs)
-    ds = open_data(data, so)
+    ds = open_data(data, so, read)
     if reconstruction:
         _reconstruction(ds, result, method, params, so, max_features=max_features, all_rows=all_rows, csv=csv,
                         overwrite=overwrite, inputs=inputs, scheduler=scheduler, memory_limit=memory_limit,
@@ -202,5 +217,6 @@ def run(args: argparse.Namespace) -> int:
              selection=args.selection, max_features=args.max_features, standardize=not args.no_standardize,
              parallel=args.parallel, reconstruction=args.reconstruction, output=args.output, csv=args.csv,
              all_rows=args.all_rows, overwrite=args.overwrite, scheduler=args.scheduler,
-             memory_limit=args.memory_limit, storage_options=storage_options(args))
+             memory_limit=args.memory_limit, storage_options=storage_options(args),
+             **data_options(args))
     return 0

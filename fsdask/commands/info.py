@@ -6,7 +6,13 @@ import argparse
 import sys
 from typing import Any, Mapping
 
-from fsdask.commands import add_storage_options, check_count, storage_options
+from fsdask.commands import (
+    add_data_options,
+    add_storage_options,
+    check_count,
+    data_options,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -16,10 +22,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("url")
     p.add_argument("--top", type=int, default=10, help="for a result: how many top features to list")
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
-def info(url: str, *, top: int = 10, storage_options: Mapping[str, Any] | None = None, stdout=None) -> None:
+def info(url: str, *, top: int = 10, variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+         label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
+         storage_options: Mapping[str, Any] | None = None, stdout=None) -> None:
     """Print a summary of the dataset or result at ``url``."""
     from fsdask.errors import StoreError
     from fsdask.io import open_dataset
@@ -27,9 +36,11 @@ def info(url: str, *, top: int = 10, storage_options: Mapping[str, Any] | None =
     from fsdask.results import open_result, top_table
     stdout = stdout or sys.stdout
     so = dict(storage_options or {})
+    read = dict(variable=variable, sample_dim=sample_dim, feature_dim=feature_dim, label=label,
+                rechunk_to=rechunk_to, memory_budget=memory_budget)  # how to read data other tools wrote
     check_count(top, "--top")
     try:
-        ds = open_dataset(url, storage_options=so)
+        ds = open_dataset(url, storage_options=so, **read)
     except StoreError as exc:
         if "no variable 'X'" not in str(exc):
             raise
@@ -43,5 +54,6 @@ def info(url: str, *, top: int = 10, storage_options: Mapping[str, Any] | None =
 
 
 def run(args: argparse.Namespace) -> int:
-    info(args.url, top=args.top, storage_options=storage_options(args))
+    info(args.url, top=args.top, storage_options=storage_options(args),
+         **data_options(args))
     return 0

@@ -6,7 +6,14 @@ import argparse
 import sys
 from typing import Any, Mapping, Sequence
 
-from fsdask.commands import add_overwrite, add_storage_options, check_count, storage_options
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_storage_options,
+    check_count,
+    data_options,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -24,11 +31,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--title", help="page title")
     add_overwrite(p)
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
 def report(result: str, *, out: str, data: str | None = None, evaluation: Sequence[str] = (),
            csv: bool = False, top: int = 30, title: str | None = None, overwrite: bool = False,
+           variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+           label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
            storage_options: Mapping[str, Any] | None = None, stdout=None) -> str:
     """Write the HTML report of ``result`` to the folder ``out``; return the index path."""
     from fsdask.commands.evaluate import open_data
@@ -38,13 +48,15 @@ def report(result: str, *, out: str, data: str | None = None, evaluation: Sequen
     from fsdask.results import open_result
 
     so = dict(storage_options or {})
+    read = dict(variable=variable, sample_dim=sample_dim, feature_dim=feature_dim, label=label,
+                rechunk_to=rechunk_to, memory_budget=memory_budget)  # how to read data other tools wrote
     check_count(top, "--top")
     if isinstance(evaluation, str):
         evaluation = [evaluation]
     inputs = tuple(x for x in (result, data, *evaluation) if x)
     check_output(out, kind="report", overwrite=overwrite, inputs=inputs)
     res = open_result(result, storage_options=so)
-    ds = open_data(data, so) if data else None
+    ds = open_data(data, so, read) if data else None
     evs = [open_evaluation(e, storage_options=so) for e in evaluation]
     index = make_report(res, out, data=ds, evaluations=evs, csv=csv, top=top, title=title,
                         overwrite=overwrite, inputs=inputs)
@@ -54,5 +66,6 @@ def report(result: str, *, out: str, data: str | None = None, evaluation: Sequen
 
 def run(args: argparse.Namespace) -> int:
     report(args.result, out=args.out, data=args.data, evaluation=args.evaluation, csv=args.csv, top=args.top,
-           title=args.title, overwrite=args.overwrite, storage_options=storage_options(args))
+           title=args.title, overwrite=args.overwrite, storage_options=storage_options(args),
+           **data_options(args))
     return 0

@@ -7,7 +7,16 @@ import sys
 import time
 from typing import Any, Mapping
 
-from fsdask.commands import add_overwrite, add_scheduler, add_storage_options, check_count, parse_kv, storage_options
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_scheduler,
+    add_storage_options,
+    check_count,
+    data_options,
+    parse_kv,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -30,12 +39,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--no-overwrite", action="store_true", help=argparse.SUPPRESS)  # the default now
     add_scheduler(p)
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
 def select(url: str, *, method: str, output: str, params: Mapping[str, Any] | None = None,
            csv: str | None = None, top: int = 20, overwrite: bool = False, scheduler: str = "threads",
            memory_limit: str | None = None, progress: bool = True,
+           variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+           label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
            storage_options: Mapping[str, Any] | None = None, stdout=None) -> str:
     """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
 
@@ -43,18 +55,21 @@ def select(url: str, *, method: str, output: str, params: Mapping[str, Any] | No
     the result store, so a failing command never leaves a result behind.
     """
     from fsdask import results
-    from fsdask.cluster import progress as show_progress, scheduler as run_on
+    from fsdask.cluster import progress as show_progress
+    from fsdask.cluster import scheduler as run_on
+    from fsdask.errors import ParameterError
     from fsdask.io import open_dataset
     from fsdask.io.outputs import check_output, same_location
     from fsdask.io.store import safe_url
     from fsdask.methods import get_method
-    from fsdask.errors import ParameterError
 
     stdout = stdout or sys.stdout
     so = dict(storage_options or {})
+    read = dict(variable=variable, sample_dim=sample_dim, feature_dim=feature_dim, label=label,
+                rechunk_to=rechunk_to, memory_budget=memory_budget)  # how to read data other tools wrote
     check_count(top, "--top")
     est = get_method(method, **dict(params or {}))
-    ds = open_dataset(url, storage_options=so)
+    ds = open_dataset(url, storage_options=so, **read)
     check_output(output, so, kind="result", overwrite=overwrite, inputs=(url,))
     if csv:
         if same_location(csv, output):
@@ -81,5 +96,6 @@ def select(url: str, *, method: str, output: str, params: Mapping[str, Any] | No
 def run(args: argparse.Namespace) -> int:
     select(args.url, method=args.method, output=args.output, params=parse_kv(args.param), csv=args.csv,
            top=args.top, overwrite=args.overwrite, scheduler=args.scheduler, memory_limit=args.memory_limit,
-           progress=not args.no_progress, storage_options=storage_options(args))
+           progress=not args.no_progress, storage_options=storage_options(args),
+           **data_options(args))
     return 0

@@ -31,12 +31,10 @@ import pandas as pd
 import xarray as xr
 
 from fsdask.errors import FsdaskError, InputError, ParameterError
+from fsdask.linalg.execution import fits
 from fsdask.evaluate.metrics import jaccard_stability, kuncheva_index
 
 log = logging.getLogger("fsdask")
-
-#: X larger than this (bytes) is not loaded into memory: folds then run one after another
-IN_MEMORY_LIMIT = 2 * 2**30
 
 PROTOCOLS = ("loo", "kfold")
 SELECTIONS = ("inside", "once")
@@ -552,7 +550,8 @@ def evaluate_classifiers(
     import dask.array as da
     from fsdask.cluster import scheduler as scheduler_ctx
     nbytes = n * p * np.dtype(getattr(Xa, "dtype", np.float64)).itemsize
-    in_memory = not isinstance(Xa, da.Array) or nbytes <= IN_MEMORY_LIMIT
+    # X that fits the memory budget is loaded and folds run in parallel; else one after another
+    in_memory = not isinstance(Xa, da.Array) or fits(nbytes)
     mode = parallel if parallel != "auto" else ("folds" if in_memory else "within")
     if mode not in ("folds", "within"):
         raise ParameterError(f"parallel={parallel!r}; use 'auto', 'folds' or 'within'")
@@ -675,7 +674,7 @@ def evaluate(
     parallel
         ``"folds"``: every fold is one task (X must fit in memory; the fold's selection runs
         single-threaded inside its task); ``"within"``: folds one after another, each
-        selection parallel over feature blocks; ``"auto"``: folds when X ≤ 2 GiB.
+        selection parallel over feature blocks; ``"auto"``: folds when X fits the memory budget (dask config ``fsdask.memory-budget``, 1 GiB).
 
     Returns
     -------

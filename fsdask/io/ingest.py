@@ -180,27 +180,6 @@ def _read_mat(path: Path, x_key: str | None, y_key: str | None) -> dict:
     return {"X": np.asarray(X), "y": y, "feature_names": None, "sample_names": None, "class_names": None}
 
 
-def _read_h5ad(path: Path, label: str | None) -> dict:
-    try:
-        import anndata
-    except ImportError as exc:
-        raise InputError(f"{path}: .h5ad needs anndata: pip install 'fsdask[h5ad]'") from exc
-    try:
-        a = anndata.read_h5ad(path, backed="r")
-    except Exception as exc:
-        raise InputError(f"{path}: not a readable .h5ad file ({type(exc).__name__}: {exc})") from None
-    X = a.X[:]
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    y = None
-    if label is not None:
-        if label not in a.obs:
-            raise InputError(f"{path}: no obs column {label!r} (found {list(a.obs.columns)})")
-        y = np.asarray(a.obs[label])
-    return {"X": np.asarray(X), "y": y, "feature_names": np.asarray(a.var_names),
-            "sample_names": np.asarray(a.obs_names), "class_names": None}
-
-
 @contextlib.contextmanager
 def _csv_errors(path: Path, sep: str):
     """Turn pandas' parse and decode failures into one-line InputErrors."""
@@ -332,8 +311,8 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
 
     import pandas as pd
 
-    from fsdask.io.store import (_provenance, _zarr_kwargs, atomic_store, checksum_encoding, combine_digests,
-                                 mark_complete)
+    from fsdask.io.store import (FORMAT_ATTR, FORMAT_VERSION, _provenance, _zarr_kwargs, atomic_store,
+                                 checksum_encoding, combine_digests, mark_complete)
 
     header = pd.read_csv(path, sep=sep, nrows=0, index_col=0)
     sample_names = np.asarray(header.columns).astype(str)
@@ -354,7 +333,8 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
     def write_chunk(target: str, xb: np.ndarray, nb: np.ndarray) -> None:
         if state["written"] == 0:  # xarray lays out the store (dimension names, coordinates)
             ds = xr.Dataset({"X": (("sample", "feature"), xb)},
-                            coords={"feature": nb, "sample": sample_names.astype(object)})
+                            coords={"feature": nb, "sample": sample_names.astype(object)},
+                            attrs={FORMAT_ATTR: FORMAT_VERSION})  # recognisable as fsdask's while written
             ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False,
                        encoding=checksum_encoding(ds.variables, {"X": {"chunks": (n, block)}}), **kwargs)
             state["group"] = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
@@ -442,7 +422,7 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
     return fingerprint
 
 
-def _append_columns(group: "zarr.Group", start: int, xb: np.ndarray, names: np.ndarray) -> None:
+def _append_columns(group: zarr.Group, start: int, xb: np.ndarray, names: np.ndarray) -> None:
     """Write ``xb`` (samples × w) and its feature ids at feature offset ``start``.
 
     ``xarray.Dataset.to_zarr(append_dim=…)`` would re-read the whole growing feature
@@ -475,6 +455,11 @@ def ingest(
     y_key: str | None = None,
     batch: int = 10_000,
     drop_unlabelled: bool = False,
+    variable: str | None = None,
+    sample_dim: str | None = None,
+    feature_dim: str | None = None,
+    rechunk_to: str | None = None,
+    memory_budget: Any = None,
 ) -> str:
     """Convert ``source`` to an fsdask Zarr dataset at ``url``; return its fingerprint.
 
@@ -490,7 +475,11 @@ def ingest(
         For in-memory sources.  String labels are encoded as codes with ``class_names``.
     label
         CSV: the column (samples as rows) or row (features as rows) holding the labels;
-        ``.h5ad``: the ``obs`` column.
+        ``.h5ad``/AnnData/Zarr stores: the label variable or ``obs`` column.
+    variable, sample_dim, feature_dim, rechunk_to, memory_budget
+        For a Zarr store (any writer), an ``.h5ad`` file, an AnnData-on-Zarr store or an
+        in-memory ``AnnData``: read with :func:`fsdask.open_dataset` (block by block) and
+        copied to the canonical layout — e.g. to fix a store's chunking once for many runs.
     orient
         CSV orientation: ``samples`` (a row per sample), ``features`` (a row per feature,
         streamed in ``batch`` rows), or ``auto`` (more columns than rows → samples as rows).
@@ -510,6 +499,13 @@ def ingest(
     inputs = (os.fspath(source),) if isinstance(source, (str, os.PathLike)) else ()
     # before anything is read: the target must be free, or an fsdask dataset to replace
     check_output(url, storage_options, kind="dataset", overwrite=overwrite, inputs=inputs)
+    if _readable_store(source):
+        from fsdask.io.store import open_dataset
+        ds = open_dataset(source, storage_options, variable=variable, sample_dim=sample_dim,
+                          feature_dim=feature_dim, label=label, rechunk_to=rechunk_to,
+                          memory_budget=memory_budget, nan_policy=nan_policy, chunk_bytes=chunk_bytes)
+        return _ingest_dataset(ds, url, storage_options=storage_options, nan_policy=nan_policy,
+                               overwrite=overwrite, chunk_bytes=chunk_bytes, dtype=dtype, inputs=inputs)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.exists():
@@ -522,8 +518,6 @@ def ingest(
             d = _read_npz(path)
         elif suffix == ".mat":
             d = _read_mat(path, x_key, y_key)
-        elif suffix == ".h5ad":
-            d = _read_h5ad(path, label)
         elif suffix in (".csv", ".tsv", ".txt", ".tab", ".csv.gz", ".tsv.gz"):
             s = _sniff_sep(path, sep)
             with _csv_errors(path, s):
@@ -537,7 +531,8 @@ def ingest(
                                                         drop_unlabelled=drop_unlabelled)
                 d = _csv_samples_as_rows(path, label, s)
         else:
-            raise InputError(f"{path}: unknown file type {suffix!r}; fsdask ingests .npz, .csv, .tsv, .mat, .h5ad")
+            raise InputError(f"{path}: unknown file type {suffix!r}; fsdask ingests .npz, .csv, .tsv, .mat, "
+                             ".h5ad files and Zarr stores (.zarr, any writer)")
         source_desc = str(path)
     else:
         source_desc = f"in-memory {type(source).__name__}"
@@ -578,3 +573,30 @@ def ingest(
     ds = _build_dataset(X, y, fnames, snames, d.get("class_names"))
     return write_dataset(ds, url, storage_options=storage_options, chunk_bytes=chunk_bytes,
                          overwrite=overwrite, source=source_desc, attrs={**ds.attrs, **attrs}, inputs=inputs)
+
+
+def _readable_store(source: Any) -> bool:
+    """Whether ``source`` is read through :func:`fsdask.open_dataset`: a Zarr store (local folder or
+    URL), an ``.h5ad`` file or an in-memory ``AnnData``."""
+    if type(source).__name__ == "AnnData":
+        return True
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    s = os.fspath(source)
+    if "://" in s and not s.startswith("file://"):
+        return True
+    s = s.removeprefix("file://")
+    return os.path.isdir(s) or s.rstrip("/").lower().endswith((".zarr", ".h5ad"))
+
+
+def _ingest_dataset(ds: xr.Dataset, url: str, *, storage_options, nan_policy: NanPolicy, overwrite: bool,
+                    chunk_bytes: int, dtype: Any, inputs: tuple = ()) -> str:
+    """Copy an opened dataset (already in feature blocks) to the canonical fsdask layout."""
+    where = ds.attrs.get("store") or ds.attrs.get("source") or "dataset"
+    X = ds["X"].data.astype(dtype)
+    X, fnames, report = apply_nan_policy(X, nan_policy, ds["feature"].values, where=where)
+    y = ds["y"].values if "y" in ds else None
+    out = _build_dataset(X, y, fnames, ds["sample"].values, ds.attrs.get("class_names"))
+    attrs = {**out.attrs, **report, "source_file": str(where)}
+    return write_dataset(out, url, storage_options=storage_options, chunk_bytes=chunk_bytes,
+                         overwrite=overwrite, source=str(where), attrs=attrs, inputs=inputs)

@@ -47,11 +47,13 @@ def _local(url: str) -> str:
 
 def _shown(url: str) -> str:
     from fsdask.io.secrets import redact
+
     return redact(url)
 
 
 def _fs(url: str, storage_options: Mapping[str, Any] | None):
     import fsspec
+
     return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
 
 
@@ -61,8 +63,13 @@ def same_location(a: str, b: str) -> bool:
         return False
     if _is_local(a):
         pa, pb = os.path.realpath(_local(a)), os.path.realpath(_local(b))
-        return pa == pb or pa.startswith(pb.rstrip(os.sep) + os.sep) or pb.startswith(pa.rstrip(os.sep) + os.sep)
+        return (
+            pa == pb
+            or pa.startswith(pb.rstrip(os.sep) + os.sep)
+            or pb.startswith(pa.rstrip(os.sep) + os.sep)
+        )
     from fsdask.io.secrets import redact
+
     pa, pb = redact(a).rstrip("/"), redact(b).rstrip("/")
     return pa == pb or pa.startswith(pb + "/") or pb.startswith(pa + "/")
 
@@ -78,7 +85,9 @@ def _legacy_kind(attrs: Mapping[str, Any], names: set[str]) -> str | None:
     return None
 
 
-def what_is_there(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[str, str | None]:
+def what_is_there(
+    url: str, storage_options: Mapping[str, Any] | None = None
+) -> tuple[str, str | None]:
     """(description, fsdask kind or None) of what is at ``url``; ("", None) when nothing is."""
     if _is_local(url):
         path = _local(url)
@@ -98,13 +107,20 @@ def what_is_there(url: str, storage_options: Mapping[str, Any] | None = None) ->
             kind = attrs.get(KIND_ATTR) or _legacy_kind(attrs, entries)
             if kind is None:
                 return "a Zarr store fsdask did not write", None
-            extra = sorted(e for e in entries if e != "zarr.json"
-                           and not os.path.exists(os.path.join(path, e, "zarr.json")))
+            extra = sorted(
+                e
+                for e in entries
+                if e != "zarr.json" and not os.path.exists(os.path.join(path, e, "zarr.json"))
+            )
             if extra:  # someone put files into the store: replacing it would delete them
                 return f"an fsdask {kind} with other files added ({', '.join(extra[:3])})", None
             return f"an fsdask {kind}", kind
         if REPORT_MARKER in entries:
-            extra = sorted(e for e in entries if not (e == REPORT_MARKER or e.endswith((".html", ".png", ".csv"))))
+            extra = sorted(
+                e
+                for e in entries
+                if not (e == REPORT_MARKER or e.endswith((".html", ".png", ".csv")))
+            )
             if extra:
                 return f"an fsdask report with other files added ({', '.join(extra[:3])})", None
             return "an fsdask report", "report"
@@ -116,15 +132,19 @@ def what_is_there(url: str, storage_options: Mapping[str, Any] | None = None) ->
             attrs = json.loads(fs.cat(path + "/zarr.json")).get("attributes", {}) or {}
             names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
             kind = attrs.get(KIND_ATTR) or _legacy_kind(attrs, names)
-            return ("a Zarr store fsdask did not write" if kind is None else f"an fsdask {kind}"), kind
+            return (
+                "a Zarr store fsdask did not write" if kind is None else f"an fsdask {kind}"
+            ), kind
         if fs.exists(path):
             return ("other content" if fs.isdir(path) else "an object fsdask did not write"), None
         return "", None
     except StoreError:
         raise
     except Exception as exc:
-        raise StoreError(f"{_shown(url)}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
-                         "check the URL, the endpoint and the credentials") from None
+        raise StoreError(
+            f"{_shown(url)}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
+            "check the URL, the endpoint and the credentials"
+        ) from None
 
 
 #: first lines of the CSV tables fsdask writes (how an existing table is recognised as ours)
@@ -136,6 +156,7 @@ def _file_kind(path: str) -> str | None:
     try:
         if path.endswith(".nc"):
             import xarray as xr
+
             with xr.open_dataset(path) as ds:
                 return ds.attrs.get(KIND_ATTR)
         with open(path, "rb") as fh:
@@ -155,11 +176,19 @@ def _check_writable(url: str) -> None:
     if not os.path.isdir(parent):
         raise StoreError(f"{url}: {parent} is a file, not a folder; choose another path")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise StoreError(f"{url}: the folder {parent} is not writable; choose another path or fix its permissions")
+        raise StoreError(
+            f"{url}: the folder {parent} is not writable; choose another path or fix its permissions"
+        )
 
 
-def check_output(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None, *, kind: str,
-                 overwrite: bool = False, inputs: Sequence[str | os.PathLike] = ()) -> None:
+def check_output(
+    url: str | os.PathLike,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    kind: str,
+    overwrite: bool = False,
+    inputs: Sequence[str | os.PathLike] = (),
+) -> None:
     """Refuse an output location that would destroy something; call before any computation.
 
     Raises :class:`StoreError` saying what is there and what to do.
@@ -168,19 +197,27 @@ def check_output(url: str | os.PathLike, storage_options: Mapping[str, Any] | No
     shown = _shown(url)
     for source in inputs:
         if source is not None and same_location(url, os.fspath(source)):
-            raise StoreError(f"{shown}: this is (or contains, or is inside) the input {_shown(os.fspath(source))} "
-                             "of this command; writing there would destroy the input — choose another path")
+            raise StoreError(
+                f"{shown}: this is (or contains, or is inside) the input {_shown(os.fspath(source))} "
+                "of this command; writing there would destroy the input — choose another path"
+            )
     what, found = what_is_there(url, storage_options)
     if what:
         if found is None:
-            raise StoreError(f"{shown}: {what} is there; fsdask replaces only its own outputs, so it leaves "
-                             "it alone even with --overwrite — choose another path or move it away yourself")
+            raise StoreError(
+                f"{shown}: {what} is there; fsdask replaces only its own outputs, so it leaves "
+                "it alone even with --overwrite — choose another path or move it away yourself"
+            )
         if found != kind:
-            raise StoreError(f"{shown}: an fsdask {found} is there, not a {kind}; fsdask replaces only an "
-                             f"output of the same kind — choose another path")
+            raise StoreError(
+                f"{shown}: an fsdask {found} is there, not a {kind}; fsdask replaces only an "
+                f"output of the same kind — choose another path"
+            )
         if not overwrite:
-            raise StoreError(f"{shown}: an fsdask {kind} already exists there; pass --overwrite "
-                             "(API: overwrite=True) to replace it, or choose another path")
+            raise StoreError(
+                f"{shown}: an fsdask {kind} already exists there; pass --overwrite "
+                "(API: overwrite=True) to replace it, or choose another path"
+            )
     _check_writable(url)
 
 
@@ -200,13 +237,16 @@ FOREIGN_TEMP_AGE_S = 24 * 3600
 
 def _host() -> str:
     import socket
+
     return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
 
 
 def _stale_pattern(base: str) -> re.Pattern:
     # fsdask's own temporaries only: this release's names and the older ".NAME.tmp-HEX[.old]"
-    return re.compile(rf"^\.{re.escape(base)}(?:\.fsdask-(?P<what>tmp|old)-(?P<host>[A-Za-z0-9]+)-(?P<pid>\d+)"
-                      rf"-[0-9a-f]{{8}}|\.tmp-[0-9a-f]{{8}}(?P<legacy_old>\.old)?)$")
+    return re.compile(
+        rf"^\.{re.escape(base)}(?:\.fsdask-(?P<what>tmp|old)-(?P<host>[A-Za-z0-9]+)-(?P<pid>\d+)"
+        rf"-[0-9a-f]{{8}}|\.tmp-[0-9a-f]{{8}}(?P<legacy_old>\.old)?)$"
+    )
 
 
 def _abandoned(m: re.Match, path: str) -> bool:
@@ -216,6 +256,7 @@ def _abandoned(m: re.Match, path: str) -> bool:
     if m.group("host") == _host():
         return not _pid_alive(int(m.group("pid")))
     import time
+
     try:
         return time.time() - os.lstat(path).st_mtime > FOREIGN_TEMP_AGE_S
     except OSError:
@@ -264,7 +305,7 @@ def _cleanup_remote(url: str, storage_options: Mapping[str, Any] | None) -> list
         if not pattern.match(name):
             continue
         if _complete_remote(fs, full) and not _complete_remote(fs, path):
-            _copy_over(fs, full.rstrip("/"), path)   # a swap that was interrupted: finish it
+            _copy_over(fs, full.rstrip("/"), path)  # a swap that was interrupted: finish it
         fs.rm(full, recursive=True)
         removed.append(full)
     return removed
@@ -272,7 +313,11 @@ def _cleanup_remote(url: str, storage_options: Mapping[str, Any] | None) -> list
 
 def _complete_remote(fs, path: str) -> bool:
     try:
-        return bool(json.loads(fs.cat(path.rstrip("/") + "/zarr.json")).get("attributes", {}).get(COMPLETE_ATTR))
+        return bool(
+            json.loads(fs.cat(path.rstrip("/") + "/zarr.json"))
+            .get("attributes", {})
+            .get(COMPLETE_ATTR)
+        )
     except Exception:
         return False
 
@@ -284,8 +329,8 @@ def _copy_over(fs, src: str, dst: str) -> None:
         meta = json.loads(fs.cat(root))
         meta.get("attributes", {}).pop(COMPLETE_ATTR, None)
         fs.pipe(root, json.dumps(meta).encode())
-    new = {f[len(src) + 1:] for f in fs.find(src)}
-    old = {f[len(dst) + 1:] for f in fs.find(dst)} if fs.exists(dst) else set()
+    new = {f[len(src) + 1 :] for f in fs.find(src)}
+    old = {f[len(dst) + 1 :] for f in fs.find(dst)} if fs.exists(dst) else set()
     stale = [dst + "/" + k for k in sorted(old - new) if k != "zarr.json"]
     if stale:
         fs.rm(stale)
@@ -296,13 +341,19 @@ def _copy_over(fs, src: str, dst: str) -> None:
 
 
 def _temp_name(final: str) -> str:
-    head, base = (final.rsplit("/", 1) if "/" in final else ("", final))
+    head, base = final.rsplit("/", 1) if "/" in final else ("", final)
     return f"{head}/.{base}{TMP_TAG}{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 @contextlib.contextmanager
-def publish(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None, *, kind: str,
-            overwrite: bool = False, inputs: Sequence[str | os.PathLike] = ()) -> Iterator[str]:
+def publish(
+    url: str | os.PathLike,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    kind: str,
+    overwrite: bool = False,
+    inputs: Sequence[str | os.PathLike] = (),
+) -> Iterator[str]:
     """Yield a temporary place to write the output for ``url``; publish it if the block succeeds.
 
     The caller writes the whole output there, completion marker included (for a store:
@@ -317,7 +368,9 @@ def publish(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = 
         try:
             os.makedirs(os.path.dirname(final), exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"{url}: cannot create the parent folder ({exc}); check the path") from None
+            raise StoreError(
+                f"{url}: cannot create the parent folder ({exc}); check the path"
+            ) from None
         tmp = _temp_name(final)
         try:
             yield tmp
@@ -349,7 +402,9 @@ def _discard(tmp: str) -> None:
             os.remove(tmp)
 
 
-def _swap_local(url: str, tmp: str, final: str, storage_options, kind: str, overwrite: bool) -> None:
+def _swap_local(
+    url: str, tmp: str, final: str, storage_options, kind: str, overwrite: bool
+) -> None:
     check_output(url, storage_options, kind=kind, overwrite=overwrite)  # again: it may have changed
     if os.path.isdir(final) and not os.listdir(final):
         os.rmdir(final)
@@ -363,8 +418,13 @@ def _swap_local(url: str, tmp: str, final: str, storage_options, kind: str, over
 
 
 @contextlib.contextmanager
-def publish_file(path: str | os.PathLike, *, kind: str = "csv", overwrite: bool = False,
-                 inputs: Sequence[str | os.PathLike] = ()) -> Iterator[str]:
+def publish_file(
+    path: str | os.PathLike,
+    *,
+    kind: str = "csv",
+    overwrite: bool = False,
+    inputs: Sequence[str | os.PathLike] = (),
+) -> Iterator[str]:
     """Like :func:`publish` for a single local file (a CSV table, a netCDF evaluation)."""
     path = os.fspath(path)
     check_output(path, kind=kind, overwrite=overwrite, inputs=inputs)
@@ -378,8 +438,10 @@ def publish_file(path: str | os.PathLike, *, kind: str = "csv", overwrite: bool 
     except OSError as exc:
         if isinstance(exc, StoreError):
             raise
-        raise StoreError(f"{path}: could not write ({type(exc).__name__}: {exc.strerror or exc}); "
-                         "check the path, the free space and the permissions") from None
+        raise StoreError(
+            f"{path}: could not write ({type(exc).__name__}: {exc.strerror or exc}); "
+            "check the path, the free space and the permissions"
+        ) from None
     finally:
         if os.path.lexists(tmp):
             os.remove(tmp)

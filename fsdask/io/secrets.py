@@ -17,8 +17,19 @@ from typing import Any, Mapping
 MASK = "***"
 
 #: option names whose values are never shown (matched as substrings, case-insensitive)
-SECRET_WORDS = ("key", "secret", "token", "password", "passwd", "credential", "auth", "session",
-                "signature", "sas", "account")
+SECRET_WORDS = (
+    "key",
+    "secret",
+    "token",
+    "password",
+    "passwd",
+    "credential",
+    "auth",
+    "session",
+    "signature",
+    "sas",
+    "account",
+)
 #: option names that are addresses, not secrets (shown so that errors stay useful)
 PUBLIC_KEYS = ("endpoint_url", "region_name", "anon", "use_ssl", "requester_pays")
 
@@ -62,10 +73,12 @@ def redact(text: Any, storage_options: Mapping[str, Any] | None = None) -> str:
 
 def redact_options(storage_options: Mapping[str, Any] | None) -> dict:
     """A copy of ``storage_options`` safe to print: secret values replaced by ``***``."""
+
     def clean(value: Any, key: str) -> Any:
         if isinstance(value, Mapping):
             return {k: clean(v, str(k)) for k, v in value.items()}
         return MASK if _secret_values(value, key) else value
+
     return {k: clean(v, str(k)) for k, v in dict(storage_options or {}).items()}
 
 

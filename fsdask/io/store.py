@@ -209,24 +209,110 @@ def _storage_hint(url: str) -> str:
             "--storage-option key=value), and that the bucket exists")
 
 
-def open_dataset(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None,
-                 *, require_complete: bool = True) -> xr.Dataset:
-    """Open an fsdask dataset lazily.
+def open_dataset(url: Any, storage_options: Mapping[str, Any] | None = None, *,
+                 variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+                 label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
+                 nan_policy: str = "error", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 require_complete: bool = True) -> xr.Dataset:
+    """Open a dataset lazily: an fsdask store, any Zarr v2/v3 store, an AnnData file/store or object.
 
     Parameters
     ----------
     url
-        Local path or fsspec URL (``s3://bucket/data.zarr``).
+        Local path or fsspec URL (``s3://bucket/data.zarr``) of a Zarr store (fsdask's, or
+        written by xarray / zarr-python, v2 or v3, consolidated or not), an ``.h5ad`` file or
+        an AnnData-on-Zarr store; or an in-memory ``anndata.AnnData``.
     storage_options
-        Passed to fsspec (credentials, ``endpoint_url``, …).  Never logged or stored.
+        Passed to fsspec (credentials, ``endpoint_url``, ``anon``, …).  Never logged or stored.
+    variable
+        The matrix to read (default: ``X``, else the only 2-D variable); AnnData: ``X``,
+        ``raw`` or ``layers/NAME``.
+    sample_dim, feature_dim
+        Which dims are samples and features (matched by name, never by position).
+    label
+        The label variable (AnnData: an ``obs`` column, ``obs:cell_type``); default: a 1-D
+        variable along the sample dim named as in :data:`fsdask.io.foreign.LABEL_NAMES`.
+    rechunk_to, memory_budget
+        Where a rechunked copy goes when the store's chunking cannot be re-blocked on the
+        fly (default: a temporary directory), and the memory one task may use (bytes or
+        ``"1GB"``; default 512 MiB).
+    nan_policy
+        For sparse AnnData, what to do with NaN/Inf values (``error``, ``zero``, ``mean``,
+        ``drop-feature``).
     require_complete
-        Refuse stores whose write did not finish (default).
+        Refuse fsdask stores whose write did not finish (default).
 
     Returns
     -------
     xarray.Dataset
-        ``X(sample, feature)`` backed by dask, chunked as stored; ``y`` when present.
+        ``X(sample, feature)`` backed by dask in (all samples × feature block) chunks; ``y``
+        when present.  A store fsdask did not write is only read, and its dataset has an
+        attribute ``foreign`` saying so (shown by ``fsdask info``).
     """
+    from fsdask.io import rechunk as _rechunk
+    budget = _rechunk.parse_bytes(memory_budget)
+    if not isinstance(url, (str, os.PathLike)):
+        if type(url).__name__ == "AnnData":
+            from fsdask.io.anndata import from_anndata
+            return from_anndata(url, variable=variable, label=label, chunk_bytes=chunk_bytes, nan_policy=nan_policy)
+        if hasattr(url, "tocsc") and hasattr(url, "nnz"):  # scipy.sparse: dense one feature block at a time
+            from fsdask.io.anndata import sparse_blocks
+            return xr.Dataset({"X": (("sample", "feature"), sparse_blocks(url, chunk_bytes))},
+                              coords={"sample": np.arange(url.shape[0]), "feature": np.arange(url.shape[1])},
+                              attrs={"source": f"in-memory {type(url).__name__}"})
+        raise InputError(f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
+                         f"got {type(url).__name__}")
+    url = os.fspath(url)
+    shown = safe_url(url)
+    if _is_local(url) and not os.path.exists(_local(url)):
+        raise StoreError(f"{url}: no such file or directory; give the path of a Zarr store, an .h5ad file "
+                         "or create a store with `fsdask ingest`")
+    check_reachable(url, storage_options)
+    if _is_hdf5(url):
+        from fsdask.io.anndata import open_anndata
+        return open_anndata(url, storage_options, hdf5=True, variable=variable, label=label,
+                            chunk_bytes=chunk_bytes, nan_policy=nan_policy, rechunk_to=rechunk_to)
+    node = _open_node(url, storage_options)
+    attrs = dict(node.attrs) if node is not None else {}
+    if node is None or COMPLETE_ATTR in attrs or FORMAT_ATTR in attrs or KIND_ATTR in attrs:
+        return _open_fsdask(url, storage_options, require_complete=require_complete)
+    from fsdask.io.anndata import is_anndata_group, open_anndata
+    if is_anndata_group(node):
+        return open_anndata(url, storage_options, hdf5=False, variable=variable, label=label,
+                            chunk_bytes=chunk_bytes, nan_policy=nan_policy, rechunk_to=rechunk_to)
+    from fsdask.io.foreign import open_foreign_zarr
+    target = _local(url) if _is_local(url) else url
+    ds = open_foreign_zarr(node, target, _zarr_kwargs(url, storage_options), variable=variable,
+                           sample_dim=sample_dim, feature_dim=feature_dim, label=label)
+    X = _rechunk.to_feature_blocks(ds["X"].data, where=shown, memory_budget=budget, chunk_bytes=chunk_bytes,
+                                   rechunk_to=rechunk_to, storage_options=storage_options)
+    ds["X"] = (("sample", "feature"), X)
+    ds.attrs["store"] = shown
+    return ds
+
+
+def _is_hdf5(url: str) -> bool:
+    """An HDF5 file (.h5ad): by its signature when local, by its suffix otherwise."""
+    if _is_local(url):
+        path = _local(url)
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(8) == b"\x89HDF\r\n\x1a\n"
+    return url.rstrip("/").lower().endswith((".h5ad", ".h5", ".hdf5"))
+
+
+def _open_node(url: str, storage_options: Mapping[str, Any] | None) -> Any:
+    """The store's root group (or root array), any Zarr format; ``None`` if Zarr cannot open it."""
+    target = _local(url) if _is_local(url) else url
+    try:
+        return zarr.open(target, mode="r", **_zarr_kwargs(url, storage_options))
+    except Exception:
+        return None  # the fsdask path below reports why, with its established messages
+
+
+def _open_fsdask(url: str, storage_options: Mapping[str, Any] | None, *, require_complete: bool = True) -> xr.Dataset:
+    """Open a store written by fsdask (Zarr v3, the completion marker checked)."""
     url = os.fspath(url)
     shown = safe_url(url)
     if _is_local(url) and not os.path.exists(_local(url)):
@@ -426,7 +512,9 @@ def write_dataset(
             out = out.assign_coords({c: np.arange(out.sizes[c])})
         if out[c].dtype.kind in "UT" or out[c].dtype == object:
             out = out.assign_coords({c: np.array([str(v) for v in out[c].values], dtype=object)})
-    out.attrs = {k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR}
+    # the format attribute goes in first, so an interrupted write is recognisable as fsdask's
+    # (and refused as incomplete) rather than opened as a foreign store
+    out.attrs = {**{k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR}, FORMAT_ATTR: FORMAT_VERSION}
     encoding = checksum_encoding(out.variables, {"X": {"chunks": (n, block)}})
     kwargs = _zarr_kwargs(url, storage_options)
     with atomic_store(url, storage_options, overwrite=overwrite, inputs=inputs) as target:
@@ -466,6 +554,8 @@ def describe(ds: xr.Dataset, url: str = "") -> str:
         f"chunks    {len(chunks[1])} feature block(s) of {chunks[1][0]} features "
         f"({chunks[1][0] * n * X.dtype.itemsize / 2**20:.1f} MiB each)",
     ]
+    if "foreign" in ds.attrs:
+        lines.append(f"foreign   {ds.attrs['foreign']}")
     if "y" in ds:
         y = ds["y"].values
         if y.dtype.kind in "iub" or y.dtype.kind in "OUT":

@@ -17,7 +17,7 @@ otherwise), so the loadings ``V = Bᵀ S⁻¹`` (p × r) never need an n × p or
   exactly q nonzero loadings (scikit-learn's ``SparsePCA``, whose ℓ1 weight α is bisected
   to hit q nonzeros; note it is Mairal et al.'s dictionary-learning formulation, not Zou et
   al.'s elastic-net SPCA (6.6), for which no maintained Python implementation exists).
-* top variance is :class:`fsdask.Filter` with ``score="variance"``.
+* top variance is :class:`fsdask.Filter` with ``statistic="variance"``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ from typing import Literal
 import dask.array as da
 import numpy as np
 
-from fsdask.base import FitOutput, SelectorMixin
+from sklearn.utils._param_validation import StrOptions
+
+from fsdask._validation import Int
+from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
 from fsdask.linalg import gram_factor
 
@@ -47,8 +50,6 @@ def _factor(X: da.Array, scale: bool) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def _check_q(q, p: int, name: str) -> int:
     if q is None:
         return max(1, int(np.ceil(p / 2)))
-    if not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1:
-        raise ParameterError(f"n_features_to_select={q!r}; {name} needs a positive integer")
     if q > p:
         raise ParameterError(f"n_features_to_select={q} but X has only {p} non-constant features")
     return int(q)
@@ -61,19 +62,18 @@ def _order_to_scores(order: np.ndarray, p: int) -> np.ndarray:
     return scores
 
 
-class _PCABase(SelectorMixin):
+class _PCABase(Selector):
+    _parameter_constraints: dict = {
+        "n_features_to_select": [Int(1), None],
+        "scale": ["boolean"],
+        "on_constant": [StrOptions({"drop", "error"})],
+    }
+
     def __init__(self, n_features_to_select: int | None = None, scale: bool = False,
                  on_constant: Literal["drop", "error"] = "drop"):
         self.n_features_to_select = n_features_to_select
         self.scale = scale
         self.on_constant = on_constant
-
-    def _validate_params(self) -> None:
-        if self.on_constant not in ("drop", "error"):
-            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
-        q = self.n_features_to_select
-        if q is not None and (not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1):
-            raise ParameterError(f"n_features_to_select={q!r}; use a positive integer or None")
 
 
 class JolliffeI(_PCABase):
@@ -166,6 +166,13 @@ class PFA(_PCABase):
     """
 
     method_name = "pfa"
+    _parameter_constraints: dict = {
+        **_PCABase._parameter_constraints,
+        "n_components": [Int(1), None],
+        "n_init": [Int(1)],
+        "random_state": [Int(0)],
+        "max_iter": [Int(1)],
+    }
 
     def __init__(self, n_features_to_select: int | None = None, n_components: int | None = None,
                  n_init: int = 10, random_state: int = 0, max_iter: int = 100, scale: bool = False,
@@ -175,14 +182,6 @@ class PFA(_PCABase):
         self.n_init = n_init
         self.random_state = random_state
         self.max_iter = max_iter
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        if not (isinstance(self.n_init, (int, np.integer)) and self.n_init >= 1):
-            raise ParameterError(f"n_init={self.n_init!r}; use a positive integer")
-        if self.n_components is not None and not (isinstance(self.n_components, (int, np.integer))
-                                                  and self.n_components >= 1):
-            raise ParameterError(f"n_components={self.n_components!r}; use a positive integer or None")
 
     def _fit(self, X: da.Array, y) -> FitOutput:
         p = X.shape[1]
@@ -249,6 +248,11 @@ class SparsePCASelector(_PCABase):
     """
 
     method_name = "spca"
+    _parameter_constraints: dict = {
+        **_PCABase._parameter_constraints,
+        "max_bisect": [Int(1)],
+        "random_state": [Int(0)],
+    }
 
     def __init__(self, n_features_to_select: int | None = None, max_bisect: int = 30, random_state: int = 0,
                  scale: bool = False, on_constant: Literal["drop", "error"] = "drop"):

@@ -103,9 +103,9 @@ def check_array(
         raise InputError(f"{name} is complex ({X.dtype}): Complex data not supported; fsdask works on real values")
     n, p = X.shape
     if n == 0:
-        raise InputError(f"{name} is empty: 0 sample(s) (shape={X.shape}) while a minimum of 1 is required")
+        raise InputError(f"{name} is empty: 0 sample(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X")
     if p == 0:
-        raise InputError(f"{name} is empty: 0 feature(s) (shape={X.shape}) while a minimum of 1 is required")
+        raise InputError(f"{name} is empty: 0 feature(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X")
     if n < min_samples:
         raise InputError(f"{name} has {n} samples; this method needs at least {min_samples}")
     if p < min_features:
@@ -160,6 +160,12 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
             raise InputError(f"{name} has a single class ({classes[0]!r}); a supervised method needs "
                              "at least two classes")
     elif task == "regression":
+        if y.dtype == object:   # numbers held as objects convert; anything else is refused
+            try:
+                y = y.astype(np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"{name} has values that are not numbers (Unknown label type for a "
+                                 "continuous response); pass a numeric y") from None
         if not np.issubdtype(y.dtype, np.number):
             raise InputError(f"{name} must be numeric for a continuous response (dtype {y.dtype})")
         if not np.all(np.isfinite(y)):

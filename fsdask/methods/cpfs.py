@@ -751,28 +751,26 @@ class CPFS(Selector):
     @property
     def leave_order_(self) -> np.ndarray:
         """Indices of the features that were ever nonzero, in the order they leave as λ grows."""
-        self._check_fitted()
         entry = self.result_["entry_lambda"].values
         order = np.argsort(self.ranking_)[::-1]
         return order[entry[order] > 0]
 
 
 def duplicate_columns(X: da.Array) -> np.ndarray:
-    """Mask of columns that exactly equal an earlier column (one pass: per-column byte hashes).
-
-    The hash is BLAKE2b, the same in every process (Python's ``hash`` of bytes is salted per
-    process, so on a multi-process cluster equal columns in different blocks would differ).
-    """
-    def hashes(xb: np.ndarray) -> np.ndarray:
-        xb = np.ascontiguousarray(xb.T)
-        return np.array([int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little",
-                                        signed=True) for row in xb], dtype=np.int64)
-
-    h = map_features(hashes, X, dtype=np.int64).compute()
+    """Mask of columns that exactly equal an earlier column (one pass: per-column byte hashes)."""
+    h = map_features(column_hashes, X, dtype=np.int64).compute()
     _, first = np.unique(h, return_index=True)
     dup = np.ones(h.size, bool)
     dup[first] = False
     return dup
+
+
+def column_hashes(xb: np.ndarray) -> np.ndarray:
+    """A 64-bit BLAKE2b digest of each column's bytes, the same in every process (Python's
+    ``hash`` of bytes is salted per process: equal columns on two workers would differ)."""
+    xb = np.ascontiguousarray(xb.T)
+    return np.array([int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little", signed=True)
+                     for row in xb], dtype=np.int64)
 
 
 def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float = 1e-3,

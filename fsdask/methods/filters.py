@@ -20,6 +20,7 @@ ks             Kolmogorov–Smirnov two-sample D                             2 c
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,7 @@ from typing import Any, Literal
 import dask
 import numpy as np
 import scipy.special
+from sklearn.utils import ClassifierTags
 from sklearn.utils._param_validation import StrOptions
 
 from fsdask._validation import Int, Real
@@ -210,6 +212,12 @@ class Filter(Selector):
     def method_name(self) -> str:  # type: ignore[override]
         return str(self.statistic)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        if self.statistic in BINARY_ONLY:   # two-class statistics: scikit-learn's checks give two classes
+            tags.classifier_tags = ClassifierTags(multi_class=False)
+        return tags
+
     @property
     def requires_y(self) -> bool:  # type: ignore[override]
         return self.statistic != "variance"
@@ -282,6 +290,11 @@ class Filter(Selector):
         """Two-sided p-values (ttest, f, pearson) or None; see the class docstring."""
         res = self.result_
         return res["pvalue"].values if "pvalue" in res else None
+
+
+# the deprecated ``score=`` alias is not a parameter: scikit-learn's introspection sees statistic only
+Filter.__init__.__signature__ = inspect.signature(Filter.__init__).replace(
+    parameters=[p for p in inspect.signature(Filter.__init__).parameters.values() if p.kind != p.VAR_KEYWORD])
 
 
 class LaplacianScore(Selector):

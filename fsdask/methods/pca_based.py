@@ -191,10 +191,10 @@ class PFA(_PCABase):
         Z = V[:, :k]
         best = None
         for i in range(int(self.n_init)):
-            labels, centers, inertia = _kmeans(Z, q, np.random.default_rng(self.random_state + i), self.max_iter)
-            if best is None or inertia < best[2]:
-                best = (labels, centers, inertia)
-        labels, centers, _ = best
+            run = _kmeans(Z, q, np.random.default_rng(self.random_state + i), self.max_iter)
+            if best is None or run[2] < best[2]:
+                best = run
+        labels, centers, _, n_iter = best
         d = np.sum((Z - centers[labels]) ** 2, axis=1)
         picks, sizes = [], []
         for c in range(q):
@@ -210,11 +210,13 @@ class PFA(_PCABase):
             scores[rest] = 0.5 / max(picks.size, 1) * var / max(var.max(), 1e-300)
         sup = np.zeros(p, bool)
         sup[picks] = True
-        return FitOutput(scores=scores, support=sup, attrs={"n_components": int(k)})
+        return FitOutput(scores=scores, support=sup, n_iter=n_iter, attrs={"n_components": int(k)})
 
 
-def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator, max_iter: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """Lloyd's k-means with k-means++ seeding (small, dense: p × k loadings)."""
+def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator,
+            max_iter: int) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Lloyd's k-means with k-means++ seeding (small, dense: p × k loadings); labels,
+    centres, inertia and the number of Lloyd iterations."""
     p = Z.shape[0]
     centers = np.empty((k, Z.shape[1]))
     centers[0] = Z[rng.integers(p)]
@@ -225,7 +227,9 @@ def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator, max_iter: int) -> t
         centers[c] = Z[idx]
         d2 = np.minimum(d2, np.sum((Z - centers[c]) ** 2, axis=1))
     labels = np.zeros(p, dtype=np.int64)
+    n_iter = 0
     for _ in range(max_iter):
+        n_iter += 1
         D = (Z * Z).sum(1)[:, None] - 2 * Z @ centers.T + (centers * centers).sum(1)[None, :]
         new = np.argmin(D, axis=1)
         for c in range(k):
@@ -236,7 +240,7 @@ def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator, max_iter: int) -> t
             break
         labels = new
     inertia = float(np.sum((Z - centers[labels]) ** 2))
-    return labels, centers, inertia
+    return labels, centers, inertia, n_iter
 
 
 class SparsePCASelector(_PCABase):

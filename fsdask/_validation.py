@@ -94,6 +94,9 @@ def check_array(
             raise InputTypeError(
                 f"{name} has non-numeric values (dtype {X.dtype}); convert the columns to numbers "
                 "or drop the non-numeric ones (for CSV ingest, name the label column with --label)")
+        if X.ndim != 2:
+            raise InputError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape} "
+                             "(one feature: X.reshape(-1, 1); one sample: X.reshape(1, -1))")
         X = da.from_array(X, chunks=(-1, feature_block_size(X.shape[0] if X.ndim else 1, max(X.dtype.itemsize, 4))))
     if X.ndim != 2:
         raise InputError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")

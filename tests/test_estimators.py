@@ -32,7 +32,7 @@ from fsdask.testing import expected_failed_checks
 ESTIMATORS = {
     **{f"Filter({s})": (lambda s=s: Filter(s)) for s in FILTER_SCORES},
     "LaplacianScore": LaplacianScore,
-    "QAlpha": lambda: QAlpha(max_iter=10),
+    "QAlpha": lambda: QAlpha(max_iter=3, supervised=False),
     "Logo": lambda: Logo(max_iter=5),
     "SparseHSIC": lambda: SparseHSIC(n_features_to_select=1),
     "CPFS": CPFS,

@@ -203,7 +203,7 @@ def test_bad_input(weston):
         QAlpha(variant="supervised").fit(X, np.zeros(X.shape[0]))
     with pytest.raises(InputError, match="single class"):
         QAlpha().fit(X, np.ones(X.shape[0]))
-    with pytest.raises(InputError, match="needs labels|supervised"):
+    with pytest.raises(InputError, match="needs labels|supervised|requires y"):
         QAlpha(variant="supervised").fit(X)
     yy = np.r_[np.zeros(48), [1, 1]]
     with pytest.raises(InputError, match="fewer than 3 samples"):

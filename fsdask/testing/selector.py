@@ -41,6 +41,10 @@ class SelectorChecks:
     rtol: float = 1e-7
     #: ``n_features_to_select`` used by the catalogue's "more than p" case
     too_many_key: str = "n_features_to_select"
+    #: threads and cluster give bit-identical scores; False for methods whose dense products
+    #: (p × p or r × r Gram, eigh) run in the driver's threaded BLAS on one side and in a
+    #: worker's single-threaded BLAS on the other (then: the same selection, scores to 1e-12)
+    cluster_exact: bool = True
 
     # ---- what a subclass provides ----
     def make_estimator(self, **params: Any):  # pragma: no cover - abstract
@@ -97,7 +101,11 @@ class SelectorChecks:
         threads = self._fit(Xd, y)
         with dask.config.set(scheduler=cluster):
             dist = self._fit(Xd, y)
-        self._assert_same(threads, dist, exact=True)
+        if self.cluster_exact:
+            self._assert_same(threads, dist, exact=True)
+        else:
+            np.testing.assert_allclose(dist.scores_, threads.scores_, rtol=1e-12, atol=1e-14)
+            np.testing.assert_array_equal(dist.support_, threads.support_)
 
     def test_pickle_roundtrip(self):
         X, y = self.make_data()

@@ -125,7 +125,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         return None
 
     # ---- the public API ----
-    def fit(self, X: Any, y: Any = None) -> "Selector":
+    def fit(self, X: Any, y: Any = None) -> Selector:
         """Fit on X (sample × feature: numpy, scipy.sparse, pandas, dask, xarray) and optional y.
 
         An ``xarray.Dataset`` made by :func:`fsdask.open_dataset` may be passed whole; its
@@ -302,9 +302,10 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
 
     def _make_result(self, out: FitOutput, active: np.ndarray, feature: np.ndarray,
                      source_attrs: dict) -> xr.Dataset:
-        from fsdask import __version__
         import distributed
         import zarr
+
+        from fsdask import __version__
 
         p = self.n_features_in_
         data_vars: dict = {
@@ -318,10 +319,10 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             if name in out.extra_dims:
                 dims = out.extra_dims[name]
                 if dims[-1] == "feature":
-                    arr = _expand(lambda: arr, active)
+                    arr = _expand(arr, active)
                 data_vars[name] = (dims, arr)
             elif isinstance(arr, np.ndarray) and arr.ndim == 1 and arr.size == int(active.sum()):
-                data_vars[name] = ("feature", _expand(lambda: arr, active))
+                data_vars[name] = ("feature", _expand(arr, active))
             else:
                 attrs[name] = val
         ds = xr.Dataset(data_vars, coords={"feature": np.asarray(feature), **out.coords})
@@ -369,9 +370,10 @@ def _sklearn_feature_names(X: Any, names: np.ndarray | None) -> np.ndarray | Non
     return None
 
 
-def _expand(values: Callable[[], np.ndarray], active: np.ndarray, fill: Any = 0) -> np.ndarray:
-    """A per-active-feature array (last axis) laid out over all features; inactive get ``fill``."""
-    arr = np.asarray(values())
+def _expand(values: np.ndarray | Callable[[], np.ndarray], active: np.ndarray, fill: Any = 0) -> np.ndarray:
+    """A per-active-feature array (last axis; or a callable giving it) laid out over all
+    features; inactive get ``fill``."""
+    arr = np.asarray(values() if callable(values) else values)
     if arr.shape[-1] == active.size:   # already over all features
         return arr
     kind = arr.dtype.kind
@@ -387,7 +389,7 @@ def _ranking_by(key: np.ndarray | tuple, active: np.ndarray) -> np.ndarray:
         full = np.zeros(active.size)
         full[active] = key
         return _ranking(full, active)
-    fulls = [_expand(lambda k=k: np.asarray(k, dtype=np.float64), active) for k in key]
+    fulls = [_expand(np.asarray(k, dtype=np.float64), active) for k in key]
     order = np.lexsort(tuple(-k for k in reversed(fulls)) + (~active,))   # lexsort is stable
     ranks = np.empty(active.size, dtype=np.int64)
     ranks[order] = np.arange(1, active.size + 1)

@@ -11,6 +11,9 @@ spec                meaning
 ``tcp://host:port`` join an existing scheduler (the cluster outlives the run)
 ``path.yaml``       a dask-jobqueue cluster (SLURM, PBS, …) described in YAML; see ``cluster/``
 ==================  ==========================================================================
+
+The example cluster files ship with the package (:func:`shipped_configs`); copy one and
+edit its queue/account before use.
 """
 
 from __future__ import annotations
@@ -45,6 +48,26 @@ def _local_cluster(n_workers: int | None, memory_limit: str | None, threads_per_
     return LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
                         memory_limit=memory_limit or "auto", dashboard_address=":0",
                         silence_logs=logging.WARNING)
+
+
+def shipped_configs() -> dict[str, str]:
+    """The example cluster files installed with fsdask: {relative name: absolute path}.
+
+    ``slurm.yaml``, ``pbs.yaml`` (dask-jobqueue) and ``kubernetes/daskcluster.yaml``; the
+    same files as ``cluster/`` in the source tree.
+    """
+    from importlib import resources
+    root = resources.files("fsdask") / "cluster_configs"
+    out: dict[str, str] = {}
+    stack = [(root, "")]
+    while stack:
+        d, prefix = stack.pop()
+        for entry in d.iterdir():
+            if entry.is_dir():
+                stack.append((entry, f"{prefix}{entry.name}/"))
+            elif entry.name.endswith((".yaml", ".yml")):
+                out[prefix + entry.name] = str(entry)
+    return dict(sorted(out.items()))
 
 
 JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
@@ -136,7 +159,10 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
         address = spec
     elif spec.endswith((".yaml", ".yml")):
         if not os.path.exists(spec):
-            raise ParameterError(f"--scheduler {spec}: no such cluster file; see cluster/README.md")
+            shipped = shipped_configs()
+            hint = shipped.get(os.path.basename(spec))
+            hint = f"; fsdask ships an example at {hint} — copy it and edit queue/account" if hint else ""
+            raise ParameterError(f"--scheduler {spec}: no such cluster file{hint}; see cluster/README.md")
         cluster = jobqueue_cluster(spec)
         address = cluster
     else:

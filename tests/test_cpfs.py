@@ -1,7 +1,6 @@
 """CPFS (Masaeli et al. 2010): prox operators, two independent solvers, the duality-gap
 certificate recomputed densely in numpy, the λ path and bad input."""
 
-import warnings
 
 import dask
 import dask.array as da
@@ -9,10 +8,17 @@ import numpy as np
 import pytest
 
 import fsdask
-from fsdask.errors import InputError, ParameterError
+from fsdask.errors import InputError
 from fsdask.linalg import gram_factor, row_l1_norms
-from fsdask.methods.cpfs import (CPFS, _Problem, _Rows, cpfs_path, project_l1_ball_rows, project_linf_epigraph_rows,
-                                 prox_linf_rows)
+from fsdask.methods.cpfs import (
+    CPFS,
+    _Problem,
+    _Rows,
+    cpfs_path,
+    project_l1_ball_rows,
+    project_linf_epigraph_rows,
+    prox_linf_rows,
+)
 from fsdask.testing import SelectorChecks
 
 
@@ -65,8 +71,13 @@ def test_gram_factor_and_row_l1(rng):
     X = rng.normal(size=(20, 300))
     X -= X.mean(0)
     Xd = da.from_array(X, chunks=(20, 70))
-    for kw in ({}, {"gram_max_features": 10}, {"gram_max_features": 10, "method": "tsqr"}):
-        B, s = gram_factor(Xd, **kw)  # p × p Gram, n × n Gram + pass, TSQR of Xᵀ
+    for kw in ({}, {"memory_budget": 0}, {"method": "tsqr"}):
+        B, s = gram_factor(Xd, **kw)  # n × n Gram + pass, TSQR of Xᵀ (no room for the Gram), TSQR
+        np.testing.assert_allclose(B.T @ B, X.T @ X, atol=1e-9)
+        np.testing.assert_allclose(s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8)
+    X = X[:, :15]                     # p ≤ n: the p × p Gram, whatever the budget
+    for kw in ({}, {"memory_budget": 0}):
+        B, s = gram_factor(da.from_array(X, chunks=(20, 7)), **kw)
         np.testing.assert_allclose(B.T @ B, X.T @ X, atol=1e-9)
         np.testing.assert_allclose(s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8)
     M, E, C = rng.normal(size=(50, 7)), rng.normal(size=(7, 40)), rng.normal(size=(50, 40))
@@ -157,7 +168,7 @@ def test_active_set_factor_route_matches_gram_route(rng):
     Xd = da.from_array(X, chunks=(25, 40))
     kw = dict(lam=None, n_features_to_select=10, tol=1e-8, max_iter=50000)
     a = CPFS(**kw).fit(Xd)
-    b = CPFS(gram_max_bytes=0, **kw).fit(Xd)
+    b = CPFS(memory_budget=0, **kw).fit(Xd)
     assert a.result_.attrs["gram_in_memory"] and not b.result_.attrs["gram_in_memory"]
     assert a.lambda_ == pytest.approx(b.lambda_, rel=1e-9)
     assert a.result_.attrs["primal"] == pytest.approx(b.result_.attrs["primal"], rel=1e-6)
@@ -171,13 +182,13 @@ def test_exactly_low_rank_uses_factor_products(rng):
     # their bounds from scan to scan; the result is still certified from X itself
     X = rng.normal(size=(40, 4)) @ rng.normal(size=(4, 120))
     B, _ = gram_factor(X - X.mean(0))
-    prob = _Problem(B, np.ones(120, bool), gram_max_bytes=0)
+    prob = _Problem(B, np.ones(120, bool), memory_budget=0)
     S = np.arange(0, 120, 4)
     M = rng.normal(size=(S.size, 120))
     rows = _Rows(prob, S)
     assert rows.factored
     np.testing.assert_allclose(rows.half_grad(rows.state(M)), B[:, S].T @ (B[:, S] @ M - B), rtol=1e-10, atol=1e-8)
-    e = CPFS(n_features_to_select=30, gram_max_bytes=0, tol=1e-8, max_iter=50000).fit(da.from_array(X, chunks=(40, 50)))
+    e = CPFS(n_features_to_select=30, memory_budget=0, tol=1e-8, max_iter=50000).fit(da.from_array(X, chunks=(40, 50)))
     assert e.result_.attrs["rank"] == 4 and e.result_["path_n_active"].values.max() > 8
     assert e.support_.sum() == 30
     P, D = _certificate(X, e.coef_, e.lambda_)
@@ -260,6 +271,7 @@ def test_duplicate_hashes_agree_across_processes_with_different_hash_seeds():
     import os
 
     from distributed import Client, Nanny, Scheduler, SpecCluster
+
     from fsdask.methods.cpfs import column_hashes, duplicate_columns
 
     class SeededNanny(Nanny):   # distributed gives every worker PYTHONHASHSEED=6640 by default

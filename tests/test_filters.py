@@ -1,6 +1,5 @@
 """Baseline filters against scipy / scikit-learn, single-pass and chunking-independent."""
 
-import dask
 import dask.array as da
 import numpy as np
 import pytest

@@ -40,7 +40,7 @@ def test_sparse_pm_matches_dense_reference(rng, rho, gamma):
     dense = ref.sparse_pm(A, gamma, rho)
     _same(hsic.sparse_pm(A, gamma, rho), dense)
     for chunks in (120, 17):  # streaming row-wise steps over a dask A
-        _same(hsic.sparse_pm(da.from_array(A, chunks=(chunks, -1)), gamma, rho, max_dense_bytes=0), dense)
+        _same(hsic.sparse_pm(da.from_array(A, chunks=(chunks, -1)), gamma, rho, memory_budget=0), dense)
 
 
 def test_objective_trace_never_decreases(rng):
@@ -98,7 +98,7 @@ def test_estimator_matches_dense_on_any_chunking(rng, chunk, dense_A):
     A = ref.hsic_A(X, ref.class_delta(y))
     rho = 2e-5
     M, N, u, sigma, v, trace = ref.sparse_pm(A, 1.1, rho)
-    est = fsdask.SparseHSIC(rho=rho, max_dense_bytes=2**30 if dense_A else 600, rho_grid=None)
+    est = fsdask.SparseHSIC(rho=rho, memory_budget=2**30 if dense_A else 600, rho_grid=None)
     est.fit(da.from_array(X, chunks=(30, chunk)), y)
     np.testing.assert_array_equal(est.get_support(indices=True), M)
     np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -117,7 +117,7 @@ def test_estimator_on_cluster_and_threads(rng, cluster):
     for sched, dense_A in (("threads", False), (cluster, True), (cluster, False)):
         if True:
             with dask.config.set(scheduler=sched):
-                est = fsdask.SparseHSIC(rho=2e-5, max_dense_bytes=2**30 if dense_A else 600,
+                est = fsdask.SparseHSIC(rho=2e-5, memory_budget=2**30 if dense_A else 600,
                                         rho_grid=None).fit(Xd, y)
             np.testing.assert_array_equal(est.get_support(indices=True), M)
             np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -175,7 +175,7 @@ def test_n_features_to_select_rho_path_and_result(rng):
     # the bracketed bisection on a dask (streamed) A finds the same selection as in memory
     A = est.hsic_A_
     rho_np, res_np, c_np = hsic.rho_for_k(A, 8)
-    rho_da, res_da, c_da = hsic.rho_for_k(da.from_array(A, chunks=(25, -1)), 8, max_dense_bytes=0)
+    rho_da, res_da, c_da = hsic.rho_for_k(da.from_array(A, chunks=(25, -1)), 8, memory_budget=0)
     assert c_np == c_da == 8 and rho_np == rho_da
     np.testing.assert_array_equal(res_np[0].M, res_da[0].M)
     path = hsic.rho_path(est.hsic_A_, [1e-6, 1e-4, 1.0])
@@ -283,4 +283,4 @@ class TestSparseHSICChunkedA(TestSparseHSIC):
     """A kept as a persisted, row-chunked dask array (each SparsePM step a pass over it)."""
 
     def make_estimator(self, **params):
-        return fsdask.SparseHSIC(**{"n_features_to_select": 3, "max_dense_bytes": 64, **params})
+        return fsdask.SparseHSIC(**{"n_features_to_select": 3, "memory_budget": 64, **params})

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import warnings
-
 import dask
 import dask.array as da
 import numpy as np
 import pytest
+import qalpha_dense as dense
 
 from fsdask.datasets import qalpha_clusters, weston_linear
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.methods.qalpha import QAlpha, auto_cut, normalize_block
 from fsdask.testing import SelectorChecks
-
-import qalpha_dense as dense
 
 pytestmark = pytest.mark.filterwarnings("ignore::fsdask.errors.ConvergenceWarning")
 

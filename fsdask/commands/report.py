@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any, Mapping, Sequence
 
-from fsdask.commands import add_storage_options, storage_options
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_storage_options,
+    check_count,
+    data_options,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -15,25 +24,48 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("result", help="a result written by `fsdask select`")
     p.add_argument("--data", help="the dataset the result was computed on (Zarr store or .npz)")
     p.add_argument("--evaluation", action="append", default=[],
-                   help="an evaluation written by `fsdask evaluate --output` (repeatable)")
-    p.add_argument("--out", "-o", required=True, help="output directory")
+                   help="an evaluation written by `fsdask evaluate --output` (repeatable; local path or URL)")
+    p.add_argument("--out", "-o", required=True, help="output directory (local)")
     p.add_argument("--csv", action="store_true", help="also write DIR/ranked.csv (every feature, best first)")
     p.add_argument("--top", type=int, default=30, help="how many top features to list (default 30)")
     p.add_argument("--title", help="page title")
+    add_overwrite(p)
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def report(result: str, *, out: str, data: str | None = None, evaluation: Sequence[str] = (),
+           csv: bool = False, top: int = 30, title: str | None = None, overwrite: bool = False,
+           variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+           label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
+           storage_options: Mapping[str, Any] | None = None, stdout=None) -> str:
+    """Write the HTML report of ``result`` to the folder ``out``; return the index path."""
     from fsdask.commands.evaluate import open_data
     from fsdask.evaluate import open_evaluation
+    from fsdask.io.outputs import check_output
     from fsdask.report import make_report
     from fsdask.results import open_result
 
-    so = storage_options(args)
-    result = open_result(args.result, storage_options=so)
-    data = open_data(args.data, so) if args.data else None
-    evs = [open_evaluation(e) for e in args.evaluation]
-    index = make_report(result, args.out, data=data, evaluations=evs, csv=args.csv, top=args.top, title=args.title)
-    print(f"report written to {index} (open it in a browser)")
+    so = dict(storage_options or {})
+    read = dict(variable=variable, sample_dim=sample_dim, feature_dim=feature_dim, label=label,
+                rechunk_to=rechunk_to, memory_budget=memory_budget)  # how to read data other tools wrote
+    check_count(top, "--top")
+    if isinstance(evaluation, str):
+        evaluation = [evaluation]
+    inputs = tuple(x for x in (result, data, *evaluation) if x)
+    check_output(out, kind="report", overwrite=overwrite, inputs=inputs)
+    res = open_result(result, storage_options=so)
+    ds = open_data(data, so, read) if data else None
+    evs = [open_evaluation(e, storage_options=so) for e in evaluation]
+    index = make_report(res, out, data=ds, evaluations=evs, csv=csv, top=top, title=title,
+                        overwrite=overwrite, inputs=inputs)
+    print(f"report written to {index} (open it in a browser)", file=stdout or sys.stdout)
+    return str(index)
+
+
+def run(args: argparse.Namespace) -> int:
+    report(args.result, out=args.out, data=args.data, evaluation=args.evaluation, csv=args.csv, top=args.top,
+           title=args.title, overwrite=args.overwrite, storage_options=storage_options(args),
+           **data_options(args))
     return 0

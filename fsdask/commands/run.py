@@ -15,14 +15,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from fsdask.pipeline import StepFailed, load_config, run_pipeline
-    try:
-        summary = run_pipeline(args.config, restart=args.restart)
-    except StepFailed as exc:
-        print(f"fsdask run: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    from fsdask.pipeline import load_config, run_pipeline
+    summary = run_pipeline(args.config, restart=args.restart)   # StepFailed carries its exit code
     ran = sum(v == "ran" for v in summary.values())
     print(f"pipeline finished: {ran} step(s) run, {len(summary) - ran} skipped as already done; "
           f"state in {load_config(args.config).state_path}")

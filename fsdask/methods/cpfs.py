@@ -28,8 +28,8 @@ giving ``D = 2c⟨R, X⟩ − c²‖R‖²`` and ``gap = P(A) − D ≥ P(A) −
 How the big matrix is swept (``fsdask.linalg``): X = U S Vᵀ, so ``‖X M‖ = ‖B M‖`` with
 ``B = S Vᵀ`` (r × p, r ≤ min(n, p)); B comes from the p × p Gram (small p) or the TSQR
 of the tall-skinny Xᵀ (:func:`fsdask.linalg.gram_factor`).  Every product with
-``G = XᵀX = BᵀB`` then costs O(p·r) per column; G itself is kept only when p² fits
-(``gram_max_bytes``).  The solver works on the rows of A in an **active set** S: the
+``G = XᵀX = BᵀB`` then costs O(p·r) per column; G itself is kept only when its p²·8 bytes fit
+the memory budget (``fsdask.memory-budget``, :mod:`fsdask.linalg.execution`).  The solver works on the rows of A in an **active set** S: the
 gradient rows ``∇_S f = 2(G_SS A_S − G_S:)`` cost O(|S|² p) per iteration, and after each
 solve one KKT scan computes ``‖∇f_i‖₁`` for all p rows (O(p²·|S|) with G, O(p²·r)
 without) and adds the rows with ``‖∇f_i‖₁ > λ`` (zero rows are optimal iff
@@ -39,13 +39,12 @@ seeds S.  The p² wall remains in the scan: see the README for the cost model.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
 import warnings
 from typing import Any, Literal, Sequence
-
-import hashlib
 
 import dask.array as da
 import numpy as np
@@ -55,9 +54,20 @@ from sklearn.utils._param_validation import StrOptions
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.linalg import gram_factor, map_features, row_l1_bound, row_l1_norms, row_l1_norms_screened
-from fsdask.linalg.prox import extrapolate, prox_linf_grad_step
-from fsdask.linalg.prox import project_l1_ball_rows, prox_linf_rows  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
+from fsdask.linalg import (
+    gram_factor,
+    map_features,
+    row_l1_bound,
+    row_l1_norms,
+    row_l1_norms_screened,
+)
+from fsdask.linalg.execution import fits
+from fsdask.linalg.prox import (  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
+    extrapolate,
+    project_l1_ball_rows,
+    prox_linf_grad_step,
+    prox_linf_rows,
+)
 
 log = logging.getLogger("fsdask")
 
@@ -75,12 +85,12 @@ class _Problem:
     but their rows are fixed at zero).
     """
 
-    def __init__(self, B: np.ndarray, allowed: np.ndarray, gram_max_bytes: float):
+    def __init__(self, B: np.ndarray, allowed: np.ndarray, memory_budget: Any = None):
         self.B = np.ascontiguousarray(B, dtype=np.float64)
         self.r, self.p = self.B.shape
         self.allowed = allowed
         self.trG = float(np.sum(self.B * self.B))
-        self.G = self.B.T @ self.B if 8.0 * self.p**2 <= gram_max_bytes else None
+        self.G = self.B.T @ self.B if fits(8.0 * self.p**2, memory_budget) else None
         self.n_scans = 0
         self.n_exact_rows = 0
         self._ref: tuple[np.ndarray, np.ndarray] | None = None   # last scan: E, ‖Bᵀ E‖₁ (exact or bounds)
@@ -536,8 +546,10 @@ class CPFS(Selector):
     energy_tol : float
         Singular directions of X with total energy ≤ ``energy_tol·‖X‖²`` are dropped from
         the factor B (numerical rank); reported as ``discarded_energy``.
-    gram_max_bytes : float
-        Keep the p × p Gram in memory when it fits this budget (faster KKT scans).
+    memory_budget : int, float, str or None
+        Keep the p × p Gram in memory when it fits this budget (faster KKT scans); None
+        reads dask config ``fsdask.memory-budget``.  Also chooses how X is factored
+        (:func:`fsdask.linalg.gram_factor`).
     max_bisect : int
         Steps of the search in log λ (safeguarded interpolation on the count of nonzero
         rows) to hit exactly q nonzero rows; it also stops once the λ interval is narrower
@@ -573,7 +585,7 @@ class CPFS(Selector):
         "solver": [StrOptions(set(_SOLVERS))],
         "scale": ["boolean"],
         "energy_tol": [Real(0, None)],
-        "gram_max_bytes": [Real(0, None)],
+        "memory_budget": [Real(0, None), str, None],
         "max_bisect": [Int(0)],
         "on_constant": [StrOptions({"drop", "error"})],
         "on_duplicate": [StrOptions({"drop", "keep", "error"})],
@@ -583,7 +595,7 @@ class CPFS(Selector):
                  n_lambdas: int = 20, lambda_min_ratio: float = 1e-3, lambdas: Sequence[float] | None = None,
                  max_features: int | None = None, max_iter: int = 5000, tol: float = 1e-6,
                  solver: Literal["fista", "qp", "bcd"] = "fista", scale: bool = False, energy_tol: float = 1e-12,
-                 gram_max_bytes: float = 2e9, max_bisect: int = 12,
+                 memory_budget: Any = None, max_bisect: int = 12,
                  on_constant: Literal["drop", "error"] = "drop",
                  on_duplicate: Literal["drop", "keep", "error"] = "drop"):
         self.lam = lam
@@ -597,7 +609,7 @@ class CPFS(Selector):
         self.solver = solver
         self.scale = scale
         self.energy_tol = energy_tol
-        self.gram_max_bytes = gram_max_bytes
+        self.memory_budget = memory_budget
         self.max_bisect = max_bisect
         self.on_constant = on_constant
         self.on_duplicate = on_duplicate
@@ -613,11 +625,11 @@ class CPFS(Selector):
             raise InputError(f"X has {int(dup.sum())} column(s) that duplicate an earlier column "
                              f"(first: #{int(np.flatnonzero(dup)[0])}); drop them or use on_duplicate='drop'")
         allowed = ~dup if self.on_duplicate == "drop" else np.ones(X.shape[1], bool)
-        B, s = gram_factor(Xc, energy_tol=self.energy_tol)
+        B, s = gram_factor(Xc, energy_tol=self.energy_tol, memory_budget=self.memory_budget)
         total = float(np.sum(s**2))
         info = {"rank": int(B.shape[0]), "discarded_energy": float(np.sum(s[B.shape[0]:] ** 2) / total) if total else 0.0,
                 "n_duplicate_columns": int(dup.sum())}
-        return _Problem(B, allowed, self.gram_max_bytes), info
+        return _Problem(B, allowed, self.memory_budget), info
 
     def _grid(self, lam_max: float) -> np.ndarray:
         if self.lambdas is not None:

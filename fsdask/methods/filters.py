@@ -26,7 +26,6 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-import dask
 import numpy as np
 import scipy.special
 from sklearn.utils import ClassifierTags

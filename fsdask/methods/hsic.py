@@ -21,7 +21,8 @@ the thesis' ``X`` is our ``Xᵀ`` and its row i (a feature) is our column i.
 Execution: A is computed in **one streaming pass** over the feature blocks of X
 (:func:`fsdask.linalg.row_dot_summary`; the same pass also counts NaN/Inf and finds
 constant features, so the whole fit reads X once).  A is small (m × c).  If ``m·c·8``
-bytes ≤ ``max_dense_bytes`` (default 1 GiB, i.e. 1.3·10⁸ entries) it is held in memory
+bytes fit the memory budget (:mod:`fsdask.linalg.execution`, ``fsdask.memory-budget``,
+default 1 GiB, i.e. 1.3·10⁸ entries) it is held in memory
 and every later step — SparsePM, the downdates, the ρ bisection and path — is NumPy on the
 candidate rows of A (rows with ‖A_i‖² ≤ ρ can never be selected); otherwise A stays a
 persisted dask array chunked by rows and each SparsePM row/column step is one row-wise
@@ -39,20 +40,18 @@ from typing import Any, Literal, Sequence
 import dask
 import dask.array as da
 import numpy as np
-
 from sklearn.utils._param_validation import StrOptions
 
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.linalg import row_dot_summary
+from fsdask.linalg.execution import Execution, fits
 
 log = logging.getLogger("fsdask")
 
 Response = Literal["auto", "categorical", "continuous", "multivariate", "rbf"]
 
-#: A is kept in memory (NumPy) when m·c·8 bytes is at most this; above, a persisted dask array
-DEFAULT_MAX_DENSE_BYTES = 2**30
 #: RBF response kernel: keep the leading eigenpairs of HBH holding this share of its trace
 RBF_TRACE_SHARE = 0.999
 #: … but never more than this many (the rank of the factor Δ, i.e. the columns of A)
@@ -219,7 +218,7 @@ def _col_step(A, A2, u: np.ndarray, M: np.ndarray, gamma: float, rho: float):
 
 
 def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
-              max_iter: int = 200, max_dense_bytes: int = DEFAULT_MAX_DENSE_BYTES) -> SparsePMResult:
+              max_iter: int = 200, memory_budget: Any = None) -> SparsePMResult:
     """Algorithm ``[M, N, u, v, σ] = SparsePM(A)`` of §3.3.1, exactly as written.
 
     ``A`` is a NumPy array or a dask array chunked by rows (m × c).  Stagnation (step 14):
@@ -233,8 +232,8 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
     Exact pruning (not in the thesis, same result): since (A_iN v_N)² ≤ ‖A_iN‖² (v unit),
     r_i ≤ ‖A_iN‖² − ρ|N| ≤ ‖A_i‖² − ρ for every N ≠ ∅, so a row with ‖A_i‖² ≤ ρ never enters
     M, and rows outside M never touch the column step.  The iterations therefore run on the
-    candidate rows only — one pass over A for the row norms, then (if the candidates fit in
-    ``max_dense_bytes``) in memory.  For the ρ of a small selection this is a tiny matrix.
+    candidate rows only — one pass over A for the row norms, then (if the candidates fit the
+    memory budget, :func:`fsdask.linalg.execution.memory_budget`) in memory.  For the ρ of a small selection this is a tiny matrix.
     """
     m, c = A.shape
     row_norm2 = _row_norm2(A)
@@ -244,7 +243,7 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
         return SparsePMResult(np.zeros(m, bool), np.zeros(c, bool), np.zeros(m), 0.0, np.zeros(c),
                               [float(row_norm2[i0] - rho * c), 0.0], 1, True)
     Ac = A[cand] if cand.size < m else A
-    if isinstance(Ac, da.Array) and cand.size * c * 8 <= max_dense_bytes:
+    if isinstance(Ac, da.Array) and fits(cand.size * c * 8, memory_budget):
         Ac = Ac.compute()
     elif isinstance(Ac, da.Array) and cand.size < m:
         Ac = Ac.rechunk({0: A.chunks[0][0]})
@@ -493,9 +492,10 @@ class SparseHSIC(Selector):
         features are only centred, by H.
     kernel_rank, kernel_width : for ``response="rbf"``.
     max_iter, tol : SparsePM stopping.
-    max_dense_bytes : int
-        A is held in memory if m·c·8 bytes ≤ this, else kept as a persisted, row-chunked
-        dask array (each SparsePM step one pass over it).
+    memory_budget : int, str or None
+        A is held in memory if m·c·8 bytes fit this budget (None: dask config
+        ``fsdask.memory-budget``), else kept as a persisted, row-chunked dask array (each
+        SparsePM step one pass over it).
     rho_grid : "auto", "default", None or sequence of float
         ρ values for the path stored in ``result_`` (``rho_path_n_selected(rho)``,
         ``rho_path_objective(rho)``); "default" = 25 log-spaced values up to
@@ -528,7 +528,7 @@ class SparseHSIC(Selector):
         "kernel_width": [Real(0, None, closed="neither"), None],
         "max_iter": [Int(1)],
         "tol": [Real(0, None)],
-        "max_dense_bytes": [Int(0)],
+        "memory_budget": [Real(0, None), str, None],
         "rho_grid": [StrOptions({"auto", "default"}), "array-like", None],
         "on_constant": [StrOptions({"drop", "error"})],
     }
@@ -536,7 +536,7 @@ class SparseHSIC(Selector):
     def __init__(self, gamma: float = 1.1, rho: float = 0.015, n_components: int = 1,
                  response: Response = "auto", n_features_to_select: int | float | None = None,
                  standardize: bool = False, kernel_rank: int | None = None, kernel_width: float | None = None,
-                 max_iter: int = 200, tol: float = 1e-12, max_dense_bytes: int = DEFAULT_MAX_DENSE_BYTES,
+                 max_iter: int = 200, tol: float = 1e-12, memory_budget: Any = None,
                  rho_grid: Any = "auto", on_constant: str = "drop"):
         self.gamma = gamma
         self.rho = rho
@@ -548,7 +548,7 @@ class SparseHSIC(Selector):
         self.kernel_width = kernel_width
         self.max_iter = max_iter
         self.tol = tol
-        self.max_dense_bytes = max_dense_bytes
+        self.memory_budget = memory_budget
         self.rho_grid = rho_grid
         self.on_constant = on_constant
 
@@ -559,15 +559,16 @@ class SparseHSIC(Selector):
                                             kernel_width=self.kernel_width)  # step 1
         c = delta.shape[0]
         stats = hsic_matrix(X, delta, standardize=self.standardize)  # step 2 (lazy)
-        dense = p * c * 8 <= self.max_dense_bytes
+        ex = Execution(self.memory_budget)
+        dense = ex.fits(p * c * 8)
         if dense:
-            stats = stats.compute()
+            (stats,) = ex.compute(stats)
             nbad, rng_, sd = stats[-3], stats[-2], stats[-1]
             A = np.ascontiguousarray(stats[:-3].T)
         else:
-            stats = stats.persist()
-            nbad, rng_, sd = dask.compute(stats[-3], stats[-2], stats[-1])
-            A = stats[:-3].T.rechunk({0: max(1, self.max_dense_bytes // (8 * c)), 1: -1})
+            (stats,) = ex.persist(stats)
+            nbad, rng_, sd = dask.compute(stats[-3], stats[-2], stats[-1])   # of the persisted stats
+            A = stats[:-3].T.rechunk({0: ex.rows_per_chunk(8 * c), 1: -1})
         active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))   # constant ⇔ range 0
         const = ~active
         if self.standardize:
@@ -579,7 +580,7 @@ class SparseHSIC(Selector):
         if not dense:
             A = A.persist()
         # step 3: SparsePM (with R1D rounds), ρ from the user or bisected for k features
-        kw = {"tol": self.tol, "max_iter": self.max_iter, "max_dense_bytes": self.max_dense_bytes}
+        kw = {"tol": self.tol, "max_iter": self.max_iter, "memory_budget": ex.budget}
         k = self.n_features_to_select
         if isinstance(k, float) and 0 < k < 1:
             k = max(1, int(round(k * p)))
@@ -629,7 +630,7 @@ class SparseHSIC(Selector):
         attrs = {"rho": rho, "response": kind, "n_response_components": c, "n_components_found": len(results),
                  "A_in_memory": bool(dense), "n_constant_features": int(const.sum()),
                  "objective_traces": [r.objective for r in results],
-                 "sparsepm_iterations": [r.n_iter for r in results]}
+                 "sparsepm_iterations": [r.n_iter for r in results], "passes_over_X": ex.passes}
         for key in ("kernel_width", "kernel_rank", "kernel_trace_kept"):
             if key in info:
                 attrs[key] = info[key]

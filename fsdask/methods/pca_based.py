@@ -26,7 +26,6 @@ from typing import Literal
 
 import dask.array as da
 import numpy as np
-
 from sklearn.utils._param_validation import StrOptions
 
 from fsdask._validation import Int

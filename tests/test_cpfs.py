@@ -285,18 +285,23 @@ def test_duplicate_hashes_agree_across_processes_with_different_hash_seeds():
     workers = {f"w{seed}": {"cls": SeededNanny, "options": {"nthreads": 1, "hash_seed": seed}}
                for seed in ("11", "12345")}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0", "host": "127.0.0.1"}}
-    saved = os.environ.get("PYTHONHASHSEED")   # the nanny sets it in this process before spawning
+    saved = os.environ.get("PYTHONHASHSEED")   # each nanny sets it in this process before spawning
     try:
-        spec = SpecCluster(scheduler=scheduler, workers=workers)
+        with SpecCluster(scheduler=scheduler, workers={}) as spec, Client(spec) as client:
+            for n, (name, worker) in enumerate(workers.items(), start=1):   # one at a time: the
+                spec.worker_spec[name] = worker                               # seed is set per spawn
+                spec.sync(spec._correct_state)
+                client.wait_for_workers(n)
+            _check_hashes_on(client, X, column_hashes, duplicate_columns)
     finally:
         os.environ.pop("PYTHONHASHSEED", None) if saved is None else os.environ.update(PYTHONHASHSEED=saved)
-    with spec, Client(spec) as client:
-        client.wait_for_workers(2)
-        salted = client.run(lambda: hash(b"fsdask column"))
-        assert len(set(salted.values())) == 2            # the workers' hash() really differ
-        digests = client.run(column_hashes, X)
-        first, second = digests.values()
-        np.testing.assert_array_equal(first, second)
-        with dask.config.set(scheduler=client):
-            dup = duplicate_columns(da.from_array(X, chunks=(20, 1)))
+
+
+def _check_hashes_on(client, X, column_hashes, duplicate_columns):
+    salted = client.run(lambda: hash(b"fsdask column"))
+    assert len(set(salted.values())) == 2            # the workers' hash() really differ
+    first, second = client.run(column_hashes, X).values()
+    np.testing.assert_array_equal(first, second)
+    with dask.config.set(scheduler=client):
+        dup = duplicate_columns(da.from_array(X, chunks=(20, 1)))
     assert np.flatnonzero(dup).tolist() == [6]

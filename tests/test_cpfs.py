@@ -257,6 +257,31 @@ def test_qp_solver_at_small_lambda_with_p_above_n(rng):
     assert fits["qp"].result_.attrs["primal"] == pytest.approx(fits["fista"].result_.attrs["primal"], rel=1e-6)
 
 
+def test_default_path_stops_where_it_says(rng):
+    # wide X (n ≤ p): ratio 1e-2, max_features = min(n, p, 250); an explicit max_features stops there
+    X = rng.normal(size=(30, 6)) @ rng.normal(size=(6, 80)) + 0.3 * rng.normal(size=(30, 80))
+    path = cpfs_path(X, tol=1e-6)
+    assert path.attrs["lambda_min_ratio"] == 1e-2 and path.attrs["max_features"] == 30
+    assert path.attrs["path_stop"] in ("max_features", "reconstruction", "grid_end")
+    cut = cpfs_path(X, max_features=7, tol=1e-6)
+    act = cut["path_n_active"].values
+    assert cut.attrs["path_stop"] == "max_features" and "max_features=7" in cut.attrs["path_stop_reason"]
+    assert act[-1] >= 7 and np.all(act[:-1] < 7)   # stopped at the first λ with ≥ 7 rows
+    # tall, exactly rank 3: the reconstruction is complete long before the grid's end
+    Xt = rng.normal(size=(60, 3)) @ rng.normal(size=(3, 12))
+    e = CPFS(tol=1e-8, max_iter=20000).fit(Xt)
+    a = e.result_.attrs
+    assert a["lambda_min_ratio"] == 1e-4 and a["path_stop"] == "reconstruction"
+    Xc = Xt - Xt.mean(0)
+    explained = 1 - e.result_["path_loss"].values / np.sum(Xc**2)
+    n_active = e.result_["path_n_active"].values
+    assert explained[-1] >= 0.999 or explained[-1] - explained[-2] < 1e-5
+    assert np.all(explained[:-1][n_active[:-1] > 0] < 0.999)
+    assert e.lambda_ > e.lambda_max_ * 1e-4     # stopped before the grid's end
+    # a user's λ is reached whatever the defaults say
+    assert CPFS(lam=e.lambda_max_ * 1e-4, tol=1e-8, max_iter=20000).fit(Xt).result_.attrs["path_stop"] == "lam"
+
+
 class TestCPFS(SelectorChecks):
     cluster_exact = False   # the Gram / eigh run in threaded BLAS on the driver
 

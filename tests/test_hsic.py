@@ -98,7 +98,7 @@ def test_estimator_matches_dense_on_any_chunking(rng, chunk, dense_A):
     A = ref.hsic_A(X, ref.class_delta(y))
     rho = 2e-5
     M, N, u, sigma, v, trace = ref.sparse_pm(A, 1.1, rho)
-    est = fsdask.SparseHSIC(rho=rho, memory_budget=2**30 if dense_A else 600, rho_grid=None)
+    est = fsdask.SparseHSIC(rho=rho, standardize=False, memory_budget=2**30 if dense_A else 600, rho_grid=None)
     est.fit(da.from_array(X, chunks=(30, chunk)), y)
     np.testing.assert_array_equal(est.get_support(indices=True), M)
     np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -117,7 +117,7 @@ def test_estimator_on_cluster_and_threads(rng, cluster):
     for sched, dense_A in (("threads", False), (cluster, True), (cluster, False)):
         if True:
             with dask.config.set(scheduler=sched):
-                est = fsdask.SparseHSIC(rho=2e-5, memory_budget=2**30 if dense_A else 600,
+                est = fsdask.SparseHSIC(rho=2e-5, standardize=False, memory_budget=2**30 if dense_A else 600,
                                         rho_grid=None).fit(Xd, y)
             np.testing.assert_array_equal(est.get_support(indices=True), M)
             np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -131,7 +131,7 @@ def test_responses_continuous_multivariate_rbf_standardize(rng):
     ys = (y - y.mean()) / y.std(ddof=1)
     A = ref.hsic_A(X, ys[None, :])
     M = ref.sparse_pm(A, 1.1, 0.05)[0]
-    est = fsdask.SparseHSIC(rho=0.05).fit(X, y)
+    est = fsdask.SparseHSIC(rho=0.05, standardize=False).fit(X, y)
     assert est.response_ == "continuous"
     np.testing.assert_array_equal(est.get_support(indices=True), M)
     np.testing.assert_allclose(est.hsic_A_, A, atol=1e-12)
@@ -139,7 +139,7 @@ def test_responses_continuous_multivariate_rbf_standardize(rng):
     # multivariate: standardised columns of Y
     Y = np.c_[y, X[:, 11] + 0.1 * rng.standard_normal(n)]
     Ys = (Y - Y.mean(0)) / Y.std(0, ddof=1)
-    est = fsdask.SparseHSIC(rho=0.01).fit(X, Y)
+    est = fsdask.SparseHSIC(rho=0.01, standardize=False).fit(X, Y)
     assert est.response_ == "multivariate"
     np.testing.assert_allclose(est.hsic_A_, ref.hsic_A(X, Ys.T), atol=1e-12)
     # standardize=True: A of the standardised features
@@ -169,6 +169,9 @@ def test_n_features_to_select_rho_path_and_result(rng):
         assert est.get_support().sum() == k
         assert est.result_["selected"].values.sum() == k
     r = est.result_
+    assert "rho" not in r.coords  # rho_grid="auto": the path is not computed by fit
+    est = fsdask.SparseHSIC(n_features_to_select=20, rho_grid="default").fit(X, y)
+    r = est.result_
     assert "rho" in r.coords and r["rho_path_n_selected"].dims == ("rho",)
     counts = r["rho_path_n_selected"].values
     assert counts[0] > counts[-1] and counts[-1] == 0
@@ -188,7 +191,7 @@ def test_n_features_to_select_rho_path_and_result(rng):
 
 def test_r1d_union_and_components(rng):
     X, y = _problem(rng, n=45, p=60, classes=3)
-    est = fsdask.SparseHSIC(rho=4e-5, n_components=3).fit(X, y)
+    est = fsdask.SparseHSIC(rho=4e-5, n_components=3, standardize=False).fit(X, y)
     comp = est.result_["selected_by_component"].values
     assert est.components_.shape == (est.n_components_, 60)
     sup = est.get_support()
@@ -272,6 +275,47 @@ def test_fraction_transform_and_xarray(rng):
     lazy = est.transform(da.from_array(X, chunks=(30, 10)))
     assert isinstance(lazy, da.Array)
     np.testing.assert_array_equal(lazy.compute(), X[:, est.get_support()])
+
+
+def test_fixed_rho_fit_does_not_run_the_path_and_lazy_path_matches(rng, monkeypatch):
+    X, y = _problem(rng, n=40, p=300, classes=3)
+    calls = []
+    real = hsic.rho_path
+    monkeypatch.setattr(hsic, "rho_path", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for kw in ({"rho": 1e-4}, {"n_features_to_select": 5}):
+        est = fsdask.SparseHSIC(**kw).fit(X, y)
+        assert calls == [], kw
+    lazy = est.rho_path_  # computed on first access, once
+    assert calls == [1] and est.rho_path_ is lazy
+    eager = fsdask.SparseHSIC(n_features_to_select=5, rho_grid="default").fit(X, y).rho_path_
+    for key in ("rho", "n_selected", "objective"):
+        np.testing.assert_array_equal(lazy[key], eager[key])
+    est.fit(X, y[::-1].copy())  # a refit forgets the old path
+    assert "rho_path_" not in est.__dict__
+
+
+def test_rho_path_screened_rows_match_every_row(rng):
+    """The path on the rows above min ρ equals R1D on all of A, ρ by ρ; the default grid's
+    lower end keeps at most max_rows candidate rows."""
+    X, y = _problem(rng, n=40, p=400, classes=3)
+    A = fsdask.SparseHSIC(n_features_to_select=5).fit(X, y).hsic_A_
+    norm2 = (A * A).sum(axis=1)
+    grid = np.geomspace(np.sort(norm2)[-60], hsic.rho_max(A), 7)
+    path = hsic.rho_path(A, grid, n_components=2)
+    for rho, count, obj in zip(grid, path["n_selected"], path["objective"]):
+        res, B = [], A.copy()
+        for _ in range(2):  # R1D on all rows, no screening
+            r = hsic._sparse_pm_rows(B, (B * B).sum(axis=1), 1.1, rho, 1e-12, 200)
+            if not r.M.any():
+                break
+            res.append(r)
+            B = hsic._downdate(B, r)
+        assert count == hsic._selection(res, A.shape[0])[0].sum()
+        np.testing.assert_allclose(obj, sum(r.objective[-1] for r in res), rtol=1e-9)
+    assert path["n_selected"][0] > 0
+    capped = hsic.rho_path(A, max_rows=30)
+    assert (norm2 > capped["rho"][0]).sum() <= 30 and capped["n_selected"].max() <= 30
+    assert hsic.rho_path(A, max_rows=None)["rho"][0] == pytest.approx(hsic.rho_max(A) * 1e-4)
 
 
 class TestSparseHSIC(SelectorChecks):

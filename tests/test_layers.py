@@ -17,7 +17,6 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "fsdask"
 LAYERS = {
     "fsdask.errors": 0,
     "fsdask._validation": 0,
-    "fsdask.config": 0,
     "fsdask.io": 0,
     "fsdask.results": 0,
     "fsdask.linalg": 1,

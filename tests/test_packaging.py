@@ -58,6 +58,6 @@ def test_cluster_configs_ship_with_the_package():
 
 
 def test_dask_config_defaults_registered():
-    import fsdask  # noqa: F401  (registers fsdask/fsdask.yaml via fsdask.config)
+    import fsdask  # noqa: F401  (registers fsdask/fsdask.yaml via fsdask._config)
 
     assert dask.config.get("fsdask.memory-budget") == "1GiB"

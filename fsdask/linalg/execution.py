@@ -4,8 +4,8 @@ Methods ask this module three questions instead of deciding them with dask thems
 
 * **in memory or chunked?**  :meth:`Execution.fits` and :meth:`Execution.hold` compare a
   size with ONE memory budget, the dask config key ``fsdask.memory-budget`` (default
-  ``1GiB``, registered by :mod:`fsdask.config` from ``fsdask/fsdask.yaml``); a call's ``memory_budget=`` overrides
-  it, and so does ``dask.config.set({"fsdask.memory-budget": ...})`` around the call;
+  ``1GiB``, registered by :mod:`fsdask._config` from ``fsdask/fsdask.yaml``); a call's
+  ``memory_budget=`` overrides it, and so does ``dask.config.set`` around the call;
 * **persist or recompute?**  :meth:`Execution.operator` wraps a matrix derived column by
   column from X (N × J) as a linear operator that is held in memory, persisted chunked
   like X, or recomputed from X at every product;
@@ -36,7 +36,7 @@ import dask.array as da
 import numpy as np
 from dask.utils import parse_bytes
 
-import fsdask.config  # noqa: F401  (registers the default of fsdask.memory-budget)
+import fsdask._config  # noqa: F401  (registers the default of fsdask.memory-budget)
 from fsdask.errors import ParameterError
 from fsdask.linalg.reductions import map_features, sum_over_blocks
 

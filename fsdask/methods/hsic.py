@@ -56,6 +56,8 @@ Response = Literal["auto", "categorical", "continuous", "multivariate", "rbf"]
 RBF_TRACE_SHARE = 0.999
 #: … but never more than this many (the rank of the factor Δ, i.e. the columns of A)
 RBF_MAX_RANK = 50
+#: the default ρ path spans selections of up to this many features (rows screened first)
+PATH_MAX_ROWS = 1000
 #: a categorical y with more than this share of distinct values per sample looks continuous
 MAX_CLASS_SHARE = 0.5
 
@@ -218,7 +220,8 @@ def _col_step(A, A2, u: np.ndarray, M: np.ndarray, gamma: float, rho: float):
 
 
 def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
-              max_iter: int = 200, memory_budget: Any = None) -> SparsePMResult:
+              max_iter: int = 200, memory_budget: Any = None,
+              row_norm2: np.ndarray | None = None) -> SparsePMResult:
     """Algorithm ``[M, N, u, v, σ] = SparsePM(A)`` of §3.3.1, exactly as written.
 
     ``A`` is a NumPy array or a dask array chunked by rows (m × c).  Stagnation (step 14):
@@ -236,7 +239,7 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
     memory budget, :func:`fsdask.linalg.execution.memory_budget`) in memory.  For the ρ of a small selection this is a tiny matrix.
     """
     m, c = A.shape
-    row_norm2 = _row_norm2(A)
+    row_norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
     cand = np.flatnonzero(row_norm2 > rho)
     if cand.size == 0:  # the start row has f = ‖A_i0‖² − ρc ≤ 0: step 8 selects nothing
         i0 = int(np.argmax(row_norm2))
@@ -355,6 +358,7 @@ def r1d(A, n_components: int = 1, gamma: float = 1.1, rho: float = 0.0, *,
     can select a row outside that set.  Same result, in time proportional to the candidate
     rows — the ρ bisection and path on a 10⁶-row A cost a few milliseconds per ρ.
     """
+    norm2 = None
     if not isinstance(A, da.Array):
         m = A.shape[0]
         norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
@@ -366,7 +370,7 @@ def r1d(A, n_components: int = 1, gamma: float = 1.1, rho: float = 0.0, *,
             return [_scatter(r, rows, m) for r in sub]
     out = []
     for k in range(n_components):
-        res = sparse_pm(A, gamma, rho, **kw)
+        res = sparse_pm(A, gamma, rho, row_norm2=norm2 if k == 0 else None, **kw)
         if not res.M.any():
             break
         out.append(res)
@@ -390,20 +394,32 @@ def rho_max(A, row_norm2: np.ndarray | None = None) -> float:
 
 
 def rho_path(A, rhos: Sequence[float] | None = None, *, gamma: float = 1.1, n_components: int = 1,
-             n_rhos: int = 25, **kw) -> dict[str, np.ndarray]:
+             n_rhos: int = 25, max_rows: int | None = PATH_MAX_ROWS, **kw) -> dict[str, np.ndarray]:
     """Number of selected features and final objective (3.4) over a grid of ρ.
 
-    Default grid: ``n_rhos`` log-spaced values from 10⁻⁴·ρ_max to ρ_max (:func:`rho_max`).
+    Default grid: ``n_rhos`` log-spaced values from ρ_lo to ρ_max (:func:`rho_max`), where
+    ρ_lo is 10⁻⁴·ρ_max raised, if need be, to the ``max_rows``-th largest ‖A_i‖², so the
+    path spans selections of up to ``max_rows`` features (None: no cap).
     Returns ``{"rho", "n_selected", "objective"}``; objective is the sum over components of
-    the last value of each trace.  The row norms are computed once for the whole grid.
+    the last value of each trace.
+
+    Screening first: a row with ‖A_i‖² ≤ min ρ never enters any M on the grid (:func:`r1d`),
+    so the whole path runs on the other rows — O(candidates), not O(m), per SparsePM step.
     """
     norm2 = _row_norm2(A)
+    m = A.shape[0]
     if rhos is None:
         top = rho_max(A, norm2)
-        rhos = np.geomspace(top * 1e-4, top, n_rhos)
+        lo = top * 1e-4
+        if max_rows is not None and max_rows < m:
+            lo = max(lo, float(np.partition(norm2, m - max_rows)[m - max_rows]))
+        rhos = np.geomspace(min(lo, top), top, n_rhos)
     rhos = np.asarray(rhos, dtype=np.float64)
     counts = np.zeros(rhos.size, dtype=np.int64)
     obj = np.zeros(rhos.size)
+    rows = np.flatnonzero(norm2 > rhos.min()) if rhos.size else np.zeros(0, int)
+    if rows.size < m and not isinstance(A, da.Array):
+        A, norm2 = A[rows], norm2[rows]
     for t, rho in enumerate(rhos):
         res = r1d(A, n_components, gamma, float(rho), row_norm2=norm2, **kw)
         counts[t] = _selection(res, A.shape[0])[0].sum()
@@ -487,9 +503,11 @@ class SparseHSIC(Selector):
         How Δ is built from y (see :func:`response_factor`); "auto" picks from the dtype.
     n_features_to_select : int, float in (0, 1) or None
         If given, ρ is bisected to select this many features (:func:`rho_for_k`).
-    standardize : bool, default False
-        Divide each feature by its standard deviation (A row-scaled, same pass); by default
-        features are only centred, by H.
+    standardize : bool, default True
+        Divide each feature by its standard deviation (A row-scaled, same pass): with the
+        linear kernel A_i is a covariance, so on raw data a high-variance noise feature
+        outranks a relevant one.  ``False`` is the thesis' exact behaviour (features only
+        centred, by H).
     kernel_rank, kernel_width : for ``response="rbf"``.
     max_iter, tol : SparsePM stopping.
     memory_budget : int, str or None
@@ -498,8 +516,9 @@ class SparseHSIC(Selector):
         SparsePM step one pass over it).
     rho_grid : "auto", "default", None or sequence of float
         ρ values for the path stored in ``result_`` (``rho_path_n_selected(rho)``,
-        ``rho_path_objective(rho)``); "default" = 25 log-spaced values up to
-        :func:`rho_max`; "auto" = "default" when A is in memory, else None (no path).
+        ``rho_path_objective(rho)``), computed by ``fit``; "default" = 25 log-spaced values
+        up to :func:`rho_max` (:func:`rho_path`); "auto" = not computed by ``fit``: the
+        default path is ``rho_path_``, computed on first access (A in memory only).
     on_constant : {"drop", "error"}
         Constant features (A row exactly 0 after centring) get weight 0, or raise.
 
@@ -535,7 +554,7 @@ class SparseHSIC(Selector):
 
     def __init__(self, gamma: float = 1.1, rho: float = 0.015, n_components: int = 1,
                  response: Response = "auto", n_features_to_select: int | float | None = None,
-                 standardize: bool = False, kernel_rank: int | None = None, kernel_width: float | None = None,
+                 standardize: bool = True, kernel_rank: int | None = None, kernel_width: float | None = None,
                  max_iter: int = 200, tol: float = 1e-12, memory_budget: Any = None,
                  rho_grid: Any = "auto", on_constant: str = "drop"):
         self.gamma = gamma
@@ -555,6 +574,7 @@ class SparseHSIC(Selector):
     # ---- FeatureSelection ----
     def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
         n, p = X.shape
+        self.__dict__.pop("rho_path_", None)  # a refit's path is computed afresh
         delta, kind, info = response_factor(y, self.response, kernel_rank=self.kernel_rank,
                                             kernel_width=self.kernel_width)  # step 1
         c = delta.shape[0]
@@ -619,11 +639,10 @@ class SparseHSIC(Selector):
                       "sigma": ("component",), "v": ("component", "response_component")}
         coords: dict = {}
         grid = self.rho_grid
-        if isinstance(grid, str) and grid == "auto":
-            grid = "default" if dense else None
-        if grid is not None:
+        self._path_args = (A, kw) if dense else None
+        if not (grid is None or isinstance(grid, str) and grid == "auto"):
             path = rho_path(A, None if isinstance(grid, str) else grid, gamma=self.gamma, n_components=self.n_components, **kw)
-            self.rho_path_ = path
+            self.__dict__["rho_path_"] = path
             coords["rho"] = path["rho"]
             extras.update(rho_path_n_selected=path["n_selected"], rho_path_objective=path["objective"])
             dims.update(rho_path_n_selected=("rho",), rho_path_objective=("rho",))
@@ -640,3 +659,15 @@ class SparseHSIC(Selector):
                          active=active, n_iter=sum(r.n_iter for r in results),
                          converged=all(r.converged for r in results), objective=results[0].objective,
                          extras=extras, extra_dims=dims, coords=coords, attrs=attrs)
+
+    @property
+    def rho_path_(self) -> dict[str, np.ndarray]:
+        """The ρ path (:func:`rho_path`, default grid) on this fit's A, computed on first access
+        (``rho_grid="auto"``); with ``rho_grid="default"`` or a grid it was computed by ``fit``."""
+        if "rho_path_" not in self.__dict__:
+            if getattr(self, "_path_args", None) is None:
+                raise AttributeError("rho_path_: A was not kept in memory (memory_budget); call "
+                                     "fsdask.methods.hsic.rho_path on it, or fit with rho_grid='default'")
+            A, kw = self._path_args
+            self.__dict__["rho_path_"] = rho_path(A, gamma=self.gamma, n_components=self.n_components, **kw)
+        return self.__dict__["rho_path_"]

@@ -23,10 +23,12 @@ import fsdask
 from fsdask import checkpoint
 from fsdask.cli import main
 
-QALPHA = ["--method", "qalpha", "--param", "k=3", "--param", "max_iter=8", "--param", "tol=0",
+QALPHA = ["--method", "qalpha", "--param", "k=3", "--param", "max_iter=12", "--param", "tol=0",
           "--param", "n_features_to_select=10"]
-LOGO = ["--method", "logo", "--param", "max_iter=8", "--param", "theta=0.000000001", "--param", "n_features_to_select=10"]
-METHODS = {"qalpha": QALPHA, "logo": LOGO}
+LOGO = ["--method", "logo", "--param", "max_iter=40", "--param", "theta=0.000000001", "--param", "n_features_to_select=10"]
+SHORT = [*QALPHA, "--param", "max_iter=4"]   # for the refusals: a finished fit's checkpoint suffices
+#: options, max_iter (enough iterations left after k = 3 that the kill lands mid-fit)
+METHODS = {"qalpha": (QALPHA, 12), "logo": (LOGO, 40)}
 
 
 def make_store(path, seed=0, n=40, p=600):
@@ -34,7 +36,7 @@ def make_store(path, seed=0, n=40, p=600):
     X = rng.standard_normal((n, p))
     y = np.repeat([0, 1], n // 2)
     X[y == 1, :6] += 1.0
-    fsdask.write_dataset(xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)}), path, block=200)
+    fsdask.write_dataset(xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)}), path, block=p)
     return path
 
 
@@ -84,10 +86,10 @@ def kill_at(store, out, opts, k, timeout=60.0, argv=None):
 
 @pytest.mark.parametrize("method", list(METHODS))
 def test_killed_fit_resumes_to_the_uninterrupted_result(method, store, tmp_path, caplog):
-    opts = METHODS[method]
+    opts, max_iter = METHODS[method]
     assert select(store, tmp_path / "ref.zarr", opts) == 0
     reached = kill_at(store, tmp_path / "out.zarr", opts, k=3)
-    assert 3 <= max(reached.values()) < 8 and not (tmp_path / "out.zarr").exists()
+    assert 3 <= max(reached.values()) < max_iter and not (tmp_path / "out.zarr").exists()
     with caplog.at_level(logging.WARNING, logger="fsdask"):
         assert select(store, tmp_path / "out.zarr", opts, "--resume") == 0
     assert f"at iteration {max(reached.values())}" in caplog.text   # it continued, not started over
@@ -98,13 +100,13 @@ def test_killed_fit_resumes_to_the_uninterrupted_result(method, store, tmp_path,
 def test_pipeline_rerun_continues_the_killed_fit(store, tmp_path, caplog):
     import yaml
     from fsdask.pipeline import run_pipeline
-    params = {"max_iter": 8, "theta": 1e-9, "n_features_to_select": 10}
+    params = {"max_iter": 40, "theta": 1e-9, "n_features_to_select": 10}
     step = {"url": str(store), "method": "logo", "param": params, "output": "logo.zarr", "scheduler": "sync",
             "no_progress": True, "top": 0}
     cfg = tmp_path / "night.yaml"
     cfg.write_text(yaml.safe_dump({"steps": [{"name": "logo", "select": {**step, "checkpoint_every": 1}}]}))
     reached = kill_at(store, tmp_path / "logo.zarr", None, k=3, argv=["run", str(cfg)])
-    assert 3 <= reached["logo"] < 8
+    assert 3 <= reached["logo"] < 40
     with caplog.at_level(logging.WARNING, logger="fsdask"):
         assert run_pipeline(cfg) == {"logo": "ran"}
     assert f"resuming logo from the checkpoint {tmp_path / 'logo.zarr'}.fsdask-checkpoint at iteration " \
@@ -116,7 +118,7 @@ def test_pipeline_rerun_continues_the_killed_fit(store, tmp_path, caplog):
     assert not os.path.exists(tmp_path / "logo.zarr.fsdask-checkpoint")
 
 
-def left_checkpoint(store, out, opts=QALPHA):
+def left_checkpoint(store, out, opts=SHORT):
     """A finished fit's checkpoint at ``out``'s place (the Python API leaves it; the CLI removes it)."""
     from fsdask.methods import get_method
     from fsdask.commands import parse_kv
@@ -133,20 +135,20 @@ def test_checkpoint_of_other_data_options_or_version_is_refused(store, tmp_path,
     path = left_checkpoint(store, out)
     other = make_store(tmp_path / "other.zarr", seed=1)
     capsys.readouterr()
-    assert select(other, out, QALPHA) == 2
+    assert select(other, out, SHORT) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"fsdask select: error: checkpoint {path} was written for other data (the source or content of X")
     assert "--restart" in err and len(err.strip().splitlines()) == 1
-    assert select(store, out, [*QALPHA, "--param", "k=2"]) == 2
+    assert select(store, out, [*SHORT, "--param", "k=2"]) == 2
     assert "other options (k: 3 → 2)" in capsys.readouterr().err
     monkeypatch.setattr(fsdask, "__version__", "99.0")
-    assert select(store, out, QALPHA) == 2
+    assert select(store, out, SHORT) == 2
     assert "written by fsdask" in capsys.readouterr().err
     monkeypatch.undo()
     assert not out.exists() and os.path.exists(path)          # refused: nothing written, nothing lost
-    assert select(other, out, QALPHA, "--restart") == 0       # --restart ignores (and then removes) it
+    assert select(other, out, SHORT, "--restart") == 0       # --restart ignores (and then removes) it
     assert not os.path.exists(path)
-    assert select(other, tmp_path / "ref.zarr", QALPHA) == 0
+    assert select(other, tmp_path / "ref.zarr", SHORT) == 0
     same_result(tmp_path / "ref.zarr", out)
 
 
@@ -156,14 +158,14 @@ def test_damaged_checkpoint_is_named(store, tmp_path, capsys):
     capsys.readouterr()
     with open(path, "r+b") as fh:
         fh.truncate(os.path.getsize(path) // 2)
-    assert select(store, out, QALPHA) == 2
+    assert select(store, out, SHORT) == 2
     err = capsys.readouterr().err
     assert f"checkpoint {path} is corrupted or truncated" in err and "--restart" in err
-    assert select(store, out, QALPHA, "--restart") == 0 and not os.path.exists(path)
+    assert select(store, out, SHORT, "--restart") == 0 and not os.path.exists(path)
 
 
 def test_checkpoint_every_is_checked(store, tmp_path, capsys):
-    assert select(store, tmp_path / "o.zarr", QALPHA, "--checkpoint-every", "often") == 2
+    assert select(store, tmp_path / "o.zarr", SHORT, "--checkpoint-every", "often") == 2
     assert "--checkpoint-every): use a number of iterations" in capsys.readouterr().err
     assert checkpoint.parse_every("5") == (5, None) and checkpoint.parse_every("2m") == (None, 120.0)
     with pytest.raises(fsdask.ParameterError, match="60s"):

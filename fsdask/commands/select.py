@@ -38,7 +38,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=20, help="how many top features to print (default 20)")
     p.add_argument("--csv", help="also write the ranked table to this CSV file")
     add_overwrite(p)
-    g = p.add_argument_group("checkpoints (iterative methods: qalpha)")
+    g = p.add_argument_group("checkpoints of iterative fits (qalpha, logo, cpfs)")
     g.add_argument("--checkpoint-every", metavar="N|Ts",
                    help="save the fit's state every N iterations (5) or T seconds (60s) to "
                         "OUTPUT.fsdask-checkpoint; a run killed mid-fit continues from it when run again")

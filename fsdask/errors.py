@@ -27,3 +27,7 @@ class StoreError(FsdaskError, OSError):
 
 class ConvergenceWarning(UserWarning):
     """An iterative method stopped at ``max_iter`` before meeting its tolerance."""
+
+
+class ClusterError(FsdaskError, OSError):
+    """The Dask cluster is unreachable, is not a Dask scheduler, or cannot keep workers alive."""

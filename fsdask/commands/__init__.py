@@ -42,6 +42,9 @@ def add_scheduler(p: argparse.ArgumentParser) -> None:
                    help="where to run: threads (default), sync, local, local:N (LocalCluster of N "
                         "processes), tcp://host:port (existing scheduler) or a cluster YAML file")
     p.add_argument("--memory-limit", default=None, help="per-worker memory limit for local clusters (e.g. 2GB)")
+    p.add_argument("--worker-timeout", type=float, default=None, metavar="SECONDS",
+                   help="give up when a cluster file's batch jobs start no worker within this time "
+                        "(default: the file's worker_timeout, else 300)")
     p.add_argument("--no-progress", action="store_true",
                    help="do not show progress (a bar on a terminal, otherwise a line every "
                         "$FSDASK_PROGRESS_INTERVAL seconds, default 10, on stderr)")

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     wanted = args.methods.split(",") if args.methods else [m for m, _ in DEMO_METHODS]
     params = dict(DEMO_METHODS)
     t0 = time.perf_counter()
-    with scheduler(args.scheduler, memory_limit=args.memory_limit) as client:
+    with scheduler(args.scheduler, memory_limit=args.memory_limit, worker_timeout=args.worker_timeout) as client:
         where = "threads in this process" if client is None else f"{client.cluster.__class__.__name__ if client.cluster else 'cluster'} with {len(client.scheduler_info().get('workers', {}))} workers"
         print(f"fsdask demo — running on {where}")
         syn = weston_linear(n_samples=args.samples, n_features=args.features, random_state=args.seed)

@@ -91,7 +91,7 @@ def _ranking(args, ds, so) -> tuple[np.ndarray, str, "object"]:
 def _reconstruction(args, ds, so) -> int:
     from fsdask.cluster import scheduler
     from fsdask.evaluate import reconstruction_curve
-    with scheduler(args.scheduler, memory_limit=args.memory_limit):
+    with scheduler(args.scheduler, memory_limit=args.memory_limit, worker_timeout=args.worker_timeout):
         order, name, _ = _ranking(args, ds, so)
         q = min(args.max_features, order.size)
         curve = reconstruction_curve(ds["X"], order[:q])

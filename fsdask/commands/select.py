@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     est = get_method(args.method, **params)
     ds = open_dataset(args.url, storage_options=so)
     t0 = time.perf_counter()
-    with scheduler(args.scheduler, memory_limit=args.memory_limit) as client:
+    with scheduler(args.scheduler, memory_limit=args.memory_limit, worker_timeout=args.worker_timeout) as client:
         with progress(client, enabled=not args.no_progress):
             est.fit(ds)
     result = est.result_

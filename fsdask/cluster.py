@@ -169,10 +169,13 @@ def _close_after_failed_submission(cluster) -> None:
     for name, job in list(cluster.workers.items()):
         if getattr(job, "job_id", None) is None:
             del cluster.workers[name]
+    for job in list(getattr(cluster, "_created", ())):
+        if getattr(job, "job_id", None) is None:
+            cluster._created.discard(job)
     try:
         cluster.close()
     except Exception as exc:  # noqa: BLE001  (the submission error is the one to report)
-        log.warning("closing the jobqueue cluster after a failed submission: %s", exc)
+        log.debug("closing the jobqueue cluster after a failed submission: %s", exc)
 
 
 def _batch_error(exc: BaseException) -> str:

@@ -24,7 +24,7 @@ def _cli(*args, timeout=300):
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     rng = np.random.default_rng(7)
-    X = rng.normal(size=(40, 1200)).astype(np.float32)
+    X = rng.normal(size=(40, 400)).astype(np.float32)
     y = np.repeat([0, 1], 20)
     X[y == 1, :5] += 1.5
     path = tmp_path_factory.mktemp("slurm-data") / "x.zarr"
@@ -32,7 +32,7 @@ def store(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("method,params", [("ttest", []), ("qalpha", ["--param", "random_state=0"]),
+@pytest.mark.parametrize("method,params", [("ttest", []), ("qalpha", ["--param", "random_state=0", "--param", "max_iter=5"]),
                                            ("logo", [])])
 def test_select_on_slurm_equals_threaded(slurm, store, tmp_path, method, params):
     conf = slurm.jobqueue_yaml(tmp_path / "slurm.yaml")
@@ -53,13 +53,13 @@ def test_scancel_of_one_worker_job_mid_run_still_completes(slurm, store, tmp_pat
     what was lost and the fit completes with the undisturbed result (jobqueue does not
     resubmit the job; one worker is enough)."""
     ds = fsdask.open_dataset(store)
-    reference = fsdask.Logo(memory_bytes=0).fit(ds).result_["weight"].values
+    reference = fsdask.Logo(memory_bytes=0, max_iter=5).fit(ds).result_["weight"].values
     conf = slurm.jobqueue_yaml(tmp_path / "slurm.yaml", jobs=2)
     with scheduler(str(conf)) as client:
         client.wait_for_workers(2, timeout=120)
         jobs = [j.job_id for j in client.cluster.workers.values()]
         out: dict = {}
-        fit = threading.Thread(target=lambda: out.update(w=fsdask.Logo(memory_bytes=0).fit(ds).result_))
+        fit = threading.Thread(target=lambda: out.update(w=fsdask.Logo(memory_bytes=0, max_iter=5).fit(ds).result_))
         fit.start()
         deadline = time.monotonic() + 120
         while not client.run_on_scheduler(lambda dask_scheduler: sum(

@@ -1,25 +1,25 @@
 """SparseHSIC at scale: end-to-end time against the I/O floor of the same store, peak
 memory at two sizes, and pyHSICLasso on the same data.
 
-Store: float32 X of ``--samples`` × ``--features`` (default 200 × 1 000 000, "10⁶ features
-by 200 samples", ≈ 763 MiB in 64 MiB feature blocks), N(0, 1) noise with planted features:
+Stores: float32 X of ``--sizes`` (default 200 × 300 000 and 100 × 1 000 000, the sizes of
+issue 17; 64 MiB feature blocks), N(0, 1) noise with planted features:
 
 * categorical response y_cat ∈ {0, 1, 2}: features 10, 20, 30, 40, 50 (+ the last feature)
   are shifted by 0.8·(class-dependent pattern);
 * continuous response y_cont = x₆₀ + x₇₀ − x₈₀ + 0.5·ε.
 
 Every measurement runs in its own subprocess (threads scheduler) so its peak RSS
-(``ru_maxrss``) is its own:
+(``ru_maxrss``) is its own; each subprocess warms its cache with one untimed run, and the
+floor and the fits alternate, best of ``--repeat`` (≥ 3) rounds (``benchmarks/_harness.py``:
+load before/after, commit, command; a figure taken at load > 0.5 is marked ``(loaded)``):
 
 * floor: ``X.sum().compute()`` on this very store — one streaming pass (best of
   ``--repeat``), as in ``benchmarks/io_floor.py``;
 * SparseHSIC(n_features_to_select=6, n_components=2) with y_cat (the planted class
   patterns point in different directions of the 3-column A: one rank-one component holds
-  only some of them), and SparseHSIC(n_features_to_select=3) with y_cont; the ratio to the
-  floor (target ≤ 1.5) and the time of the one pass that builds A;
-* the same at ``--small`` features (default 100 000, the first columns of the same store)
-  to show the peak memory does not grow with the number of features except for the
-  O(m·c) matrix A (m·c·8 bytes);
+  only some of them), and SparseHSIC(n_features_to_select=3) with y_cont, each also with a
+  fixed ``rho`` (the ρ the first found); the ratio to the floor (target ≤ 1.5) and the time
+  of the one pass that builds A;
 * with ``--pyhsiclasso PYTHON`` (an interpreter of a separate venv with pyHSICLasso and
   zarr; never a dependency of fsdask), pyHSICLasso on the first d features for d in
   ``--pyhsiclasso-sizes``, each with a timeout and an address-space cap, next to
@@ -44,6 +44,9 @@ import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Bench, add_args  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -95,7 +98,7 @@ def make_store(path: str, n: int, p: int) -> str:
 
 
 # ---- child measurements -------------------------------------------------------------
-def child(kind: str, store: str, p: int, repeat: int) -> dict:
+def child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) -> dict:
     import resource
 
     import dask
@@ -109,7 +112,7 @@ def child(kind: str, store: str, p: int, repeat: int) -> dict:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     best, cpu, out, est = float("inf"), float("inf"), {}, None
     with dask.config.set(scheduler="threads"):
-        for _ in range(repeat):
+        for it in range(repeat + 1):  # the first run warms the cache and is not timed
             est = None  # release the previous fit's per-feature outputs before the next one
             gc.collect()
             t0, c0 = time.perf_counter(), time.process_time()
@@ -118,12 +121,17 @@ def child(kind: str, store: str, p: int, repeat: int) -> dict:
             elif kind == "apass":  # the one pass that builds A (categorical Δ), alone
                 hsic_matrix(X.data, response_factor(ds["y"].values)[0]).compute()
             elif kind == "cat":
-                est = fsdask.SparseHSIC(n_features_to_select=6, n_components=2, rho_grid=None).fit(X, ds["y"].values)
+                est = fsdask.SparseHSIC(n_features_to_select=6, n_components=2).fit(X, ds["y"].values)
             elif kind == "cont":
-                est = fsdask.SparseHSIC(n_features_to_select=3, rho_grid=None).fit(X, ds["y_cont"].values)
-            best = min(best, time.perf_counter() - t0)
-            cpu = min(cpu, time.process_time() - c0)
-    if kind in ("cat", "cont"):
+                est = fsdask.SparseHSIC(n_features_to_select=3).fit(X, ds["y_cont"].values)
+            elif kind == "cat_rho":
+                est = fsdask.SparseHSIC(rho=rho, n_components=2).fit(X, ds["y"].values)
+            elif kind == "cont_rho":
+                est = fsdask.SparseHSIC(rho=rho).fit(X, ds["y_cont"].values)
+            if it:
+                best = min(best, time.perf_counter() - t0)
+                cpu = min(cpu, time.process_time() - c0)
+    if est is not None:
         out["found"] = est.get_support(indices=True).tolist()
         out["rho"] = est.rho_
         out["A_MiB"] = est.hsic_A_.nbytes / 2**20
@@ -134,8 +142,10 @@ def child(kind: str, store: str, p: int, repeat: int) -> dict:
     return out
 
 
-def run_child(kind: str, store: str, p: int, repeat: int) -> dict:
+def run_child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) -> dict:
     cmd = [sys.executable, __file__, "--child", kind, "--out", store, "--features", str(p), "--repeat", str(repeat)]
+    if rho is not None:
+        cmd += ["--rho", repr(rho)]
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode:
@@ -184,67 +194,83 @@ def run_hsiclasso(python: str, store: str, d: int, kind: str, k: int, timeout: f
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def measure(bench: Bench, store: str, n: int, p: int, repeat: int) -> None:
+    """Floor, the A pass and the four fits on one store, alternating (each child warms itself)."""
+    relevant = {"cat": CAT + [p - 1], "cont": CONT}
+    last: dict = {}
+
+    def job(kind, rho=None):
+        def run():
+            last[kind] = run_child(kind, store, p, 1, rho)
+            return last[kind]
+        return run
+
+    # the fixed ρ of the rho fits: the ρ the n_features_to_select fits find (measured once, untimed)
+    rhos = {k: run_child(k, store, p, 0)["rho"] for k in ("cat", "cont")}
+    fns = {"floor": job("floor"), "apass": job("apass")}
+    for k in ("cat", "cont"):
+        fns[k] = job(k)
+        fns[k + "_rho"] = job(k + "_rho", rhos[k])
+    t = bench.alternate(fns, repeat, warm=False)
+    fl = t["floor"]
+    tag = f"[{n} × {p}]"
+    bench.line(f"{tag} floor (X.sum, threads): {fl} ({n * p * 4 / 2**20 / fl.seconds:.0f} MiB/s, CPU {fl.cpu:.2f} s), "
+               f"peak RSS {last['floor']['peak_MiB']:.0f} MiB")
+    bench.line(f"{tag} the one pass building A (categorical, alone): {t['apass']} = {Bench.ratio(t['apass'], fl)} floor")
+    for kind in ("cat", "cat_rho", "cont", "cont_rho"):
+        r, rel = last[kind], relevant[kind.split("_")[0]]
+        how = f"rho={rhos[kind.split('_')[0]]:.4g}" if kind.endswith("_rho") else "n_features_to_select"
+        bench.line(f"{tag} SparseHSIC {kind:<8} ({how}): {t[kind]} = {Bench.ratio(t[kind], fl)} floor "
+                   f"(CPU {t[kind].cpu:.2f} s); peak RSS {r['peak_MiB']:.0f} MiB (A {r['A_MiB']:.1f} MiB, per-feature "
+                   f"outputs incl. A {r['outputs_MiB']:.0f} MiB, interpreter + imports {r['start_MiB']:.0f} MiB); "
+                   f"found {r['found']} ({len(set(r['found']) & set(rel))}/{len(rel)} planted)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samples", type=int, default=200)
-    ap.add_argument("--features", type=int, default=1_000_000)
-    ap.add_argument("--small", type=int, default=100_000)
-    ap.add_argument("--out", default=os.path.join(HERE, "out", "hsic_scale.zarr"))
-    ap.add_argument("--reuse", action="store_true", help="reuse an existing store at --out")
-    ap.add_argument("--repeat", type=int, default=2, help="best of N for the full-size timings")
-    ap.add_argument("--results", default=os.path.join(ROOT, "examples", "results", "hsic_scale.txt"))
+    ap.add_argument("--sizes", default="200x300000,100x1000000", help="samples×features of each store")
+    ap.add_argument("--out", default=os.path.join(HERE, "out"), help="directory of the stores")
+    ap.add_argument("--reuse", action="store_true", help="reuse existing stores under --out")
+    add_args(ap, "hsic_scale")
     ap.add_argument("--pyhsiclasso", metavar="PYTHON", default=None,
                     help="interpreter of a venv with pyHSICLasso and zarr; runs the comparison")
     ap.add_argument("--pyhsiclasso-sizes", default="10000,50000,100000")
     ap.add_argument("--pyhsiclasso-timeout", type=float, default=1800)
     ap.add_argument("--pyhsiclasso-mem-gb", type=float, default=14)
-    ap.add_argument("--only-pyhsiclasso", action="store_true",
-                    help="skip the SparseHSIC/floor part and append the comparison to --results")
+    ap.add_argument("--features", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--rho", type=float, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.out, args.features, args.repeat)))
+        print(json.dumps(child(args.child, args.out, args.features, args.repeat, args.rho)))
         return
-    os.makedirs(os.path.dirname(args.results), exist_ok=True)
-    log = open(args.results, "a" if args.only_pyhsiclasso else "w")
-
-    def say(msg: str) -> None:
-        print(msg, flush=True)
-        log.write(msg + "\n")
-        log.flush()
-
-    def load() -> str:
-        return "load " + " ".join(f"{v:.2f}" for v in os.getloadavg())
-
-    n, p = args.samples, args.features
-    say(f"# benchmarks/hsic_scale.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"{os.cpu_count()} CPU(s), {load()}")
-    if not ((args.reuse or args.only_pyhsiclasso) and os.path.exists(args.out)):
-        say(make_store(args.out, n, p))
-    relevant_cat, relevant_cont = CAT + [p - 1], CONT
-    say(f"planted  categorical (3 classes): {relevant_cat}; continuous: {relevant_cont}")
-    for size in () if args.only_pyhsiclasso else (p, args.small):
-        rep = args.repeat
-        floor = run_child("floor", args.out, size, rep)
-        say(f"[{size} features] floor (X.sum, threads): {floor['time']:.2f} s "
-            f"({n * size * 4 / 2**20 / floor['time']:.0f} MiB/s, CPU {floor['cpu']:.2f} s), "
-            f"peak RSS {floor['peak_MiB']:.0f} MiB; {load()}")
-        if size == p:
-            a = run_child("apass", args.out, size, rep)
-            say(f"[{size} features] the one pass building A (categorical, alone): {a['time']:.2f} s = "
-                f"{a['time'] / floor['time']:.2f}× floor (CPU {a['cpu']:.2f} s); {load()}")
-        for kind, rel in (("cat", relevant_cat), ("cont", relevant_cont)):
-            r = run_child(kind, args.out, size, rep)
-            rel_in = [j for j in rel if j < size]
-            say(f"[{size} features] SparseHSIC {kind:<4}: {r['time']:.2f} s = {r['time'] / floor['time']:.2f}× floor "
-                f"(CPU {r['cpu']:.2f} s); peak RSS {r['peak_MiB']:.0f} MiB (A {r['A_MiB']:.1f} MiB, all per-feature "
-                f"outputs of the fit incl. A {r['outputs_MiB']:.0f} MiB, interpreter + imports "
-                f"{r['start_MiB']:.0f} MiB); found {r['found']} "
-                f"({len(set(r['found']) & set(rel_in))}/{len(rel_in)} planted); {load()}")
-    if args.pyhsiclasso is None:
+    bench = Bench("hsic_scale", args.results)
+    say = bench.line
+    say(f"planted  categorical (3 classes): {CAT} + the last feature; continuous: {CONT}")
+    stores = []
+    for size in args.sizes.split(","):
+        n, p = (int(v) for v in size.lower().split("x"))
+        store = os.path.join(args.out, f"hsic_scale_{n}x{p}.zarr")
+        if not (args.reuse and os.path.exists(store)):
+            say(make_store(store, n, p) + " (single run)")
+        measure(bench, store, n, p, args.repeat)
+        stores.append((store, n, p))
+    if args.pyhsiclasso is not None:
+        pyhsiclasso(args, bench, *stores[-1])
+    else:
         say("pyHSICLasso skipped (no --pyhsiclasso PYTHON; python3 -m venv /tmp/hsiclasso-venv && "
             "/tmp/hsiclasso-venv/bin/pip install pyhsiclasso zarr)")
-        return
+    bench.write()
+
+
+def pyhsiclasso(args, bench: Bench, store: str, n: int, p: int) -> None:
+    """pyHSICLasso next to SparseHSIC on the first d features (single runs, each in a subprocess)."""
+    say = bench.line
+    relevant_cat, relevant_cont = CAT + [p - 1], CONT
+
+    def load() -> str:
+        return f"load {os.getloadavg()[0]:.2f}"
+
     failed = None
     for d in [int(v) for v in args.pyhsiclasso_sizes.split(",")]:
         for kind, rel, k in (("cat", relevant_cat, 6), ("cont", relevant_cont, 3)):
@@ -252,10 +278,10 @@ def main() -> None:
             if failed:  # both responses build the same d feature kernels: a larger run fails too
                 say(f"[{d} features] pyHSICLasso {kind:<4}: not run ({failed})")
                 continue
-            s = run_child(kind, args.out, d, 1)
+            s = run_child(kind, store, d, 1)
             say(f"[{d} features] SparseHSIC  {kind:<4}: {s['time']:.2f} s, peak RSS {s['peak_MiB']:.0f} MiB; "
                 f"found {s['found']} ({len(set(s['found']) & set(rel_in))}/{len(rel_in)} planted); {load()}")
-            r = run_hsiclasso(args.pyhsiclasso, args.out, d, kind, k, args.pyhsiclasso_timeout,
+            r = run_hsiclasso(args.pyhsiclasso, store, d, kind, k, args.pyhsiclasso_timeout,
                               args.pyhsiclasso_mem_gb)
             if "error" in r:
                 say(f"[{d} features] pyHSICLasso {kind:<4}: {r['error']}; {load()}")

@@ -22,6 +22,18 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Bench, add_args  # noqa: E402
+
+FLOOR = r"""
+import json, sys, time
+t0 = time.perf_counter()
+with open(sys.argv[1], "rb") as fh:
+    while fh.read(16 * 2**20):
+        pass
+print(json.dumps({"time": time.perf_counter() - t0}))
+"""
+
 CHILD = r"""
 import json, resource, sys, time
 import fsdask
@@ -32,7 +44,7 @@ fsdask.ingest(src, dst, orient="features", overwrite=True, chunk_bytes=int(chunk
 t = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before reading anything back
 ds = fsdask.open_dataset(dst)
-print(json.dumps({"seconds": t, "peak_rss_mib": peak / 1024,
+print(json.dumps({"time": t, "peak_rss_mib": peak / 1024,
                   "rss_after_imports_mib": base / 1024, "shape": list(ds["X"].shape),
                   "chunks": len(ds["X"].chunks[1])}))
 """
@@ -58,31 +70,46 @@ def main() -> None:
     ap.add_argument("--chunk-mb", type=float, default=16.0)
     ap.add_argument("--batch", type=int, default=10_000, help="CSV rows parsed at a time")
     ap.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "out"))
+    add_args(ap, "ingest_csv")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
+    bench = Bench("ingest_csv", args.results)
     for rows in [int(r) for r in str(args.rows).split(",")]:
-        run(args, rows)
+        run(args, rows, bench)
+    bench.write()
 
 
-def run(args: argparse.Namespace, rows: int) -> None:
+def run(args: argparse.Namespace, rows: int, bench: Bench) -> None:
+    """The ingest and the floor (reading the CSV's bytes once), each in a subprocess, alternating."""
+    print = bench.line  # noqa: A001 - every line of the report goes to the result file
     src = os.path.join(args.dir, f"features_as_rows_{rows}x{args.samples}.csv")
     if not os.path.exists(src):
         t0 = time.perf_counter()
         write_csv(src + ".tmp", rows, args.samples)
         os.replace(src + ".tmp", src)
-        print(f"wrote {src} in {time.perf_counter() - t0:.1f} s")
+        print(f"wrote {src} in {time.perf_counter() - t0:.1f} s (single run)")
     dst = os.path.join(args.dir, "ingest_csv.zarr")
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
            + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-c", CHILD, src, dst, str(args.chunk_mb), str(args.batch)],
-                         capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit(out.stderr)
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    last: dict = {}
+
+    def child(code, *argv):
+        def go():
+            out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env)
+            if out.returncode != 0:
+                sys.exit(out.stderr)
+            last[code] = json.loads(out.stdout.strip().splitlines()[-1])
+            return last[code]
+        return go
+    t = bench.alternate({"floor": child(FLOOR, src),
+                         "ingest": child(CHILD, src, dst, str(args.chunk_mb), str(args.batch))}, args.repeat)
+    r = last[CHILD]
     matrix_mib = rows * args.samples * 4 / 2**20
     print(f"csv        {os.path.getsize(src) / 2**20:8.0f} MiB  ({rows} feature rows × {args.samples} samples)")
     print(f"matrix     {matrix_mib:8.0f} MiB  float32, stored as {r['chunks']} chunks of ≤ {args.chunk_mb:g} MiB")
-    print(f"ingest     {r['seconds']:8.1f} s   ({rows / r['seconds']:.0f} rows/s), batches of {args.batch} rows")
+    print(f"floor      {t['floor']}  (reading the CSV's bytes once)")
+    print(f"ingest     {t['ingest']}  = {Bench.ratio(t['ingest'], t['floor'])} floor "
+          f"({rows / t['ingest'].seconds:.0f} rows/s), batches of {args.batch} rows")
     print(f"peak RSS   {r['peak_rss_mib']:8.0f} MiB  (of which {r['rss_after_imports_mib']:.0f} MiB after imports); "
           f"shape read back {tuple(r['shape'])}")
 

@@ -21,21 +21,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import time
+import sys
 
 import numpy as np
 
-
-def timed(fn, repeat: int = 1) -> float:
-    """Best wall time of ``repeat`` runs (the CPU time of that run is kept in ``timed.cpu``)."""
-    best, timed.cpu = float("inf"), float("nan")
-    for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        if wall < best:
-            best, timed.cpu = wall, cpu
-    return best
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Bench, add_args  # noqa: E402
 
 
 def main() -> None:
@@ -45,7 +36,7 @@ def main() -> None:
     ap.add_argument("--chunk-mb", type=float, default=64.0)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out", "io_floor.zarr"))
     ap.add_argument("--reuse", action="store_true", help="reuse an existing store of the right shape")
-    ap.add_argument("--repeat", type=int, default=2, help="best of N for every timing (default 2)")
+    add_args(ap, "io_floor")
     ap.add_argument("--filters", default="variance,pearson,fisher,f,ttest,snr,fold_change,ks")
     ap.add_argument("--no-cluster", action="store_true", help="skip the LocalCluster floor")
     args = ap.parse_args()
@@ -57,6 +48,7 @@ def main() -> None:
     from fsdask._validation import feature_block_size
     from fsdask.io.ingest import lazy_from_blocks
 
+    bench = Bench("io_floor", args.results)
     n, p = args.samples, args.features
     chunk_bytes = int(args.chunk_mb * 2**20)
     block = min(p, feature_block_size(n, 4, chunk_bytes))
@@ -78,37 +70,45 @@ def main() -> None:
         ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)})
         shutil.rmtree(args.out, ignore_errors=True)
         with dask.config.set(scheduler="threads"):
-            t = timed(lambda: fsdask.write_dataset(ds, args.out, block=block, overwrite=True))
-        print(f"write   {n} × {p} float32 ({n * p * 4 / 2**20:.0f} MiB, {-(-p // block)} blocks of {block} "
-              f"features) chunk by chunk: {t:.2f} s")
+            t, _ = bench.once(lambda: fsdask.write_dataset(ds, args.out, block=block, overwrite=True))
+        bench.line(f"write   {n} × {p} float32 ({n * p * 4 / 2**20:.0f} MiB, {-(-p // block)} blocks of {block} "
+                   f"features) chunk by chunk: {t} (single run)")
     ds = fsdask.open_dataset(args.out)
     Xd = ds["X"].data
-    print(f"store   {args.out}: {Xd.nbytes / 2**20:.0f} MiB in {Xd.npartitions} chunks, "
-          f"{sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(args.out) for f in fs) / 2**20:.0f} MiB on disk")
+    bench.line(f"store   {Xd.nbytes / 2**20:.0f} MiB in {Xd.npartitions} chunks, "
+               f"{sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(args.out) for f in fs) / 2**20:.0f} "
+               "MiB on disk")
 
-    print(f"load    {os.getloadavg()[0]:.2f} (1-min load average; CPU-time ratios are the fair "
-          "measure on a shared machine)")
+    def floor():
+        return Xd.sum().compute()
+
+    def fit(score, pvalues=False):
+        def run():
+            f = fsdask.Filter(score).fit(ds)
+            return f.pvalues_ if pvalues else f
+        return run
+
+    fns = {"floor": floor}
+    for score in args.filters.split(","):
+        fns[score] = fit(score)
+        if score in ("ttest", "f", "pearson"):  # p-values are evaluated on the first read
+            fns[score + " + pvalues_"] = fit(score, True)
     with dask.config.set(scheduler="threads"):
-        floor = timed(lambda: Xd.sum().compute(), args.repeat)
-        floor_cpu = timed.cpu
-    print(f"floor   threads ({os.cpu_count()} cores)          {floor:7.2f} s  "
-          f"({Xd.nbytes / 2**20 / floor:.0f} MiB/s), CPU {floor_cpu:.2f} s")
+        t = bench.alternate(fns, args.repeat)
+    fl = t.pop("floor")
+    bench.line(f"floor   threads ({os.cpu_count()} cores): {fl}  ({Xd.nbytes / 2**20 / fl.seconds:.0f} MiB/s), "
+               f"CPU {fl.cpu:.2f} s")
     if not args.no_cluster:
         from fsdask.cluster import scheduler
         with scheduler("local:2"):
-            cl = timed(lambda: Xd.sum().compute(), args.repeat)
-        print(f"floor   LocalCluster, 2 processes     {cl:7.2f} s  ({Xd.nbytes / 2**20 / cl:.0f} MiB/s)")
-
-    print(f"{'filter':<12} {'threads (s)':>12} {'× floor':>8} {'CPU (s)':>8} {'CPU × floor':>12}")
-    with dask.config.set(scheduler="threads"):
-        for score in args.filters.split(","):
-            t = timed(lambda: fsdask.Filter(score).fit(ds), args.repeat)
-            print(f"{score:<12} {t:12.2f} {t / floor:8.2f} {timed.cpu:8.2f} {timed.cpu / floor_cpu:12.2f}"
-                  f"{'' if t / floor <= 1.5 else '   > 1.5× floor'}", flush=True)
-            if score in ("ttest", "f", "pearson"):  # p-values are evaluated on the first read
-                t = timed(lambda: fsdask.Filter(score).fit(ds).pvalues_, args.repeat)
-                print(f"{'  + pvalues_':<12} {t:12.2f} {t / floor:8.2f} {timed.cpu:8.2f} "
-                      f"{timed.cpu / floor_cpu:12.2f}   (fit, then the first read of pvalues_)", flush=True)
+            cl = bench.alternate({"floor": floor}, args.repeat)["floor"]
+        bench.line(f"floor   LocalCluster, 2 processes: {cl}  ({Xd.nbytes / 2**20 / cl.seconds:.0f} MiB/s)")
+    bench.line(f"{'filter':<20} {'threads':>16} {'× floor':>14} {'CPU (s)':>8}")
+    for name, tm in t.items():
+        r = tm.seconds / fl.seconds
+        bench.line(f"{name:<20} {str(tm):>16} {Bench.ratio(tm, fl):>14} {tm.cpu:8.2f}"
+                   f"{'' if r <= 1.5 else '   > 1.5× floor'}")
+    bench.write()
 
 
 if __name__ == "__main__":

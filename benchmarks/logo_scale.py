@@ -10,6 +10,12 @@ Cases (run all by default; each streams its data into a Zarr store first, not ti
 * ``skrebate`` — ReliefF and MultiSURF (scikit-rebate) on the same spiral sizes, run with
   ``--skrebate-python`` (a separate venv), each under a time limit.
 
+Every figure carries the machine's state (``benchmarks/_harness.py``: commit, command, CPU
+count, 1-minute load before/after; load > 0.5 → "(loaded)", never a result); the I/O floor
+(``X.sum()`` of the same store) and the fit alternate, warm, best of ``--repeat`` (≥ 3) for
+spiral20k and breast; spiral1m is a single run next to its floor.  The script writes
+examples/results/logo_scale.txt (header first) and appends rows to logo_scale.jsonl.
+
 Run under the machine-wide benchmark lock::
 
     flock /work/.bench.lock python benchmarks/logo_scale.py --case spiral20k breast
@@ -19,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -28,8 +33,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+from _harness import Bench, Timing, add_args  # noqa: E402
+
+BENCH: Bench | None = None
+REPEAT = 3
 
 
 def _store(tmp: Path, n_irrelevant: int) -> tuple[str, float]:
@@ -50,9 +60,26 @@ def _fit(store: str, **params):
     return est, time.perf_counter() - t
 
 
-def _report(name, est, secs, relevant=(0, 1)):
+def _timed(store: str, **params) -> tuple[object, Timing, Timing]:
+    """The fit and the floor of its store, alternating, warm, best of REPEAT."""
+    from fsdask.io import open_dataset
+    out = {}
+
+    def fit():
+        out["est"] = _fit(store, **params)[0]
+
+    def floor():
+        open_dataset(store)["X"].data.sum().compute()
+    t = BENCH.alternate({"floor": floor, "fit": fit}, REPEAT)
+    return out["est"], t["fit"], t["floor"]
+
+
+def _report(name, est, secs: Timing, floor: Timing, relevant=(0, 1)):
     ranks = [int(est.ranking_[j]) for j in relevant]
-    row = {"case": name, "seconds": round(secs, 2), "n_iter": est.n_iter_, "converged": bool(est.converged_),
+    BENCH.line(f"{name}: {secs} ({'single run' if secs.runs == 1 else f'best of {secs.runs}'}), floor {floor} "
+               f"→ {Bench.ratio(secs, floor)} floor; ranks of the relevant features {ranks}")
+    row = {"case": name, "seconds": round(secs.seconds, 2), "loaded": secs.loaded, "load1": round(secs.load, 2),
+           "floor_seconds": round(floor.seconds, 3), "commit": BENCH.commit, "n_iter": est.n_iter_, "converged": bool(est.converged_),
            "ranks_of_relevant": ranks, "n_selected": int(est.get_support().sum()),
            "n_rejoined": est.result_.attrs["n_rejoined"],
            "active_sizes": est.result_["active_size"].values.tolist(),
@@ -73,9 +100,8 @@ def _record(row):
 def case_spiral20k(tmp: Path):
     store, wt = _store(tmp, 20_000)
     print(f"# wrote spiral 460 × 20002 in {wt:.1f} s", flush=True)
-    _fit(store, sigma=2.0, lam=1.0)                       # warm-up: numba compile cache
-    est, secs = _fit(store, sigma=2.0, lam=1.0, theta=0.01)
-    return _report("spiral 460×20002, threads, from Zarr (paper 372 s)", est, secs)
+    est, secs, floor = _timed(store, sigma=2.0, lam=1.0, theta=0.01)
+    return _report("spiral 460×20002, threads, from Zarr (paper 372 s)", est, secs, floor)
 
 
 def case_breast(tmp: Path):
@@ -87,9 +113,8 @@ def case_breast(tmp: Path):
     if not path.exists():
         ds = xr.Dataset({"X": (("sample", "feature"), np.asarray(X, dtype=np.float32)), "y": ("sample", y)})
         write_dataset(ds, str(path))
-    _fit(str(path), sigma=5.0, lam=1.0)
-    est, secs = _fit(str(path), sigma=5.0, lam=1.0, theta=0.01)
-    return _report("breast_vantveer 78×24481, threads, from Zarr (paper 22 s)", est, secs, relevant=())
+    est, secs, floor = _timed(str(path), sigma=5.0, lam=1.0, theta=0.01)
+    return _report("breast_vantveer 78×24481, threads, from Zarr (paper 22 s)", est, secs, floor, relevant=())
 
 
 def case_spiral1m(tmp: Path):
@@ -100,8 +125,10 @@ def case_spiral1m(tmp: Path):
     with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB", processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         with dask.config.set(scheduler=client):
-            est, secs = _fit(store, sigma=2.0, lam=1.0, theta=0.01)
-    return _report("spiral 460×1000002, LocalCluster 2 workers × 2 GB, from Zarr", est, secs)
+            from fsdask.io import open_dataset
+            floor = BENCH.alternate({"floor": lambda: open_dataset(store)["X"].data.sum().compute()}, REPEAT)["floor"]
+            secs, est = BENCH.once(lambda: _fit(store, sigma=2.0, lam=1.0, theta=0.01)[0])
+    return _report("spiral 460×1000002, LocalCluster 2 workers × 2 GB, from Zarr", est, secs, floor)
 
 
 SKREBATE = r"""
@@ -131,7 +158,7 @@ def case_skrebate(tmp: Path, python: str, sizes: list[int], limit: float):
             except subprocess.TimeoutExpired:
                 out = f"did not finish within {limit:.0f} s"
             row = {"case": f"skrebate {algo} spiral 460×{n_irr + 2}", "result": out}
-            print(json.dumps(row), flush=True)
+            BENCH.line(json.dumps(row))
             _record(row)
             rows.append(row)
     return rows
@@ -145,13 +172,15 @@ def main(argv=None) -> int:
     ap.add_argument("--skrebate-python", default="/tmp/skr/bin/python")
     ap.add_argument("--skrebate-sizes", default="50,500,5000,20000")
     ap.add_argument("--skrebate-limit", type=float, default=900.0, help="seconds per skrebate run")
+    add_args(ap, "logo_scale")
     args = ap.parse_args(argv)
+    global BENCH, REPEAT
+    BENCH, REPEAT = Bench("logo_scale", args.results), args.repeat
     import logging
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     tmpctx = tempfile.TemporaryDirectory(prefix="logo_scale_") if args.tmp is None else None
     tmp = Path(args.tmp or tmpctx.name)
     tmp.mkdir(parents=True, exist_ok=True)
-    print(f"# machine: {os.cpu_count()} cores; shared with other jobs; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for case in args.case:
         if case == "spiral20k":
             case_spiral20k(tmp)
@@ -162,6 +191,7 @@ def main(argv=None) -> int:
         elif case == "skrebate":
             case_skrebate(tmp, args.skrebate_python, [int(s) for s in args.skrebate_sizes.split(",")],
                           args.skrebate_limit)
+    BENCH.write()
     return 0
 
 

@@ -1,12 +1,17 @@
-"""Q-α at scale: power-embedded Q-α (k = 6) end to end from Zarr at 10⁴, 10⁵, 10⁶ features.
+"""Q-α at scale: every variant (k = 6, 10 iterations) end to end from Zarr at 10⁵ and 10⁶
+features × 100 samples (issue 17: ≤ 60 s at 10⁶ on 2 cores, one pass per iteration,
+growth 10⁵ → 10⁶ ≤ 10.5×, peak RSS ≤ 1 GB).
 
 Stores: ``qalpha_clusters`` (§6 model) with 100 samples in 4 clusters, ``R = n/200``
 planted relevant features (cluster structure, variances ≤ .02) and ``n − R`` irrelevant
 ones drawn the same way and permuted sample-wise; float32, written chunk by chunk with
 ``write_synthetic`` (64 MiB feature blocks).  Each fit runs in its own subprocess
-(threads scheduler) so its peak RSS (``ru_maxrss``) is its own.  Printed per size: wall
-time, iterations, passes over the data, converged, recovery of the planted features
-(|top-R ∩ planted| / R), peak RSS, and the 10× growth ratio of the time.
+(threads scheduler) so its peak RSS (``ru_maxrss``) is its own, after one untimed warm-up
+fit; the I/O floor (``X.sum()``) and the fits alternate, best of ``--repeat`` (≥ 3) rounds,
+through ``benchmarks/_harness.py`` (load before/after, commit, command; load > 0.5 →
+"(loaded)").  Printed per size and variant: wall time, its ratio to the floor, iterations,
+passes over the data (and passes per iteration), converged, recovery of the planted
+features (|top-R ∩ planted| / R), peak RSS, and the 10× growth ratio of the time.
 
 The dense O(n²) version (tests/qalpha_dense.py: explicit G = (MMᵀ)∘(PPᵀ), ARPACK for its
 leading eigenvector) is timed on the first n features for growing n until G would not fit
@@ -23,6 +28,9 @@ import os
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import Bench, add_args  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -45,7 +53,7 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def fit_one(path: str, max_iter: int, tol: float) -> dict:
+def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dict:
     import resource
     import warnings
     import numpy as np
@@ -54,11 +62,22 @@ def fit_one(path: str, max_iter: int, tol: float) -> dict:
     ds = fsdask.open_dataset(path)
     n = ds["X"].shape[1]
     R = max(20, n // 200)
+    if variant == "floor":
+        ds["X"].data.sum().compute()  # warm
+        t, c0 = time.perf_counter(), _cpu()
+        ds["X"].data.sum().compute()
+        return {"time": time.perf_counter() - t, "cpu": _cpu() - c0,
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+    def fit():
+        return fsdask.QAlpha(k=6, variant=variant, max_iter=max_iter, tol=tol,
+                             supervised=variant == "supervised").fit(ds)
+    fit()  # warm the cache (and numba)
     t, c0 = time.perf_counter(), _cpu()
-    est = fsdask.QAlpha(k=6, variant="power", max_iter=max_iter, tol=tol, supervised=False).fit(ds)
+    est = fit()
     wall, cpu = time.perf_counter() - t, _cpu() - c0
     top = np.argsort(-est.scores_)[:R]
-    return {"n": n, "wall_s": wall, "cpu_s": cpu, "load1": os.getloadavg()[0], "n_iter": est.n_iter_,
+    return {"n": n, "time": wall, "cpu": cpu, "n_iter": est.n_iter_,
             "passes": est.n_passes_ + 1,   # + the input check (NaN/Inf, constant features)
             "converged": bool(est.converged_), "recovery": len(set(top) & set(range(R))) / R,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -81,50 +100,67 @@ def dense_one(path: str, n: int, n_iter: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--sizes", default="100000,1000000")
+    ap.add_argument("--variants", default="power,basic,ritz,laplacian,gap,supervised,kernel")
     ap.add_argument("--dir", default="/tmp/fsdask-qalpha-bench")
     ap.add_argument("--max-iter", type=int, default=10)
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--dense-sizes", default="2500,5000,10000,20000")
     ap.add_argument("--dense-mem-gb", type=float, default=8.0)
+    add_args(ap, "qalpha_scale")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         kind, path, n = args.worker
-        out = fit_one(path, args.max_iter, args.tol) if kind == "fit" else dense_one(path, int(n), args.max_iter)
+        out = dense_one(path, int(n), args.max_iter) if kind == "dense" else fit_one(path, args.max_iter, args.tol, kind)
         print(json.dumps(out))
         return
+    bench = Bench("qalpha_scale", args.results)
     os.makedirs(args.dir, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
+    variants = args.variants.split(",")
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    rows = []
+
+    def worker(kind, path, n=0, last=None):
+        def run():
+            out = json.loads(subprocess.run([sys.executable, __file__, "--worker", kind, path, str(n),
+                                             "--max-iter", str(args.max_iter), "--tol", str(args.tol)],
+                                            env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+            if last is not None:
+                last[kind] = out
+            return out
+        return run
+
+    times: dict = {}
     for n in sizes:
         path = os.path.join(args.dir, f"clusters_{n}.zarr")
         tb = build(n, path)
-        res = json.loads(subprocess.run([sys.executable, __file__, "--worker", "fit", path, "0",
-                                         "--max-iter", str(args.max_iter), "--tol", str(args.tol)],
-                                        env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-        res["build_s"] = tb
-        rows.append(res)
-        print(f"n={n:>9,}  fit {res['wall_s']:7.1f} s (CPU {res['cpu_s']:7.1f} s, load {res['load1']:.1f})  iters {res['n_iter']:3d}  passes {res['passes']:3d}  "
-              f"converged {res['converged']!s:5}  recovery {res['recovery']:.2f}  α>0 {res['alpha_positive']:.3f}  "
-              f"peak RSS {res['peak_rss_mb']:7.0f} MB  (store built in {tb:.1f} s)", flush=True)
-    for a, b in zip(rows, rows[1:]):
-        print(f"time ratio n {a['n']:,} → {b['n']:,}: {b['wall_s'] / a['wall_s']:.2f}×  "
-              f"(per iteration {b['wall_s'] / b['n_iter'] / (a['wall_s'] / a['n_iter']):.2f}×; "
-              f"CPU time {b['cpu_s'] / a['cpu_s']:.2f}×)")
-    print("dense O(n²) reference (explicit G, same iterations):")
+        bench.line(f"n={n:,}: store {path} (built in {tb:.1f} s, single run; 0 = reused)")
+        last: dict = {}
+        t = bench.alternate({k: worker(k, path, last=last) for k in ["floor", *variants]}, args.repeat, warm=False)
+        times[n] = t
+        fl = t["floor"]
+        bench.line(f"n={n:>9,}  floor (X.sum) {fl}, peak RSS {last['floor']['peak_rss_mb']:.0f} MB")
+        for v in variants:
+            r = last[v]
+            bench.line(f"n={n:>9,}  {v:<10} {t[v]} = {Bench.ratio(t[v], fl)} floor (CPU {t[v].cpu:.1f} s)  "
+                       f"iters {r['n_iter']:3d}  passes {r['passes']:3d} ({r['passes'] / max(r['n_iter'], 1):.2f}/iteration)  "
+                       f"converged {r['converged']!s:5}  recovery {r['recovery']:.2f}  α>0 {r['alpha_positive']:.3f}  "
+                       f"peak RSS {r['peak_rss_mb']:7.0f} MB")
+    for a, b in zip(sizes, sizes[1:]):
+        for v in variants:
+            ta, tb_ = times[a][v], times[b][v]
+            bench.line(f"{v:<10} time ratio n {a:,} → {b:,}: {Bench.ratio(tb_, ta)} (target ≤ 10.5×)")
+    bench.line("dense O(n²) reference (explicit G, power variant, same iterations; single runs):")
     path = os.path.join(args.dir, f"clusters_{max(sizes)}.zarr")
     for n in [int(s) for s in args.dense_sizes.split(",") if s.strip() and int(s) > 0]:
         need = 3 * n * n * 8 / 2**30
         if need > args.dense_mem_gb:
-            print(f"  n={n:>9,}: G and its factors need ≈{need:.0f} GiB > {args.dense_mem_gb} GiB — does not fit")
+            bench.line(f"  n={n:>9,}: G and its factors need ≈{need:.0f} GiB > {args.dense_mem_gb} GiB — does not fit")
             break
-        res = json.loads(subprocess.run([sys.executable, __file__, "--worker", "dense", path, str(n),
-                                         "--max-iter", str(args.max_iter)],
-                                        env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
-        print(f"  n={n:>9,}: {res['wall_s']:7.1f} s for {args.max_iter} iterations, peak RSS {res['peak_rss_mb']:6.0f} MB",
-              flush=True)
+        t, res = bench.once(worker("dense", path, n))
+        bench.line(f"  n={n:>9,}: {t} for {args.max_iter} iterations, peak RSS {res['peak_rss_mb']:6.0f} MB")
+    bench.write()
 
 
 if __name__ == "__main__":

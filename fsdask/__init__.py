@@ -16,6 +16,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+import fsdask._config  # noqa: E402,F401  (dask config defaults: fsdask.memory-budget)
 from fsdask.errors import FsdaskError, InputError, ParameterError, StoreError  # noqa: E402
 from fsdask.io import open_dataset, write_dataset, ingest  # noqa: E402
 from fsdask.results import open_result, write_result  # noqa: E402
@@ -35,6 +36,7 @@ _LAZY = {
     "PFA": "fsdask.methods.pca_based",
     "SparsePCASelector": "fsdask.methods.pca_based",
     "LaplacianScore": "fsdask.methods.filters",
+    "annotate_anndata": "fsdask.io.anndata",
 }
 
 

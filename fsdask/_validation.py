@@ -83,9 +83,17 @@ def check_array(
             raise InputError(
                 f"{name} has non-numeric values (dtype {X.dtype}); convert the columns to numbers "
                 "or drop the non-numeric ones (for CSV ingest, name the label column with --label)")
-        X = da.from_array(X, chunks=(-1, feature_block_size(X.shape[0] if X.ndim else 1, max(X.dtype.itemsize, 4))))
+        if X.ndim != 2:
+            raise InputError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}"
+                             + ("; for a single feature use X.reshape(-1, 1)" if X.ndim == 1 else ""))
+        X = da.from_array(X, chunks=(-1, feature_block_size(X.shape[0], max(X.dtype.itemsize, 4))))
     if X.ndim != 2:
         raise InputError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
+    if any(np.isnan(c) for dim in X.chunks for c in dim):
+        raise InputError(f"{name} has unknown chunk sizes (shape {X.shape}); call X.compute_chunk_sizes() "
+                         "first (dask cannot split unknown blocks into features)")
+    if X.dtype == np.float16:  # too coarse for the sums fsdask forms, and not supported by its kernels
+        X = X.astype(np.float32)
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
         raise InputError(f"{name} has non-numeric dtype {X.dtype}; expected float or int values")
     if np.issubdtype(X.dtype, np.complexfloating):
@@ -136,11 +144,21 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
     if isinstance(y, (xr.DataArray, da.Array)):
         y = np.asarray(y.compute() if hasattr(y, "compute") else y)
     y = np.asarray(y)
+    if y.ndim == 0:
+        raise InputError(f"{name} is a scalar ({y!r}); give one label per sample")
     if y.ndim == 2 and 1 in y.shape and task == "classification":
         y = y.ravel()
+    if y.ndim != 1 and task == "classification":
+        raise InputError(f"{name} must be 1-D (one class label per sample); got shape {y.shape}")
     if y.shape[0] != n_samples:
         raise InputError(f"{name} has {y.shape[0]} entries but X has {n_samples} samples; "
                          "they must describe the same samples in the same order")
+    missing = _missing_labels(y)
+    if missing.any() and (task == "classification" or y.dtype.kind in "OUST"):  # a response: its own NaN check
+        idx = np.flatnonzero(missing if missing.ndim == 1 else missing.any(axis=tuple(range(1, y.ndim))))
+        raise InputError(f"{name} has {idx.size} missing label(s) (NaN, None or empty; first at sample(s) "
+                         f"{', '.join(map(str, idx[:5]))}); fill them in or drop those samples "
+                         "(`fsdask ingest --drop-unlabelled`)")
     if task == "classification":
         classes = np.unique(y)
         if classes.size < 2:
@@ -154,6 +172,17 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
         if np.ptp(y, axis=0).min() == 0:
             raise InputError(f"{name} is constant; a response must vary across samples")
     return y
+
+
+def _missing_labels(y: np.ndarray) -> np.ndarray:
+    """Elementwise mask of NaN, None and empty / blank string labels."""
+    if y.dtype.kind == "f":
+        return np.isnan(y)
+    if y.dtype.kind in "OUST":
+        flat = [v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip())
+                for v in y.ravel()]
+        return np.array(flat, dtype=bool).reshape(y.shape)
+    return np.zeros(y.shape, dtype=bool)
 
 
 def check_scalar(value: Any, name: str, *, kind: type | tuple = numbers.Real, low: float | None = None,

@@ -3,8 +3,9 @@
 Each subcommand lives in :mod:`fsdask.commands` as a module with ``add_parser(subparsers)``
 and ``run(args) -> int``; a module that is absent is simply not offered.  Errors that
 fsdask raises on purpose (bad input, unreachable storage, bad parameters) become a
-one-line message on stderr and exit status 2; anything else exits 1 (``--debug`` shows the
-traceback).
+one-line message on stderr and exit status 2; anything else is a bug: exit 1, with where to
+report it (``--debug`` shows the traceback).  Every line printed on error, and every log
+line, passes through :func:`fsdask.io.secrets.redact`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import logging
 import sys
 
 from fsdask import __version__
+from fsdask.commands import COMMANDS as SUBCOMMANDS
 from fsdask.errors import FsdaskError
+from fsdask.io.secrets import RedactingFilter, redact
 
-SUBCOMMANDS = ("ingest", "info", "select", "evaluate", "report", "run", "demo")
+BUG_REPORT = ("this is a bug in fsdask; please report it with the command line and the output of "
+              "the same command with --debug (README.md, section Safety)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _install_redaction() -> None:
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -53,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     # so they stay at WARNING whatever -v says
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s",
                         stream=sys.stderr)
+    _install_redaction()
     logging.getLogger("fsdask").setLevel(level)
     for noisy in ("distributed", "dask", "bokeh", "tornado"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
@@ -60,21 +71,31 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(secret_bearing).setLevel(logging.WARNING)
     try:
         return int(args._run(args) or 0)
+    except BrokenPipeError:
+        # the reader went away (`fsdask info … | head`): stop quietly, as `cat` does
+        import os
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except FsdaskError as exc:
         if args.debug:
             raise
-        print(f"fsdask {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        print(redact(f"fsdask {args.command}: error: {_one_line(exc)}"), file=sys.stderr)
+        return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         print(f"fsdask {args.command}: interrupted; no result was written", file=sys.stderr)
         return 130
-    except Exception as exc:  # a bug or an unexpected failure: one line, non-zero
+    except Exception as exc:  # a bug: one line, where to report it, exit 1
         if args.debug:
             raise
-        msg = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"fsdask {args.command}: unexpected error: {type(exc).__name__}: {msg} "
-              "(re-run with --debug for the traceback)", file=sys.stderr)
+        print(redact(f"fsdask {args.command}: unexpected error: {type(exc).__name__}: {_one_line(exc)} — "
+                     f"{BUG_REPORT}"), file=sys.stderr)
         return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc)
+    return " ".join(text.split()) if text else ""
 
 
 if __name__ == "__main__":  # pragma: no cover

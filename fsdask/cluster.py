@@ -17,6 +17,9 @@ None of them can hang silently: a ``tcp://`` address must answer the Dask handsh
 their memory limit, crashing at start) is stopped after :data:`MAX_WORKER_DEATHS` deaths
 within a minute; a jobqueue cluster must get its first worker within ``worker_timeout``,
 and a batch system refusing the job is reported with its own message.
+
+The example cluster files ship with the package (:func:`shipped_configs`); copy one and
+edit its queue/account before use.
 """
 
 from __future__ import annotations
@@ -56,6 +59,26 @@ def _local_cluster(n_workers: int | None, memory_limit: str | None, threads_per_
     return LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
                         memory_limit=memory_limit or "auto", dashboard_address=":0",
                         silence_logs=logging.WARNING)
+
+
+def shipped_configs() -> dict[str, str]:
+    """The example cluster files installed with fsdask: {relative name: absolute path}.
+
+    ``slurm.yaml``, ``pbs.yaml`` (dask-jobqueue) and ``kubernetes/daskcluster.yaml``; the
+    same files as ``cluster/`` in the source tree.
+    """
+    from importlib import resources
+    root = resources.files("fsdask") / "cluster_configs"
+    out: dict[str, str] = {}
+    stack = [(root, "")]
+    while stack:
+        d, prefix = stack.pop()
+        for entry in d.iterdir():
+            if entry.is_dir():
+                stack.append((entry, f"{prefix}{entry.name}/"))
+            elif entry.name.endswith((".yaml", ".yml")):
+                out[prefix + entry.name] = str(entry)
+    return dict(sorted(out.items()))
 
 
 JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
@@ -311,8 +334,8 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
 
     Yields the ``distributed.Client`` (or None for ``threads``/``sync``); clusters made here
     are closed on exit, an existing one (``tcp://``) is left running.  ``timeout`` bounds
-    reaching a scheduler; ``worker_timeout`` (default: the cluster file's ``worker_timeout``,
-    else :data:`WORKER_TIMEOUT`) bounds the wait for a jobqueue cluster's first worker.
+    reaching a scheduler; ``worker_timeout`` (default: ``$FSDASK_WORKER_TIMEOUT``, the cluster
+    file's ``worker_timeout``, else :data:`WORKER_TIMEOUT`) bounds the wait for a jobqueue cluster's first worker.
     Raises :class:`~fsdask.errors.ClusterError` instead of waiting forever.
     """
     spec = (spec or "threads").strip()
@@ -327,6 +350,8 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
     from distributed import Client
     quiet_distributed()
     cluster = None
+    if worker_timeout is None and os.environ.get("FSDASK_WORKER_TIMEOUT"):
+        worker_timeout = os.environ["FSDASK_WORKER_TIMEOUT"]
     if worker_timeout is not None:
         worker_timeout = _positive_seconds(worker_timeout, "--worker-timeout")
     if spec == "local" or spec.startswith("local:"):
@@ -348,7 +373,10 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
         address = spec
     elif spec.endswith((".yaml", ".yml")):
         if not os.path.exists(spec):
-            raise ParameterError(f"--scheduler {spec}: no such cluster file; see cluster/README.md")
+            shipped = shipped_configs()
+            hint = shipped.get(os.path.basename(spec))
+            hint = f"; fsdask ships an example at {hint} — copy it and edit queue/account" if hint else ""
+            raise ParameterError(f"--scheduler {spec}: no such cluster file{hint}; see cluster/README.md")
         if worker_timeout is None:
             worker_timeout = _yaml_worker_timeout(spec) or WORKER_TIMEOUT
         cluster = jobqueue_cluster(spec)

@@ -194,6 +194,7 @@ border:1px solid #eee}.note{color:#555;font-size:.9em}.sel{color:#1e8449;font-we
 
 
 def _meta_rows(result: xr.Dataset) -> list[tuple[str, str]]:
+    from fsdask.io.secrets import redact
     a = result.attrs
     keys = ["method", "estimator", "parameters", "n_features", "n_selected", "n_iter", "converged", "wall_time_s",
             "n_constant_features", "input_store", "input_fingerprint", "scheduler", "fsdask_version",
@@ -202,7 +203,7 @@ def _meta_rows(result: xr.Dataset) -> list[tuple[str, str]]:
     for k in keys:
         if k in a:
             v = a[k]
-            rows.append((k, json.dumps(v) if isinstance(v, (dict, list)) else str(v)))
+            rows.append((k, redact(json.dumps(v) if isinstance(v, (dict, list)) else str(v))))
     return rows
 
 
@@ -218,8 +219,15 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], num: Sequence[i
 
 def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Dataset | None = None,
                 evaluations: Sequence[Any] = (), csv: bool = False, top: int = 30,
-                title: str | None = None) -> Path:
+                title: str | None = None, overwrite: bool = False, inputs: Sequence[str] = (),
+                extra: Any = None) -> Path:
     """Write ``out_dir/index.html`` and its PNGs for ``result``; return the HTML path.
+
+    ``extra(folder)``, if given, writes more pages into the report folder before it is published.
+
+    The folder is written complete under a temporary name and then renamed into place
+    (:func:`fsdask.io.outputs.publish`): a failed report leaves nothing, and an existing
+    ``out_dir`` is replaced only if it is an fsdask report and ``overwrite`` is given.
 
     Parameters
     ----------
@@ -236,18 +244,32 @@ def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Data
     top
         How many top features to list (and draw in the heatmap).
     """
-    from fsdask.evaluate.protocol import EvaluationResult, check_result_matches
+    from fsdask.io.outputs import REPORT_MARKER, publish
     if not all(v in result for v in ("weight", "rank", "selected")):
         raise InputError("not a selection result: it needs 'weight', 'rank' and 'selected' over 'feature'")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise InputError(f"top={top!r}: expected a whole number ≥ 0")
+    with publish(out_dir, kind="report", overwrite=overwrite, inputs=inputs) as tmp:
+        os.makedirs(tmp)
+        _write_report(result, Path(tmp), data=data, evaluations=evaluations, csv=csv, top=top, title=title)
+        if extra is not None:  # more pages beside index.html (e.g. the run history)
+            extra(Path(tmp))
+        with open(os.path.join(tmp, REPORT_MARKER), "w") as fh:  # last: marks the folder as a report
+            json.dump({"fsdask_kind": "report", "method": str(result.attrs.get("method", ""))}, fh)
+    return Path(os.path.abspath(os.fspath(out_dir))) / "index.html"
+
+
+def _write_report(result: xr.Dataset, out: Path, *, data: xr.Dataset | None, evaluations: Sequence[Any],
+                  csv: bool, top: int, title: str | None) -> Path:
+    from fsdask.evaluate.protocol import EvaluationResult, check_result_matches
     figs: list[tuple[str, str, str]] = []  # (section, file, caption)
     figs.append(("Weights", plot_weights(result, out),
                  "Weights in decreasing order; the dashed line is the method's selection cut."))
     obj = result.attrs.get("objective")
     if isinstance(obj, (list, tuple, np.ndarray)) and len(obj) > 0:
         figs.append(("Convergence", plot_convergence(obj, out),
-                     f"Objective per iteration ({len(obj)} recorded; converged: {result.attrs.get('converged', 'n/a')})."))
+                     f"Objective per iteration ({len(obj)} recorded; converged: "
+                     f"{html.escape(str(result.attrs.get('converged', 'n/a')))})."))
     for var in path_variables(result):
         figs.append(("Paths", plot_path(result, var, out), f"Variable <code>{html.escape(var)}</code> along its "
                      "path dimension."))
@@ -301,7 +323,7 @@ def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Data
         rows.append(r)
     top_html = _table(rows, ["rank", "feature", "weight", "selected", *class_cols], num=(0, 2, *range(4, 4 + len(class_cols))))
     if csv:
-        from fsdask.commands.select import write_csv
+        from fsdask.results import write_csv
         write_csv(result, str(out / "ranked.csv"))
 
     method = result.attrs.get("method", "selection")

@@ -64,8 +64,13 @@ def test_gram_factor_and_row_l1(rng):
     X = rng.normal(size=(20, 300))
     X -= X.mean(0)
     Xd = da.from_array(X, chunks=(20, 70))
-    for kw in ({}, {"gram_max_features": 10}, {"gram_max_features": 10, "method": "tsqr"}):
-        B, s = gram_factor(Xd, **kw)  # p × p Gram, n × n Gram + pass, TSQR of Xᵀ
+    for kw in ({}, {"memory_budget": 0}, {"method": "tsqr"}):
+        B, s = gram_factor(Xd, **kw)  # n × n Gram + pass, TSQR of Xᵀ (no room for the Gram), TSQR
+        np.testing.assert_allclose(B.T @ B, X.T @ X, atol=1e-9)
+        np.testing.assert_allclose(s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8)
+    X = X[:, :15]                     # p ≤ n: the p × p Gram, whatever the budget
+    for kw in ({}, {"memory_budget": 0}):
+        B, s = gram_factor(da.from_array(X, chunks=(20, 7)), **kw)
         np.testing.assert_allclose(B.T @ B, X.T @ X, atol=1e-9)
         np.testing.assert_allclose(s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8)
     M, E, C = rng.normal(size=(50, 7)), rng.normal(size=(7, 40)), rng.normal(size=(50, 40))
@@ -156,7 +161,7 @@ def test_active_set_factor_route_matches_gram_route(rng):
     Xd = da.from_array(X, chunks=(25, 40))
     kw = dict(lam=None, n_features_to_select=10, tol=1e-8, max_iter=50000)
     a = CPFS(**kw).fit(Xd)
-    b = CPFS(gram_max_bytes=0, **kw).fit(Xd)
+    b = CPFS(memory_budget=0, **kw).fit(Xd)
     assert a.result_.attrs["gram_in_memory"] and not b.result_.attrs["gram_in_memory"]
     assert a.lambda_ == pytest.approx(b.lambda_, rel=1e-9)
     assert a.result_.attrs["primal"] == pytest.approx(b.result_.attrs["primal"], rel=1e-6)
@@ -170,13 +175,13 @@ def test_exactly_low_rank_uses_factor_products(rng):
     # their bounds from scan to scan; the result is still certified from X itself
     X = rng.normal(size=(40, 4)) @ rng.normal(size=(4, 120))
     B, _ = gram_factor(X - X.mean(0))
-    prob = _Problem(B, np.ones(120, bool), gram_max_bytes=0)
+    prob = _Problem(B, np.ones(120, bool), memory_budget=0)
     S = np.arange(0, 120, 4)
     M = rng.normal(size=(S.size, 120))
     rows = _Rows(prob, S)
     assert rows.factored
     np.testing.assert_allclose(rows.half_grad(rows.state(M)), B[:, S].T @ (B[:, S] @ M - B), rtol=1e-10, atol=1e-8)
-    e = CPFS(n_features_to_select=30, gram_max_bytes=0, tol=1e-8, max_iter=50000).fit(da.from_array(X, chunks=(40, 50)))
+    e = CPFS(n_features_to_select=30, memory_budget=0, tol=1e-8, max_iter=50000).fit(da.from_array(X, chunks=(40, 50)))
     assert e.result_.attrs["rank"] == 4 and e.result_["path_n_active"].values.max() > 8
     assert e.support_.sum() == 30
     P, D = _certificate(X, e.coef_, e.lambda_)
@@ -271,3 +276,28 @@ def test_qp_solver_at_small_lambda_with_p_above_n(rng):
         Pd, Dd = _certificate(X, e.coef_, lam)
         assert (Pd - Dd) / Pd <= 1e-8
     assert fits["qp"].result_.attrs["primal"] == pytest.approx(fits["fista"].result_.attrs["primal"], rel=1e-6)
+
+
+def test_default_path_stops_where_it_says(rng):
+    # wide X (n ≤ p): ratio 1e-2, max_features = min(n, p, 250); an explicit max_features stops there
+    X = rng.normal(size=(30, 6)) @ rng.normal(size=(6, 80)) + 0.3 * rng.normal(size=(30, 80))
+    path = cpfs_path(X, tol=1e-6)
+    assert path.attrs["lambda_min_ratio"] == 1e-2 and path.attrs["max_features"] == 30
+    assert path.attrs["path_stop"] in ("max_features", "reconstruction", "grid_end")
+    cut = cpfs_path(X, max_features=7, tol=1e-6)
+    act = cut["path_n_active"].values
+    assert cut.attrs["path_stop"] == "max_features" and "max_features=7" in cut.attrs["path_stop_reason"]
+    assert act[-1] >= 7 and np.all(act[:-1] < 7)   # stopped at the first λ with ≥ 7 rows
+    # tall, exactly rank 3: the reconstruction is complete long before the grid's end
+    Xt = rng.normal(size=(60, 3)) @ rng.normal(size=(3, 12))
+    e = CPFS(tol=1e-8, max_iter=20000).fit(Xt)
+    a = e.result_.attrs
+    assert a["lambda_min_ratio"] == 1e-4 and a["path_stop"] == "reconstruction"
+    Xc = Xt - Xt.mean(0)
+    explained = 1 - e.result_["path_loss"].values / np.sum(Xc**2)
+    n_active = e.result_["path_n_active"].values
+    assert explained[-1] >= 0.999 or explained[-1] - explained[-2] < 1e-5
+    assert np.all(explained[:-1][n_active[:-1] > 0] < 0.999)
+    assert e.lambda_ > e.lambda_max_ * 1e-4     # stopped before the grid's end
+    # a user's λ is reached whatever the defaults say
+    assert CPFS(lam=e.lambda_max_ * 1e-4, tol=1e-8, max_iter=20000).fit(Xt).result_.attrs["path_stop"] == "lam"

@@ -39,7 +39,7 @@ def test_sparse_pm_matches_dense_reference(rng, rho, gamma):
     dense = ref.sparse_pm(A, gamma, rho)
     _same(hsic.sparse_pm(A, gamma, rho), dense)
     for chunks in (120, 17):  # streaming row-wise steps over a dask A
-        _same(hsic.sparse_pm(da.from_array(A, chunks=(chunks, -1)), gamma, rho, max_dense_bytes=0), dense)
+        _same(hsic.sparse_pm(da.from_array(A, chunks=(chunks, -1)), gamma, rho, memory_budget=0), dense)
 
 
 def test_objective_trace_never_decreases(rng):
@@ -97,7 +97,7 @@ def test_estimator_matches_dense_on_any_chunking(rng, chunk, dense_A):
     A = ref.hsic_A(X, ref.class_delta(y))
     rho = 2e-5
     M, N, u, sigma, v, trace = ref.sparse_pm(A, 1.1, rho)
-    est = fsdask.SparseHSIC(rho=rho, max_dense_bytes=2**30 if dense_A else 600, rho_grid=None)
+    est = fsdask.SparseHSIC(rho=rho, memory_budget=2**30 if dense_A else 600, rho_grid=None)
     est.fit(da.from_array(X, chunks=(30, chunk)), y)
     np.testing.assert_array_equal(est.get_support(indices=True), M)
     np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -116,7 +116,7 @@ def test_estimator_on_cluster_and_threads(rng, cluster):
     for sched, dense_A in (("threads", False), (cluster, True), (cluster, False)):
         if True:
             with dask.config.set(scheduler=sched):
-                est = fsdask.SparseHSIC(rho=2e-5, max_dense_bytes=2**30 if dense_A else 600,
+                est = fsdask.SparseHSIC(rho=2e-5, memory_budget=2**30 if dense_A else 600,
                                         rho_grid=None).fit(Xd, y)
             np.testing.assert_array_equal(est.get_support(indices=True), M)
             np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -168,13 +168,16 @@ def test_n_features_to_select_rho_path_and_result(rng):
         assert est.get_support().sum() == k
         assert est.result_["selected"].values.sum() == k
     r = est.result_
+    assert "rho" not in r.coords  # rho_grid="auto": the path is not computed by fit
+    est = fsdask.SparseHSIC(n_features_to_select=20, rho_grid="default").fit(X, y)
+    r = est.result_
     assert "rho" in r.coords and r["rho_path_n_selected"].dims == ("rho",)
     counts = r["rho_path_n_selected"].values
     assert counts[0] > counts[-1] and counts[-1] == 0
     # the bracketed bisection on a dask (streamed) A finds the same selection as in memory
     A = est.hsic_A_
     rho_np, res_np, c_np = hsic.rho_for_k(A, 8)
-    rho_da, res_da, c_da = hsic.rho_for_k(da.from_array(A, chunks=(25, -1)), 8, max_dense_bytes=0)
+    rho_da, res_da, c_da = hsic.rho_for_k(da.from_array(A, chunks=(25, -1)), 8, memory_budget=0)
     assert c_np == c_da == 8 and rho_np == rho_da
     np.testing.assert_array_equal(res_np[0].M, res_da[0].M)
     path = hsic.rho_path(est.hsic_A_, [1e-6, 1e-4, 1.0])
@@ -282,3 +285,44 @@ def test_fraction_transform_and_xarray(rng):
     lazy = est.transform(da.from_array(X, chunks=(30, 10)))
     assert isinstance(lazy, da.Array)
     np.testing.assert_array_equal(lazy.compute(), X[:, est.get_support()])
+
+
+def test_fixed_rho_fit_does_not_run_the_path_and_lazy_path_matches(rng, monkeypatch):
+    X, y = _problem(rng, n=40, p=300, classes=3)
+    calls = []
+    real = hsic.rho_path
+    monkeypatch.setattr(hsic, "rho_path", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for kw in ({"rho": 1e-4}, {"n_features_to_select": 5}):
+        est = fsdask.SparseHSIC(**kw).fit(X, y)
+        assert calls == [], kw
+    lazy = est.rho_path_  # computed on first access, once
+    assert calls == [1] and est.rho_path_ is lazy
+    eager = fsdask.SparseHSIC(n_features_to_select=5, rho_grid="default").fit(X, y).rho_path_
+    for key in ("rho", "n_selected", "objective"):
+        np.testing.assert_array_equal(lazy[key], eager[key])
+    est.fit(X, y[::-1].copy())  # a refit forgets the old path
+    assert "rho_path_" not in est.__dict__
+
+
+def test_rho_path_screened_rows_match_every_row(rng):
+    """The path on the rows above min ρ equals R1D on all of A, ρ by ρ; the default grid's
+    lower end keeps at most max_rows candidate rows."""
+    X, y = _problem(rng, n=40, p=400, classes=3)
+    A = fsdask.SparseHSIC(n_features_to_select=5).fit(X, y).hsic_A_
+    norm2 = (A * A).sum(axis=1)
+    grid = np.geomspace(np.sort(norm2)[-60], hsic.rho_max(A), 7)
+    path = hsic.rho_path(A, grid, n_components=2)
+    for rho, count, obj in zip(grid, path["n_selected"], path["objective"]):
+        res, B = [], A.copy()
+        for _ in range(2):  # R1D on all rows, no screening
+            r = hsic._sparse_pm_rows(B, (B * B).sum(axis=1), 1.1, rho, 1e-12, 200)
+            if not r.M.any():
+                break
+            res.append(r)
+            B = hsic._downdate(B, r)
+        assert count == hsic._selection(res, A.shape[0])[0].sum()
+        np.testing.assert_allclose(obj, sum(r.objective[-1] for r in res), rtol=1e-9)
+    assert path["n_selected"][0] > 0
+    capped = hsic.rho_path(A, max_rows=30)
+    assert (norm2 > capped["rho"][0]).sum() <= 30 and capped["n_selected"].max() <= 30
+    assert hsic.rho_path(A, max_rows=None)["rho"][0] == pytest.approx(hsic.rho_max(A) * 1e-4)

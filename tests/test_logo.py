@@ -13,7 +13,8 @@ import fsdask.methods.logo as logo_mod
 from fsdask import Logo
 from fsdask.datasets import fermat_spiral, write_synthetic
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.methods.logo import _MemZ, miss_hit_probabilities, solve_lbfgs, solve_v2_gradient
+from fsdask.linalg.execution import InMemoryOperator
+from fsdask.methods.logo import miss_hit_probabilities, solve_lbfgs, solve_v2_gradient
 from logo_dense import logo_dense, probabilities, zbar
 
 
@@ -41,12 +42,12 @@ def _fit(X, y, chunks=10, **kw):
         return Logo(**kw).fit(da.from_array(X, chunks=(-1, chunks)), y)
 
 
-@pytest.mark.parametrize("memory_bytes", [256 * 2**20, 0], ids=["in-memory", "chunked"])
-def test_matches_dense_algorithm_1(spiral, memory_bytes):
+@pytest.mark.parametrize("budget", [256 * 2**20, 0], ids=["in-memory", "chunked"])
+def test_matches_dense_algorithm_1(spiral, budget):
     X, y = spiral
-    w_ref, trace = logo_dense(X, y, sigma=3.0, lam=1.0, theta=0.01, max_iter=6 if memory_bytes == 0 else 30)
-    est = _fit(X, y, sigma=3.0, lam=1.0, theta=0.01, eliminate=False, memory_bytes=memory_bytes,
-               max_iter=6 if memory_bytes == 0 else 30)
+    w_ref, trace = logo_dense(X, y, sigma=3.0, lam=1.0, theta=0.01, max_iter=6 if budget == 0 else 30)
+    est = _fit(X, y, sigma=3.0, lam=1.0, theta=0.01, eliminate=False, memory_budget=budget,
+               max_iter=6 if budget == 0 else 30)
     np.testing.assert_allclose(est.scores_, w_ref, rtol=1e-6, atol=1e-6 * w_ref.max())
     np.testing.assert_allclose(est.result_.attrs["delta_trace"], trace, rtol=1e-6)
     assert est.n_iter_ == len(trace)
@@ -85,8 +86,8 @@ def test_gd_and_lbfgs_give_the_same_weights(spiral):
     X, y = spiral
     D = np.abs(X[:, None] - X[None]).sum(2)
     Z = zbar(X, probabilities(D, y, 2.0))
-    w1, f1, n1 = solve_lbfgs(_MemZ(Z), 1.0, np.ones(Z.shape[1]))
-    w2, f2, n2 = solve_v2_gradient(_MemZ(Z), 1.0, np.ones(Z.shape[1]), tol=1e-14, max_iter=50000)
+    w1, f1, n1 = solve_lbfgs(InMemoryOperator(Z), 1.0, np.ones(Z.shape[1]))
+    w2, f2, n2 = solve_v2_gradient(InMemoryOperator(Z), 1.0, np.ones(Z.shape[1]), tol=1e-14, max_iter=50000)
     np.testing.assert_allclose(w2, w1, atol=1e-4 * w1.max())
     assert abs(f1 - f2) < 1e-8 * abs(f1) and n1 < n2                # same optimum; L-BFGS-B needs fewer passes
     a = _fit(X, y, solver="lbfgs", theta=1e-4)
@@ -132,17 +133,17 @@ def test_elimination_shrinks_the_active_set_and_keeps_the_answer(spiral):
 
 def test_chunking_independent_and_same_on_cluster(spiral, cluster):
     X, y = spiral
-    a = _fit(X, y, chunks=7, memory_bytes=0, max_iter=2)
-    b = _fit(X, y, chunks=30, memory_bytes=0, max_iter=2)
+    a = _fit(X, y, chunks=7, memory_budget=0, max_iter=2)
+    b = _fit(X, y, chunks=30, memory_budget=0, max_iter=2)
     c = _fit(X, y, chunks=30, max_iter=2)                         # in memory
     np.testing.assert_allclose(a.scores_, b.scores_, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(a.scores_, c.scores_, rtol=1e-6, atol=1e-9)
     with dask.config.set(scheduler=cluster):
-        d = _fit(X, y, chunks=15, memory_bytes=0, max_iter=1)
+        d = _fit(X, y, chunks=15, memory_budget=0, max_iter=1)
         e = _fit(X, y, chunks=30, max_iter=2)
-    np.testing.assert_array_equal(d.scores_, _fit(X, y, chunks=15, memory_bytes=0, max_iter=1).scores_)
+    np.testing.assert_array_equal(d.scores_, _fit(X, y, chunks=15, memory_budget=0, max_iter=1).scores_)
     np.testing.assert_array_equal(e.scores_, c.scores_)
-    again = _fit(X, y, chunks=7, memory_bytes=0, max_iter=2)
+    again = _fit(X, y, chunks=7, memory_budget=0, max_iter=2)
     np.testing.assert_array_equal(again.scores_, a.scores_)       # deterministic
 
 
@@ -211,8 +212,8 @@ def test_working_set_solver_equals_the_full_solve():
     X, y = syn.X.values.astype(np.float64), syn.y
     D = np.abs(X[:, None] - X[None]).sum(2)
     Z = zbar(X, probabilities(D, y, 2.0))
-    full, f_full, _ = solve_lbfgs(_MemZ(Z), 1.0, np.zeros(Z.shape[1]))
-    ws, f_ws, _ = solve_working_set(_MemZ(Z), 1.0, np.ones(Z.shape[1]), solve_lbfgs, kkt_tol=1e-9, min_add=8)
+    full, f_full, _ = solve_lbfgs(InMemoryOperator(Z), 1.0, np.zeros(Z.shape[1]))
+    ws, f_ws, _ = solve_working_set(InMemoryOperator(Z), 1.0, np.ones(Z.shape[1]), solve_lbfgs, kkt_tol=1e-9, min_add=8)
     np.testing.assert_allclose(ws, full, atol=1e-5 * full.max())
     assert abs(f_ws - f_full) <= 1e-8 * abs(f_full)
     assert 0 < np.count_nonzero(ws) < Z.shape[1]

@@ -41,19 +41,37 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fsdask.cluster import scheduler
-    from fsdask.commands.select import print_top
+    demo(args.out, features=args.features, samples=args.samples, seed=args.seed,
+         methods=args.methods.split(",") if args.methods else None, scheduler=args.scheduler,
+         memory_limit=args.memory_limit)
+    return 0
+
+
+def demo(folder: str = "fsdask-demo", *, features: int = 200_000, samples: int = 100, seed: int = 0,
+         methods: list[str] | None = None, scheduler: str = "local:2", memory_limit: str | None = None) -> None:
+    """Run the demo into ``folder`` (its data and results are replaced on a re-run; nothing else is)."""
+    from types import SimpleNamespace
+
+    from fsdask.cluster import scheduler as run_on
+    from fsdask.commands import check_count
     from fsdask.datasets import weston_linear, write_synthetic
     from fsdask.io import open_dataset
+    from fsdask.io.outputs import check_output
     from fsdask.methods import REGISTRY, get_method
-    from fsdask.results import write_result
+    from fsdask.results import print_top, write_result
 
+    check_count(features, "--features", 6)
+    check_count(samples, "--samples", 4)
+    args = SimpleNamespace(out=folder, features=features, samples=samples, seed=seed, scheduler=scheduler,
+                           memory_limit=memory_limit, methods=",".join(methods) if methods else None)
+    store = os.path.join(args.out, "weston_linear.zarr")
+    check_output(store, kind="dataset", overwrite=True)
     os.makedirs(args.out, exist_ok=True)
     store = os.path.join(args.out, "weston_linear.zarr")
     wanted = args.methods.split(",") if args.methods else [m for m, _ in DEMO_METHODS]
     params = dict(DEMO_METHODS)
     t0 = time.perf_counter()
-    with scheduler(args.scheduler, memory_limit=args.memory_limit, worker_timeout=args.worker_timeout) as client:
+    with run_on(args.scheduler, memory_limit=args.memory_limit) as client:
         where = "threads in this process" if client is None else f"{client.cluster.__class__.__name__ if client.cluster else 'cluster'} with {len(client.scheduler_info().get('workers', {}))} workers"
         print(f"fsdask demo — running on {where}")
         syn = weston_linear(n_samples=args.samples, n_features=args.features, random_state=args.seed)
@@ -75,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             est.fit(ds)
             out = os.path.join(args.out, f"result_{name}.zarr")
             est.result_.attrs["input_store"] = store
-            write_result(est.result_, out)
+            write_result(est.result_, out, overwrite=True, inputs=(store,))
             top = set(est.result_["feature"].values[est.result_["rank"].values <= 10].astype(str))
             found = len(relevant & top)
             print(f"[{name}] {time.perf_counter() - t1:.1f} s — {found} of {len(relevant)} relevant features in the top 10")
@@ -83,4 +101,3 @@ def run(args: argparse.Namespace) -> int:
             print(f"result: {out}\n")
     print(f"demo finished in {time.perf_counter() - t0:.1f} s; open a result with "
           f"fsdask.open_result('{os.path.join(args.out, 'result_ttest.zarr')}') or `fsdask info …`")
-    return 0

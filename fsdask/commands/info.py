@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Any, Mapping
 
-from fsdask.commands import add_storage_options, storage_options
+from fsdask.commands import (
+    add_data_options,
+    add_storage_options,
+    check_count,
+    data_options,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -14,27 +22,38 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("url")
     p.add_argument("--top", type=int, default=10, help="for a result: how many top features to list")
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
-def run(args: argparse.Namespace) -> int:
-    import xarray as xr
-
+def info(url: str, *, top: int = 10, variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+         label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
+         storage_options: Mapping[str, Any] | None = None, stdout=None) -> None:
+    """Print a summary of the dataset or result at ``url``."""
     from fsdask.errors import StoreError
     from fsdask.io import open_dataset
-    from fsdask.io.store import describe
+    from fsdask.io.store import describe, safe_url
     from fsdask.results import open_result, top_table
-    so = storage_options(args)
+    stdout = stdout or sys.stdout
+    so = dict(storage_options or {})
+    read = dict(variable=variable, sample_dim=sample_dim, feature_dim=feature_dim, label=label,
+                rechunk_to=rechunk_to, memory_budget=memory_budget)  # how to read data other tools wrote
+    check_count(top, "--top")
     try:
-        ds = open_dataset(args.url, storage_options=so)
+        ds = open_dataset(url, storage_options=so, **read)
     except StoreError as exc:
         if "no variable 'X'" not in str(exc):
             raise
-        res = open_result(args.url, storage_options=so)
-        print(f"result    {args.url}\nmethod    {res.attrs.get('method')}  "
-              f"({res.attrs.get('n_selected')} of {res.attrs.get('n_features')} selected)")
-        for r, f, w, s in top_table(res, args.top):
-            print(f"{r:>6}  {f:<30} {w:.6g}{'  *' if s else ''}")
-        return 0
-    print(describe(ds, args.url))
+        res = open_result(url, storage_options=so)
+        print(f"result    {safe_url(url)}\nmethod    {res.attrs.get('method')}  "
+              f"({res.attrs.get('n_selected')} of {res.attrs.get('n_features')} selected)", file=stdout)
+        for r, f, w, s in top_table(res, top):
+            print(f"{r:>6}  {f:<30} {w:.6g}{'  *' if s else ''}", file=stdout)
+        return
+    print(describe(ds, safe_url(url)), file=stdout)
+
+
+def run(args: argparse.Namespace) -> int:
+    info(args.url, top=args.top, storage_options=storage_options(args),
+         **data_options(args))
     return 0

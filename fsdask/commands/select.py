@@ -5,15 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any, Mapping
 
-from fsdask.commands import add_scheduler, add_storage_options, parse_kv, storage_options
+from fsdask.commands import (
+    add_data_options,
+    add_overwrite,
+    add_scheduler,
+    add_storage_options,
+    check_count,
+    data_options,
+    parse_kv,
+    storage_options,
+)
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     from fsdask.methods import REGISTRY
     p = sub.add_parser("select", help="run a feature-selection method on a dataset",
                        description="Fit a method on a Zarr dataset and write the result (weight, rank, "
-                                   "selected over feature) atomically as a Zarr store.",
+                                   "selected over feature) as a Zarr store, publish-then-swap.",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="methods: " + ", ".join(REGISTRY) +
                               "\nparameters are the estimator's keyword arguments, e.g. "
@@ -25,68 +35,67 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", required=True, help="result store to write (local path or URL)")
     p.add_argument("--top", type=int, default=20, help="how many top features to print (default 20)")
     p.add_argument("--csv", help="also write the ranked table to this CSV file")
-    p.add_argument("--no-overwrite", action="store_true", help="fail if the output exists")
+    add_overwrite(p)
+    p.add_argument("--no-overwrite", action="store_true", help=argparse.SUPPRESS)  # the default now
     add_scheduler(p)
     add_storage_options(p)
+    add_data_options(p)
     return p
 
 
-def safe_url(url: str) -> str:
-    """A URL with any user:password@ part removed, for provenance."""
-    from fsdask.io.store import safe_url as _safe
-    return _safe(url)
+def select(url: str, *, method: str, output: str, params: Mapping[str, Any] | None = None,
+           csv: str | None = None, top: int = 20, overwrite: bool = False, scheduler: str = "threads",
+           memory_limit: str | None = None, progress: bool = True,
+           variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+           label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
+           storage_options: Mapping[str, Any] | None = None, stdout=None) -> str:
+    """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
 
+    Every output location is checked before the fit starts; the CSV table is written before
+    the result store, so a failing command never leaves a result behind.
+    """
+    from fsdask import results
+    from fsdask.cluster import progress as show_progress
+    from fsdask.cluster import scheduler as run_on
+    from fsdask.errors import ParameterError
+    from fsdask.io import open_dataset
+    from fsdask.io.outputs import check_output, same_location
+    from fsdask.io.store import safe_url
+    from fsdask.methods import get_method
 
-def write_csv(result, path: str) -> None:
-    """The ranked table as CSV, written to a temporary file and renamed into place."""
-    import os
-
-    import numpy as np
-    order = np.argsort(result["rank"].values, kind="stable")
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as fh:
-            fh.write("rank,feature,weight,selected\n")
-            for i in order:
-                fh.write(f"{int(result['rank'].values[i])},{result['feature'].values[i]},"
-                         f"{float(result['weight'].values[i]):.10g},{int(bool(result['selected'].values[i]))}\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def print_top(result, k: int, relevant: set | None = None, file=None) -> None:
-    from fsdask.results import top_table
-    file = file or sys.stdout
-    print(f"{'rank':>6}  {'feature':<24} {'weight':>12}  selected" + ("  relevant" if relevant else ""), file=file)
-    for r, f, w, s in top_table(result, k):
-        mark = ("  yes" if f in relevant else "   -") if relevant is not None else ""
-        print(f"{r:>6}  {f:<24} {w:>12.6g}  {'yes' if s else ' - '}     {mark}", file=file)
+    stdout = stdout or sys.stdout
+    so = dict(storage_options or {})
+    read = dict(variable=variable, sample_dim=sample_dim, feature_dim=feature_dim, label=label,
+                rechunk_to=rechunk_to, memory_budget=memory_budget)  # how to read data other tools wrote
+    check_count(top, "--top")
+    est = get_method(method, **dict(params or {}))
+    ds = open_dataset(url, storage_options=so, **read)
+    check_output(output, so, kind="result", overwrite=overwrite, inputs=(url,))
+    if csv:
+        if same_location(csv, output):
+            raise ParameterError(f"--csv {csv} and --output {output} name the same place; give two paths")
+        check_output(csv, kind="csv", overwrite=overwrite, inputs=(url,))
+    t0 = time.perf_counter()
+    with run_on(scheduler, memory_limit=memory_limit) as client:
+        with show_progress(client, enabled=progress):
+            est.fit(ds)
+    result = est.result_
+    result.attrs["input_store"] = safe_url(url)
+    result.attrs["input_verified"] = bool(ds.attrs.get("verified", False))
+    result.attrs["scheduler"] = safe_url(scheduler)
+    if csv:
+        results.write_csv(result, csv, overwrite=overwrite, inputs=(url,))
+    path = results.write_result(result, output, storage_options=so, overwrite=overwrite, inputs=(url,))
+    results.print_top(result, top, file=stdout)
+    print(f"\n{method}: {int(result['selected'].sum())} of {result.sizes['feature']} features selected "
+          f"in {time.perf_counter() - t0:.1f} s; result written to {path}"
+          + (f", table to {csv}" if csv else ""), file=stdout)
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
-    from fsdask.cluster import progress, scheduler
-    from fsdask.io import open_dataset
-    from fsdask.methods import get_method
-    from fsdask.results import write_result
-
-    so = storage_options(args)
-    params = parse_kv(args.param)
-    est = get_method(args.method, **params)
-    ds = open_dataset(args.url, storage_options=so)
-    t0 = time.perf_counter()
-    with scheduler(args.scheduler, memory_limit=args.memory_limit, worker_timeout=args.worker_timeout) as client:
-        with progress(client, enabled=not args.no_progress):
-            est.fit(ds)
-    result = est.result_
-    result.attrs["input_store"] = safe_url(args.url)
-    result.attrs["scheduler"] = args.scheduler
-    path = write_result(result, args.output, storage_options=so, overwrite=not args.no_overwrite)
-    if args.csv:
-        write_csv(result, args.csv)
-    print_top(result, args.top)
-    print(f"\n{args.method}: {int(result['selected'].sum())} of {result.sizes['feature']} features selected "
-          f"in {time.perf_counter() - t0:.1f} s; result written to {path}"
-          + (f", table to {args.csv}" if args.csv else ""))
+    select(args.url, method=args.method, output=args.output, params=parse_kv(args.param), csv=args.csv,
+           top=args.top, overwrite=args.overwrite, scheduler=args.scheduler, memory_limit=args.memory_limit,
+           progress=not args.no_progress, storage_options=storage_options(args),
+           **data_options(args))
     return 0

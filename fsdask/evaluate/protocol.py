@@ -31,12 +31,10 @@ import pandas as pd
 import xarray as xr
 
 from fsdask.errors import FsdaskError, InputError, ParameterError
+from fsdask.linalg.execution import fits
 from fsdask.evaluate.metrics import jaccard_stability, kuncheva_index
 
 log = logging.getLogger("fsdask")
-
-#: X larger than this (bytes) is not loaded into memory: folds then run one after another
-IN_MEMORY_LIMIT = 2 * 2**30
 
 PROTOCOLS = ("loo", "kfold")
 SELECTIONS = ("inside", "once")
@@ -227,39 +225,52 @@ class EvaluationResult:
                    wall_time_s=float(a.get("cv_wall_time_s", 0.0)))
 
 
-def write_evaluation(res: EvaluationResult | xr.Dataset, path: str) -> str:
-    """Write an evaluation to ``path``: ``.nc`` (netCDF) or anything else as a Zarr v3 store."""
-    import os
-    from fsdask.results import clean_attrs
+def write_evaluation(res: EvaluationResult | xr.Dataset, path: str, *, storage_options: dict | None = None,
+                     overwrite: bool = False, inputs: tuple = ()) -> str:
+    """Write an evaluation to ``path``: ``.nc`` (local netCDF) or anything else as a Zarr v3 store
+    (local or fsspec URL), publish-then-swap; an existing path is replaced only when it is an
+    fsdask evaluation and ``overwrite`` is given."""
+    from fsdask.results import clean_attrs, write_store
     ds = res.to_dataset() if isinstance(res, EvaluationResult) else res.copy()
     ds.attrs = clean_attrs(ds.attrs)
     ds.attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in ds.attrs.items()}
-    if str(path).endswith(".nc"):
-        if "cv_fold_ranking_feature" in ds:
-            v = ds["cv_fold_ranking_feature"]
-            ds["cv_fold_ranking_feature"] = (v.dims, np.array([[str(x) for x in row] for row in v.values], dtype="U"))
-        ds.to_netcdf(path)
-    else:
-        import shutil
-        if os.path.exists(path):
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False)
+    if not str(path).endswith(".nc"):
+        return write_store(ds, path, kind="evaluation", storage_options=storage_options, overwrite=overwrite,
+                           inputs=inputs)
+    from fsdask.errors import StoreError
+    from fsdask.io.outputs import KIND_ATTR, _is_local, publish_file
+    if not _is_local(str(path)):
+        raise StoreError(f"{path}: netCDF is written to local files only; use a .zarr URL for object storage")
+    if "cv_fold_ranking_feature" in ds:
+        v = ds["cv_fold_ranking_feature"]
+        ds["cv_fold_ranking_feature"] = (v.dims, np.array([[str(x) for x in row] for row in v.values], dtype="U"))
+    ds.attrs[KIND_ATTR] = "evaluation"
+    with publish_file(path, kind="evaluation", overwrite=overwrite, inputs=inputs) as tmp:
+        ds.to_netcdf(tmp)
     return str(path)
 
 
-def open_evaluation(path: str) -> EvaluationResult:
+def open_evaluation(path: str, storage_options: dict | None = None) -> EvaluationResult:
     """Open an evaluation written by :func:`write_evaluation` / ``fsdask evaluate --output``."""
     import os
     from fsdask.errors import StoreError
-    if not os.path.exists(path):
+    from fsdask.io.outputs import _is_local
+    if _is_local(str(path)) and not os.path.exists(path):
         raise StoreError(f"{path}: no such evaluation; write one with `fsdask evaluate … --output {path}`")
+    if str(path).endswith(".nc"):
+        try:
+            ds = xr.open_dataset(path).load()
+        except Exception as exc:
+            raise StoreError(f"{path}: not a readable evaluation ({type(exc).__name__}: {exc})") from None
+        from fsdask.io.store import plain_strings
+        ds = plain_strings(ds)
+    else:
+        from fsdask.results import open_store
+        ds = open_store(path, storage_options, what="evaluation")
     try:
-        ds = (xr.open_dataset(path) if str(path).endswith(".nc")
-              else xr.open_zarr(path, consolidated=False, zarr_format=3)).load()
+        return EvaluationResult.from_dataset(ds)
     except Exception as exc:
-        raise StoreError(f"{path}: not a readable evaluation ({type(exc).__name__}: {exc})") from exc
-    from fsdask.io.store import plain_strings
-    return EvaluationResult.from_dataset(plain_strings(ds))
+        raise StoreError(f"{path}: not an fsdask evaluation ({type(exc).__name__}: {exc})") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,7 +550,8 @@ def evaluate_classifiers(
     import dask.array as da
     from fsdask.cluster import scheduler as scheduler_ctx
     nbytes = n * p * np.dtype(getattr(Xa, "dtype", np.float64)).itemsize
-    in_memory = not isinstance(Xa, da.Array) or nbytes <= IN_MEMORY_LIMIT
+    # X that fits the memory budget is loaded and folds run in parallel; else one after another
+    in_memory = not isinstance(Xa, da.Array) or fits(nbytes)
     mode = parallel if parallel != "auto" else ("folds" if in_memory else "within")
     if mode not in ("folds", "within"):
         raise ParameterError(f"parallel={parallel!r}; use 'auto', 'folds' or 'within'")
@@ -662,7 +674,7 @@ def evaluate(
     parallel
         ``"folds"``: every fold is one task (X must fit in memory; the fold's selection runs
         single-threaded inside its task); ``"within"``: folds one after another, each
-        selection parallel over feature blocks; ``"auto"``: folds when X ≤ 2 GiB.
+        selection parallel over feature blocks; ``"auto"``: folds when X fits the memory budget (dask config ``fsdask.memory-budget``, 1 GiB).
 
     Returns
     -------

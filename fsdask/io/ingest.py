@@ -8,6 +8,8 @@ AnnData ``.h5ad`` and in-memory numpy / dask / xarray objects.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
@@ -19,8 +21,10 @@ import xarray as xr
 import zarr
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
-from fsdask.errors import InputError, StoreError
+from fsdask.errors import InputError
 from fsdask.io.store import write_dataset
+
+log = logging.getLogger("fsdask")
 
 NanPolicy = Literal["error", "zero", "mean", "drop-feature"]
 NAN_POLICIES = ("error", "zero", "mean", "drop-feature")
@@ -69,6 +73,12 @@ def apply_nan_policy(X: da.Array, policy: NanPolicy, feature_names: np.ndarray |
             cnt = ok.sum(0)
             mean = np.where(ok, b, 0).sum(0) / np.maximum(cnt, 1)
             return np.where(ok, b, mean[None, :]).astype(b.dtype)
+        n_obs = da.isfinite(X).sum(axis=0).compute()
+        empty = np.flatnonzero(n_obs == 0)
+        if empty.size:
+            names = ", ".join(str(feature_names[i]) if feature_names is not None else f"#{i}" for i in empty[:5])
+            raise InputError(f"{where}: {empty.size} feature(s) have no finite value at all (first: {names}); "
+                             "a mean cannot be imputed for them — use --nan-policy drop-feature")
         X = X.map_blocks(impute, dtype=X.dtype)
     else:
         keep = bad == 0
@@ -111,6 +121,18 @@ def _build_dataset(X: da.Array, y: Any = None, feature_names: Any = None, sample
 
 
 def _read_npz(path: Path) -> dict:
+    import zipfile
+    try:
+        return _read_npz_arrays(path)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, InputError):
+            raise
+        msg = " ".join(str(exc).split())
+        raise InputError(f"{path}: not a readable .npz of numeric arrays ({type(exc).__name__}: {msg}); "
+                         "save it with numpy.savez (no object arrays / pickles)") from None
+
+
+def _read_npz_arrays(path: Path) -> dict:
     with np.load(path, allow_pickle=False) as d:
         keys = set(d.files)
         if "X" not in keys:
@@ -158,25 +180,79 @@ def _read_mat(path: Path, x_key: str | None, y_key: str | None) -> dict:
     return {"X": np.asarray(X), "y": y, "feature_names": None, "sample_names": None, "class_names": None}
 
 
-def _read_h5ad(path: Path, label: str | None) -> dict:
+@contextlib.contextmanager
+def _csv_errors(path: Path, sep: str):
+    """Turn pandas' parse and decode failures into one-line InputErrors."""
+    import pandas as pd
     try:
-        import anndata
-    except ImportError as exc:
-        raise InputError(f"{path}: .h5ad needs anndata: pip install 'fsdask[h5ad]'") from exc
-    try:
-        a = anndata.read_h5ad(path, backed="r")
-    except Exception as exc:
-        raise InputError(f"{path}: not a readable .h5ad file ({type(exc).__name__}: {exc})") from None
-    X = a.X[:]
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    y = None
+        yield
+    except pd.errors.ParserError as exc:
+        raise InputError(f"{path}: malformed CSV ({' '.join(str(exc).split())}); check the separator "
+                         "(--sep) and that every row has as many fields as the header") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text CSV file (byte {exc.start} is not UTF-8); give a .csv/.tsv "
+                         "text file, or the right extension for a binary format") from None
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: no columns to read; the file is empty or not a CSV") from None
+
+
+def _guess_orient(path: Path, sep: str, label: str | None) -> str:
+    import pandas as pd
+    head = pd.read_csv(path, sep=sep, nrows=200, index_col=0)
     if label is not None:
-        if label not in a.obs:
-            raise InputError(f"{path}: no obs column {label!r} (found {list(a.obs.columns)})")
-        y = np.asarray(a.obs[label])
-    return {"X": np.asarray(X), "y": y, "feature_names": np.asarray(a.var_names),
-            "sample_names": np.asarray(a.obs_names), "class_names": None}
+        if label in head.columns:
+            return "samples"
+        if label in head.index:
+            return "features"
+        # the label row may lie beyond the first 200 rows of a features-as-rows file
+        ids = pd.read_csv(path, sep=sep, usecols=[0]).iloc[:, 0].astype(str)
+        if label in set(ids):
+            return "features"
+        raise InputError(f"{path}: --label {label!r} names neither a column (columns start "
+                         f"{[str(c) for c in head.columns[:6]]}) nor a row (rows start {list(ids[:4])}); "
+                         "check the spelling")
+    return "samples" if head.shape[1] >= head.shape[0] else "features"
+
+
+def _is_missing(y: np.ndarray) -> np.ndarray:
+    """Mask of missing labels: NaN, None, or an empty / blank string."""
+    import pandas as pd
+    y = np.asarray(y)
+    miss = np.asarray(pd.isna(y), dtype=bool)
+    if y.dtype.kind in "OUST":
+        miss |= np.array([isinstance(v, str) and not v.strip() for v in y.ravel()]).reshape(y.shape)
+    return miss if miss.ndim == 1 else miss.any(axis=tuple(range(1, miss.ndim)))
+
+
+def _missing_labels(X: Any, y: Any, sample_names: Any, drop: bool, where: str):
+    """Refuse (or drop, with ``drop``) samples without a label; return X, y, sample names, count."""
+    if y is None:
+        return X, None, sample_names, 0
+    y = np.asarray(y)
+    miss = _is_missing(y)
+    if not miss.any():
+        return X, _integral_labels(y), sample_names, 0
+    idx = np.flatnonzero(miss)
+    if not drop:
+        names = [str(sample_names[i]) if sample_names is not None else f"#{i}" for i in idx[:5]]
+        raise InputError(f"{where}: {idx.size} sample(s) have no label (NaN, None or an empty cell; first: "
+                         f"{', '.join(names)}); fill them in, or drop those samples with --drop-unlabelled")
+    keep = ~miss
+    if not keep.any():
+        raise InputError(f"{where}: no sample has a label; nothing would be left")
+    X = X[keep] if not isinstance(X, da.Array) else X[np.flatnonzero(keep)]
+    sample_names = None if sample_names is None else np.asarray(sample_names)[keep]
+    return X, _integral_labels(y[keep]), sample_names, int(idx.size)
+
+
+def _integral_labels(y: np.ndarray) -> np.ndarray:
+    """Float labels that are all whole numbers (a CSV column that had an empty cell) → int64."""
+    if y.dtype.kind == "f" and y.size and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
+        return y.astype(np.int64)
+    if y.dtype == object and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                                 for v in y.ravel()):
+        return _integral_labels(y.astype(np.float64))
+    return y
 
 
 def _sniff_sep(path: Path, sep: str | None) -> str:
@@ -199,6 +275,11 @@ def _csv_samples_as_rows(path: Path, label: str | None, sep: str) -> dict:
         y = df.pop(label).to_numpy()
     sample_names = None
     first = df.columns[0] if df.shape[1] else None
+    if first is not None and df.shape[1] > 1 and not np.issubdtype(df[first].dtype, np.number) \
+            and not df[first].is_unique and pd.to_numeric(df[first], errors="coerce").isna().all():
+        dup = df[first][df[first].duplicated()].iloc[0]
+        raise InputError(f"{path}: duplicate sample id {dup!r} in the first column ({int(df[first].duplicated().sum())} "
+                         "repeat(s)); every sample needs its own id")
     if first is not None and (not np.issubdtype(df[first].dtype, np.number) or str(first).startswith("Unnamed")) \
             and df[first].is_unique and df.shape[1] > 1:
         sample_names = df.pop(first).to_numpy()
@@ -217,7 +298,8 @@ def _csv_samples_as_rows(path: Path, label: str | None, sep: str) -> dict:
 
 def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: str | None, batch: int,
                                  nan_policy: NanPolicy, storage_options, overwrite: bool,
-                                 chunk_bytes: int, attrs: dict, dtype: Any = np.float32) -> str:
+                                 chunk_bytes: int, attrs: dict, dtype: Any = np.float32,
+                                 drop_unlabelled: bool = False) -> str:
     """Stream a features-as-rows CSV (first column: feature id; header: sample ids).
 
     The file is read ``batch`` rows at a time; rows are buffered until they fill one Zarr
@@ -229,7 +311,8 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
 
     import pandas as pd
 
-    from fsdask.io.store import _provenance, _zarr_kwargs, atomic_store, combine_digests, mark_complete
+    from fsdask.io.store import (FORMAT_ATTR, FORMAT_VERSION, _provenance, _zarr_kwargs, atomic_store,
+                                 checksum_encoding, combine_digests, mark_complete)
 
     header = pd.read_csv(path, sep=sep, nrows=0, index_col=0)
     sample_names = np.asarray(header.columns).astype(str)
@@ -250,9 +333,10 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
     def write_chunk(target: str, xb: np.ndarray, nb: np.ndarray) -> None:
         if state["written"] == 0:  # xarray lays out the store (dimension names, coordinates)
             ds = xr.Dataset({"X": (("sample", "feature"), xb)},
-                            coords={"feature": nb, "sample": sample_names.astype(object)})
+                            coords={"feature": nb, "sample": sample_names.astype(object)},
+                            attrs={FORMAT_ATTR: FORMAT_VERSION})  # recognisable as fsdask's while written
             ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False,
-                       encoding={"X": {"chunks": (n, block)}}, **kwargs)
+                       encoding=checksum_encoding(ds.variables, {"X": {"chunks": (n, block)}}), **kwargs)
             state["group"] = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
         else:  # then grow X and the feature ids in place: nothing already written is read back
             _append_columns(state["group"], state["written"], xb, nb)
@@ -274,7 +358,7 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
                 write_chunk(target, buf, buf_names)
                 state["filled"] = 0
 
-    with atomic_store(url, storage_options, overwrite=overwrite) as target:
+    with atomic_store(url, storage_options, overwrite=overwrite, inputs=(str(path),)) as target:
         try:
             reader = pd.read_csv(path, sep=sep, index_col=0, chunksize=batch)
             for chunk in reader:
@@ -316,20 +400,29 @@ def _csv_features_as_rows_stream(path: Path, url: str, *, sep: str, label_row: s
         if written == 0:
             raise InputError(f"{path}: no feature rows; the file is empty apart from its header")
         extra = {}
+        if state["y"] is not None and _is_missing(state["y"]).any():
+            miss = np.flatnonzero(_is_missing(state["y"]))
+            what = ("--drop-unlabelled is not available for a features-as-rows file (it is streamed); "
+                    if drop_unlabelled else "")
+            raise InputError(f"{path}: {miss.size} sample(s) have no label in row {label_row!r} (first: "
+                             f"{', '.join(sample_names[miss[:5]])}); {what}fill them in or remove those columns")
         if state["y"] is not None:
+            state["y"] = _integral_labels(state["y"])
             yds = _build_dataset(da.zeros((n, 1), chunks=(n, 1)), state["y"])
             extra = {k: v for k, v in yds.attrs.items()}
             xr.Dataset({"y": ("sample", yds["y"].values)}).to_zarr(target, mode="a", zarr_format=3,
-                                                                    consolidated=False, **kwargs)
+                                                                    consolidated=False,
+                                                                    encoding=checksum_encoding(["y"]), **kwargs)
         fingerprint = combine_digests(np.stack(digests), (n, written), dtype)
         X_meta = da.zeros((n, written), dtype=dtype, chunks=(n, block))
         final = _provenance(str(path), X_meta, {**attrs, **extra, **report})
-        final.update({"fingerprint": fingerprint, "chunk_features": int(block)})
+        final.update({"fingerprint": fingerprint, "chunk_features": int(block),
+                      "block_digests": np.stack(digests).tobytes().hex()})
         mark_complete(target, kwargs, final)
     return fingerprint
 
 
-def _append_columns(group: "zarr.Group", start: int, xb: np.ndarray, names: np.ndarray) -> None:
+def _append_columns(group: zarr.Group, start: int, xb: np.ndarray, names: np.ndarray) -> None:
     """Write ``xb`` (samples × w) and its feature ids at feature offset ``start``.
 
     ``xarray.Dataset.to_zarr(append_dim=…)`` would re-read the whole growing feature
@@ -361,6 +454,12 @@ def ingest(
     x_key: str | None = None,
     y_key: str | None = None,
     batch: int = 10_000,
+    drop_unlabelled: bool = False,
+    variable: str | None = None,
+    sample_dim: str | None = None,
+    feature_dim: str | None = None,
+    rechunk_to: str | None = None,
+    memory_budget: Any = None,
 ) -> str:
     """Convert ``source`` to an fsdask Zarr dataset at ``url``; return its fingerprint.
 
@@ -376,21 +475,37 @@ def ingest(
         For in-memory sources.  String labels are encoded as codes with ``class_names``.
     label
         CSV: the column (samples as rows) or row (features as rows) holding the labels;
-        ``.h5ad``: the ``obs`` column.
+        ``.h5ad``/AnnData/Zarr stores: the label variable or ``obs`` column.
+    variable, sample_dim, feature_dim, rechunk_to, memory_budget
+        For a Zarr store (any writer), an ``.h5ad`` file, an AnnData-on-Zarr store or an
+        in-memory ``AnnData``: read with :func:`fsdask.open_dataset` (block by block) and
+        copied to the canonical layout — e.g. to fix a store's chunking once for many runs.
     orient
         CSV orientation: ``samples`` (a row per sample), ``features`` (a row per feature,
         streamed in ``batch`` rows), or ``auto`` (more columns than rows → samples as rows).
     nan_policy
         ``error`` (default), ``zero``, ``mean`` (per-feature mean) or ``drop-feature``.
+    drop_unlabelled
+        Drop samples whose label is missing (NaN, None, empty) instead of refusing the input.
+    overwrite
+        Replace an existing fsdask dataset at ``url`` (nothing else is ever replaced); the
+        old one stays whole until the new one is complete.
     """
     url = os.fspath(url)
     attrs: dict = {}
-    if not overwrite:
-        from fsdask.io.store import _exists, check_reachable, safe_url
-        check_reachable(url, storage_options)
-        if _exists(url, storage_options):
-            raise StoreError(f"{safe_url(url)} already exists; pass overwrite=True (CLI: --overwrite) "
-                             "or choose another path")
+    from fsdask.io.outputs import check_output
+    from fsdask.io.store import check_reachable
+    check_reachable(url, storage_options)
+    inputs = (os.fspath(source),) if isinstance(source, (str, os.PathLike)) else ()
+    # before anything is read: the target must be free, or an fsdask dataset to replace
+    check_output(url, storage_options, kind="dataset", overwrite=overwrite, inputs=inputs)
+    if _readable_store(source):
+        from fsdask.io.store import open_dataset
+        ds = open_dataset(source, storage_options, variable=variable, sample_dim=sample_dim,
+                          feature_dim=feature_dim, label=label, rechunk_to=rechunk_to,
+                          memory_budget=memory_budget, nan_policy=nan_policy, chunk_bytes=chunk_bytes)
+        return _ingest_dataset(ds, url, storage_options=storage_options, nan_policy=nan_policy,
+                               overwrite=overwrite, chunk_bytes=chunk_bytes, dtype=dtype, inputs=inputs)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.exists():
@@ -403,27 +518,21 @@ def ingest(
             d = _read_npz(path)
         elif suffix == ".mat":
             d = _read_mat(path, x_key, y_key)
-        elif suffix == ".h5ad":
-            d = _read_h5ad(path, label)
         elif suffix in (".csv", ".tsv", ".txt", ".tab", ".csv.gz", ".tsv.gz"):
             s = _sniff_sep(path, sep)
-            if orient == "auto":
-                import pandas as pd
-                head = pd.read_csv(path, sep=s, nrows=200, index_col=0)
-                if label is not None and label in head.columns:
-                    orient = "samples"
-                elif label is not None and label in head.index:
-                    orient = "features"
-                else:
-                    orient = "samples" if head.shape[1] >= head.shape[0] else "features"
-            if orient == "features":
-                return _csv_features_as_rows_stream(path, url, sep=s, label_row=label, batch=batch,
-                                                    nan_policy=nan_policy, storage_options=storage_options,
-                                                    overwrite=overwrite, chunk_bytes=chunk_bytes, attrs=attrs,
-                                                    dtype=dtype)
-            d = _csv_samples_as_rows(path, label, s)
+            with _csv_errors(path, s):
+                if orient == "auto":
+                    orient = _guess_orient(path, s, label)
+                if orient == "features":
+                    return _csv_features_as_rows_stream(path, url, sep=s, label_row=label, batch=batch,
+                                                        nan_policy=nan_policy, storage_options=storage_options,
+                                                        overwrite=overwrite, chunk_bytes=chunk_bytes,
+                                                        attrs=attrs, dtype=dtype,
+                                                        drop_unlabelled=drop_unlabelled)
+                d = _csv_samples_as_rows(path, label, s)
         else:
-            raise InputError(f"{path}: unknown file type {suffix!r}; fsdask ingests .npz, .csv, .tsv, .mat, .h5ad")
+            raise InputError(f"{path}: unknown file type {suffix!r}; fsdask ingests .npz, .csv, .tsv, .mat, "
+                             ".h5ad files and Zarr stores (.zarr, any writer)")
         source_desc = str(path)
     else:
         source_desc = f"in-memory {type(source).__name__}"
@@ -455,8 +564,39 @@ def ingest(
     if not isinstance(X, da.Array):
         X = da.from_array(X, chunks=(n, block))
     X = X.astype(dtype).rechunk({0: -1})
+    X, y, snames, dropped = _missing_labels(X, d.get("y"), d.get("sample_names"), drop_unlabelled, source_desc)
+    if dropped:
+        attrs["dropped_unlabelled_samples"] = dropped
+        log.warning("%s: dropped %d sample(s) without a label (--drop-unlabelled)", source_desc, dropped)
     X, fnames, report = apply_nan_policy(X, nan_policy, d.get("feature_names"), where=source_desc)
     attrs.update(report)
-    ds = _build_dataset(X, d.get("y"), fnames, d.get("sample_names"), d.get("class_names"))
+    ds = _build_dataset(X, y, fnames, snames, d.get("class_names"))
     return write_dataset(ds, url, storage_options=storage_options, chunk_bytes=chunk_bytes,
-                         overwrite=overwrite, source=source_desc, attrs={**ds.attrs, **attrs})
+                         overwrite=overwrite, source=source_desc, attrs={**ds.attrs, **attrs}, inputs=inputs)
+
+
+def _readable_store(source: Any) -> bool:
+    """Whether ``source`` is read through :func:`fsdask.open_dataset`: a Zarr store (local folder or
+    URL), an ``.h5ad`` file or an in-memory ``AnnData``."""
+    if type(source).__name__ == "AnnData":
+        return True
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    s = os.fspath(source)
+    if "://" in s and not s.startswith("file://"):
+        return True
+    s = s.removeprefix("file://")
+    return os.path.isdir(s) or s.rstrip("/").lower().endswith((".zarr", ".h5ad"))
+
+
+def _ingest_dataset(ds: xr.Dataset, url: str, *, storage_options, nan_policy: NanPolicy, overwrite: bool,
+                    chunk_bytes: int, dtype: Any, inputs: tuple = ()) -> str:
+    """Copy an opened dataset (already in feature blocks) to the canonical fsdask layout."""
+    where = ds.attrs.get("store") or ds.attrs.get("source") or "dataset"
+    X = ds["X"].data.astype(dtype)
+    X, fnames, report = apply_nan_policy(X, nan_policy, ds["feature"].values, where=where)
+    y = ds["y"].values if "y" in ds else None
+    out = _build_dataset(X, y, fnames, ds["sample"].values, ds.attrs.get("class_names"))
+    attrs = {**out.attrs, **report, "source_file": str(where)}
+    return write_dataset(out, url, storage_options=storage_options, chunk_bytes=chunk_bytes,
+                         overwrite=overwrite, source=str(where), attrs=attrs, inputs=inputs)

@@ -11,9 +11,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
+import logging
 import os
-import shutil
-import uuid
 from typing import Any, Iterator, Mapping
 
 import dask
@@ -24,8 +23,9 @@ import zarr
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import FsdaskError, InputError, StoreError
+from fsdask.io.outputs import COMPLETE_ATTR, KIND_ATTR, publish
 
-COMPLETE_ATTR = "fsdask_complete"
+log = logging.getLogger("fsdask")
 FORMAT_ATTR = "fsdask_format"
 FORMAT_VERSION = 1
 
@@ -109,61 +109,41 @@ def _exists(url: str, storage_options: Mapping[str, Any] | None) -> bool:
                          f"{_storage_hint(url)}") from None
 
 
-def _remove(url: str, storage_options: Mapping[str, Any] | None) -> None:
-    if _is_local(url):
-        shutil.rmtree(_local(url), ignore_errors=True)
-        return
-    try:
-        fs, path = _fs(url, storage_options)
-        if fs.exists(path):
-            fs.rm(path, recursive=True)
-    except Exception:  # best effort: the store has no completion marker anyway
-        pass
-
-
 @contextlib.contextmanager
 def atomic_store(url: str, storage_options: Mapping[str, Any] | None = None, *,
-                 overwrite: bool = False) -> Iterator[str]:
+                 overwrite: bool = False, kind: str = "dataset",
+                 inputs: tuple = ()) -> Iterator[str]:
     """Yield a place to write the store for ``url``; publish it only if the block succeeds.
 
-    Local: the store is written to a hidden sibling directory and renamed into place (an
-    existing store is replaced only then).  Object storage has no rename: the store is
-    written in place, its completion marker (:data:`COMPLETE_ATTR`) is written last by the
-    caller, and a failed write is deleted.  Either way a failure never leaves a store that
-    :func:`open_dataset` accepts as complete.
+    See :func:`fsdask.io.outputs.publish`: the existing output is replaced only if it is an
+    fsdask output of the same ``kind`` and ``overwrite`` is given, and only once the new one
+    is complete.
     """
     url = os.fspath(url)
     check_reachable(url, storage_options)
-    if _exists(url, storage_options) and not overwrite:
-        raise StoreError(f"{safe_url(url)} already exists; pass overwrite=True (CLI: --overwrite) "
-                         "or choose another path")
-    if not _is_local(url):
-        if overwrite:
-            _remove(url, storage_options)
-        try:
-            yield url
-        except BaseException:
-            _remove(url, storage_options)
-            raise
-        return
-    final = os.path.abspath(_local(url))
-    parent = os.path.dirname(final)
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"{url}: cannot create the parent folder ({exc}); check the path") from None
-    tmp = os.path.join(parent, f".{os.path.basename(final)}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        yield tmp
-        if os.path.exists(final):
-            old = f"{tmp}.old"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with publish(url, storage_options, kind=kind, overwrite=overwrite, inputs=inputs) as target:
+        yield target
+
+
+def checksum_encoding(names: Any, extra: Mapping[str, dict] | None = None) -> dict:
+    """Zarr encoding giving every variable in ``names`` checksummed chunks.
+
+    Zstd frames carry a content checksum that libzstd verifies on every decode, so a chunk
+    whose bytes changed after writing fails to read instead of decoding to other numbers.
+    """
+    from zarr.codecs import ZstdCodec
+    enc = {str(n): {"compressors": [ZstdCodec(level=0, checksum=True)]} for n in names}
+    for n, e in (extra or {}).items():
+        enc.setdefault(n, {}).update(e)
+    return enc
+
+
+def is_checksummed(array: Any) -> bool:
+    """Whether a Zarr v3 array's chunks carry a checksum (zstd ``checksum`` or a crc32c codec)."""
+    for codec in getattr(array.metadata, "codecs", ()):
+        if getattr(codec, "checksum", False) or type(codec).__name__.lower().startswith("crc32c"):
+            return True
+    return False
 
 
 class GuardedArray:
@@ -183,16 +163,39 @@ class GuardedArray:
         self.dtype = np.dtype(array.dtype)
         self.ndim = len(self.shape)
 
+    def _where(self, key: Any) -> str:
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], slice):
+            start, stop, _ = key[1].indices(self.shape[1])
+            return f" (features {start}–{stop - 1})"
+        return ""
+
+    def _missing_chunks(self, key: Any) -> list[str]:
+        """Keys of the stored chunks that ``key`` covers and that are absent from the store."""
+        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], slice)):
+            return []
+        from zarr.core.sync import sync
+        start, stop, _ = key[1].indices(self.shape[1])
+        width = self.array.chunks[1]
+        store, prefix = self.array.store_path.store, self.array.store_path.path
+        keys = [self.array.metadata.encode_chunk_key((0, j)) for j in range(start // width, (stop - 1) // width + 1)]
+        keys = [f"{prefix}/{k}" if prefix else k for k in keys]
+        return [k for k in keys if not sync(store.exists(k))]
+
     def __getitem__(self, key: Any) -> np.ndarray:
         try:
-            return np.asarray(self.array[key])
+            block = np.asarray(self.array[key])
+            # a chunk missing from the store reads as the fill value (NaN) without any error
+            missing = (self._missing_chunks(key) if block.size and block.dtype.kind == "f" and np.isnan(block).all()
+                       else [])
+            if missing:
+                raise StoreError(f"{self.url}: chunk(s) {', '.join(missing)} of X"
+                                 f"{self._where(key)} are missing from the store (deleted or never written); "
+                                 "re-create the store with `fsdask ingest`")
+            return block
         except (FsdaskError, MemoryError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            where = ""
-            if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], slice):
-                start, stop, _ = key[1].indices(self.shape[1])
-                where = f" (features {start}–{stop - 1})"
+            where = self._where(key)
             msg = str(exc).splitlines()[0] if str(exc) else ""
             raise StoreError(f"{self.url}: cannot read X{where}: {type(exc).__name__}: {msg}; the chunk is "
                              "corrupted or the storage failed — check the storage and retry, or re-create "
@@ -206,24 +209,110 @@ def _storage_hint(url: str) -> str:
             "--storage-option key=value), and that the bucket exists")
 
 
-def open_dataset(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None,
-                 *, require_complete: bool = True) -> xr.Dataset:
-    """Open an fsdask dataset lazily.
+def open_dataset(url: Any, storage_options: Mapping[str, Any] | None = None, *,
+                 variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
+                 label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
+                 nan_policy: str = "error", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 require_complete: bool = True) -> xr.Dataset:
+    """Open a dataset lazily: an fsdask store, any Zarr v2/v3 store, an AnnData file/store or object.
 
     Parameters
     ----------
     url
-        Local path or fsspec URL (``s3://bucket/data.zarr``).
+        Local path or fsspec URL (``s3://bucket/data.zarr``) of a Zarr store (fsdask's, or
+        written by xarray / zarr-python, v2 or v3, consolidated or not), an ``.h5ad`` file or
+        an AnnData-on-Zarr store; or an in-memory ``anndata.AnnData``.
     storage_options
-        Passed to fsspec (credentials, ``endpoint_url``, …).  Never logged or stored.
+        Passed to fsspec (credentials, ``endpoint_url``, ``anon``, …).  Never logged or stored.
+    variable
+        The matrix to read (default: ``X``, else the only 2-D variable); AnnData: ``X``,
+        ``raw`` or ``layers/NAME``.
+    sample_dim, feature_dim
+        Which dims are samples and features (matched by name, never by position).
+    label
+        The label variable (AnnData: an ``obs`` column, ``obs:cell_type``); default: a 1-D
+        variable along the sample dim named as in :data:`fsdask.io.foreign.LABEL_NAMES`.
+    rechunk_to, memory_budget
+        Where a rechunked copy goes when the store's chunking cannot be re-blocked on the
+        fly (default: a temporary directory), and the memory one task may use (bytes or
+        ``"1GB"``; default 512 MiB).
+    nan_policy
+        For sparse AnnData, what to do with NaN/Inf values (``error``, ``zero``, ``mean``,
+        ``drop-feature``).
     require_complete
-        Refuse stores whose write did not finish (default).
+        Refuse fsdask stores whose write did not finish (default).
 
     Returns
     -------
     xarray.Dataset
-        ``X(sample, feature)`` backed by dask, chunked as stored; ``y`` when present.
+        ``X(sample, feature)`` backed by dask in (all samples × feature block) chunks; ``y``
+        when present.  A store fsdask did not write is only read, and its dataset has an
+        attribute ``foreign`` saying so (shown by ``fsdask info``).
     """
+    from fsdask.io import rechunk as _rechunk
+    budget = _rechunk.parse_bytes(memory_budget)
+    if not isinstance(url, (str, os.PathLike)):
+        if type(url).__name__ == "AnnData":
+            from fsdask.io.anndata import from_anndata
+            return from_anndata(url, variable=variable, label=label, chunk_bytes=chunk_bytes, nan_policy=nan_policy)
+        if hasattr(url, "tocsc") and hasattr(url, "nnz"):  # scipy.sparse: dense one feature block at a time
+            from fsdask.io.anndata import sparse_blocks
+            return xr.Dataset({"X": (("sample", "feature"), sparse_blocks(url, chunk_bytes))},
+                              coords={"sample": np.arange(url.shape[0]), "feature": np.arange(url.shape[1])},
+                              attrs={"source": f"in-memory {type(url).__name__}"})
+        raise InputError(f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
+                         f"got {type(url).__name__}")
+    url = os.fspath(url)
+    shown = safe_url(url)
+    if _is_local(url) and not os.path.exists(_local(url)):
+        raise StoreError(f"{url}: no such file or directory; give the path of a Zarr store, an .h5ad file "
+                         "or create a store with `fsdask ingest`")
+    check_reachable(url, storage_options)
+    if _is_hdf5(url):
+        from fsdask.io.anndata import open_anndata
+        return open_anndata(url, storage_options, hdf5=True, variable=variable, label=label,
+                            chunk_bytes=chunk_bytes, nan_policy=nan_policy, rechunk_to=rechunk_to)
+    node = _open_node(url, storage_options)
+    attrs = dict(node.attrs) if node is not None else {}
+    if node is None or COMPLETE_ATTR in attrs or FORMAT_ATTR in attrs or KIND_ATTR in attrs:
+        return _open_fsdask(url, storage_options, require_complete=require_complete)
+    from fsdask.io.anndata import is_anndata_group, open_anndata
+    if is_anndata_group(node):
+        return open_anndata(url, storage_options, hdf5=False, variable=variable, label=label,
+                            chunk_bytes=chunk_bytes, nan_policy=nan_policy, rechunk_to=rechunk_to)
+    from fsdask.io.foreign import open_foreign_zarr
+    target = _local(url) if _is_local(url) else url
+    ds = open_foreign_zarr(node, target, _zarr_kwargs(url, storage_options), variable=variable,
+                           sample_dim=sample_dim, feature_dim=feature_dim, label=label)
+    X = _rechunk.to_feature_blocks(ds["X"].data, where=shown, memory_budget=budget, chunk_bytes=chunk_bytes,
+                                   rechunk_to=rechunk_to, storage_options=storage_options)
+    ds["X"] = (("sample", "feature"), X)
+    ds.attrs["store"] = shown
+    return ds
+
+
+def _is_hdf5(url: str) -> bool:
+    """An HDF5 file (.h5ad): by its signature when local, by its suffix otherwise."""
+    if _is_local(url):
+        path = _local(url)
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(8) == b"\x89HDF\r\n\x1a\n"
+    return url.rstrip("/").lower().endswith((".h5ad", ".h5", ".hdf5"))
+
+
+def _open_node(url: str, storage_options: Mapping[str, Any] | None) -> Any:
+    """The store's root group (or root array), any Zarr format; ``None`` if Zarr cannot open it."""
+    target = _local(url) if _is_local(url) else url
+    try:
+        return zarr.open(target, mode="r", **_zarr_kwargs(url, storage_options))
+    except Exception:
+        return None  # the fsdask path below reports why, with its established messages
+
+
+def _open_fsdask(url: str, storage_options: Mapping[str, Any] | None, *, require_complete: bool = True) -> xr.Dataset:
+    """Open a store written by fsdask (Zarr v3, the completion marker checked)."""
     url = os.fspath(url)
     shown = safe_url(url)
     if _is_local(url) and not os.path.exists(_local(url)):
@@ -259,8 +348,19 @@ def open_dataset(url: str | os.PathLike, storage_options: Mapping[str, Any] | No
     if require_complete and not ds.attrs.get(COMPLETE_ATTR, False):
         raise StoreError(f"{shown}: the store is incomplete (its write was interrupted or is still "
                          "running); re-run the ingest/write that made it")
-    ds["X"] = _guarded_X(ds, target, kwargs, url)
+    ds["X"], verified = _guarded_X(ds, target, kwargs, url)
+    for name in [v for v in ds.data_vars if v != "X"]:
+        try:  # labels are small: read (and so verify) them now, with a clear error
+            ds[name] = ds[name].load()
+        except Exception as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else ""
+            raise StoreError(f"{shown}: cannot read {name!r} ({type(exc).__name__}: {msg}); the chunk is "
+                             "corrupted or the storage failed — re-create the store with `fsdask ingest`") from None
     ds.attrs["store"] = shown
+    ds.attrs["verified"] = bool(verified)
+    if not verified:
+        log.warning("%s: written without chunk checksums (before fsdask 0.2?): reads are unverified; "
+                    "`fsdask verify` checks it against its fingerprint, re-ingesting adds checksums", shown)
     return plain_strings(ds)
 
 
@@ -287,8 +387,9 @@ def _is_zarr_group(target: str, kwargs: Mapping[str, Any]) -> bool:
         return False
 
 
-def _guarded_X(ds: xr.Dataset, target: str, kwargs: dict, url: str) -> xr.DataArray:
-    """X as a dask array read through :class:`GuardedArray` (chunks = the stored chunks)."""
+def _guarded_X(ds: xr.Dataset, target: str, kwargs: dict, url: str) -> tuple[xr.DataArray, bool]:
+    """X as a dask array read through :class:`GuardedArray` (chunks = the stored chunks), and
+    whether its chunks are checksummed."""
     from dask.base import tokenize
     try:
         arr = zarr.open_group(target, mode="r", zarr_format=3, **kwargs)["X"]
@@ -303,15 +404,17 @@ def _guarded_X(ds: xr.Dataset, target: str, kwargs: dict, url: str) -> xr.DataAr
                          meta=np.empty((0, 0), dtype=guarded.dtype), inline_array=True)
     X = xr.DataArray(data, dims=dims, coords={d: ds[d] for d in dims if d in ds.coords}, attrs=ds["X"].attrs)
     X.encoding = ds["X"].encoding
-    return X.transpose("sample", "feature")
+    return X.transpose("sample", "feature"), is_checksummed(arr)
 
 
 def _block_digests(X: da.Array) -> da.Array:
-    def digest(b):
+    """(number of feature blocks, 16) uint8: a blake2b digest of each (all samples × block) block."""
+    X = X.rechunk({0: -1})
+
+    def digest(b: np.ndarray) -> np.ndarray:
         h = hashlib.blake2b(np.ascontiguousarray(b).tobytes(), digest_size=16).digest()
         return np.frombuffer(h, dtype=np.uint8)[None, :]
-    from fsdask.linalg.reductions import blockwise_whole
-    return blockwise_whole(digest, "jd", X, "ij", new_axes={"d": 16}, adjust_chunks={"j": 1}, dtype=np.uint8)
+    return X.map_blocks(digest, chunks=((1,), (16,) * len(X.chunks[1])), dtype=np.uint8).reshape(-1, 16)
 
 
 def combine_digests(digests: np.ndarray, shape: tuple, dtype: Any) -> str:
@@ -320,6 +423,33 @@ def combine_digests(digests: np.ndarray, shape: tuple, dtype: Any) -> str:
     h.update(repr((tuple(shape), str(np.dtype(dtype)))).encode())
     h.update(np.ascontiguousarray(digests).tobytes())
     return h.hexdigest()
+
+
+def verify_dataset(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> dict:
+    """Re-read every block of X and compare its digest with the one recorded at write time.
+
+    Returns ``{"fingerprint", "blocks", "checksummed"}``; raises :class:`StoreError` naming the
+    store and the feature ranges whose content differs from what was written.
+    """
+    ds = open_dataset(url, storage_options)
+    shown = ds.attrs["store"]
+    recorded = ds.attrs.get("fingerprint")
+    if not recorded:
+        raise StoreError(f"{shown}: no recorded fingerprint, so there is nothing to verify against; "
+                         "re-create the store with `fsdask ingest`")
+    X = ds["X"].data
+    digests = _block_digests(X).compute()
+    computed = combine_digests(digests, X.shape, X.dtype)
+    if computed != recorded:
+        bounds = np.cumsum((0,) + X.chunks[1])
+        stored = ds.attrs.get("block_digests")
+        bad = [j for j in range(len(X.chunks[1]))
+               if stored and stored[32 * j:32 * (j + 1)] != digests[j].tobytes().hex()]
+        where = (", ".join(f"{bounds[j]}–{bounds[j + 1] - 1}" for j in bad[:5]) + (" …" if len(bad) > 5 else "")
+                 if bad else "unknown (no per-block digests recorded)")
+        raise StoreError(f"{shown}: content differs from what was written (fingerprint {computed} ≠ recorded "
+                         f"{recorded}); features {where}; re-create the store with `fsdask ingest`")
+    return {"fingerprint": computed, "blocks": len(X.chunks[1]), "checksummed": bool(ds.attrs["verified"])}
 
 
 def dataset_fingerprint(X: da.Array | np.ndarray) -> str:
@@ -352,6 +482,7 @@ def write_dataset(
     overwrite: bool = False,
     source: str = "in-memory",
     attrs: Mapping[str, Any] | None = None,
+    inputs: tuple = (),
 ) -> str:
     """Write an fsdask dataset to a Zarr v3 store; return its content fingerprint.
 
@@ -381,10 +512,12 @@ def write_dataset(
             out = out.assign_coords({c: np.arange(out.sizes[c])})
         if out[c].dtype.kind in "UT" or out[c].dtype == object:
             out = out.assign_coords({c: np.array([str(v) for v in out[c].values], dtype=object)})
-    out.attrs = {k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR}
-    encoding = {"X": {"chunks": (n, block)}}
+    # the format attribute goes in first, so an interrupted write is recognisable as fsdask's
+    # (and refused as incomplete) rather than opened as a foreign store
+    out.attrs = {**{k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR}, FORMAT_ATTR: FORMAT_VERSION}
+    encoding = checksum_encoding(out.variables, {"X": {"chunks": (n, block)}})
     kwargs = _zarr_kwargs(url, storage_options)
-    with atomic_store(url, storage_options, overwrite=overwrite) as target:
+    with atomic_store(url, storage_options, overwrite=overwrite, inputs=inputs) as target:
         try:
             write = out.to_zarr(target, mode="w", zarr_format=3, consolidated=False, encoding=encoding,
                                 compute=False, **kwargs)
@@ -396,16 +529,18 @@ def write_dataset(
                              f"{_storage_hint(url)}") from None
         fingerprint = combine_digests(digests, data.shape, data.dtype)
         final_attrs = _provenance(source, data, attrs)
-        final_attrs.update({"fingerprint": fingerprint, "chunk_features": int(block)})
+        final_attrs.update({"fingerprint": fingerprint, "chunk_features": int(block),
+                            "block_digests": np.ascontiguousarray(digests).tobytes().hex()})
         mark_complete(target, kwargs, {**out.attrs, **final_attrs})
     return fingerprint
 
 
-def mark_complete(target: str, zarr_kwargs: Mapping[str, Any], attrs: Mapping[str, Any]) -> None:
-    """Write the final attributes and, last, the completion marker."""
+def mark_complete(target: str, zarr_kwargs: Mapping[str, Any], attrs: Mapping[str, Any],
+                  kind: str = "dataset") -> None:
+    """Write the final attributes and, last, the completion marker and the output's kind."""
     group = zarr.open_group(target, mode="r+", zarr_format=3, **zarr_kwargs)
     group.attrs.update(dict(attrs))
-    group.attrs.update({COMPLETE_ATTR: True})
+    group.attrs.update({COMPLETE_ATTR: True, KIND_ATTR: kind})
 
 
 def describe(ds: xr.Dataset, url: str = "") -> str:
@@ -419,6 +554,8 @@ def describe(ds: xr.Dataset, url: str = "") -> str:
         f"chunks    {len(chunks[1])} feature block(s) of {chunks[1][0]} features "
         f"({chunks[1][0] * n * X.dtype.itemsize / 2**20:.1f} MiB each)",
     ]
+    if "foreign" in ds.attrs:
+        lines.append(f"foreign   {ds.attrs['foreign']}")
     if "y" in ds:
         y = ds["y"].values
         if y.dtype.kind in "iub" or y.dtype.kind in "OUT":

@@ -7,7 +7,9 @@
   Manhattan distances, Π-weighted transforms Σ_i Π_ni |x_nj − x_ij|);
 * :mod:`.tsqr` — tall-skinny QR/SVD and Khatri–Rao Grams;
 * :mod:`.eigen` — matrix-free symmetric eigensolvers whose mat-vec is one pass;
-* :mod:`.prox` — row-wise ℓ1-ball projection and the prox of the ℓ∞ norm (numba, no sort).
+* :mod:`.prox` — row-wise ℓ1-ball projection and the prox of the ℓ∞ norm (numba, no sort);
+* :mod:`.execution` — the one place that decides in memory vs dask and persist vs
+  recompute against one memory budget (``fsdask.memory-budget``), and counts passes over X.
 
 Methods say *what* is computed; these functions say *how* the big matrix is swept.
 """
@@ -31,6 +33,7 @@ from fsdask.linalg.tsqr import (tall_skinny_qr, tall_skinny_svd, khatri_rao, kha
                                 khatri_rao_matvec, khatri_rao_rmatvec, gram_factor)
 from fsdask.linalg.eigen import leading_eigh, dask_operator
 from fsdask.linalg.prox import l1_ball_thresholds, project_l1_ball_rows, prox_linf_rows
+from fsdask.linalg.execution import Execution, fits, memory_budget
 
 __all__ = [
     "map_features",
@@ -63,4 +66,7 @@ __all__ = [
     "l1_ball_thresholds",
     "project_l1_ball_rows",
     "prox_linf_rows",
+    "Execution",
+    "fits",
+    "memory_budget",
 ]

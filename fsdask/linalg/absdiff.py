@@ -122,7 +122,19 @@ def _feature_major(x: np.ndarray) -> np.ndarray:
 
 
 def weighted_manhattan(x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
-    """``D_ni = Σ_j w_j |x_nj − x_ij|`` for one block x (N × J_b); N × N float64."""
+    """``D_ni = Σ_j w_j |x_nj − x_ij|`` for one block x.
+
+    Parameters
+    ----------
+    x : ndarray (N, J_b), float32 or float64 (others are converted)
+    w : ndarray (J_b,) or None (ones)
+
+    Returns
+    -------
+    ndarray (N, N), float64, symmetric.
+
+    Cost: O(N²·J_b / 2) in one fused loop; memory N² · 8 bytes, no N × N × J_b temporary.
+    """
     x = np.ascontiguousarray(x)
     if x.dtype not in (np.float32, np.float64):
         x = x.astype(np.float64)
@@ -134,11 +146,25 @@ def weighted_manhattan(x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray
 
 def pi_weighted_absdiff(x: np.ndarray, Pi: np.ndarray, dtype=np.float64,
                         drop_below: float = DROP_BELOW) -> np.ndarray:
-    """``z_nj = Σ_i Π_ni |x_nj − x_ij|`` for one block x (N × J_b); N × J_b in ``dtype``.
+    """``z_nj = Σ_i Π_ni |x_nj − x_ij|`` for one block x.
 
     Entries with ``|Π_ni| ≤ drop_below`` are skipped; when most are (a narrow kernel, or
     the first iterations of Logo where one neighbour dominates), a CSR loop does only the
     remaining pairs.
+
+    Parameters
+    ----------
+    x : ndarray (N, J_b)
+    Pi : ndarray (N, N)
+    dtype : dtype of the result (arithmetic is float64)
+    drop_below : float
+
+    Returns
+    -------
+    ndarray (N, J_b) in ``dtype``.
+
+    Cost: O(N²·J_b) (O(nnz(Π)·J_b) on the sparse path); memory: the result and a
+    feature-major copy of x.
     """
     xt = _feature_major(x)
     Pi = np.ascontiguousarray(Pi, dtype=np.float64)
@@ -151,9 +177,21 @@ def pi_weighted_absdiff(x: np.ndarray, Pi: np.ndarray, dtype=np.float64,
 
 
 def weighted_absdiff_sum(x: np.ndarray, C: np.ndarray, drop_below: float = DROP_BELOW) -> np.ndarray:
-    """``g_j = Σ_n Σ_i C_ni |x_nj − x_ij|`` for one block x (N × J_b); length J_b.
+    """``g_j = Σ_n Σ_i C_ni |x_nj − x_ij|`` for one block x.
 
     E.g. ``C = diag(s) Π`` gives ``Σ_n s_n z̄_n(j)`` (Logo's gradient) without forming z̄.
+
+    Parameters
+    ----------
+    x : ndarray (N, J_b)
+    C : ndarray (N, N)
+    drop_below : float, entries of C with ``|C_ni| ≤ drop_below`` are skipped
+
+    Returns
+    -------
+    ndarray (J_b,), float64.
+
+    Cost: as :func:`pi_weighted_absdiff`; memory J_b values plus a feature-major copy of x.
     """
     xt = _feature_major(x)
     if xt.shape[0] == 0:
@@ -167,7 +205,18 @@ def weighted_absdiff_sum(x: np.ndarray, C: np.ndarray, drop_below: float = DROP_
 
 def manhattan_over_blocks(X: da.Array, w: np.ndarray | da.Array | None = None,
                           split_every: int | None = 8) -> da.Array:
-    """Lazy N × N weighted Manhattan distances of X (sample, feature), tree-summed over blocks."""
+    """Weighted Manhattan distances of X, tree-summed over feature blocks (one pass).
+
+    Parameters
+    ----------
+    X : dask array (N, J), chunked (all samples, feature block)
+    w : ndarray or dask array (J,), or None (ones)
+    split_every : int, terms per tree-sum node
+
+    Returns
+    -------
+    dask array (N, N), lazy.  Memory: per task one block and ``split_every`` N × N sums.
+    """
     n = X.shape[0]
     if w is None:
         return sum_over_blocks(lambda xb: weighted_manhattan(xb), X, shape=(n, n), split_every=split_every)
@@ -176,7 +225,19 @@ def manhattan_over_blocks(X: da.Array, w: np.ndarray | da.Array | None = None,
 
 
 def absdiff_transform(X: da.Array, Pi: np.ndarray, dtype=None) -> da.Array:
-    """Lazy N × J array ``Σ_i Π_ni |x_nj − x_ij|``, chunked like X (one block per block of X)."""
+    """``Σ_i Π_ni |x_nj − x_ij|`` for every column of X (one pass).
+
+    Parameters
+    ----------
+    X : dask array (N, J), chunked (all samples, feature block)
+    Pi : ndarray (N, N)
+    dtype : dtype of the result (default: X's, at least float32)
+
+    Returns
+    -------
+    dask array (N, J), lazy, chunked like X (one block per block of X) — as large as X:
+    persist it only when the cluster's memory holds it.
+    """
     dtype = np.dtype(dtype or np.result_type(X.dtype, np.float32))
     Pi = np.asarray(Pi, dtype=np.float64)
     return map_features(lambda xb: pi_weighted_absdiff(xb, Pi, dtype), X, out_rows=X.shape[0], dtype=dtype)

@@ -11,8 +11,17 @@ import scipy.sparse.linalg as sla
 def dask_operator(matvec: Callable[[np.ndarray], np.ndarray], n: int, dtype=np.float64) -> sla.LinearOperator:
     """A scipy ``LinearOperator`` (symmetric) whose ``matvec`` may run a dask graph.
 
-    ``matvec`` receives a numpy vector of length n and must return a numpy vector
-    (call ``.compute()`` inside: one pass over the big matrix per product).
+    Parameters
+    ----------
+    matvec : callable
+        Receives a NumPy vector of length n and returns a NumPy vector (call ``.compute()``
+        inside: one pass over the big matrix per product).
+    n : int, the operator's size
+    dtype : dtype of the products
+
+    Returns
+    -------
+    scipy.sparse.linalg.LinearOperator (n, n), with ``matmat`` as n mat-vecs.
     """
     def mv(v):
         return np.asarray(matvec(np.asarray(v).ravel()), dtype=dtype).ravel()
@@ -38,11 +47,27 @@ def leading_eigh(
     """Leading ``k`` eigenpairs of a symmetric operator given only by its mat-vec.
 
     Uses ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``); for tiny n (≤ 64 or k ≥ n − 1)
-    it builds the matrix column by column and uses dense ``eigh``.  ``which="LA"`` is the
-    largest *algebraic* eigenvalue (what indefinite operators need), ``"LM"`` largest
-    magnitude.  Eigenvalues are returned in descending order of the chosen criterion.
-    ``matmat`` (optional, n × r → n × r) lets the tiny-n path build the matrix in one call
-    (one pass) instead of n mat-vecs.
+    it builds the matrix column by column and uses dense ``eigh``.
+
+    Parameters
+    ----------
+    matvec : callable, n-vector → n-vector (one pass over the big matrix if it is a dask graph)
+    n : int, size of the operator
+    k : int, number of eigenpairs
+    which : {"LA", "LM", "SA"}
+        Largest *algebraic* (what indefinite operators need), largest magnitude, smallest
+        algebraic.
+    v0 : ndarray (n,) or None, Lanczos start (warm start)
+    tol, maxiter, ncv : passed to ``eigsh``
+    matmat : callable (n × r → n × r) or None
+        Lets the tiny-n path build the matrix in one call (one pass) instead of n mat-vecs.
+
+    Returns
+    -------
+    w : ndarray (k,), eigenvalues in descending order of the ``which`` criterion
+    V : ndarray (n, k), eigenvectors
+
+    Memory: O(n·ncv) Lanczos vectors (n² for the tiny-n path); each mat-vec is one pass.
     """
     if n <= 64 or k >= n - 1:
         A = matmat(np.eye(n)) if matmat is not None else np.column_stack([matvec(e) for e in np.eye(n)])

@@ -4,8 +4,7 @@ Every univariate filter needs, for each feature j and class c, the count, mean a
 centred squares, and the screen (NaN/Inf count, min, max) of the column.  NumPy computes
 them with a dozen float64 temporaries per slice; this kernel makes two sweeps over a
 cache-sized tile of columns (sums, then centred squares — two-pass, so large offsets
-such as raw intensities do not cancel) with float64 accumulators and no temporaries:
-about 1.5 ns per value on one core (10⁶ features × 100 samples: 0.15 s).
+such as raw intensities do not cancel) with float64 accumulators and no temporaries.
 """
 
 from __future__ import annotations

@@ -39,8 +39,19 @@ def pairwise_block(A: np.ndarray, B: np.ndarray, metric: Metric = "sqeuclidean",
     """Partial pairwise matrix between the rows of A and B over one block of columns.
 
     ``(D)_{ik} = Σ_j w_j d(a_ij, b_kj)`` with d = |·| (manhattan), (·)² (sqeuclidean) or the
-    product (dot).  ``weights`` defaults to ones.  Summing this over column blocks gives the
-    full matrix, which is how :func:`sample_pairwise` uses it.
+    product (dot).  Summing this over column blocks gives the full matrix, which is how
+    :func:`sample_pairwise` uses it.
+
+    Parameters
+    ----------
+    A : ndarray (n_a, p_b)
+    B : ndarray (n_b, p_b)
+    metric : {"manhattan", "sqeuclidean", "dot"}
+    weights : ndarray (p_b,) or None (ones)
+
+    Returns
+    -------
+    ndarray (n_a, n_b), float64.  Memory: the result plus a float64 copy of A and B.
     """
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
@@ -58,10 +69,22 @@ def pairwise_block(A: np.ndarray, B: np.ndarray, metric: Metric = "sqeuclidean",
 
 def sample_pairwise(X: da.Array, metric: Metric = "sqeuclidean", weights: da.Array | np.ndarray | None = None,
                     split_every: int | None = 8) -> da.Array:
-    """N × N matrix between samples, summed over feature blocks (lazy, one pass).
+    """N × N matrix between samples, summed over feature blocks (one pass).
 
     ``weights`` (per feature) gives the weighted distances of Logo:
     ``D_ni = Σ_j w_j |x_nj − x_ij|``.
+
+    Parameters
+    ----------
+    X : dask array (N, p), chunked (all samples, feature block)
+    metric : {"manhattan", "sqeuclidean", "dot"}, see :func:`pairwise_block`
+    weights : ndarray or dask array (p,), or None
+    split_every : int, terms per tree-sum node
+
+    Returns
+    -------
+    dask array (N, N), lazy, one chunk.  Memory: per task one block and up to
+    ``split_every`` N × N partial sums.
     """
     n = X.shape[0]
     if weights is None:
@@ -79,9 +102,22 @@ def feature_kernel_matmul(X: da.Array, kernel: KernelFn, B: np.ndarray | da.Arra
                           split_every: int | None = 8) -> da.Array:
     """``V @ B`` where ``V[i, j] = kernel(X[:, i], X[:, j])`` — never storing V.
 
-    ``kernel(XI, XJ)`` receives two (sample × tile) column blocks and returns the
-    (tile_I × tile_J) block of V.  Peak memory per task is one tile of V plus the blocks.
-    ``B`` is (feature × r).  Returns a lazy (feature × r) array chunked by ``tile``.
+    Parameters
+    ----------
+    X : dask array (n, p)
+    kernel : callable
+        ``kernel(XI, XJ)`` receives two (n × tile) column blocks and returns the
+        (tile_I × tile_J) block of V.
+    B : ndarray or dask array (p, r) or (p,)
+    tile : int, features per tile
+    split_every : int, terms per tree-sum node
+
+    Returns
+    -------
+    dask array (p, r) (or (p,) for a vector B), lazy, chunked by ``tile``.
+
+    Cost: O(p²·(n + r)) time per product; memory per task one tile of V (tile² · 8 bytes)
+    plus two column blocks.
     """
     p = X.shape[1]
     squeeze = getattr(B, "ndim", 2) == 1

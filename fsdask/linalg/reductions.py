@@ -36,7 +36,7 @@ def blockwise_whole(func: Callable[..., np.ndarray], out_ind: str, *arg_pairs: A
     """``da.blockwise`` for inputs with ONE chunk along every contracted axis (samples).
 
     ``concatenate=True`` would call ``concatenate3`` on a one-element list — a full copy of
-    every block (~0.1 s per 64 MiB block); here the block is handed to ``func`` as it is.
+    every block; here the block is handed to ``func`` as it is.
     """
     def call(*blocks: Any, **kw: Any) -> np.ndarray:
         return func(*(_whole(b) for b in blocks), **kw)
@@ -59,9 +59,25 @@ def map_features(
 ) -> da.Array:
     """Apply ``func(X_b, *args_b, **kwargs)`` to each feature block.
 
-    ``func`` returns ``(p_b,)`` (``out_rows=None``) or ``(out_rows, p_b)``.  Extra dask
-    ``args`` that are (…, feature)-shaped are aligned with X's feature chunks; numpy
-    arrays and scalars in ``kwargs`` are passed whole to every block.
+    Parameters
+    ----------
+    func : callable
+        ``func(X_b, *args_b, **kwargs)`` on one block X_b (n × p_b) returns ``(p_b,)`` or
+        ``(out_rows, p_b)``.
+    X : dask array (n, p), chunked (all samples, feature block)
+    *args : dask arrays (…, p)
+        Aligned with X's feature blocks (whole along their other axes).
+    out_rows : int or None
+        Rows of each block's result; None for a vector.
+    dtype : dtype of the result (default X's).
+    **kwargs
+        NumPy arrays and scalars passed whole to every block.
+
+    Returns
+    -------
+    dask array (p,) or (out_rows, p), lazy, chunked like X's features.
+
+    Memory: one block and its result per task; nothing crosses blocks.
     """
     _check_blocks(X)
     dtype = dtype or X.dtype
@@ -98,8 +114,24 @@ def sum_over_blocks(
 ) -> da.Array:
     """Tree-sum ``Σ_b func(X_b, *args_b, **kwargs)`` where each term has ``shape``.
 
-    Returns a lazy dask array of ``shape`` (one chunk).  ``args`` are (…, feature)-shaped
-    dask arrays aligned with X's feature blocks (e.g. a weight vector, or Z̄).
+    Parameters
+    ----------
+    func : callable
+        ``func(X_b, *args_b, **kwargs)`` returns an array of ``shape``.
+    X : dask array (n, p), chunked (all samples, feature block)
+    *args : dask arrays (…, p)
+        Aligned with X's feature blocks (e.g. a weight vector, or Z̄).
+    shape : tuple of int
+        Shape of every term and of the sum.
+    dtype : dtype of the sum (float64).
+    split_every : int
+        Terms summed per tree node.
+
+    Returns
+    -------
+    dask array of ``shape`` (one chunk), lazy.
+
+    Memory: per task one block plus at most ``split_every`` partial sums of ``shape``.
     """
     _check_blocks(X)
     shape = tuple(int(s) for s in shape)
@@ -130,10 +162,24 @@ def map_and_sum(
 ) -> tuple[da.Array, list[da.Array]]:
     """One pass that yields a per-feature map *and* tree-summed block terms together.
 
-    ``func(X_b, *args_b, **kwargs)`` returns ``(f_b, [s_1b, s_2b, …])`` with ``f_b`` of
-    shape ``(p_b,)`` and ``s_ib`` of ``shapes[i]``.  Returns the lazy map (p,) and the lazy
-    sums ``Σ_b s_ib``; computed together (``dask.compute(f, *sums)``) each block is read
-    and ``func`` run once.
+    Computed together (``dask.compute(f, *sums)``) each block is read and ``func`` run once.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(X_b, *args_b, **kwargs)`` returns ``(f_b, [s_1b, s_2b, …])`` with ``f_b`` of
+        shape ``(p_b,)`` and ``s_ib`` of ``shapes[i]``.
+    X : dask array (n, p), chunked (all samples, feature block)
+    *args : dask arrays (…, p), aligned with X's feature blocks
+    shapes : sequence of tuples, the shape of each summed term
+    dtype, split_every : as in :func:`sum_over_blocks`
+
+    Returns
+    -------
+    mapped : dask array (p,), lazy
+    sums : list of dask arrays of ``shapes[i]``, lazy
+
+    Memory: per task one block, its map and ``split_every`` partial sums of each shape.
     """
     _check_blocks(X)
     parts = blockwise_whole(lambda *a: func(*a, **kwargs), "j", *_arg_pairs(X, args), dtype=object,
@@ -152,7 +198,17 @@ def map_and_sum(
 
 
 def feature_dot(X: da.Array, W: np.ndarray | da.Array) -> da.Array:
-    """``X @ W`` for X (sample, feature) and W (feature, r): a sum over feature blocks (N × r)."""
+    """``X @ W`` as a sum over feature blocks.
+
+    Parameters
+    ----------
+    X : dask array (n, p), chunked (all samples, feature block)
+    W : ndarray or dask array (p, r)
+
+    Returns
+    -------
+    dask array (n, r), lazy, one chunk.  Memory: a few n × r partial sums.
+    """
     W = W if isinstance(W, da.Array) else da.from_array(np.asarray(W), chunks=(X.chunks[1], -1))
     r = W.shape[1]
     return sum_over_blocks(lambda xb, wb: xb @ wb.T, X, W.T, shape=(X.shape[0], r),
@@ -161,7 +217,7 @@ def feature_dot(X: da.Array, W: np.ndarray | da.Array) -> da.Array:
 
 def _ct_dot(xb: np.ndarray, Ct: np.ndarray, slab_bytes: int = 32 * 2**20) -> np.ndarray:
     """``Cᵀ X_b`` (r × p_b) in C's precision, as BLAS products in the (r × n)·(n × p_b)
-    orientation (≈ 2× faster than ``(X_bᵀ C)ᵀ`` for a wide block) over slabs of samples,
+    orientation (the faster one for a wide block, rather than ``(X_bᵀ C)ᵀ``) over slabs of samples,
     so a float32 block is cast to float64 ``slab_bytes`` at a time, never whole."""
     if xb.dtype == Ct.dtype:
         return Ct @ xb
@@ -173,7 +229,20 @@ def _ct_dot(xb: np.ndarray, Ct: np.ndarray, slab_bytes: int = 32 * 2**20) -> np.
 
 
 def row_dot(X: da.Array, C: np.ndarray) -> da.Array:
-    """``Xᵀ C`` for X (sample, feature) and small C (sample, r): a per-feature map (feature × r), lazy."""
+    """``Xᵀ C`` as a per-feature map.
+
+    Parameters
+    ----------
+    X : dask array (n, p), chunked (all samples, feature block)
+    C : ndarray (n, r), small, sent whole to every block
+
+    Returns
+    -------
+    dask array (p, r), lazy, chunked like X's features.
+
+    Memory: per task one block and its r × p_b product; a float32 block is promoted to C's
+    precision in slabs of samples, never whole.
+    """
     C = np.asarray(C)
     Ct = np.ascontiguousarray(C.T.astype(np.result_type(X.dtype, C.dtype)))
     return map_features(_ct_dot, X, out_rows=C.shape[1], dtype=Ct.dtype, Ct=Ct).T
@@ -233,9 +302,7 @@ def _row_dot_summary_block(xb: np.ndarray, Ct: np.ndarray, sd: bool) -> np.ndarr
 
 
 def row_dot_summary(X: da.Array, C: np.ndarray, *, sd: bool = False) -> da.Array:
-    """``Xᵀ C`` and per-feature facts in **one** pass over X: a lazy float64 (r + 3) × p array
-    with rows ``(Xᵀ C)ᵀ`` (r rows), the number of non-finite values, the range max − min
-    (0 ⇔ constant feature) and the standard deviation (ddof = 1; zeros unless ``sd``).
+    """``Xᵀ C`` and per-feature facts in **one** pass over X.
 
     For up to ``_FUSED_MAX_R`` columns of C the products and the range come from one fused
     numba sweep of the block (float64 arithmetic, no float64 copy of a float32 block);
@@ -243,6 +310,21 @@ def row_dot_summary(X: da.Array, C: np.ndarray, *, sd: bool = False) -> da.Array
     arithmetic), so no ``isfinite`` mask of the block is needed; such a feature gets its
     exact count, products with those values replaced by 0, and a NaN range (the count
     row tells the caller to refuse it).
+
+    Parameters
+    ----------
+    X : dask array (n, p), chunked (all samples, feature block)
+    C : ndarray (n, r)
+    sd : bool
+        Also the standard deviation (ddof = 1) of each feature.
+
+    Returns
+    -------
+    dask array (r + 3, p), float64, lazy: rows ``(Xᵀ C)ᵀ`` (r rows), the number of
+    non-finite values, the range max − min (0 ⇔ constant feature) and the standard
+    deviation (zeros unless ``sd``).
+
+    Memory: per task one block and (r + 3) × p_b float64.
     """
     Ct = np.ascontiguousarray(np.asarray(C, dtype=np.float64).T)
     return map_features(_row_dot_summary_block, X, out_rows=Ct.shape[0] + 3, dtype=np.float64,
@@ -253,10 +335,23 @@ def row_l1_norms(M: np.ndarray, E: np.ndarray, C: np.ndarray | None = None,
                  block_bytes: int = 32 * 2**20) -> np.ndarray:
     """``‖(M E − C)_i‖₁`` for every row i, never holding ``M E`` (p × q) whole.
 
-    M is p × m, E is m × q, C (optional) p × q, all in memory (the small factors of a big
-    problem, e.g. ``Bᵀ`` (p × r) and a residual (r × p)).  Rows are processed in blocks of
-    about ``block_bytes`` of output, each one BLAS product (threaded), so the cost is
-    O(p·m·q) time and O(block) extra memory.
+    The inputs are the small factors of a big problem, e.g. ``Bᵀ`` (p × r) and a residual
+    (r × p).  Rows are processed in blocks of about ``block_bytes`` of output, each one BLAS
+    product (threaded).
+
+    Parameters
+    ----------
+    M : ndarray (p, m)
+    E : ndarray (m, q)
+    C : ndarray (p, q) or None
+    block_bytes : int
+        Size of one block of ``M E`` rows.
+
+    Returns
+    -------
+    ndarray (p,)
+
+    Cost: O(p·m·q) time, O(block_bytes) extra memory.
     """
     p, q = M.shape[0], E.shape[1]
     step = max(1, int(block_bytes // max(1, 8 * q)))
@@ -270,12 +365,23 @@ def row_l1_norms(M: np.ndarray, E: np.ndarray, C: np.ndarray | None = None,
 
 
 def row_l1_bound(M: np.ndarray, E: np.ndarray) -> np.ndarray:
-    """A safe upper bound of ``‖(M E)_i‖₁`` for every row, in O(p·m) for all p rows.
+    """A safe upper bound of ``‖(M E)_i‖₁`` for every row.
 
     With the thin SVD ``E = Σ_k u_k σ_k v_kᵀ`` (E is m × q with m small),
     ``‖(M E)_i‖₁ ≤ Σ_k |(M U)_ik| σ_k ‖v_k‖₁`` (triangle inequality).  The bound scales with
     E: for a small change ``E − E_ref`` it is small, which is what makes
     ``row_l1_norms_screened(..., upper=vals_ref + row_l1_bound(M, E − E_ref))`` cheap.
+
+    Parameters
+    ----------
+    M : ndarray (p, m)
+    E : ndarray (m, q)
+
+    Returns
+    -------
+    ndarray (p,)
+
+    Cost: O(m²·q) for the SVD of E plus O(p·m²) (no p × q product); O(p·m) memory.
     """
     U, s, Vt = np.linalg.svd(E, full_matrices=False)
     return np.abs(M @ U) @ (s * np.abs(Vt).sum(axis=1))
@@ -286,12 +392,28 @@ def row_l1_norms_screened(M: np.ndarray, E: np.ndarray, above: float | None = No
                           ) -> tuple[np.ndarray, np.ndarray]:
     """``‖(M E)_i‖₁`` computed exactly only where it may exceed ``above``; a safe upper bound elsewhere.
 
-    The bound is :func:`row_l1_bound` (O(p·m) for all p rows), or the smaller of it and
-    ``upper`` — any other upper bound the caller knows (e.g. the values of an earlier E_ref
-    plus ``row_l1_bound(M, E − E_ref)``).  Rows whose bound exceeds ``above`` get the exact
-    value (:func:`row_l1_norms`, O(m·q) each).  ``above=None``: exact wherever the bound
-    reaches the largest exact value, so the maximum over rows is exact.  Returns the values
-    (exact or bound) and the mask of exact rows.
+    The bound is :func:`row_l1_bound`, or the smaller of it and ``upper`` — any other upper
+    bound the caller knows (e.g. the values of an earlier E_ref plus
+    ``row_l1_bound(M, E − E_ref)``).  Rows whose bound exceeds ``above`` get the exact value
+    (:func:`row_l1_norms`, O(m·q) each).
+
+    Parameters
+    ----------
+    M : ndarray (p, m)
+    E : ndarray (m, q)
+    above : float or None
+        Threshold of interest; None: exact wherever the bound reaches the largest exact
+        value, so the maximum over rows is exact.
+    block_bytes : int, as in :func:`row_l1_norms`
+    upper : ndarray (p,) or None
+        Another known upper bound.
+
+    Returns
+    -------
+    values : ndarray (p,), exact or bound
+    exact : ndarray (p,) of bool, which rows are exact
+
+    Cost: O(p·m²) plus O(m·q) per exact row; memory as :func:`row_l1_norms`.
     """
     p = M.shape[0]
     bound = row_l1_bound(M, E)

@@ -2,10 +2,10 @@
 
 The threaded scheduler runs one task per core at once; if each task's BLAS call also
 starts one thread per core, 2 cores carry 4 busy threads and OpenBLAS's spinning threads
-steal time from each other (Q-α at 10⁶ features: 150 s → 95 s with one BLAS thread per
-task).  The limit holds only *while a graph runs* (a dask callback sets it when a compute
-starts and restores it when it finishes): the small dense algebra a method does on the
-client between computes (eigensolves, CPFS's KKT scans) keeps every BLAS thread.
+steal time from each other.  The limit holds only *while a graph runs* (a dask callback
+sets it when a compute starts and restores it when it finishes): the small dense algebra
+a method does on the client between computes (eigensolves, CPFS's KKT scans) keeps every
+BLAS thread.
 ``distributed`` workers already start with ``OPENBLAS_NUM_THREADS=1``.
 """
 

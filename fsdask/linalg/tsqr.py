@@ -7,11 +7,12 @@ array, chunked in row blocks with one column chunk — exactly the layout
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import dask.array as da
 import numpy as np
 
+from fsdask.linalg.execution import TREE_SUM_COPIES, Execution
 from fsdask.linalg.reductions import sum_over_blocks
 
 
@@ -24,7 +25,19 @@ def _tall(A: da.Array) -> da.Array:
 
 
 def tall_skinny_qr(A: da.Array) -> tuple[da.Array, da.Array]:
-    """QR of a tall-skinny array: ``Q`` lazy (n × r, chunked like A), ``R`` (r × r), via TSQR."""
+    """QR of a tall-skinny array by TSQR (:func:`dask.array.linalg.tsqr`).
+
+    Parameters
+    ----------
+    A : dask array (n, r), n ≫ r; rechunked to one column chunk and row blocks of ≥ r rows
+
+    Returns
+    -------
+    Q : dask array (n, r), lazy, chunked like A
+    R : dask array (r, r), lazy
+
+    Memory: per task one row block and r × r factors; the tree of R factors is r² per node.
+    """
     A = _tall(A)
     if A.shape[1] > A.chunks[0][0] or any(c < A.shape[1] for c in A.chunks[0][:-1]):
         A = A.rechunk({0: max(A.shape[1], A.chunks[0][0])})
@@ -35,8 +48,20 @@ def tall_skinny_svd(A: da.Array, method: Literal["tsqr", "gram"] = "tsqr") -> tu
     """Thin SVD ``A = U diag(s) Vᵀ`` of a tall-skinny array.
 
     ``tsqr`` (default) is backward stable; ``gram`` eigen-decomposes the r × r Gram ``AᵀA``
-    in one streaming pass, which is faster but loses digits for ill-conditioned A.
-    Returns ``U`` lazy, ``s`` and ``Vt`` as numpy arrays; singular values descending.
+    in one streaming pass, which costs fewer flops but loses digits for ill-conditioned A.
+
+    Parameters
+    ----------
+    A : dask array (n, r), n ≫ r
+    method : {"tsqr", "gram"}
+
+    Returns
+    -------
+    U : dask array (n, r), lazy
+    s : ndarray (r,), singular values descending
+    Vt : ndarray (r, r)
+
+    Memory: r × r on the client; one row block per task.
     """
     A = _tall(A)
     if method == "gram":
@@ -55,7 +80,18 @@ def tall_skinny_svd(A: da.Array, method: Literal["tsqr", "gram"] = "tsqr") -> tu
 
 
 def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
-    """Row-wise Kronecker product ``W`` with rows ``m_i ⊗ p_i`` (n × qk), lazy, chunked like M."""
+    """Row-wise Kronecker product ``W`` with rows ``m_i ⊗ p_i``.
+
+    Parameters
+    ----------
+    M : dask array (n, q)
+    P : dask array (n, k), rechunked to M's row blocks
+
+    Returns
+    -------
+    dask array (n, q·k), lazy, chunked like M's rows — q·k times the size of M: prefer
+    :func:`khatri_rao_gram` or the mat-vecs, which never form it.
+    """
     M, P = _tall(M), _tall(P)
     if M.shape[0] != P.shape[0]:
         raise ValueError(f"M and P must have the same number of rows; got {M.shape[0]} and {P.shape[0]}")
@@ -67,12 +103,21 @@ def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
 
 
 def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """``WᵀW`` (qk × qk) for the rows ``w_i = m_i ⊗ p_i`` of m (b × q) and p (b × k), W never formed.
+    """``WᵀW`` for the rows ``w_i = m_i ⊗ p_i`` of one block, W never formed.
 
     Entry ((a, s), (c, t)) is ``T_st[a, c] = Σ_i m_ia m_ic p_is p_it``, and ``T_st = T_ts``, so
     only the k(k+1)/2 blocks s ≤ t are computed — as one product ``Yᵀ m`` with the stacked
     ``Y = [m ∘ (p_s p_t)]_{s≤t}`` (b × q·k(k+1)/2): about half the flops of ``WᵀW`` and a
     BLAS-friendly shape.
+
+    Parameters
+    ----------
+    m : ndarray (b, q)
+    p : ndarray (b, k)
+
+    Returns
+    -------
+    ndarray (q·k, q·k).  Memory: Y (b · q·k(k+1)/2 · 8 bytes) plus the result.
     """
     q, k = m.shape[1], p.shape[1]
     s_idx, t_idx = np.triu_indices(k)
@@ -86,13 +131,35 @@ def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def khatri_rao_matvec(m: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """``W u`` for the rows ``m_i ⊗ p_i`` of m (b × q), p (b × k): ``(W u)_i = m_iᵀ U p_i``, U = u as q × k."""
+    """``W u`` for the rows ``m_i ⊗ p_i``: ``(W u)_i = m_iᵀ U p_i`` with U = u as q × k.
+
+    Parameters
+    ----------
+    m : ndarray (b, q)
+    p : ndarray (b, k)
+    u : ndarray (q·k,)
+
+    Returns
+    -------
+    ndarray (b,).  O(b·q·k) time, O(b·q) memory.
+    """
     U = np.asarray(u).reshape(m.shape[1], p.shape[1])
     return np.einsum("ia,ia->i", m, p @ U.T)
 
 
 def khatri_rao_rmatvec(m: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """``Wᵀ a`` (qk,) for the rows ``m_i ⊗ p_i``: ``vec(Σ_i a_i m_i p_iᵀ)``."""
+    """``Wᵀ a`` for the rows ``m_i ⊗ p_i``: ``vec(Σ_i a_i m_i p_iᵀ)``.
+
+    Parameters
+    ----------
+    m : ndarray (b, q)
+    p : ndarray (b, k)
+    a : ndarray (b,)
+
+    Returns
+    -------
+    ndarray (q·k,).  O(b·q·k) time, O(b·q) memory.
+    """
     return ((m.T * a) @ p).ravel()
 
 
@@ -105,10 +172,21 @@ def _kr_gram_block(m: np.ndarray, p: np.ndarray, row_batch: int) -> np.ndarray:
 
 
 def khatri_rao_gram(M: da.Array, P: da.Array, row_batch: int = 8192) -> da.Array:
-    """Gram ``WᵀW`` (qk × qk) of the Khatri–Rao product of M (n × q) and P (n × k), lazy.
+    """Gram ``WᵀW`` of the Khatri–Rao product of M and P, W never formed.
 
-    Never forms W for more than ``row_batch`` rows at once: one streaming pass over M and P,
-    tree-summed.  Note ``WᵀW = Σ_i (m_i m_iᵀ) ⊗ (p_i p_iᵀ)``.
+    One streaming pass over M and P, tree-summed; ``WᵀW = Σ_i (m_i m_iᵀ) ⊗ (p_i p_iᵀ)``.
+
+    Parameters
+    ----------
+    M : dask array (n, q)
+    P : dask array (n, k)
+    row_batch : int
+        Rows of W formed at once inside a block.
+
+    Returns
+    -------
+    dask array (q·k, q·k), lazy.  Memory per task: one block, ``row_batch`` rows of W and
+    a few (q·k)² partial sums.
     """
     M, P = _tall(M), _tall(P)
     P = P.rechunk({0: M.chunks[0]})
@@ -120,39 +198,56 @@ def khatri_rao_gram(M: da.Array, P: da.Array, row_batch: int = 8192) -> da.Array
 def gram_factor(
     X: da.Array,
     energy_tol: float = 1e-12,
-    gram_max_features: int = 2048,
     method: Literal["auto", "tsqr"] = "auto",
-    sample_gram_max: int = 8192,
+    memory_budget: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Small factor ``B`` (r × p, numpy) with ``BᵀB = XᵀX`` up to a discarded energy.
 
     ``X = U diag(s) Vᵀ`` gives ``B = diag(s) Vᵀ`` and ``XᵀX = BᵀB = V S² Vᵀ``; since U has
     orthonormal columns, ``‖X M‖_F = ‖B M‖_F`` for every p × m matrix M, so any objective of
-    the form ‖X − XA‖ can be evaluated on B (r ≤ min(n, p) rows) instead of X.
+    the form ‖X − XA‖ can be evaluated on B (r ≤ min(n, p) rows) instead of X.  The Gram of
+    the smaller side is used when it fits the memory budget:
 
-    * ``p ≤ gram_max_features`` or ``p ≤ n``: the p × p Gram ``XᵀX`` (one dask product),
-      then ``eigh``;
-    * ``n ≤ sample_gram_max`` (and p > n): the n × n Gram ``K = Σ_b X_b X_bᵀ`` tree-summed over
-      feature blocks, ``K = U S² Uᵀ``, then ``B = U_rᵀ X`` in one more pass (no division
-      by small singular values; directions below the energy cut are noise anyway);
+    * ``p ≤ n``: the p × p Gram ``XᵀX`` (one pass), then ``eigh`` — the smallest factor
+      there is, whatever the budget;
+    * ``p > n`` and the n × n Gram fits: ``K = Σ_b X_b X_bᵀ`` tree-summed over feature
+      blocks, ``K = U S² Uᵀ``, then ``B = U_rᵀ X`` (two passes; no division by small
+      singular values — directions below the energy cut are noise anyway);
     * otherwise (or ``method="tsqr"``) the tall-skinny SVD of ``Xᵀ`` (p × n) by TSQR
       (:func:`tall_skinny_svd`), backward stable.
-    Nothing p × p is formed unless p is small.
 
-    Trailing singular values whose total energy Σ s² is at most ``energy_tol · ‖X‖²_F``
-    are dropped (numerical rank; float32 rounding noise of exactly low-rank data falls
-    here).  Returns ``B`` and all singular values ``s`` (descending, before truncation).
+    Parameters
+    ----------
+    X : dask array (n, p), chunked (all samples, feature block)
+    energy_tol : float
+        Trailing singular values whose total energy Σ s² is at most ``energy_tol · ‖X‖²_F``
+        are dropped (numerical rank; float32 rounding noise of exactly low-rank data falls
+        here).
+    method : {"auto", "tsqr"}
+        ``"tsqr"`` forces the TSQR route when p > n.
+    memory_budget : int, str or None
+        Bytes the n × n Gram may take (with its tree-sum's partial sums,
+        ``TREE_SUM_COPIES`` × n²·8); None reads dask config ``fsdask.memory-budget``.
+
+    Returns
+    -------
+    B : ndarray (r, p), float64, r ≤ min(n, p) — r·p·8 bytes in memory.
+    s : ndarray (min(n, p),), all singular values, descending, before truncation.
+
+    Memory: the Gram (min(n, p)² · 8 bytes, a few copies while tree-summed), or TSQR's
+    n × n R factors per block; nothing p × p is formed when p > n.
     """
     if not isinstance(X, da.Array):
         X = da.from_array(np.asarray(X))
     n, p = X.shape
-    if p <= max(gram_max_features, n):
+    ex = Execution(memory_budget)
+    if p <= n:
         G = np.asarray((X.T @ X).compute(), dtype=np.float64)
         w, V = np.linalg.eigh((G + G.T) / 2)
         order = np.argsort(w)[::-1]
         s = np.sqrt(np.clip(w[order], 0, None))
         V = V[:, order]
-    elif method == "auto" and n <= sample_gram_max:
+    elif method == "auto" and ex.fits(8.0 * n * n, copies=TREE_SUM_COPIES):
         from fsdask.linalg.reductions import row_dot
         K = np.asarray(sum_over_blocks(lambda xb: xb.astype(np.float64) @ xb.astype(np.float64).T, X,
                                        shape=(n, n)).compute())

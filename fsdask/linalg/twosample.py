@@ -20,10 +20,8 @@ values of which c₁ are from the first sample.  The same sorted keys give the s
   odd–even merge carrying a class label, and one vectorised scan over the merged rows gives
   D.  The networks are for the next power of two, with the comparators that only move the
   +∞ padding resolved at construction (they never reach the data).  Cost at n = 100:
-  ~0.23 ns per value on one core (2 × 403 sort comparators and 287 merge comparators per
-  feature; 0.039 s for a 64 MiB block against 0.10 s for the row sorts below).  Each
-  comparator loop is bound by its stores; fusing comparators in registers (8- or 16-row
-  sorters) was tried and did not pay.
+  2 × 403 sort comparators and 287 merge comparators per feature, each a SIMD min/max
+  bound by its stores — less than the row sorts below.
 * **larger n**: keys written transposed per class, NumPy's SIMD sort of each row, and a
   branch-free merge of the two sorted rows (network size grows as n log² n).
 
@@ -293,8 +291,8 @@ def _merge_step(a, b, j, i, k, best, n1, n2):
 def _merge_d(a: np.ndarray, b: np.ndarray, n1: int, n2: int, out: np.ndarray) -> None:
     """out[j] = KS D of sorted rows a[j, :n1], b[j, :n2] (each followed by the sentinel).
 
-    Four rows are merged in lock-step: their dependency chains interleave, which is ~2×
-    faster than one row at a time (each step depends on the previous step's loads).
+    Four rows are merged in lock-step so their dependency chains interleave (one row alone
+    waits at each step on the previous step's loads).
     """
     p = a.shape[0]
     steps = n1 + n2 - 1          # after the last value F₁ = F₂ = 1

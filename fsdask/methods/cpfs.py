@@ -28,8 +28,8 @@ giving ``D = 2c⟨R, X⟩ − c²‖R‖²`` and ``gap = P(A) − D ≥ P(A) −
 How the big matrix is swept (``fsdask.linalg``): X = U S Vᵀ, so ``‖X M‖ = ‖B M‖`` with
 ``B = S Vᵀ`` (r × p, r ≤ min(n, p)); B comes from the p × p Gram (small p) or the TSQR
 of the tall-skinny Xᵀ (:func:`fsdask.linalg.gram_factor`).  Every product with
-``G = XᵀX = BᵀB`` then costs O(p·r) per column; G itself is kept only when p² fits
-(``gram_max_bytes``).  The solver works on the rows of A in an **active set** S: the
+``G = XᵀX = BᵀB`` then costs O(p·r) per column; G itself is kept only when its p²·8 bytes fit
+the memory budget (``fsdask.memory-budget``, :mod:`fsdask.linalg.execution`).  The solver works on the rows of A in an **active set** S: the
 gradient rows ``∇_S f = 2(G_SS A_S − G_S:)`` cost O(|S|² p) per iteration, and after each
 solve one KKT scan computes ``‖∇f_i‖₁`` for all p rows (O(p²·|S|) with G, O(p²·r)
 without) and adds the rows with ``‖∇f_i‖₁ > λ`` (zero rows are optimal iff
@@ -51,6 +51,7 @@ import xarray as xr
 
 from fsdask.base import FitOutput, SelectorMixin
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.linalg.execution import fits, memory_budget
 from fsdask.linalg import gram_factor, map_features, row_l1_bound, row_l1_norms, row_l1_norms_screened
 from fsdask.linalg.prox import extrapolate, prox_linf_grad_step
 from fsdask.linalg.prox import project_l1_ball_rows, prox_linf_rows  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
@@ -59,6 +60,14 @@ log = logging.getLogger("fsdask")
 
 #: above this many features the estimator keeps only the nonzero rows of A in ``coef_``
 DENSE_COEF_MAX_FEATURES = 2000
+#: default path (glmnet's rule): λ_min/λ_max when n > p, and when n ≤ p
+LAMBDA_MIN_RATIO_TALL, LAMBDA_MIN_RATIO_WIDE = 1e-4, 1e-2
+#: default path: stop once this many rows are active (or min(n, p)): a FISTA step costs O(|S|²·p)
+MAX_FEATURES_DEFAULT = 250
+#: default path: stop once ‖X − XA‖² explains this share of ‖X‖² …
+EXPLAINED_STOP = 0.999
+#: … or the explained share grew by less than this from the previous λ
+EXPLAINED_MIN_GAIN = 1e-5
 #: the search for the λ that keeps q rows stops when its interval is this narrow (relative)
 BISECT_RTOL = 1e-3
 
@@ -71,12 +80,12 @@ class _Problem:
     but their rows are fixed at zero).
     """
 
-    def __init__(self, B: np.ndarray, allowed: np.ndarray, gram_max_bytes: float):
+    def __init__(self, B: np.ndarray, allowed: np.ndarray, memory_budget: Any = None):
         self.B = np.ascontiguousarray(B, dtype=np.float64)
         self.r, self.p = self.B.shape
         self.allowed = allowed
         self.trG = float(np.sum(self.B * self.B))
-        self.G = self.B.T @ self.B if 8.0 * self.p**2 <= gram_max_bytes else None
+        self.G = self.B.T @ self.B if fits(8.0 * self.p**2, memory_budget) else None
         self.n_scans = 0
         self.n_exact_rows = 0
         self._ref: tuple[np.ndarray, np.ndarray] | None = None   # last scan: E, ‖Bᵀ E‖₁ (exact or bounds)
@@ -429,6 +438,7 @@ class _Path:
         self.lambda_max = float(allowed_g.max()) if allowed_g.size else 0.0
         self.lam_prev = self.lambda_max
         self.records: list[dict[str, Any]] = []
+        self.min_cap = 0   # the working set may start this large (the number of rows the path aims at)
         self.sols: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def solve(self, lam: float, warm: tuple[np.ndarray, np.ndarray, np.ndarray, float] | None = None) -> dict:
@@ -438,7 +448,7 @@ class _Path:
         strong = np.flatnonzero(self.prob.allowed & (gl1 >= 2 * lam - lam_prev))
         if lam >= self.lambda_max:  # A = 0 is optimal iff max_i ‖∇f_i(0)‖₁ ≤ λ: nothing to solve
             nz, strong = nz[:0], strong[:0]
-        cap = 2 * nz.size + 10   # working-set cap: exactly low-rank X ties thousands of rows at the rule's
+        cap = max(2 * nz.size + 10, self.min_cap)   # working-set cap: exactly low-rank X ties thousands of rows at the rule's
         if strong.size > cap:    # threshold; the KKT rounds of solve_lambda still guarantee optimality
             strong = strong[np.argsort(-gl1[strong], kind="stable")[:cap]]
         S = np.union1d(nz, strong).astype(np.int64)
@@ -477,7 +487,7 @@ class _Path:
         return xr.Dataset(data, coords={"lambda": lam, "feature": names})
 
 
-def _toward_q(q: int, r1: dict, r2: dict) -> float | None:
+def _toward_q(q: int, r1: dict, r2: dict, overshoot: bool = True) -> float | None:
     """The λ at which the count of nonzero rows, extrapolated linearly in log λ through two path
     points (λ₁ > λ₂, counts c₁ < c₂ < q), reaches ``q + ⌈q/20⌉`` — just past q, so that the
     next solve brackets q without the grid's long overshoot (each extra active row costs)."""
@@ -485,7 +495,7 @@ def _toward_q(q: int, r1: dict, r2: dict) -> float | None:
     if not (l1 > l2 > 0 and c2 > c1):
         return None
     slope = (c2 - c1) / math.log(l1 / l2)
-    return l2 * math.exp(-(q + math.ceil(q / 20) - c2) / slope)
+    return l2 * math.exp(-(q + math.ceil(q / 20) * overshoot - c2) / slope)
 
 
 def entry_lambda(path_row_norm: np.ndarray, lambdas: np.ndarray) -> np.ndarray:
@@ -514,12 +524,19 @@ class CPFS(SelectorMixin):
         exactly q nonzero rows), else the first q by ``ranking_``.
     n_lambdas : int
         Points of the geometric λ grid (from λ_max to ``lam`` or ``lambda_min_ratio·λ_max``).
-    lambda_min_ratio : float
-        End of the default grid, relative to λ_max.
+        With ``n_features_to_select`` or ``max_features``, extra λ are inserted where the
+        strong rule predicts the grid would overshoot that many rows.
+    lambda_min_ratio : float or "auto"
+        End of the default grid, relative to λ_max; "auto" (glmnet's rule): 1e-4 if n > p,
+        else 1e-2.  With "auto" on the default path, the path also stops when the share of
+        ‖X‖² reconstructed reaches 99.9 % or grows by less than 1e-5 from one λ to the next.
     lambdas : sequence of float, optional
         An explicit grid (used as given, sorted decreasing).
-    max_features : int, optional
-        Stop the path once more rows than this are nonzero (the p² wall; see README).
+    max_features : int, "auto" or None
+        Stop the path once this many rows are nonzero (the p² wall; see README); "auto":
+        min(n, p, 250) on the default path (no ``lam``, ``lambdas``, ``n_features_to_select``),
+        else no limit.  Where and why the path stopped: ``result_.attrs["path_stop"]`` and
+        ``["path_stop_reason"]``.
     max_iter : int
         Inner iterations per λ and KKT round (FISTA steps or BCD sweeps).
     tol : float
@@ -532,8 +549,10 @@ class CPFS(SelectorMixin):
     energy_tol : float
         Singular directions of X with total energy ≤ ``energy_tol·‖X‖²`` are dropped from
         the factor B (numerical rank); reported as ``discarded_energy``.
-    gram_max_bytes : float
-        Keep the p × p Gram in memory when it fits this budget (faster KKT scans).
+    memory_budget : int, float, str or None
+        Keep the p × p Gram in memory when it fits this budget (faster KKT scans); None
+        reads dask config ``fsdask.memory-budget``.  Also chooses how X is factored
+        (:func:`fsdask.linalg.gram_factor`).
     max_bisect : int
         Steps of the search in log λ (safeguarded interpolation on the count of nonzero
         rows) to hit exactly q nonzero rows; it also stops once the λ interval is narrower
@@ -559,10 +578,10 @@ class CPFS(SelectorMixin):
     method_name = "cpfs"
 
     def __init__(self, lam: float | None = None, n_features_to_select: int | None = None, *,
-                 n_lambdas: int = 20, lambda_min_ratio: float = 1e-3, lambdas: Sequence[float] | None = None,
-                 max_features: int | None = None, max_iter: int = 5000, tol: float = 1e-6,
+                 n_lambdas: int = 20, lambda_min_ratio: float | str = "auto", lambdas: Sequence[float] | None = None,
+                 max_features: int | str | None = "auto", max_iter: int = 5000, tol: float = 1e-6,
                  solver: Literal["fista", "qp", "bcd"] = "fista", scale: bool = False, energy_tol: float = 1e-12,
-                 gram_max_bytes: float = 2e9, max_bisect: int = 12,
+                 memory_budget: Any = None, max_bisect: int = 12,
                  on_constant: Literal["drop", "error"] = "drop",
                  on_duplicate: Literal["drop", "keep", "error"] = "drop"):
         self.lam = lam
@@ -576,7 +595,7 @@ class CPFS(SelectorMixin):
         self.solver = solver
         self.scale = scale
         self.energy_tol = energy_tol
-        self.gram_max_bytes = gram_max_bytes
+        self.memory_budget = memory_budget
         self.max_bisect = max_bisect
         self.on_constant = on_constant
         self.on_duplicate = on_duplicate
@@ -596,8 +615,9 @@ class CPFS(SelectorMixin):
             raise ParameterError(f"solver={self.solver!r}; use one of {', '.join(_SOLVERS)}")
         if not (isinstance(self.n_lambdas, (int, np.integer)) and self.n_lambdas >= 1):
             raise ParameterError(f"n_lambdas={self.n_lambdas!r}; use a positive integer")
-        if not (0 < float(self.lambda_min_ratio) < 1):
-            raise ParameterError(f"lambda_min_ratio={self.lambda_min_ratio!r}; use a number in (0, 1)")
+        if not (isinstance(self.lambda_min_ratio, str) and self.lambda_min_ratio == "auto"
+                or not isinstance(self.lambda_min_ratio, str) and 0 < float(self.lambda_min_ratio) < 1):
+            raise ParameterError(f"lambda_min_ratio={self.lambda_min_ratio!r}; use a number in (0, 1) or 'auto'")
         if not (float(self.tol) > 0):
             raise ParameterError(f"tol={self.tol!r}; use a positive relative duality gap such as 1e-6")
         if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
@@ -608,11 +628,12 @@ class CPFS(SelectorMixin):
                 raise ParameterError("lambdas must be a non-empty list of finite numbers ≥ 0")
         if self.on_constant not in ("drop", "error"):
             raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
+        memory_budget(self.memory_budget)
         if self.on_duplicate not in ("drop", "keep", "error"):
             raise ParameterError(f"on_duplicate={self.on_duplicate!r}; use 'drop', 'keep' or 'error'")
-        if self.max_features is not None and not (isinstance(self.max_features, (int, np.integer))
-                                                   and self.max_features >= 1):
-            raise ParameterError(f"max_features={self.max_features!r}; use a positive integer or None")
+        if self.max_features not in (None, "auto") and not (isinstance(self.max_features, (int, np.integer))
+                                                             and self.max_features >= 1):
+            raise ParameterError(f"max_features={self.max_features!r}; use a positive integer, 'auto' or None")
 
     # ---- the fit
     def _prepare(self, X: da.Array) -> tuple[_Problem, dict[str, Any]]:
@@ -625,20 +646,34 @@ class CPFS(SelectorMixin):
             raise InputError(f"X has {int(dup.sum())} column(s) that duplicate an earlier column "
                              f"(first: #{int(np.flatnonzero(dup)[0])}); drop them or use on_duplicate='drop'")
         allowed = ~dup if self.on_duplicate == "drop" else np.ones(X.shape[1], bool)
-        B, s = gram_factor(Xc, energy_tol=self.energy_tol)
+        B, s = gram_factor(Xc, energy_tol=self.energy_tol, memory_budget=self.memory_budget)
         total = float(np.sum(s**2))
         info = {"rank": int(B.shape[0]), "discarded_energy": float(np.sum(s[B.shape[0]:] ** 2) / total) if total else 0.0,
                 "n_duplicate_columns": int(dup.sum())}
-        return _Problem(B, allowed, self.gram_max_bytes), info
+        return _Problem(B, allowed, self.memory_budget), info
+
+    def _defaults(self, n: int, p: int) -> tuple[float, int | None, bool]:
+        """The resolved ``lambda_min_ratio``, ``max_features`` and whether the default-path stops
+        apply (glmnet's choices: a ratio by n vs p; on the default path — no ``lam``, ``lambdas``
+        or ``n_features_to_select`` — stop at min(n, p, 250) active rows or when the
+        reconstruction stops improving)."""
+        ratio = self.lambda_min_ratio
+        if isinstance(ratio, str):
+            ratio = LAMBDA_MIN_RATIO_TALL if n > p else LAMBDA_MIN_RATIO_WIDE
+        default_path = self.lam is None and self.lambdas is None and self.n_features_to_select is None
+        mf = self.max_features
+        if isinstance(mf, str):
+            mf = min(n, p, MAX_FEATURES_DEFAULT) if default_path else None
+        return float(ratio), mf, default_path and isinstance(self.lambda_min_ratio, str)
 
     def _grid(self, lam_max: float) -> np.ndarray:
         if self.lambdas is not None:
             return np.sort(np.asarray(self.lambdas, dtype=float))[::-1]
-        lo = self.lam if self.lam is not None else lam_max * self.lambda_min_ratio
+        lo = self.lam if self.lam is not None else lam_max * self._ratio
         if self.lam is not None and self.lam >= lam_max:
             return np.array([float(self.lam)])
         if lo <= 0:
-            grid = lam_max * np.geomspace(1.0, self.lambda_min_ratio, max(self.n_lambdas - 1, 1))
+            grid = lam_max * np.geomspace(1.0, self._ratio, max(self.n_lambdas - 1, 1))
             return np.append(grid, 0.0)
         return lam_max * np.geomspace(1.0, lo / lam_max, self.n_lambdas) if self.n_lambdas > 1 else np.array([lo])
 
@@ -651,27 +686,44 @@ class CPFS(SelectorMixin):
                                  f"features ({p} non-constant, {info['n_duplicate_columns']} duplicate)")
         path = _Path(prob, self.solver, float(self.tol), int(self.max_iter))
         lam_max = path.lambda_max
+        self._ratio, max_features, watch_fit = self._defaults(n, p)
         grid = list(self._grid(lam_max))
+        aim = None if self.lam is not None or self.lambdas is not None else (q if q is not None else max_features)
         final = None
         below = None  # (λ, n_active) with n_active < q
+        stop = ("lam", f"reached λ = {grid[-1]:.4g}") if self.lam is not None else (
+            "grid_end", f"end of the grid, λ = {grid[-1]:.4g}")
+        explained_prev = None
         k = 0
+        path.min_cap = aim or 0
         while k < len(grid):
             lam = grid[k]
             k += 1
             rec = path.solve(float(lam))
             final = rec
-            if q is not None:
-                if rec["n_active"] >= q:
-                    break
+            if q is not None and rec["n_active"] >= q:
+                stop = ("n_features_to_select", f"{rec['n_active']} active rows ≥ n_features_to_select={q}")
+                break
+            if aim is not None:
                 before, below = below, rec
-                if self.lam is None and self.lambdas is None and before is not None and k < len(grid):
-                    lam_next = _toward_q(q, before, rec)
+                if before is not None and k < len(grid):
+                    lam_next = _toward_q(aim, before, rec, overshoot=q is not None)
                     if lam_next is not None and lam_next > grid[k]:
                         grid.insert(k, lam_next)     # a shorter step than the grid's, aimed just past q
-            if self.max_features is not None and rec["n_active"] > self.max_features:
-                log.info("cpfs: %d active rows > max_features=%d; path stopped at λ=%.4g",
-                         rec["n_active"], self.max_features, lam)
+            if max_features is not None and rec["n_active"] >= max_features:
+                stop = ("max_features", f"{rec['n_active']} active rows ≥ max_features={max_features}")
                 break
+            explained = 1.0 - rec["loss"] / prob.trG if prob.trG > 0 else 1.0
+            if watch_fit and rec["n_active"] > 0:
+                if explained >= EXPLAINED_STOP:
+                    stop = ("reconstruction", f"XA reconstructs {explained:.4%} ≥ {EXPLAINED_STOP:.1%} of ‖X‖²")
+                    break
+                if explained_prev is not None and explained - explained_prev < EXPLAINED_MIN_GAIN:
+                    stop = ("reconstruction", f"explained share of ‖X‖² grew by {explained - explained_prev:.2e} "
+                                              f"< {EXPLAINED_MIN_GAIN:g} from the previous λ")
+                    break
+                explained_prev = explained
+        log.info("cpfs: path stopped at λ=%.4g (%d active rows): %s", final["lambda"], final["n_active"], stop[1])
         if q is not None and self.lam is None and final["n_active"] != q and below is not None:
             final = self._bisect(path, q, below, final)
         lam_final = final["lambda"]
@@ -698,6 +750,8 @@ class CPFS(SelectorMixin):
                  "solver": self.solver, "n_kkt_scans": prob.n_scans,
                  "kkt_exact_rows_per_scan": prob.n_exact_rows / max(prob.n_scans, 1) if prob.G is None else float(prob.p),
                  "gram_in_memory": prob.G is not None,
+                 "path_stop": stop[0], "path_stop_reason": stop[1], "lambda_min_ratio": self._ratio,
+                 "max_features": -1 if max_features is None else int(max_features),
                  **info}
         return FitOutput(scores=scores, support=self._final_nonzero, n_iter=int(pds["path_n_iter"].sum()),
                          converged=converged, objective=[float(v) for v in pds["path_primal"].values],
@@ -810,8 +864,8 @@ def duplicate_columns(X: da.Array) -> np.ndarray:
     return dup
 
 
-def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float = 1e-3,
-              lambdas: Sequence[float] | None = None, max_features: int | None = None,
+def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float | str = "auto",
+              lambdas: Sequence[float] | None = None, max_features: int | str | None = "auto",
               n_features_to_select: int | None = None, **params: Any) -> xr.Dataset:
     """The CPFS regularisation path (Fig. 1 of the paper) as an ``xarray.Dataset``.
 
@@ -820,13 +874,19 @@ def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float = 1e-3,
     (relative duality gap, the certificate), ``path_loss``; and ``entry_lambda(feature)``
     (largest λ with a nonzero row; features leave in increasing order of it).  With
     ``n_features_to_select=q`` the path is refined by bisection until q rows are nonzero;
-    the attribute ``lambda_q`` is that λ.
+    the attribute ``lambda_q`` is that λ.  Defaults (glmnet's): the grid ends at
+    ``lambda_min_ratio·λ_max`` with the ratio 1e-4 if n > p else 1e-2, and the path stops
+    early at ``max_features`` = min(n, p, 250) active rows or when the share of ‖X‖²
+    reconstructed reaches 99.9 % or grows by less than 1e-5 per λ; the attributes
+    ``path_stop`` (max_features, reconstruction, grid_end, n_features_to_select, lam) and
+    ``path_stop_reason`` say where and why it stopped.
     """
     est = CPFS(n_features_to_select=n_features_to_select, n_lambdas=n_lambdas,
                lambda_min_ratio=lambda_min_ratio, lambdas=lambdas, max_features=max_features, **params).fit(X)
     ds = est.path_.copy()
     ds.attrs = {k: est.result_.attrs[k] for k in ("lambda", "lambda_max", "duality_gap", "rank",
-                                                    "discarded_energy", "solver", "wall_time_s")}
+                                                    "discarded_energy", "solver", "wall_time_s", "path_stop",
+                                                    "path_stop_reason", "lambda_min_ratio", "max_features")}
     ds["rank"] = ("feature", est.ranking_)
     if n_features_to_select is not None:
         ds.attrs["lambda_q"] = est.lambda_

@@ -21,7 +21,8 @@ the thesis' ``X`` is our ``Xᵀ`` and its row i (a feature) is our column i.
 Execution: A is computed in **one streaming pass** over the feature blocks of X
 (:func:`fsdask.linalg.row_dot_summary`; the same pass also counts NaN/Inf and finds
 constant features, so the whole fit reads X once).  A is small (m × c).  If ``m·c·8``
-bytes ≤ ``max_dense_bytes`` (default 1 GiB, i.e. 1.3·10⁸ entries) it is held in memory
+bytes fit the memory budget (:mod:`fsdask.linalg.execution`, ``fsdask.memory-budget``,
+default 1 GiB, i.e. 1.3·10⁸ entries) it is held in memory
 and every later step — SparsePM, the downdates, the ρ bisection and path — is NumPy on the
 candidate rows of A (rows with ‖A_i‖² ≤ ρ can never be selected); otherwise A stays a
 persisted dask array chunked by rows and each SparsePM row/column step is one row-wise
@@ -43,17 +44,18 @@ import numpy as np
 from fsdask.base import FitOutput, SelectorMixin, _ranking
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.linalg import row_dot_summary
+from fsdask.linalg.execution import Execution, fits, memory_budget
 
 log = logging.getLogger("fsdask")
 
 Response = Literal["auto", "categorical", "continuous", "multivariate", "rbf"]
 
-#: A is kept in memory (NumPy) when m·c·8 bytes is at most this; above, a persisted dask array
-DEFAULT_MAX_DENSE_BYTES = 2**30
 #: RBF response kernel: keep the leading eigenpairs of HBH holding this share of its trace
 RBF_TRACE_SHARE = 0.999
 #: … but never more than this many (the rank of the factor Δ, i.e. the columns of A)
 RBF_MAX_RANK = 50
+#: the default ρ path spans selections of up to this many features (rows screened first)
+PATH_MAX_ROWS = 1000
 #: a categorical y with more than this share of distinct values per sample looks continuous
 MAX_CLASS_SHARE = 0.5
 
@@ -216,7 +218,8 @@ def _col_step(A, A2, u: np.ndarray, M: np.ndarray, gamma: float, rho: float):
 
 
 def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
-              max_iter: int = 200, max_dense_bytes: int = DEFAULT_MAX_DENSE_BYTES) -> SparsePMResult:
+              max_iter: int = 200, memory_budget: Any = None,
+              row_norm2: np.ndarray | None = None) -> SparsePMResult:
     """Algorithm ``[M, N, u, v, σ] = SparsePM(A)`` of §3.3.1, exactly as written.
 
     ``A`` is a NumPy array or a dask array chunked by rows (m × c).  Stagnation (step 14):
@@ -230,18 +233,18 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
     Exact pruning (not in the thesis, same result): since (A_iN v_N)² ≤ ‖A_iN‖² (v unit),
     r_i ≤ ‖A_iN‖² − ρ|N| ≤ ‖A_i‖² − ρ for every N ≠ ∅, so a row with ‖A_i‖² ≤ ρ never enters
     M, and rows outside M never touch the column step.  The iterations therefore run on the
-    candidate rows only — one pass over A for the row norms, then (if the candidates fit in
-    ``max_dense_bytes``) in memory.  For the ρ of a small selection this is a tiny matrix.
+    candidate rows only — one pass over A for the row norms, then (if the candidates fit the
+    memory budget, :func:`fsdask.linalg.execution.memory_budget`) in memory.  For the ρ of a small selection this is a tiny matrix.
     """
     m, c = A.shape
-    row_norm2 = _row_norm2(A)
+    row_norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
     cand = np.flatnonzero(row_norm2 > rho)
     if cand.size == 0:  # the start row has f = ‖A_i0‖² − ρc ≤ 0: step 8 selects nothing
         i0 = int(np.argmax(row_norm2))
         return SparsePMResult(np.zeros(m, bool), np.zeros(c, bool), np.zeros(m), 0.0, np.zeros(c),
                               [float(row_norm2[i0] - rho * c), 0.0], 1, True)
     Ac = A[cand] if cand.size < m else A
-    if isinstance(Ac, da.Array) and cand.size * c * 8 <= max_dense_bytes:
+    if isinstance(Ac, da.Array) and fits(cand.size * c * 8, memory_budget):
         Ac = Ac.compute()
     elif isinstance(Ac, da.Array) and cand.size < m:
         Ac = Ac.rechunk({0: A.chunks[0][0]})
@@ -353,6 +356,7 @@ def r1d(A, n_components: int = 1, gamma: float = 1.1, rho: float = 0.0, *,
     can select a row outside that set.  Same result, in time proportional to the candidate
     rows — the ρ bisection and path on a 10⁶-row A cost a few milliseconds per ρ.
     """
+    norm2 = None
     if not isinstance(A, da.Array):
         m = A.shape[0]
         norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
@@ -364,7 +368,7 @@ def r1d(A, n_components: int = 1, gamma: float = 1.1, rho: float = 0.0, *,
             return [_scatter(r, rows, m) for r in sub]
     out = []
     for k in range(n_components):
-        res = sparse_pm(A, gamma, rho, **kw)
+        res = sparse_pm(A, gamma, rho, row_norm2=norm2 if k == 0 else None, **kw)
         if not res.M.any():
             break
         out.append(res)
@@ -388,20 +392,32 @@ def rho_max(A, row_norm2: np.ndarray | None = None) -> float:
 
 
 def rho_path(A, rhos: Sequence[float] | None = None, *, gamma: float = 1.1, n_components: int = 1,
-             n_rhos: int = 25, **kw) -> dict[str, np.ndarray]:
+             n_rhos: int = 25, max_rows: int | None = PATH_MAX_ROWS, **kw) -> dict[str, np.ndarray]:
     """Number of selected features and final objective (3.4) over a grid of ρ.
 
-    Default grid: ``n_rhos`` log-spaced values from 10⁻⁴·ρ_max to ρ_max (:func:`rho_max`).
+    Default grid: ``n_rhos`` log-spaced values from ρ_lo to ρ_max (:func:`rho_max`), where
+    ρ_lo is 10⁻⁴·ρ_max raised, if need be, to the ``max_rows``-th largest ‖A_i‖², so the
+    path spans selections of up to ``max_rows`` features (None: no cap).
     Returns ``{"rho", "n_selected", "objective"}``; objective is the sum over components of
-    the last value of each trace.  The row norms are computed once for the whole grid.
+    the last value of each trace.
+
+    Screening first: a row with ‖A_i‖² ≤ min ρ never enters any M on the grid (:func:`r1d`),
+    so the whole path runs on the other rows — O(candidates), not O(m), per SparsePM step.
     """
     norm2 = _row_norm2(A)
+    m = A.shape[0]
     if rhos is None:
         top = rho_max(A, norm2)
-        rhos = np.geomspace(top * 1e-4, top, n_rhos)
+        lo = top * 1e-4
+        if max_rows is not None and max_rows < m:
+            lo = max(lo, float(np.partition(norm2, m - max_rows)[m - max_rows]))
+        rhos = np.geomspace(min(lo, top), top, n_rhos)
     rhos = np.asarray(rhos, dtype=np.float64)
     counts = np.zeros(rhos.size, dtype=np.int64)
     obj = np.zeros(rhos.size)
+    rows = np.flatnonzero(norm2 > rhos.min()) if rhos.size else np.zeros(0, int)
+    if rows.size < m and not isinstance(A, da.Array):
+        A, norm2 = A[rows], norm2[rows]
     for t, rho in enumerate(rhos):
         res = r1d(A, n_components, gamma, float(rho), row_norm2=norm2, **kw)
         counts[t] = _selection(res, A.shape[0])[0].sum()
@@ -490,13 +506,15 @@ class SparseHSIC(SelectorMixin):
         features are only centred, by H.
     kernel_rank, kernel_width : for ``response="rbf"``.
     max_iter, tol : SparsePM stopping.
-    max_dense_bytes : int
-        A is held in memory if m·c·8 bytes ≤ this, else kept as a persisted, row-chunked
-        dask array (each SparsePM step one pass over it).
+    memory_budget : int, str or None
+        A is held in memory if m·c·8 bytes fit this budget (None: dask config
+        ``fsdask.memory-budget``), else kept as a persisted, row-chunked dask array (each
+        SparsePM step one pass over it).
     rho_grid : "auto", "default", None or sequence of float
         ρ values for the path stored in ``result_`` (``rho_path_n_selected(rho)``,
-        ``rho_path_objective(rho)``); "default" = 25 log-spaced values up to
-        :func:`rho_max`; "auto" = "default" when A is in memory, else None (no path).
+        ``rho_path_objective(rho)``), computed by ``fit``; "default" = 25 log-spaced values
+        up to :func:`rho_max` (:func:`rho_path`); "auto" = not computed by ``fit``: the
+        default path is ``rho_path_``, computed on first access (A in memory only).
     on_constant : {"drop", "error"}
         Constant features (A row exactly 0 after centring) get weight 0, or raise.
 
@@ -517,7 +535,7 @@ class SparseHSIC(SelectorMixin):
     def __init__(self, gamma: float = 1.1, rho: float = 0.015, n_components: int = 1,
                  response: Response = "auto", n_features_to_select: int | float | None = None,
                  standardize: bool = False, kernel_rank: int | None = None, kernel_width: float | None = None,
-                 max_iter: int = 200, tol: float = 1e-12, max_dense_bytes: int = DEFAULT_MAX_DENSE_BYTES,
+                 max_iter: int = 200, tol: float = 1e-12, memory_budget: Any = None,
                  rho_grid: Any = "auto", on_constant: str = "drop"):
         self.gamma = gamma
         self.rho = rho
@@ -529,7 +547,7 @@ class SparseHSIC(SelectorMixin):
         self.kernel_width = kernel_width
         self.max_iter = max_iter
         self.tol = tol
-        self.max_dense_bytes = max_dense_bytes
+        self.memory_budget = memory_budget
         self.rho_grid = rho_grid
         self.on_constant = on_constant
 
@@ -550,6 +568,7 @@ class SparseHSIC(SelectorMixin):
         check_scalar(self.n_components, "n_components", kind=numbers.Integral, low=1)
         check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
         check_scalar(self.tol, "tol", low=0.0)
+        memory_budget(self.memory_budget)
         if self.response not in ("auto", "categorical", "continuous", "multivariate", "rbf"):
             raise ParameterError(f"response={self.response!r}; use 'auto', 'categorical', 'continuous', "
                                  "'multivariate' or 'rbf'")
@@ -569,19 +588,21 @@ class SparseHSIC(SelectorMixin):
     # ---- FeatureSelection ----
     def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
         n, p = X.shape
+        self.__dict__.pop("rho_path_", None)  # a refit's path is computed afresh
         delta, kind, info = response_factor(y, self.response, kernel_rank=self.kernel_rank,
                                             kernel_width=self.kernel_width)  # step 1
         c = delta.shape[0]
         stats = hsic_matrix(X, delta, standardize=self.standardize)  # step 2 (lazy)
-        dense = p * c * 8 <= self.max_dense_bytes
+        ex = Execution(self.memory_budget)
+        dense = ex.fits(p * c * 8)
         if dense:
-            stats = stats.compute()
+            (stats,) = ex.compute(stats)
             nbad, rng_, sd = stats[-3], stats[-2], stats[-1]
             A = np.ascontiguousarray(stats[:-3].T)
         else:
-            stats = stats.persist()
-            nbad, rng_, sd = dask.compute(stats[-3], stats[-2], stats[-1])
-            A = stats[:-3].T.rechunk({0: max(1, self.max_dense_bytes // (8 * c)), 1: -1})
+            (stats,) = ex.persist(stats)
+            nbad, rng_, sd = dask.compute(stats[-3], stats[-2], stats[-1])   # of the persisted stats
+            A = stats[:-3].T.rechunk({0: ex.rows_per_chunk(8 * c), 1: -1})
         self._check_nonfinite(nbad)
         const = rng_ == 0
         self._check_constant(const)
@@ -594,7 +615,7 @@ class SparseHSIC(SelectorMixin):
         if not dense:
             A = A.persist()
         # step 3: SparsePM (with R1D rounds), ρ from the user or bisected for k features
-        kw = {"tol": self.tol, "max_iter": self.max_iter, "max_dense_bytes": self.max_dense_bytes}
+        kw = {"tol": self.tol, "max_iter": self.max_iter, "memory_budget": ex.budget}
         k = self.n_features_to_select
         if isinstance(k, float) and 0 < k < 1:
             k = max(1, int(round(k * p)))
@@ -630,18 +651,17 @@ class SparseHSIC(SelectorMixin):
                         "sigma": self.sigma_, "v": self.v_}
         dims: dict = {"sigma": ("component",), "v": ("component", "response_component")}
         grid = self.rho_grid
-        if isinstance(grid, str) and grid == "auto":
-            grid = "default" if dense else None
-        if grid is not None:
+        self._path_args = (A, kw) if dense else None
+        if not (grid is None or isinstance(grid, str) and grid == "auto"):
             path = rho_path(A, None if isinstance(grid, str) else grid, gamma=self.gamma, n_components=self.n_components, **kw)
-            self.rho_path_ = path
+            self.__dict__["rho_path_"] = path
             extras.update(rho_path_rho=path["rho"], rho_path_n_selected=path["n_selected"],
                           rho_path_objective=path["objective"])
             dims.update(rho_path_rho=("rho",), rho_path_n_selected=("rho",), rho_path_objective=("rho",))
         attrs = {"rho": rho, "response": kind, "n_response_components": c, "n_components_found": len(results),
                  "A_in_memory": bool(dense), "n_constant_features": int(const.sum()),
                  "objective_traces": [r.objective for r in results],
-                 "sparsepm_iterations": [r.n_iter for r in results]}
+                 "sparsepm_iterations": [r.n_iter for r in results], "passes_over_X": ex.passes}
         for key in ("kernel_width", "kernel_rank", "kernel_trace_kept"):
             if key in info:
                 attrs[key] = info[key]
@@ -677,6 +697,18 @@ class SparseHSIC(SelectorMixin):
         self.ranking_ = _ranking(key, ~const)
         self.active_features_ = ~const
         return super()._support(scores, active, method_support)
+
+    @property
+    def rho_path_(self) -> dict[str, np.ndarray]:
+        """The ρ path (:func:`rho_path`, default grid) on this fit's A, computed on first access
+        (``rho_grid="auto"``); with ``rho_grid="default"`` or a grid it was computed by ``fit``."""
+        if "rho_path_" not in self.__dict__:
+            if getattr(self, "_path_args", None) is None:
+                raise AttributeError("rho_path_: A was not kept in memory (memory_budget); call "
+                                     "fsdask.methods.hsic.rho_path on it, or fit with rho_grid='default'")
+            A, kw = self._path_args
+            self.__dict__["rho_path_"] = rho_path(A, gamma=self.gamma, n_components=self.n_components, **kw)
+        return self.__dict__["rho_path_"]
 
     def fit(self, X: Any, y: Any = None) -> "SparseHSIC":
         """Compute A in one pass over X, run SparsePM/R1D on A; see the class docstring."""

@@ -16,9 +16,11 @@ The paper's Algorithm 1, with its symbols:
 
 How it is swept (DESIGN.md "Logo"): the N × N distances are a tree-sum over feature blocks,
 Z̄ (N × J) is computed block by block with the fused kernel of
-:mod:`fsdask.linalg.absdiff` and kept chunked like X (persisted) while it is big, or held
-in memory when the active part fits in ``memory_bytes``.  Every objective/gradient of the
-inner problem is one sweep over Z̄ for the margins Z̄w plus one for the gradient Z̄ᵀs.
+:mod:`fsdask.linalg.absdiff`; :mod:`fsdask.linalg.execution` keeps it chunked like X
+(persisted) while it is big, or holds it in memory when the active part fits the memory
+budget (``fsdask.memory-budget``); when all of X fits, the algorithm reads X once.  Every
+objective/gradient of the inner problem is one sweep over Z̄ for the margins Z̄w plus one
+for the gradient Z̄ᵀs.
 
 Elimination (§3.2, §4.2): a feature whose weight falls below ``elim_tol`` (the paper:
 1e-8) leaves the active set, so later iterations touch only the survivors.  The paper's
@@ -31,13 +33,10 @@ and the iteration continues.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
-import os
 import warnings
 from typing import Any
 
-import dask
 import dask.array as da
 import numpy as np
 from scipy.optimize import minimize
@@ -45,16 +44,13 @@ from scipy.optimize import minimize
 from fsdask._validation import check_scalar
 from fsdask.base import FitOutput, SelectorMixin
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.linalg.absdiff import (_SPARSE_DENSITY, DROP_BELOW, absdiff_transform, manhattan_over_blocks, pi_weighted_absdiff,
-                                   weighted_absdiff_sum, weighted_manhattan)
-from fsdask.linalg.reductions import map_features, sum_over_blocks
+from fsdask.linalg.absdiff import (_SPARSE_DENSITY, DROP_BELOW, pi_weighted_absdiff, weighted_absdiff_sum,
+                                   weighted_manhattan)
+from fsdask.linalg.execution import Execution, InMemoryOperator, LinearOperator, backend_of, memory_budget
 
 log = logging.getLogger("fsdask")
 
 SOLVERS = ("lbfgs", "gd")
-#: columns per task when the active features are held in memory (fixed: results do not
-#: depend on the number of threads)
-_MEM_SLICE = 2048
 
 
 # --------------------------------------------------------------------------- eqs. 4–5, 20
@@ -80,89 +76,6 @@ def miss_hit_probabilities(D: np.ndarray, y: np.ndarray, sigma: float) -> np.nda
 def _sigmoid_neg(m: np.ndarray) -> np.ndarray:
     """σ(−m) = exp(−m)/(1 + exp(−m)), stable for any m."""
     return 0.5 * (1.0 - np.tanh(0.5 * m))
-
-
-# --------------------------------------------------------------------------- Z̄ operators
-class _MemZ:
-    """Z̄ held in memory (N × J_A numpy)."""
-
-    def __init__(self, Z: np.ndarray):
-        self.Z = Z
-        self.passes = 0
-
-    def matvec(self, w: np.ndarray) -> np.ndarray:          # margins ρ̄ = Z̄ w
-        self.passes += 1
-        return self.Z @ w
-
-    def rmatvec(self, s: np.ndarray) -> np.ndarray:         # Σ_n s_n z̄_n
-        self.passes += 1
-        return s @ self.Z
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.Z.shape
-
-    def columns(self, idx: np.ndarray) -> np.ndarray:
-        return np.asarray(self.Z[:, idx], dtype=np.float64)
-
-
-class _LazyZ:
-    """Z̄ never stored: every product recomputes what it needs from X with the fused kernels.
-
-    Used when Π is narrow (few non-zeros per row — e.g. the first iteration at 10⁶ features,
-    where the nearest miss/hit dominates), so recomputing is a cheap sparse sweep over X,
-    cheaper than holding N × J values.
-    """
-
-    def __init__(self, X: da.Array, Pi: np.ndarray, dtype):
-        self.X, self.Pi, self.dtype = X, Pi, dtype
-        self.passes = 0
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.X.shape
-
-    def columns(self, idx: np.ndarray) -> np.ndarray:
-        self.passes += 1
-        if idx.size == 0:
-            return np.zeros((self.X.shape[0], 0))
-        return pi_weighted_absdiff(np.asarray(self.X[:, idx].compute()), self.Pi)
-
-    def matvec(self, w: np.ndarray) -> np.ndarray:
-        nz = np.flatnonzero(w)
-        return self.columns(nz) @ w[nz]
-
-    def rmatvec(self, s: np.ndarray) -> np.ndarray:
-        self.passes += 1
-        C = s[:, None] * self.Pi
-        return map_features(lambda xb: weighted_absdiff_sum(xb, C), self.X, dtype=np.float64).compute()
-
-
-class _DaskZ:
-    """Z̄ kept chunked like X (persisted dask array, N × J_A); each product is one sweep."""
-
-    def __init__(self, Z: da.Array):
-        self.Z = Z
-        self.passes = 0
-
-    def matvec(self, w: np.ndarray) -> np.ndarray:
-        self.passes += 1
-        wd = da.from_array(np.asarray(w, dtype=np.float64), chunks=(self.Z.chunks[1],))
-        return sum_over_blocks(lambda zb, wb: zb @ wb, self.Z, wd, shape=(self.Z.shape[0],)).compute()
-
-    def rmatvec(self, s: np.ndarray) -> np.ndarray:
-        self.passes += 1
-        return map_features(lambda zb: s @ zb, self.Z, dtype=np.float64).compute()
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.Z.shape
-
-    def columns(self, idx: np.ndarray) -> np.ndarray:
-        self.passes += 1
-        if idx.size == 0:
-            return np.zeros((self.Z.shape[0], 0))
-        return np.asarray(self.Z[:, idx].compute(), dtype=np.float64)
 
 
 # --------------------------------------------------------------------------- eq. 7 / 9–10
@@ -276,7 +189,7 @@ def solve_working_set(Z, lam: float, w0: np.ndarray, inner, tol: float = 1e-10, 
         add = viol[np.argsort(g[viol], kind="stable")[:k]]
         W = np.union1d(W, add)
         ZW = Z.columns(W)
-        wW, f, n = inner(_MemZ(ZW), lam, w[W], tol=tol, max_iter=max_iter)
+        wW, f, n = inner(InMemoryOperator(ZW), lam, w[W], tol=tol, max_iter=max_iter)
         nfev += n
         w[:] = 0.0
         w[W] = wW
@@ -309,8 +222,9 @@ class Logo(SelectorMixin):
         let violators rejoin; ``False`` gives the paper's plain elimination.
     kkt_tol : a feature violates optimality when ``∂/∂w_j < −kkt_tol``.
     inner_tol, inner_max_iter : tolerance / iteration cap of the inner solver.
-    memory_bytes : hold X's active columns and Z̄ in memory once N·J_active·8 bytes fit;
-        above it they stay chunked (dask) and every product is a sweep.
+    memory_budget : bytes (or "1GiB"); None reads dask config ``fsdask.memory-budget``.  X's
+        active columns and Z̄ are held in memory once N·J_active·8 bytes fit; above it they
+        stay chunked (dask) and every product is a sweep.
     on_constant : ``"drop"`` (constant features get weight 0) or ``"error"``.
     """
 
@@ -323,7 +237,7 @@ class Logo(SelectorMixin):
                  solver: str = "lbfgs", n_features_to_select: Any = None, elim_tol: float = 1e-8,
                  eliminate: bool = True,                 certify: bool = True, kkt_tol: float = 1e-6, inner_tol: float = 1e-10,
                  inner_max_iter: int = 2000, support_threshold: float = 0.01,
-                 memory_bytes: int = 256 * 2**20, on_constant: str = "drop"):
+                 memory_budget: Any = None, on_constant: str = "drop"):
         self.sigma = sigma
         self.lam = lam
         self.theta = theta
@@ -337,7 +251,7 @@ class Logo(SelectorMixin):
         self.inner_tol = inner_tol
         self.inner_max_iter = inner_max_iter
         self.support_threshold = support_threshold
-        self.memory_bytes = memory_bytes
+        self.memory_budget = memory_budget
         self.on_constant = on_constant
 
     # ---- validation
@@ -351,7 +265,7 @@ class Logo(SelectorMixin):
         check_scalar(self.inner_tol, "inner_tol", low=0.0, include_low=False)
         check_scalar(self.inner_max_iter, "inner_max_iter", kind=int, low=1)
         check_scalar(self.support_threshold, "support_threshold", low=0.0, high=1.0)
-        check_scalar(self.memory_bytes, "memory_bytes", kind=int, low=0)
+        memory_budget(self.memory_budget)
         if self.solver not in SOLVERS:
             raise ParameterError(f"solver={self.solver!r}; choose 'lbfgs' (L-BFGS-B on w ≥ 0) or 'gd' "
                                  "(the paper's v² gradient descent, eq. 10)")
@@ -370,7 +284,8 @@ class Logo(SelectorMixin):
         y = _check_classes(y)
         N, J = X.shape
         lam, sigma = float(self.lam), float(self.sigma)
-        X_full = _Source(X, self.memory_bytes)
+        ex = Execution(self.memory_budget)
+        X_full = _Source(ex, X)
         solve = solve_lbfgs if self.solver == "lbfgs" else solve_v2_gradient
 
         w = np.ones(J)                                            # Algorithm 1, line 1
@@ -390,12 +305,12 @@ class Logo(SelectorMixin):
         n_iter = 0
         while True:
             XA = X_full.columns(active)
-            D = XA.distances(w[active])                           # line 3 (w_j = 0 adds nothing)
+            D = _distances(ex, XA, w[active])                     # line 3 (w_j = 0 adds nothing)
             Pi = miss_hit_probabilities(D, y, sigma)              # line 4 (eqs. 4–5, 20)
-            Z = XA.zbar(Pi)                                       # eq. 3, one fused pass
+            Z = _zbar(ex, XA, Pi)                                       # eq. 3, one fused pass
             viol = None
             if check:
-                viol = self._violators(X_full, Z, w, active, Pi, lam)
+                viol = self._violators(ex, X_full, Z, w, active, Pi, lam)
                 n_certifications += 1
                 if viol.size == 0 and check == "final":
                     converged = True
@@ -406,13 +321,13 @@ class Logo(SelectorMixin):
                     rejoined.extend(int(j) for j in viol)
                     active = np.union1d(active, viol)
                     XA = X_full.columns(active)
-                    Z = XA.zbar(Pi)                               # w_viol = 0: D and Π unchanged
+                    Z = _zbar(ex, XA, Pi)                               # w_viol = 0: D and Π unchanged
                 certified_active = active.copy()
             if n_iter >= self.max_iter:
                 if viol is not None:
                     final_violators = viol
                 elif self.certify and eliminated_any:
-                    final_violators = self._violators(X_full, Z, w, active, Pi, lam)
+                    final_violators = self._violators(ex, X_full, Z, w, active, Pi, lam)
                 break
             w_new = np.zeros(J)
             if Z.shape[1] > _WS_MIN:                              # lines 5–6
@@ -468,11 +383,12 @@ class Logo(SelectorMixin):
             attrs={"delta_trace": [float(d) for d in delta_trace], "n_rejoined": len(rejoined),
                    "rejoined_features": rejoined[:1000], "solver": self.solver,
                    "certified": bool(self.certify and converged), "n_certifications": n_certifications,
-                   "uncertified_features": [int(j) for j in final_violators[:1000]]},
+                   "uncertified_features": [int(j) for j in final_violators[:1000]],
+                   "passes_over_X": ex.passes},
         )
 
 
-    def _violators(self, X_full, Z, w, active, Pi, lam) -> np.ndarray:
+    def _violators(self, ex, X_full, Z, w, active, Pi, lam) -> np.ndarray:
         """Eliminated features whose weight 0 is not optimal for eq. 7 at w (one pass over them).
 
         KKT of eq. 7 at w_j = 0: ``g_j = λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``, with the margins and
@@ -482,7 +398,7 @@ class Logo(SelectorMixin):
         elim = np.setdiff1d(np.arange(w.size), active, assume_unique=True)
         if elim.size == 0:
             return elim
-        g = lam - X_full.columns(elim, cache=False).zbar_gradient(Pi, s)
+        g = lam - _zbar_gradient(ex, X_full.columns(elim, cache=False), Pi, s)
         bad = np.flatnonzero(g < -self.kkt_tol)
         log.info("logo: certification of %d eliminated features: %d violate optimality", elim.size, bad.size)
         # the worst violators rejoin first (at most max(64, 2·|active|) per check); the check
@@ -506,82 +422,49 @@ def _check_classes(y: np.ndarray) -> np.ndarray:
     return codes.ravel()
 
 
-class _Columns:
-    """A set of X's columns, in memory (numpy) or chunked (dask), with the two fused sweeps."""
-
-    def __init__(self, x: np.ndarray | da.Array):
-        self.x = x
-        self.N = x.shape[0]
-
-    @property
-    def in_memory(self) -> bool:
-        return isinstance(self.x, np.ndarray)
-
-    def _slices(self, J: int | None = None):
-        J = self.x.shape[1] if J is None else J
-        return [(j0, min(J, j0 + _MEM_SLICE)) for j0 in range(0, J, _MEM_SLICE)]
-
-    def _map(self, fn, parts):
-        if len(parts) == 1:
-            return [fn(*parts[0])]
-        with cf.ThreadPoolExecutor(max_workers=min(len(parts), os.cpu_count() or 1)) as ex:
-            return list(ex.map(lambda a: fn(*a), parts))   # numba kernels release the GIL
-
-    def distances(self, w: np.ndarray) -> np.ndarray:
-        """N × N weighted Manhattan distances (Algorithm 1, line 3)."""
-        if self.in_memory:
-            x = self.x
-            if not np.all(w > 0):                                  # rejoined features: w_j = 0
-                nz = np.flatnonzero(w > 0)
-                x, w = np.ascontiguousarray(x[:, nz]), w[nz]
-            parts = self._map(lambda j0, j1: weighted_manhattan(x[:, j0:j1], w[j0:j1]), self._slices(x.shape[1]))
-            return np.sum(parts, axis=0) if parts else np.zeros((self.N, self.N))
-        return manhattan_over_blocks(self.x, w).compute()
-
-    def zbar(self, Pi: np.ndarray):
-        """Z̄ (eq. 3) as an operator: numpy when in memory, else persisted chunked like X."""
-        dtype = np.result_type(self.x.dtype, np.float32)
-        if self.in_memory:
-            parts = self._map(lambda j0, j1: pi_weighted_absdiff(self.x[:, j0:j1], Pi, dtype), self._slices())
-            return _MemZ(np.concatenate(parts, axis=1) if parts else np.zeros((self.N, 0), dtype))
-        if np.count_nonzero(np.abs(Pi) > DROP_BELOW) < _SPARSE_DENSITY * Pi.size:
-            return _LazyZ(self.x, Pi, dtype)                    # measured: recomputing is cheaper
-        return _DaskZ(absdiff_transform(self.x, Pi, dtype).persist())
-
-    def zbar_gradient(self, Pi: np.ndarray, s: np.ndarray) -> np.ndarray:
-        """``Σ_n s_n z̄_n(j)`` for every column, one pass, without storing Z̄."""
-        C = s[:, None] * Pi                                   # Σ_n s_n Σ_i Π_ni |x_nj − x_ij|
-
-        def g(xb):
-            return weighted_absdiff_sum(xb, C)
-        if self.in_memory:
-            return np.concatenate(self._map(lambda j0, j1: g(self.x[:, j0:j1]), self._slices()))
-        return map_features(g, self.x, dtype=np.float64).compute()
-
-
 class _Source:
-    """X as given (dask, in feature blocks); its columns are held in memory when they fit."""
+    """X as given; held in memory when it fits the budget (then the whole fit reads it once)."""
 
-    def __init__(self, X: da.Array, memory_bytes: int):
-        self.X = X
-        self.memory_bytes = memory_bytes
-        N, J = X.shape
-        self.mem = X.compute() if N * J * 8 <= memory_bytes else None
-        self._cache: tuple[np.ndarray, _Columns] | None = None
+    def __init__(self, ex: Execution, X: da.Array):
+        self.ex = ex
+        self.X = ex.hold(X)
+        self._cache: tuple[np.ndarray, Any] | None = None
 
-    def columns(self, idx: np.ndarray, cache: bool = True) -> _Columns:
+    def columns(self, idx: np.ndarray, cache: bool = True):
+        """The columns ``idx``: in memory when X is or when they fit the budget (one pass), else chunked."""
         idx = np.asarray(idx, dtype=np.int64)
         if self._cache is not None and np.array_equal(self._cache[0], idx):
             return self._cache[1]
-        N, J = self.X.shape
-        if self.mem is not None:
-            x = self.mem if idx.size == J else np.ascontiguousarray(self.mem[:, idx])
-        elif N * idx.size * 8 <= self.memory_bytes:
-            x = self.X if idx.size == J else self.X[:, idx]
-            x = np.ascontiguousarray(x.compute())             # one pass gathers the survivors
-        else:
-            x = self.X if idx.size == J else self.X[:, idx].rechunk({1: self.X.chunks[1][0]})
-        cols = _Columns(x)
+        x = self.ex.hold(self.X, idx)
         if cache:
-            self._cache = (idx, cols)
-        return cols
+            self._cache = (idx, x)
+        return x
+
+
+# --------------------------------------------------------------------------- the fused sweeps
+def _distances(ex: Execution, x, w: np.ndarray) -> np.ndarray:
+    """N × N weighted Manhattan distances (Algorithm 1, line 3); columns with w_j = 0 add nothing."""
+    nz = np.flatnonzero(w > 0)
+    if nz.size < w.size:                                       # rejoined features: w_j = 0
+        x, w = backend_of(x).take_columns(x, nz), w[nz]
+    return ex.sum_columns(weighted_manhattan, x, w, shape=(x.shape[0],) * 2)
+
+
+def _gradient_block(s: np.ndarray, Pi: np.ndarray):
+    """``x_b ↦ Σ_n s_n z̄_n(j)`` over a block, without forming z̄: ``Σ_n s_n Σ_i Π_ni |x_nj − x_ij|``."""
+    C = s[:, None] * Pi
+    return lambda xb: weighted_absdiff_sum(xb, C)
+
+
+def _zbar(ex: Execution, x, Pi: np.ndarray) -> LinearOperator:
+    """Z̄ (eq. 3) as an operator: in memory, persisted chunked like X, or — when Π is narrow
+    (few non-zeros per row, e.g. the first iteration at 10⁶ features, where the nearest
+    miss/hit dominates) — recomputed from X at every product, a cheap sparse sweep."""
+    narrow = np.count_nonzero(np.abs(Pi) > DROP_BELOW) < _SPARSE_DENSITY * Pi.size
+    return ex.operator(lambda xb: pi_weighted_absdiff(xb, Pi), x, dtype=np.result_type(x.dtype, np.float32),
+                       rblock=lambda s: _gradient_block(s, Pi), recompute=narrow)
+
+
+def _zbar_gradient(ex: Execution, x, Pi: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``Σ_n s_n z̄_n(j)`` for every column of x, one sweep, without storing Z̄."""
+    return ex.map_columns(_gradient_block(s, Pi), x)

@@ -64,6 +64,7 @@ import numpy as np
 
 from fsdask.base import FitOutput, SelectorMixin
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.linalg.execution import TREE_SUM_COPIES, Execution
 from fsdask.linalg import (feature_kernel_matmul, khatri_rao_gram_block, khatri_rao_matvec, khatri_rao_rmatvec,
                            leading_eigh, map_and_sum, map_features, sum_over_blocks, tall_skinny_qr)
 
@@ -71,8 +72,6 @@ log = logging.getLogger("fsdask")
 
 VARIANTS = ("power", "basic", "ritz", "laplacian", "gap", "supervised", "kernel")
 KERNELS = ("linear", "rbf", "poly", "sessions")
-#: largest r (columns of W) for which the r × r Gram is used by ``alpha_solver="auto"``
-GRAM_MAX = 4096
 _ROW_BATCH = 2048
 
 
@@ -240,12 +239,14 @@ class AlphaStep:
         self.a_prev: np.ndarray | None = None
         self.rng = np.random.default_rng(random_state)
         self.n_passes = 0
+        self.ex = Execution()       # the memory budget of this fit (dask config fsdask.memory-budget)
 
     def _choose(self, spec: TallSpec) -> str:
         n = self.X.shape[1]
         if self.solver == "tsqr" and n >= spec.r:
             return "tsqr"
-        if self.solver == "gram" or (self.solver in ("auto", "tsqr") and spec.r <= GRAM_MAX):
+        gram_fits = self.ex.fits(8.0 * spec.r**2, copies=TREE_SUM_COPIES)   # the tree-summed r × r Gram
+        if self.solver == "gram" or (self.solver in ("auto", "tsqr") and gram_fits):
             return "gram"
         # matrix-free: Lanczos on Wᵀ W in R^r (S = I: one pass per product), or on W S Wᵀ in R^n
         return "lanczos" if spec.signature is None else "lanczos_n"
@@ -499,8 +500,9 @@ class QAlpha(SelectorMixin):
         the highest final criterion is kept (the paper is silent; criterion (5) in particular
         has local maxima that favour noise from the uniform-α start on Weston's data).
     alpha_solver : {"auto", "gram", "tsqr", "lanczos"}
-        How α is found without G: the r × r Gram of W (r ≤ 4096), TSQR, or Lanczos on
-        Wᵀ W (one pass per product, warm-started).
+        How α is found without G: the r × r Gram of W (``auto``: when it fits the memory
+        budget ``fsdask.memory-budget`` with its tree-sum, r ≤ 4096 at 1 GiB), TSQR, or
+        Lanczos on Wᵀ W (one pass per product, warm-started).
     random_state : int, default 0
     on_constant : {"drop", "error"}
         Constant features have no direction after centring: weight 0 and never selected

@@ -1,12 +1,14 @@
 """Config-driven batch runs: ``fsdask run config.yaml``.
 
 A pipeline is an ordered list of steps, each one an ``fsdask`` subcommand (``ingest``,
-``select``, and ``evaluate`` / ``report`` where this installation has them) with the same
-options as on the command line, written as YAML::
+``select``, ``evaluate``, ``report``, ``verify``, ``info``) with the same options as on the
+command line (``param`` / ``storage_option`` as mappings, flags as true/false), written as
+YAML; each step calls the command's Python function (:mod:`fsdask.commands`)::
 
     scheduler: local:2                # default --scheduler of every step that takes one
     storage_options: {}               # default --storage-option (credentials: use env vars)
     state: pipeline.state.json        # where completed steps are recorded (default: next to the config)
+    history_top_k: 20                 # how many top features each run records in the history
     steps:
       - name: ingest
         ingest: {source: data.npz, url: data.zarr, overwrite: true}
@@ -19,25 +21,33 @@ Relative paths are relative to the directory of the config file (steps run there
 * Every step's output is written atomically by the command itself (a store is renamed
   into place or marked complete last; CSV tables are renamed into place), so a crash
   never leaves an output that looks finished.
-* After each step succeeds it is recorded in the state file (with a hash of its
-  options), written atomically.  A re-run skips the recorded steps whose options are
-  unchanged and whose outputs still exist, and resumes at the first unfinished one;
-  once a step runs, every later step runs again too.  ``--restart`` ignores the state.
-* A failing step stops the run with a one-line reason naming the step (exit 2 for bad
-  input/parameters/storage, 1 for anything unexpected).
+* After each step succeeds it is recorded in the state file (a hash of its options, the
+  fingerprints of its inputs, the fsdask version), written atomically.  A re-run skips a
+  step only when all of these match and its outputs exist; otherwise it and every later
+  step run.  Each step prints ``skipped`` or ``runs (why: input X changed, options
+  changed, …)``.  ``--restart`` ignores the state (see :mod:`fsdask.pipeline.session`).
+* One run per state file: a second concurrent run exits 75 (:mod:`fsdask.pipeline.lock`).
+* ``--log-json FILE`` appends machine-readable events (:mod:`fsdask.pipeline.logjson`);
+  each run appends per step to ``STATE.history.jsonl`` (:mod:`fsdask.pipeline.history`).
+* Exit status: 0 ok, 1 unexpected error (a bug), 2 bad input / parameters / storage /
+  config, 75 another run holds the lock (try later), 130 interrupted (Ctrl-C, SIGTERM).
+  A failing step stops the run with a one-line reason naming the step.
+* A step that runs again replaces its own earlier output (``overwrite`` defaults to true in
+  a pipeline; the overwrite rule still holds: only an fsdask output of the same kind, never
+  an input).  Secret storage options are shown as ``***`` in everything the run prints or
+  records.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import datetime as _dt
 import hashlib
+import importlib
+import inspect
 import json
 import logging
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,9 +57,15 @@ from fsdask.errors import FsdaskError, ParameterError
 
 log = logging.getLogger("fsdask")
 
+#: keys allowed at the top of a pipeline file
+TOP_LEVEL_KEYS = frozenset({"scheduler", "storage_options", "memory_limit", "state", "history_top_k", "steps"})
+#: command-line spellings → keyword of the command's function (``no_X`` flags are negated)
+_ALIASES = {"param": "params", "storage_option": "storage_options"}
+_NEGATED = {"no_progress": "progress", "no_overwrite": "overwrite", "no_standardize": "standardize"}
+
 #: options of a step that name the files it produces (checked to exist before skipping)
 OUTPUT_OPTIONS = ("url", "output", "csv", "out", "report")
-_INPUT_ONLY = {"select": {"url"}, "info": {"url"}, "evaluate": {"url"}}
+_INPUT_ONLY = {"select": {"url"}, "info": {"url"}, "evaluate": {"url"}, "verify": {"url"}}
 
 
 @dataclass
@@ -89,7 +105,14 @@ def load_config(path: str | os.PathLike) -> Pipeline:
     if not isinstance(cfg, dict) or not isinstance(cfg.get("steps"), list) or not cfg["steps"]:
         raise ParameterError(f"{path}: expected a mapping with a non-empty list 'steps' "
                              "(see examples/pipeline.yaml)")
-    from fsdask.cli import SUBCOMMANDS
+    from fsdask.commands import COMMANDS as SUBCOMMANDS
+    unknown = sorted(set(cfg) - TOP_LEVEL_KEYS)
+    if unknown:
+        import difflib
+        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, TOP_LEVEL_KEYS, 1))
+                 else repr(k) for k in unknown]
+        raise ParameterError(f"{path}: unknown top-level key(s) {', '.join(hints)}; "
+                             f"valid: {', '.join(sorted(TOP_LEVEL_KEYS))}")
     steps: list[Step] = []
     for i, raw in enumerate(cfg["steps"], 1):
         if not isinstance(raw, dict):
@@ -111,68 +134,93 @@ def load_config(path: str | os.PathLike) -> Pipeline:
         if any(s.name == name for s in steps):
             raise ParameterError(f"{path}: two steps are named {name!r}; step names must be unique")
         steps.append(Step(name, command, options))
-    defaults = {k: cfg[k] for k in ("scheduler", "storage_options", "memory_limit") if k in cfg}
+    defaults = {k: cfg[k] for k in ("scheduler", "storage_options", "memory_limit", "history_top_k") if k in cfg}
+    top_k = defaults.get("history_top_k", 20)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ParameterError(f"{path}: history_top_k must be a whole number ≥ 1; got {top_k!r}")
     state = cfg.get("state") or os.path.splitext(os.path.basename(path))[0] + ".state.json"
     state_path = os.path.join(os.path.dirname(path), str(state))
     return Pipeline(path, steps, defaults, state_path)
 
 
-def _argv(step: Step, sub: argparse.ArgumentParser, defaults: dict[str, Any]) -> list[str]:
-    """Turn a step's options into the argv of its subcommand (checked by the real parser)."""
-    actions = {a.dest: a for a in sub._actions if a.dest not in ("help",)}
-    opts = dict(step.options)
-    if "scheduler" in actions and "scheduler" not in opts and "scheduler" in defaults:
-        opts["scheduler"] = defaults["scheduler"]
-    if "memory_limit" in actions and "memory_limit" not in opts and "memory_limit" in defaults:
-        opts["memory_limit"] = defaults["memory_limit"]
-    if "storage_option" in actions and "storage_options" in defaults:
-        merged = dict(defaults["storage_options"] or {})
-        merged.update(opts.pop("storage_option", None) or opts.pop("storage_options", None) or {})
-        opts["storage_option"] = merged
-    elif "storage_options" in opts:
-        opts["storage_option"] = opts.pop("storage_options")
-    positional, optional = [], []
-    for a in sub._actions:
-        if not a.option_strings and a.dest in opts:
-            positional.append(str(opts.pop(a.dest)))
-        elif not a.option_strings and a.dest != "help" and a.required is not False:
-            raise ParameterError(f"step {step.name!r} ({step.command}): missing option {a.dest!r}")
-    for key, value in opts.items():
-        a = actions.get(key.replace("-", "_"))
-        if a is None or not a.option_strings:
-            valid = sorted(d for d, x in actions.items() if x.option_strings)
-            raise ParameterError(f"step {step.name!r} ({step.command}): unknown option {key!r}; "
-                                 f"valid: {', '.join(valid)}")
-        flag = next((s for s in a.option_strings if s.startswith("--")), a.option_strings[0])
-        if isinstance(a, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
-            if bool(value) == isinstance(a, argparse._StoreTrueAction):
-                optional.append(flag)
-        elif isinstance(a, argparse._AppendAction):
-            items = value.items() if isinstance(value, dict) else [(None, v) for v in (value or [])]
-            for k, v in items:
-                text = v if isinstance(v, str) else yaml.safe_dump(v, default_flow_style=True).strip()
-                text = text.removesuffix("\n...").strip()
-                optional += [flag, text if k is None else f"{k}={text}"]
-        elif value is not None:
-            optional += [flag, str(value)]
-    return optional + ["--"] + positional if positional else optional
-
-
-def _read_state(path: str) -> dict:
+def _function(command: str):
     try:
-        with open(path) as fh:
-            state = json.load(fh)
-        return state if isinstance(state, dict) and isinstance(state.get("steps"), dict) else {"steps": {}}
-    except (OSError, ValueError):
-        return {"steps": {}}
+        module = importlib.import_module(f"fsdask.commands.{command}")
+    except ModuleNotFoundError:
+        return None
+    return getattr(module, command, None)
+
+
+def _as_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ParameterError(f"{where}: expected true or false; got {value!r}")
+
+
+def _kwargs(step: Step, func, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The step's options as keyword arguments of the command's function, checked against it."""
+    sig = inspect.signature(func)
+    params = {n: p for n, p in sig.parameters.items() if n != "stdout"}
+    kwargs: dict[str, Any] = {}
+    for key, value in step.options.items():
+        name = key.replace("-", "_")
+        if name in _NEGATED:
+            name, value = _NEGATED[name], not _as_bool(value, f"step {step.name!r}: {key}")
+        name = _ALIASES.get(name, name)
+        if name not in params:
+            raise ParameterError(f"step {step.name!r} ({step.command}): unknown option {key!r}; "
+                                 f"valid: {', '.join(sorted(params))}")
+        if isinstance(params[name].default, bool):
+            value = _as_bool(value, f"step {step.name!r} ({step.command}): option {key!r}")
+        kwargs[name] = value
+    from fsdask.commands import parse_kv
+    for name, what in (("params", "param"), ("storage_options", "storage_option")):
+        if isinstance(kwargs.get(name), list):  # the command-line form: [KEY=VALUE, …]
+            kwargs[name] = parse_kv([str(v) for v in kwargs[name]], what)
+    if "params" in kwargs and not isinstance(kwargs["params"], dict):
+        raise ParameterError(f"step {step.name!r}: 'param' must be a mapping like {{n_features_to_select: 50}}")
+    for name in ("scheduler", "memory_limit"):
+        if name in params and name not in kwargs and name in defaults:
+            kwargs[name] = defaults[name]
+    if "storage_options" in params:
+        merged = dict(defaults.get("storage_options") or {})
+        merged.update(kwargs.get("storage_options") or {})
+        kwargs["storage_options"] = merged
+    if "overwrite" in params and "overwrite" not in kwargs:
+        kwargs["overwrite"] = True   # a re-run step replaces its own earlier output
+    missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in kwargs]
+    if missing:
+        raise ParameterError(f"step {step.name!r} ({step.command}): missing option(s) {', '.join(map(repr, missing))}")
+    return kwargs
+
+
+def _describe(step: Step, kwargs: dict[str, Any]) -> str:
+    """The step as a redacted one-liner for the log."""
+    from fsdask.io.secrets import redact, redact_options
+    shown = {k: (redact_options(v) if k == "storage_options" else v) for k, v in kwargs.items()
+             if not (k == "storage_options" and not v)}
+    return redact(f"fsdask {step.command} " + " ".join(f"{k}={v}" for k, v in shown.items()))
 
 
 def _write_state(path: str, state: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    from fsdask.errors import StoreError
+    from fsdask.io.secrets import redact
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(state, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(tmp, "w") as fh:
+            fh.write(redact(json.dumps(state, indent=1, sort_keys=True)))
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise StoreError(f"{path}: cannot write the pipeline state ({exc.strerror or exc}); make the folder "
+                         "writable or set `state:` in the config to a writable path") from None
 
 
 def _exists(target: str, storage_options: dict | None) -> bool:
@@ -201,64 +249,54 @@ class StepFailed(FsdaskError):
         self.exit_code = exit_code
 
 
-def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None) -> dict[str, str]:
+def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None,
+                 log_json: str | os.PathLike | None = None, defaults: dict | None = None) -> dict[str, str]:
     """Run (or resume) the pipeline in ``config``; return {step name: "ran" | "skipped"}.
 
-    Raises :class:`StepFailed` (one-line message naming the step) when a step fails.
+    ``log_json``: append JSON-lines events to this file; ``defaults``: override the config's
+    ``scheduler`` / ``memory_limit`` (e.g. sized from a batch allocation).  Raises
+    :class:`StepFailed` (one-line message naming the step; ``exit_code`` 75 when another run
+    holds the lock) when a step fails.
     """
-    from fsdask.cli import build_parser
+    from fsdask.io.secrets import redact, register
+    from fsdask.pipeline.lock import Locked
+    from fsdask.pipeline.session import Session
     out = out or sys.stdout
-    pipe = load_config(config)
-    parser = build_parser()
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    state = {"steps": {}} if restart else _read_state(pipe.state_path)
-    state["config"] = pipe.path
-    so = pipe.defaults.get("storage_options") or None
-    summary: dict[str, str] = {}
-    rerun_rest = False
-    with _cwd(os.path.dirname(pipe.path)):
-        for i, step in enumerate(pipe.steps, 1):
-            if step.command not in subparsers.choices:
+    night = Session(config, restart=restart, out=out, log_json=log_json, defaults=defaults)
+    try:
+        night.open()
+    except Locked as exc:
+        raise StepFailed(str(exc), exit_code=exc.exit_code) from None
+    with night, _cwd(os.path.dirname(night.pipe.path)):
+        pipe = night.pipe
+        register(pipe.defaults.get("storage_options"))
+        for step in pipe.steps:
+            register(step.options.get("storage_options") or step.options.get("storage_option"),
+                     *(str(v) for v in step.options.values() if isinstance(v, str)))
+        calls = []
+        for i, step in enumerate(pipe.steps, 1):  # every step's options are checked before any runs
+            func = _function(step.command)
+            if func is None:
                 raise StepFailed(f"step {i} ({step.name}): the command '{step.command}' is not available "
                                  "in this installation")
-            sub = subparsers.choices[step.command]
-            argv = [step.command, *_argv(step, sub, pipe.defaults)]
-            done = state["steps"].get(step.name)
-            if (not rerun_rest and done and done.get("digest") == step.digest()
-                    and all(_exists(o, so) for o in step.outputs())):
-                print(f"[{i}/{len(pipe.steps)}] {step.name}: done in an earlier run "
-                      f"({done.get('finished', '?')}) — skipped", file=out, flush=True)
-                summary[step.name] = "skipped"
+            calls.append((func, _kwargs(step, func, pipe.defaults)))
+        night.preflight()
+        _write_state(pipe.state_path, night.state)   # an unwritable state file stops the run before any step
+        for i, (step, (func, kwargs)) in enumerate(zip(pipe.steps, calls), 1):
+            if night.skip(i, step):
                 continue
-            rerun_rest = True
-            state["steps"].pop(step.name, None)
-            _write_state(pipe.state_path, state)
-            print(f"[{i}/{len(pipe.steps)}] {step.name}: fsdask {' '.join(a for a in argv if a != '--')}",
-                  file=out, flush=True)
-            t0 = time.perf_counter()
+            night.start(i, step, shown=_describe(step, kwargs))
             try:
-                args = parser.parse_args(argv)
-            except SystemExit:
-                raise StepFailed(f"step {i} ({step.name}): invalid options for `fsdask {step.command}` "
-                                 "(see the argparse message above)") from None
-            try:
-                rc = int(args._run(args) or 0)
+                with night.capture():
+                    func(**kwargs, stdout=out)
             except FsdaskError as exc:
-                raise StepFailed(f"step {i} ({step.name}) failed: {exc}") from None
+                raise StepFailed(redact(f"step {i} ({step.name}) failed: {exc}")) from None
             except KeyboardInterrupt:
                 raise
             except Exception as exc:
                 msg = str(exc).splitlines()[0] if str(exc) else ""
-                raise StepFailed(f"step {i} ({step.name}) failed unexpectedly: {type(exc).__name__}: {msg}",
+                raise StepFailed(redact(f"step {i} ({step.name}) failed unexpectedly: {type(exc).__name__}: {msg}"),
                                  exit_code=1) from exc
-            if rc != 0:
-                raise StepFailed(f"step {i} ({step.name}): `fsdask {step.command}` exited with status {rc}", rc)
-            state["steps"][step.name] = {
-                "digest": step.digest(), "command": step.command, "outputs": step.outputs(),
-                "seconds": round(time.perf_counter() - t0, 3),
-                "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-            _write_state(pipe.state_path, state)
-            summary[step.name] = "ran"
-    state["completed"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    _write_state(pipe.state_path, state)
-    return summary
+            night.done(i, step)
+        night.complete()
+    return night.summary

@@ -1,0 +1,465 @@
+"""The execution seam: where an array lives and how often the big matrix is swept.
+
+Methods ask this module three questions instead of deciding them with dask themselves:
+
+* **in memory or chunked?**  :meth:`Execution.fits` and :meth:`Execution.hold` compare a
+  size with ONE memory budget, the dask config key ``fsdask.memory-budget`` (default
+  ``1GiB``, registered by :mod:`fsdask._config` from ``fsdask/fsdask.yaml``); a call's
+  ``memory_budget=`` overrides it, and so does ``dask.config.set`` around the call;
+* **persist or recompute?**  :meth:`Execution.operator` wraps a matrix derived column by
+  column from X (N × J) as a linear operator that is held in memory, persisted chunked
+  like X, or recomputed from X at every product;
+* **how many passes over X?**  every sweep of a dask graph that reads X goes through
+  :meth:`Execution.compute`, :meth:`Execution.persist`, :meth:`Execution.hold`,
+  :meth:`Execution.map_columns` or :meth:`Execution.sum_columns` and is counted in
+  :attr:`Execution.passes` (sweeps over in-memory columns read no storage and are not).
+
+The two places an array can live implement one small interface, :class:`ArrayBackend`
+(the habit of xarray's ``ChunkManagerEntrypoint``: algorithms talk to the interface, not to
+dask).  :class:`NumpyBackend` sweeps in-memory columns in fixed slices of ``SLICE``
+columns on a thread pool — the numba kernels release the GIL, and fixed slices keep every
+result independent of the number of threads; :class:`DaskBackend` maps and tree-sums over
+feature blocks with :mod:`fsdask.linalg.reductions`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import numbers
+import os
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Sequence
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.utils import parse_bytes
+
+import fsdask._config  # noqa: F401  (registers the default of fsdask.memory-budget)
+from fsdask.errors import ParameterError
+from fsdask.linalg.reductions import map_features, sum_over_blocks
+
+#: the dask config key of the memory budget
+CONFIG_KEY = "fsdask.memory-budget"
+#: columns per task when in-memory columns are swept (fixed: results do not depend on threads)
+SLICE = 2048
+#: copies of a tree-summed k × k result alive at once — the ``split_every`` (8) partial sums
+#: one tree node adds — what a Gram of that size costs, in units of k²·8 bytes
+TREE_SUM_COPIES = 8
+
+
+def memory_budget(override: Any = None) -> int:
+    """The memory budget in bytes: ``override`` if given, else dask config ``fsdask.memory-budget``.
+
+    Parameters
+    ----------
+    override : int, float, str or None
+        Bytes (``2**30``, ``2e9``) or a size string (``"512MiB"``); ``None`` reads the config.
+
+    Returns
+    -------
+    int
+        The budget, ≥ 0.  0 sends every decision to the chunked (dask) path.
+    """
+    value = dask.config.get(CONFIG_KEY) if override is None else override
+    where = "memory_budget" if override is not None else f"dask config {CONFIG_KEY!r}"
+    try:
+        nbytes = parse_bytes(value) if isinstance(value, str) else value
+    except (ValueError, TypeError):
+        nbytes = None
+    if (
+        isinstance(nbytes, bool)
+        or not isinstance(nbytes, numbers.Real)
+        or not math.isfinite(nbytes)
+        or nbytes < 0
+    ):
+        raise ParameterError(
+            f"{where}={value!r} is not a size; use a number of bytes ≥ 0 "
+            "(e.g. 2**30) or a string such as '1GiB'"
+        )
+    return int(nbytes)
+
+
+_budget_bytes = memory_budget
+
+
+def fits(nbytes: float, budget: Any = None, copies: int = 1) -> bool:
+    """Whether ``copies`` arrays of ``nbytes`` each fit the memory budget (:func:`memory_budget`)."""
+    return copies * float(nbytes) <= memory_budget(budget)
+
+
+# --------------------------------------------------------------------------- backends
+class ArrayBackend(ABC):
+    """How one kind of array (N × J, samples × features) is swept column block by block.
+
+    ``fn(x_b, *v_b)`` receives a block of columns and the matching slices of ``vectors``
+    (arrays whose last axis is the feature axis, length J).
+    """
+
+    name: str
+
+    @abstractmethod
+    def owns(self, x: Any) -> bool:
+        """Whether ``x`` is an array of this backend."""
+
+    @abstractmethod
+    def map_columns(
+        self,
+        fn: Callable[..., np.ndarray],
+        x: Any,
+        *vectors: np.ndarray,
+        out_rows: int | None = None,
+        dtype: Any = np.float64,
+    ) -> np.ndarray:
+        """``[fn(x_b, *v_b)]_b`` joined along the feature axis: (J,) or (out_rows, J), in memory."""
+
+    @abstractmethod
+    def sum_columns(
+        self, fn: Callable[..., np.ndarray], x: Any, *vectors: np.ndarray, shape: Sequence[int]
+    ) -> np.ndarray:
+        """``Σ_b fn(x_b, *v_b)`` (float64 of ``shape``), in memory."""
+
+    @abstractmethod
+    def take_columns(self, x: Any, idx: np.ndarray) -> Any:
+        """The columns ``idx`` of x, same backend (lazy for dask)."""
+
+    @abstractmethod
+    def gather(self, x: Any) -> np.ndarray:
+        """x as a contiguous NumPy array."""
+
+
+class NumpyBackend(ArrayBackend):
+    """In-memory arrays: fixed column slices on a thread pool."""
+
+    name = "numpy"
+
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, np.ndarray)
+
+    @staticmethod
+    def _slices(J: int) -> list[tuple[int, int]]:
+        return [(j0, min(J, j0 + SLICE)) for j0 in range(0, J, SLICE)]
+
+    def _run(
+        self, fn: Callable[..., np.ndarray], x: np.ndarray, vectors: Sequence[np.ndarray]
+    ) -> list:
+        parts = self._slices(x.shape[1])
+
+        def one(j):
+            j0, j1 = j
+            return fn(x[:, j0:j1], *(v[..., j0:j1] for v in vectors))
+
+        if len(parts) <= 1:
+            return [one(p) for p in parts]
+        with cf.ThreadPoolExecutor(max_workers=min(len(parts), os.cpu_count() or 1)) as ex:
+            return list(ex.map(one, parts))
+
+    def map_columns(self, fn, x, *vectors, out_rows=None, dtype=np.float64):
+        parts = self._run(fn, x, vectors)
+        if not parts:
+            return np.zeros((0,) if out_rows is None else (out_rows, 0), dtype=dtype)
+        return np.concatenate(parts, axis=-1)
+
+    def sum_columns(self, fn, x, *vectors, shape):
+        parts = self._run(fn, x, vectors)
+        total = np.zeros(tuple(shape))
+        for p in parts:
+            total += p
+        return total
+
+    def take_columns(self, x, idx):
+        return x if idx.size == x.shape[1] else np.ascontiguousarray(x[:, idx])
+
+    def gather(self, x):
+        return np.ascontiguousarray(x)
+
+
+class DaskBackend(ArrayBackend):
+    """Dask arrays chunked (all samples, feature block): per-block maps and tree sums."""
+
+    name = "dask"
+
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, da.Array)
+
+    @staticmethod
+    def _aligned(x: da.Array, vectors: Sequence[np.ndarray]) -> list[da.Array]:
+        return [da.from_array(np.asarray(v), chunks=(*v.shape[:-1], x.chunks[1])) for v in vectors]
+
+    def map_columns(self, fn, x, *vectors, out_rows=None, dtype=np.float64):
+        return map_features(
+            fn, x, *self._aligned(x, vectors), out_rows=out_rows, dtype=dtype
+        ).compute()
+
+    def sum_columns(self, fn, x, *vectors, shape):
+        return sum_over_blocks(fn, x, *self._aligned(x, vectors), shape=shape).compute()
+
+    def take_columns(self, x, idx):
+        # keep X's block width: a fancy-indexed selection would otherwise come as one block
+        return x if idx.size == x.shape[1] else x[:, idx].rechunk({1: x.chunks[1][0]})
+
+    def gather(self, x):
+        return np.ascontiguousarray(x.compute())
+
+
+NUMPY = NumpyBackend()
+DASK = DaskBackend()
+_BACKENDS: tuple[ArrayBackend, ...] = (NUMPY, DASK)
+
+
+def backend_of(x: Any) -> ArrayBackend:
+    """The backend that owns ``x`` (NumPy or dask)."""
+    for b in _BACKENDS:
+        if b.owns(x):
+            return b
+    raise TypeError(f"no fsdask array backend for {type(x).__name__}; use a NumPy or dask array")
+
+
+# --------------------------------------------------------------------------- operators
+class LinearOperator(ABC):
+    """An N × J matrix Z seen through its products; ``passes`` counts sweeps over Z."""
+
+    passes: int
+
+    @property
+    @abstractmethod
+    def shape(self) -> tuple[int, int]: ...
+
+    @abstractmethod
+    def matvec(self, w: np.ndarray) -> np.ndarray:
+        """``Z w`` (N,)."""
+
+    @abstractmethod
+    def rmatvec(self, s: np.ndarray) -> np.ndarray:
+        """``sᵀ Z`` (J,)."""
+
+    @abstractmethod
+    def columns(self, idx: np.ndarray) -> np.ndarray:
+        """``Z[:, idx]`` as float64 NumPy (N × |idx|)."""
+
+
+class InMemoryOperator(LinearOperator):
+    """Z held in memory (NumPy); each product is one BLAS call."""
+
+    def __init__(self, Z: np.ndarray):
+        self.Z = Z
+        self.passes = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.Z.shape
+
+    def matvec(self, w):
+        self.passes += 1
+        return self.Z @ w
+
+    def rmatvec(self, s):
+        self.passes += 1
+        return s @ self.Z
+
+    def columns(self, idx):
+        return np.asarray(self.Z[:, idx], dtype=np.float64)
+
+
+class PersistedOperator(LinearOperator):
+    """Z persisted chunked like X (dask, N × J); each product is one sweep over its blocks."""
+
+    def __init__(self, Z: da.Array):
+        self.Z = Z
+        self.passes = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.Z.shape
+
+    def matvec(self, w):
+        self.passes += 1
+        return DASK.sum_columns(
+            lambda zb, wb: zb @ wb,
+            self.Z,
+            np.asarray(w, dtype=np.float64),
+            shape=(self.Z.shape[0],),
+        )
+
+    def rmatvec(self, s):
+        self.passes += 1
+        return DASK.map_columns(lambda zb: s @ zb, self.Z)
+
+    def columns(self, idx):
+        self.passes += 1
+        if idx.size == 0:
+            return np.zeros((self.Z.shape[0], 0))
+        return np.asarray(self.Z[:, idx].compute(), dtype=np.float64)
+
+
+class RecomputedOperator(LinearOperator):
+    """Z never stored: each product recomputes the columns it needs from X (a pass over X).
+
+    ``block(x_b)`` gives ``Z_b`` (float64) and ``rblock(s)`` a function ``x_b ↦ sᵀ Z_b`` that
+    does not form ``Z_b`` — worth it when ``rblock`` is much cheaper than storing N × J values.
+    """
+
+    def __init__(self, ex: Execution, X: da.Array, block: Callable, rblock: Callable):
+        self.ex, self.X, self.block, self.rblock = ex, X, block, rblock
+        self.passes = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.X.shape
+
+    def columns(self, idx):
+        self.passes += 1
+        if idx.size == 0:
+            return np.zeros((self.X.shape[0], 0))
+        return self.block(self.ex.hold(self.X, idx, force=True))
+
+    def matvec(self, w):
+        nz = np.flatnonzero(w)
+        return self.columns(nz) @ w[nz]
+
+    def rmatvec(self, s):
+        self.passes += 1
+        return self.ex.map_columns(self.rblock(s), self.X)
+
+
+# --------------------------------------------------------------------------- the plan
+class Execution:
+    """The decisions of one fit: the budget, where arrays live, and the passes over X.
+
+    Parameters
+    ----------
+    memory_budget : int, float, str or None
+        Bytes a method may hold in memory; ``None`` reads ``fsdask.memory-budget``.
+
+    Attributes
+    ----------
+    budget : int
+        The budget in bytes.
+    passes : int
+        Sweeps so far of dask graphs that read X.
+    """
+
+    def __init__(self, memory_budget: Any = None):
+        self.budget = _budget_bytes(memory_budget)
+        self.passes = 0
+
+    def fits(self, nbytes: float, copies: int = 1) -> bool:
+        """Whether ``copies`` arrays of ``nbytes`` each fit the budget."""
+        return copies * float(nbytes) <= self.budget
+
+    def rows_per_chunk(self, row_bytes: float) -> int:
+        """Rows per chunk of a row-chunked array whose rows take ``row_bytes`` each: a chunk
+        holds at most min(budget, dask's ``array.chunk-size``) bytes, and at least one row."""
+        cap = min(self.budget, parse_bytes(dask.config.get("array.chunk-size")))
+        return max(1, int(cap // max(float(row_bytes), 1.0)))
+
+    def compute(self, *arrays: Any) -> tuple:
+        """``dask.compute(*arrays)``, counted as one pass (the arrays share their reads of X)."""
+        self.passes += 1
+        return dask.compute(*arrays)
+
+    def persist(self, *arrays: Any) -> tuple:
+        """``dask.persist(*arrays)``, counted as one pass."""
+        self.passes += 1
+        return dask.persist(*arrays)
+
+    def hold(
+        self, X: Any, idx: np.ndarray | None = None, force: bool = False
+    ) -> np.ndarray | da.Array:
+        """X's columns ``idx`` (all if None): in memory when N·|idx|·8 bytes fit the budget
+        (or ``force``) — one pass over X — else lazy, chunked like X.
+
+        Parameters
+        ----------
+        X : ndarray or dask array, N × J
+        idx : int array of column indices, or None
+        force : gather even above the budget (a small selection the caller knows is small)
+
+        Returns
+        -------
+        ndarray (N × |idx|, contiguous) or dask array (N × |idx|, X's block width)
+        """
+        b = backend_of(X)
+        idx = np.arange(X.shape[1]) if idx is None else np.asarray(idx, dtype=np.int64)
+        cols = b.take_columns(X, idx)
+        if b is NUMPY:
+            return cols
+        if force or self.fits(X.shape[0] * idx.size * 8):
+            self.passes += 1
+            return b.gather(cols)
+        return cols
+
+    def map_columns(
+        self,
+        fn: Callable[..., np.ndarray],
+        x: Any,
+        *vectors: np.ndarray,
+        out_rows: int | None = None,
+        dtype: Any = np.float64,
+    ) -> np.ndarray:
+        """``[fn(x_b, *v_b)]_b`` joined along features, in memory; one pass if x is chunked.
+
+        Parameters
+        ----------
+        fn : callable ``(x_b, *v_b) -> (J_b,) or (out_rows, J_b)``
+        x : ndarray or dask array, N × J (dask: chunked as (all samples, feature block))
+        vectors : ndarrays whose last axis has length J, sliced like x's columns
+
+        Returns
+        -------
+        ndarray (J,) or (out_rows, J).  Memory: the output only (blocks are streamed).
+        """
+        b = backend_of(x)
+        if b is not NUMPY:
+            self.passes += 1
+        return b.map_columns(fn, x, *vectors, out_rows=out_rows, dtype=dtype)
+
+    def sum_columns(
+        self, fn: Callable[..., np.ndarray], x: Any, *vectors: np.ndarray, shape: Sequence[int]
+    ) -> np.ndarray:
+        """``Σ_b fn(x_b, *v_b)`` in memory; one pass if x is chunked.
+
+        Returns
+        -------
+        ndarray of ``shape``, float64.  Memory: about ``TREE_SUM_COPIES`` arrays of ``shape``
+        (the tree-sum's partial results).
+        """
+        b = backend_of(x)
+        if b is not NUMPY:
+            self.passes += 1
+        return b.sum_columns(fn, x, *vectors, shape=shape)
+
+    def operator(
+        self,
+        block: Callable[[np.ndarray], np.ndarray],
+        x: Any,
+        *,
+        dtype: Any = np.float64,
+        rblock: Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]] | None = None,
+        recompute: bool = False,
+    ) -> LinearOperator:
+        """The N × J matrix ``Z = [block(x_b)]_b`` as a :class:`LinearOperator`.
+
+        In memory (one sweep over x) when x is in memory; else recomputed from x at every
+        product when ``recompute`` and ``rblock`` are given (the caller knows a product is
+        cheaper than storing Z); else persisted chunked like x (one pass over X, then every
+        product sweeps Z only).  Z is stored in ``dtype``.
+        """
+        b = backend_of(x)
+        if b is NUMPY:
+            return InMemoryOperator(
+                self.map_columns(
+                    lambda xb: block(xb).astype(dtype, copy=False),
+                    x,
+                    out_rows=x.shape[0],
+                    dtype=dtype,
+                )
+            )
+        if recompute and rblock is not None:
+            return RecomputedOperator(self, x, block, rblock)
+        Z = map_features(
+            lambda xb: block(xb).astype(dtype, copy=False), x, out_rows=x.shape[0], dtype=dtype
+        )
+        (Z,) = self.persist(Z)
+        return PersistedOperator(Z)

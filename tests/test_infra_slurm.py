@@ -53,13 +53,13 @@ def test_scancel_of_one_worker_job_mid_run_still_completes(slurm, store, tmp_pat
     what was lost and the fit completes with the undisturbed result (jobqueue does not
     resubmit the job; one worker is enough)."""
     ds = fsdask.open_dataset(store)
-    reference = fsdask.Logo(memory_bytes=0, max_iter=5).fit(ds).result_["weight"].values
+    reference = fsdask.Logo(max_iter=5).fit(ds).result_["weight"].values
     conf = slurm.jobqueue_yaml(tmp_path / "slurm.yaml", jobs=2)
     with scheduler(str(conf)) as client:
         client.wait_for_workers(2, timeout=120)
         jobs = [j.job_id for j in client.cluster.workers.values()]
         out: dict = {}
-        fit = threading.Thread(target=lambda: out.update(w=fsdask.Logo(memory_bytes=0, max_iter=5).fit(ds).result_))
+        fit = threading.Thread(target=lambda: out.update(w=fsdask.Logo(max_iter=5).fit(ds).result_))
         fit.start()
         deadline = time.monotonic() + 120
         while not client.run_on_scheduler(lambda dask_scheduler: sum(

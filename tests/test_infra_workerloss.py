@@ -24,6 +24,7 @@ METHODS = {
     "qalpha": lambda: fsdask.QAlpha(random_state=0, max_iter=8),
     "logo": lambda: fsdask.Logo(max_iter=5),
     "hsic": lambda: fsdask.SparseHSIC(n_features_to_select=5),
+    "cpfs": lambda: fsdask.CPFS(n_features_to_select=5),
 }
 
 

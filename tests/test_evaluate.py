@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import re
 
 import dask
 import dask.array as da
@@ -236,7 +237,8 @@ def test_examples_common(monkeypatch, tmp_path, capsys):
                                 [["ttest", 0.0417, "1–5 errors"]], notes=["a note"])
     text = path.read_text()
     assert path == tmp_path / "results" / "demo.md"
-    assert text.startswith("# A title") and "Produced by `python" in text and "UTC" in text
+    assert text.startswith("# A title") and "\n- command: python" in text and "UTC" in text
+    assert re.search(r"\n- commit: [0-9a-f]{40}", text) and "\n- protocol: " in text
     assert "| ttest | 0.0417 | 1–5 errors |" in text and "* a note" in text
     monkeypatch.setenv("FSDASK_SHARED_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(SystemExit) as exc:

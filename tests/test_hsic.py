@@ -97,7 +97,7 @@ def test_estimator_matches_dense_on_any_chunking(rng, chunk, dense_A):
     A = ref.hsic_A(X, ref.class_delta(y))
     rho = 2e-5
     M, N, u, sigma, v, trace = ref.sparse_pm(A, 1.1, rho)
-    est = fsdask.SparseHSIC(rho=rho, memory_budget=2**30 if dense_A else 600, rho_grid=None)
+    est = fsdask.SparseHSIC(rho=rho, standardize=False, memory_budget=2**30 if dense_A else 600, rho_grid=None)
     est.fit(da.from_array(X, chunks=(30, chunk)), y)
     np.testing.assert_array_equal(est.get_support(indices=True), M)
     np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -116,7 +116,7 @@ def test_estimator_on_cluster_and_threads(rng, cluster):
     for sched, dense_A in (("threads", False), (cluster, True), (cluster, False)):
         if True:
             with dask.config.set(scheduler=sched):
-                est = fsdask.SparseHSIC(rho=2e-5, memory_budget=2**30 if dense_A else 600,
+                est = fsdask.SparseHSIC(rho=2e-5, standardize=False, memory_budget=2**30 if dense_A else 600,
                                         rho_grid=None).fit(Xd, y)
             np.testing.assert_array_equal(est.get_support(indices=True), M)
             np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -130,7 +130,7 @@ def test_responses_continuous_multivariate_rbf_standardize(rng):
     ys = (y - y.mean()) / y.std(ddof=1)
     A = ref.hsic_A(X, ys[None, :])
     M = ref.sparse_pm(A, 1.1, 0.05)[0]
-    est = fsdask.SparseHSIC(rho=0.05).fit(X, y)
+    est = fsdask.SparseHSIC(rho=0.05, standardize=False).fit(X, y)
     assert est.response_ == "continuous"
     np.testing.assert_array_equal(est.get_support(indices=True), M)
     np.testing.assert_allclose(est.hsic_A_, A, atol=1e-12)
@@ -138,7 +138,7 @@ def test_responses_continuous_multivariate_rbf_standardize(rng):
     # multivariate: standardised columns of Y
     Y = np.c_[y, X[:, 11] + 0.1 * rng.standard_normal(n)]
     Ys = (Y - Y.mean(0)) / Y.std(0, ddof=1)
-    est = fsdask.SparseHSIC(rho=0.01).fit(X, Y)
+    est = fsdask.SparseHSIC(rho=0.01, standardize=False).fit(X, Y)
     assert est.response_ == "multivariate"
     np.testing.assert_allclose(est.hsic_A_, ref.hsic_A(X, Ys.T), atol=1e-12)
     # standardize=True: A of the standardised features
@@ -190,7 +190,7 @@ def test_n_features_to_select_rho_path_and_result(rng):
 
 def test_r1d_union_and_components(rng):
     X, y = _problem(rng, n=45, p=60, classes=3)
-    est = fsdask.SparseHSIC(rho=4e-5, n_components=3).fit(X, y)
+    est = fsdask.SparseHSIC(rho=4e-5, n_components=3, standardize=False).fit(X, y)
     comp = est.result_["selected_by_component"].values
     assert est.components_.shape == (est.n_components_, 60)
     sup = est.get_support()

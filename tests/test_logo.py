@@ -37,6 +37,7 @@ def three_class():
 
 def _fit(X, y, chunks=10, **kw):
     kw.setdefault("sigma", 3.0)
+    kw.setdefault("standardize", False)  # the paper's Algorithm 1, as the dense reference
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return Logo(**kw).fit(da.from_array(X, chunks=(-1, chunks)), y)

@@ -501,9 +501,11 @@ class SparseHSIC(SelectorMixin):
         How Δ is built from y (see :func:`response_factor`); "auto" picks from the dtype.
     n_features_to_select : int, float in (0, 1) or None
         If given, ρ is bisected to select this many features (:func:`rho_for_k`).
-    standardize : bool, default False
-        Divide each feature by its standard deviation (A row-scaled, same pass); by default
-        features are only centred, by H.
+    standardize : bool, default True
+        Divide each feature by its standard deviation (A row-scaled, same pass): with the
+        linear kernel A_i is a covariance, so on raw data a high-variance noise feature
+        outranks a relevant one.  ``False`` is the thesis' exact behaviour (features only
+        centred, by H).
     kernel_rank, kernel_width : for ``response="rbf"``.
     max_iter, tol : SparsePM stopping.
     memory_budget : int, str or None
@@ -534,7 +536,7 @@ class SparseHSIC(SelectorMixin):
 
     def __init__(self, gamma: float = 1.1, rho: float = 0.015, n_components: int = 1,
                  response: Response = "auto", n_features_to_select: int | float | None = None,
-                 standardize: bool = False, kernel_rank: int | None = None, kernel_width: float | None = None,
+                 standardize: bool = True, kernel_rank: int | None = None, kernel_width: float | None = None,
                  max_iter: int = 200, tol: float = 1e-12, memory_budget: Any = None,
                  rho_grid: Any = "auto", on_constant: str = "drop"):
         self.gamma = gamma

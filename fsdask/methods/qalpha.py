@@ -631,8 +631,10 @@ class QAlpha(SelectorMixin):
                 converged = True
                 break
         if not converged:
-            warnings.warn(f"Q-α stopped at max_iter={max_iter} before ‖Δα‖ < tol={self.tol}; "
-                          "converged_ is False", ConvergenceWarning, stacklevel=4)
+            warnings.warn(f"Q-α stopped at max_iter={max_iter} with ‖Δα‖ = {change:.2g} ≥ tol={self.tol} "
+                          "(converged_ is False); try a larger max_iter or tol — the ranking often settles "
+                          "long before ‖Δα‖ does (compare scores_ of two max_iter)", ConvergenceWarning,
+                          stacklevel=4)
         return alpha_prev, r, converged
 
     def _fit_unsupervised(self, X: da.Array) -> FitOutput:

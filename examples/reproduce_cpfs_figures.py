@@ -62,7 +62,7 @@ def make(method: str, q: int):
     if method == "PFA":
         return fsdask.PFA(n_features_to_select=q, n_init=10, random_state=0)
     if method == "variance":
-        return fsdask.Filter(score="variance", n_features_to_select=q)
+        return fsdask.Filter(statistic="variance", n_features_to_select=q)
     return getattr(fsdask, method)(n_features_to_select=q)
 
 

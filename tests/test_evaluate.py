@@ -169,7 +169,7 @@ def test_evaluate_result_and_mismatch(rng):
     import fsdask
     X, y, rel = _planted(rng, n=30, p=60)
     da_ = xr.DataArray(X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(60)]})
-    result = fsdask.Filter(score="ttest").fit(da_, y).result_
+    result = fsdask.Filter(statistic="ttest").fit(da_, y).result_
     r = evaluate_result(da_, y, result, protocol="kfold", n_splits=5, n_features=5)
     assert r.selection == "once" and r.method == "ttest" and "ONCE" in r.label
     other = da_.assign_coords(feature=[f"h{i}" for i in range(60)])

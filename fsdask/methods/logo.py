@@ -40,13 +40,24 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from scipy.optimize import minimize
+from sklearn.utils._param_validation import StrOptions
 
-from fsdask._validation import check_scalar
-from fsdask.base import FitOutput, SelectorMixin
-from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.linalg.absdiff import (_SPARSE_DENSITY, DROP_BELOW, pi_weighted_absdiff, weighted_absdiff_sum,
-                                   weighted_manhattan)
-from fsdask.linalg.execution import Execution, InMemoryOperator, LinearOperator, backend_of, memory_budget
+from fsdask._validation import Int, Real
+from fsdask.base import FitOutput, Selector
+from fsdask.errors import ConvergenceWarning, InputError
+from fsdask.linalg.absdiff import (
+    _SPARSE_DENSITY,
+    DROP_BELOW,
+    pi_weighted_absdiff,
+    weighted_absdiff_sum,
+    weighted_manhattan,
+)
+from fsdask.linalg.execution import (
+    Execution,
+    InMemoryOperator,
+    LinearOperator,
+    backend_of,
+)
 
 log = logging.getLogger("fsdask")
 
@@ -209,7 +220,7 @@ _WS_MIN = 2048
 
 
 # --------------------------------------------------------------------------- the estimator
-class Logo(SelectorMixin):
+class Logo(Selector):
     """Local-learning feature weighting for high-dimensional data (Sun et al., TPAMI 2010).
 
     Parameters
@@ -243,6 +254,24 @@ class Logo(SelectorMixin):
     requires_y = True
     y_task = "classification"
     min_samples = 3
+    _parameter_constraints: dict = {
+        "sigma": [Real(0, None, closed="neither")],
+        "lam": [Real(0, None)],
+        "theta": [Real(0, None, closed="neither")],
+        "max_iter": [Int(1)],
+        "solver": [StrOptions(set(SOLVERS))],
+        "n_features_to_select": [Int(1), Real(0, 1, closed="neither"), None],
+        "elim_tol": [Real(0, None)],
+        "eliminate": ["boolean"],
+        "certify": ["boolean"],
+        "standardize": ["boolean"],
+        "kkt_tol": [Real(0, None)],
+        "inner_tol": [Real(0, None, closed="neither")],
+        "inner_max_iter": [Int(1)],
+        "support_threshold": [Real(0, 1)],
+        "memory_budget": [Real(0, None), str, None],
+        "on_constant": [StrOptions({"drop", "error"})],
+    }
 
     def __init__(self, sigma: float = 2.0, lam: float = 1.0, theta: float = 0.01, max_iter: int = 30,
                  solver: str = "lbfgs", n_features_to_select: Any = None, elim_tol: float = 1e-8,
@@ -265,24 +294,6 @@ class Logo(SelectorMixin):
         self.memory_budget = memory_budget
         self.on_constant = on_constant
         self.standardize = standardize
-
-    # ---- validation
-    def _validate_params(self) -> None:
-        check_scalar(self.sigma, "sigma (kernel width σ)", low=0.0, include_low=False)
-        check_scalar(self.lam, "lam (regularisation λ)", low=0.0)
-        check_scalar(self.theta, "theta (stop criterion θ)", low=0.0, include_low=False)
-        check_scalar(self.max_iter, "max_iter", kind=int, low=1)
-        check_scalar(self.elim_tol, "elim_tol", low=0.0)
-        check_scalar(self.kkt_tol, "kkt_tol", low=0.0)
-        check_scalar(self.inner_tol, "inner_tol", low=0.0, include_low=False)
-        check_scalar(self.inner_max_iter, "inner_max_iter", kind=int, low=1)
-        check_scalar(self.support_threshold, "support_threshold", low=0.0, high=1.0)
-        memory_budget(self.memory_budget)
-        if self.solver not in SOLVERS:
-            raise ParameterError(f"solver={self.solver!r}; choose 'lbfgs' (L-BFGS-B on w ≥ 0) or 'gd' "
-                                 "(the paper's v² gradient descent, eq. 10)")
-        if self.on_constant not in ("drop", "error"):
-            raise ParameterError(f"on_constant={self.on_constant!r}; choose 'drop' or 'error'")
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:
         """The paper's rule (§4.2): weights normalised to max 1, keep those > 0.01."""

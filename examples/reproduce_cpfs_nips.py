@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from _common import load, shared_data_dir, write_results_md
+from _common import entry as summary_entry, load, shared_data_dir, write_results_md, write_summary
 
 import fsdask
 
@@ -34,6 +34,9 @@ if __name__ == "__main__":
     ours = [str(w) for w in words[order]]
     rows = [[i + 1, ours[i], f"{entry[order[i]]:.4g}", PAPER[i]] for i in range(30)]
     common = sorted(set(ours) & set(PAPER))
+    write_summary("cpfs_nips_words", [summary_entry(
+        "CPFS §7.2 (NIPS papers): first 30 words", "30 words (its list)", f"{len(common)} of the 30 in common",
+        "not comparable", f"our NIPS vocabulary has {X.shape[1]} words (count > 20), the paper's 12 419 (count > 10)")])
     write_results_md(
         "cpfs_nips_words", "First 30 words picked by CPFS on NIPS papers (§7.2)",
         ["#", "ours", "entry λ", "paper (its order)"], rows,

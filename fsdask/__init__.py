@@ -5,7 +5,7 @@ Quick start::
     import fsdask
     fsdask.ingest("leukemia_golub.npz", "golub.zarr")
     ds = fsdask.open_dataset("golub.zarr")
-    sel = fsdask.Filter(score="ttest", n_features_to_select=50).fit(ds)
+    sel = fsdask.Filter(statistic="ttest", n_features_to_select=50).fit(ds)
     sel.result_            # xarray.Dataset: weight, rank, selected over feature
 """
 

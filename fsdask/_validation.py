@@ -10,11 +10,14 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse
 import xarray as xr
+from sklearn.utils._param_validation import Interval
 
-from fsdask.errors import InputError, ParameterError
+from fsdask.errors import InputError, InputTypeError
 
 #: default target size in bytes of one feature block (chunk) of X
 DEFAULT_CHUNK_BYTES = 64 * 2**20
@@ -77,10 +80,18 @@ def check_array(
             X = X.to_numpy()
         except Exception as exc:  # pragma: no cover - defensive
             raise InputError(f"{name}: could not convert to an array: {exc}") from exc
+    if scipy.sparse.issparse(X):
+        X = sparse_feature_blocks(X)
     if not isinstance(X, da.Array):
         X = np.asarray(X)
-        if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
-            raise InputError(
+        if X.dtype == object:   # numbers held as objects convert; anything else is refused
+            try:
+                X = X.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise InputTypeError(f"{name} has non-numeric values ({exc}); convert the columns to "
+                                     "numbers or drop the non-numeric ones") from None
+        if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+            raise InputTypeError(
                 f"{name} has non-numeric values (dtype {X.dtype}); convert the columns to numbers "
                 "or drop the non-numeric ones (for CSV ingest, name the label column with --label)")
         if X.ndim != 2:
@@ -97,10 +108,12 @@ def check_array(
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
         raise InputError(f"{name} has non-numeric dtype {X.dtype}; expected float or int values")
     if np.issubdtype(X.dtype, np.complexfloating):
-        raise InputError(f"{name} is complex ({X.dtype}); fsdask works on real values")
+        raise InputError(f"{name} is complex ({X.dtype}): Complex data not supported; fsdask works on real values")
     n, p = X.shape
-    if n == 0 or p == 0:
-        raise InputError(f"{name} is empty (shape {X.shape}); it needs at least one sample and one feature")
+    if n == 0:
+        raise InputError(f"{name} is empty: 0 sample(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X")
+    if p == 0:
+        raise InputError(f"{name} is empty: 0 feature(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X")
     if n < min_samples:
         raise InputError(f"{name} has {n} samples; this method needs at least {min_samples}")
     if p < min_features:
@@ -165,6 +178,12 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
             raise InputError(f"{name} has a single class ({classes[0]!r}); a supervised method needs "
                              "at least two classes")
     elif task == "regression":
+        if y.dtype == object:   # numbers held as objects convert; anything else is refused
+            try:
+                y = y.astype(np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"{name} has values that are not numbers (Unknown label type for a "
+                                 "continuous response); pass a numeric y") from None
         if not np.issubdtype(y.dtype, np.number):
             raise InputError(f"{name} must be numeric for a continuous response (dtype {y.dtype})")
         if not np.all(np.isfinite(y)):
@@ -172,6 +191,51 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
         if np.ptp(y, axis=0).min() == 0:
             raise InputError(f"{name} is constant; a response must vary across samples")
     return y
+
+
+def sparse_feature_blocks(X: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.Array:
+    """A scipy.sparse matrix as a dask array whose blocks are densified one feature block at a time."""
+    Xc = scipy.sparse.csc_matrix(X)
+    n, p = Xc.shape
+    dtype = Xc.dtype if np.issubdtype(Xc.dtype, np.floating) else np.dtype(np.float64)
+    step = feature_block_size(max(n, 1), dtype.itemsize, chunk_bytes)
+    blocks = [da.from_delayed(dask.delayed(_densify)(Xc[:, j:j + step], dtype), (n, min(step, p - j)), dtype=dtype)
+              for j in range(0, p, step)]
+    if not blocks:
+        return da.zeros((n, 0), dtype=dtype)
+    return da.concatenate(blocks, axis=1)
+
+
+def _densify(block: Any, dtype: Any) -> np.ndarray:
+    return np.asarray(block.toarray(), dtype=dtype)
+
+
+class _Number(Interval):
+    """scikit-learn's ``Interval`` without booleans (``True`` is not a number of iterations)."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
+def Real(low: float | None = None, high: float | None = None, closed: str = "both") -> Interval:
+    """Constraint: a *finite* real in [low, high] (``closed`` as in scikit-learn's Interval).
+
+    scikit-learn's ``Interval(Real, 0, None)`` refuses NaN but lets +Inf through; here an open
+    end is -Inf/+Inf excluded, so every float parameter is finite.
+    """
+    left = closed in ("left", "both") and low is not None
+    right = closed in ("right", "both") and high is not None
+    kind = {(True, True): "both", (True, False): "left", (False, True): "right", (False, False): "neither"}
+    return _Number(numbers.Real, -np.inf if low is None else low, np.inf if high is None else high,
+                   closed=kind[left, right])
+
+
+def Int(low: int | None = None, high: int | None = None, closed: str = "both") -> Interval:
+    """Constraint: an integer (not a bool, not a float) in [low, high]."""
+    left = closed in ("left", "both") and low is not None
+    right = closed in ("right", "both") and high is not None
+    kind = {(True, True): "both", (True, False): "left", (False, True): "right", (False, False): "neither"}
+    return _Number(numbers.Integral, low, high, closed=kind[left, right])
 
 
 def _missing_labels(y: np.ndarray) -> np.ndarray:
@@ -183,19 +247,3 @@ def _missing_labels(y: np.ndarray) -> np.ndarray:
                 for v in y.ravel()]
         return np.array(flat, dtype=bool).reshape(y.shape)
     return np.zeros(y.shape, dtype=bool)
-
-
-def check_scalar(value: Any, name: str, *, kind: type | tuple = numbers.Real, low: float | None = None,
-                 high: float | None = None, include_low: bool = True, include_high: bool = True) -> Any:
-    """Check a scalar parameter's type and range, with a message naming the allowed range."""
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise ParameterError(f"{name} must be a {getattr(kind, '__name__', kind)}; got {value!r}")
-    bad_low = low is not None and (value < low or (value == low and not include_low))
-    bad_high = high is not None and (value > high or (value == high and not include_high))
-    if bad_low or bad_high:
-        lo = "-inf" if low is None else ("[" if include_low else "(") + str(low)
-        hi = "inf" if high is None else str(high) + ("]" if include_high else ")")
-        lo = lo if low is not None else "(-inf"
-        hi = hi if high is not None else "inf)"
-        raise ParameterError(f"{name}={value!r} is out of range; allowed: {lo}, {hi}")
-    return value

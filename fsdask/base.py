@@ -1,26 +1,32 @@
-"""The scikit-learn-style base class every fsdask estimator derives from.
+"""The scikit-learn estimator every fsdask selector derives from.
 
-A subclass implements :meth:`SelectorMixin._fit`, which receives X as a dask array in
-feature blocks (non-finite values already refused, constant features already removed
-according to ``on_constant``) and returns a :class:`FitOutput`.  The base class does the
-rest: validation, scores/ranking/support, ``transform``, and the ``result_`` Dataset with
-provenance.
+A subclass declares its parameters (``__init__`` plus ``_parameter_constraints``) and
+implements ``_fit``, which receives X as a dask array in feature blocks (non-finite values
+already refused, constant features already removed according to ``on_constant``) and
+returns a :class:`FitOutput`.  The template does the rest: validation, scores / ranking /
+support, ``transform``, and the ``result_`` Dataset with provenance.  Nothing else is
+overridden: what a method knows about its own ranking or selection travels in the
+:class:`FitOutput`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
+import functools
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
+from sklearn.base import BaseEstimator
+from sklearn.feature_selection import SelectorMixin as _SklearnSelectorMixin
+from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
+from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
-from fsdask._validation import check_array, feature_names_of
+from fsdask._validation import check_array, check_y, feature_names_of
 from fsdask.errors import InputError, ParameterError
 from fsdask.linalg.threads import blas_threads_for
 
@@ -29,26 +35,44 @@ log = logging.getLogger("fsdask")
 
 @dataclasses.dataclass
 class FitOutput:
-    """What a method's ``_fit`` returns.
+    """Everything a method's ``_fit`` returns; per-feature arrays cover the active features.
 
-    ``scores`` (one per active feature; higher = more relevant), optional ``support`` (the
-    method's own selection), convergence facts, and ``extras``: per-feature arrays (same
-    length as scores) become result variables over ``feature``; other arrays become
-    variables with their own dims given in ``extra_dims``; scalars go to attrs.
+    ``scores`` (higher = more relevant); ``rank_key`` orders the features when the scores
+    alone do not (one array, or a tuple of arrays compared in turn, higher first; default:
+    the scores); ``support`` is the method's own selection, used when
+    ``n_features_to_select`` is None — or always, with ``support_is_final`` (the method
+    already honoured ``n_features_to_select``).  ``active`` is given only by methods that
+    screen X in their own pass (``screen_in_fit``): the mask of non-constant features over
+    all of X.  ``extras``: per-feature arrays become result variables over ``feature``;
+    arrays with dims in ``extra_dims`` become variables over those dims (a trailing
+    ``feature`` dim is expanded to all features); scalars go to attrs.  ``coords`` are
+    extra result coordinates; ``deferred`` maps a variable name to a (picklable) callable giving
+    its per-feature values, evaluated the first time ``result_`` is read (NaN for inactive
+    features).
     """
 
     scores: np.ndarray
     support: np.ndarray | None = None
+    support_is_final: bool = False
+    rank_key: np.ndarray | tuple[np.ndarray, ...] | None = None
+    active: np.ndarray | None = None
     n_iter: int | None = None
     converged: bool | None = None
     objective: list[float] | None = None
     extras: dict[str, Any] = dataclasses.field(default_factory=dict)
     extra_dims: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    coords: dict[str, Any] = dataclasses.field(default_factory=dict)
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    deferred: dict[str, Callable[[], np.ndarray]] = dataclasses.field(default_factory=dict)
 
 
-class SelectorMixin:
-    """Base for fsdask feature selectors (fit / transform / get_support / scores_ / ranking_)."""
+class Selector(_SklearnSelectorMixin, BaseEstimator):
+    """Base of the fsdask feature selectors: a scikit-learn ``SelectorMixin`` + ``BaseEstimator``.
+
+    fit / transform / inverse_transform / get_support / get_feature_names_out /
+    set_output as in scikit-learn; ``scores_``, ``ranking_``, ``support_``, ``result_``.
+    ``transform`` is lazy for dask and xarray input (dask in, dask out).
+    """
 
     #: method name used in results and the CLI
     method_name: str = "selector"
@@ -58,82 +82,88 @@ class SelectorMixin:
     y_task: str = "any"
     #: minimum number of samples the method needs
     min_samples: int = 2
+    #: the method finds NaN/Inf and constant features in its own first pass (then ``_fit``
+    #: gets all of X, calls :meth:`_apply_screen` itself and returns ``FitOutput.active``)
+    screen_in_fit: bool = False
+    #: scikit-learn's declarative parameter constraints, checked at the start of ``fit``
+    _parameter_constraints: dict = {}
 
-    # ---- scikit-learn parameter protocol (without depending on scikit-learn) ----
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind != p.VAR_KEYWORD]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params: Any) -> "SelectorMixin":
-        valid = self._param_names()
-        for k, v in params.items():
-            if k not in valid:
-                raise ParameterError(f"{type(self).__name__} has no parameter {k!r}; valid: {', '.join(valid)}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        init = inspect.signature(type(self).__init__).parameters
-        shown = [f"{k}={v!r}" for k, v in self.get_params().items()
-                 if k in init and init[k].default is not inspect.Parameter.empty and v is not init[k].default
-                 and not (isinstance(v, (int, float, str, type(None))) and v == init[k].default)]
-        return f"{type(self).__name__}({', '.join(shown)})"
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = bool(self.requires_y)
+        tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = False
+        return tags
 
     # ---- hooks for subclasses ----
     def _validate_params(self) -> None:
-        """Raise :class:`ParameterError` for out-of-range parameters (override)."""
+        """Check ``_parameter_constraints``; raise :class:`ParameterError` naming the parameter."""
+        try:
+            validate_parameter_constraints(self._parameter_constraints, self.get_params(deep=False),
+                                           caller_name=type(self).__name__)
+        except InvalidParameterError as exc:
+            raise ParameterError(str(exc)) from None
 
     def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:
-        """Selection when ``n_features_to_select`` is None: override per method."""
+        """Selection when ``n_features_to_select`` is None and the method gives none."""
         k = max(1, int(np.ceil(scores.size / 2)))
         return _top_k_mask(scores, k)
 
+    def _fit_lazy(self, X: da.Array, y: np.ndarray | None):
+        """Optional single-pass protocol for methods whose statistics are per feature.
+
+        Return ``(lazy, finish)``: ``lazy`` (dask collections over *all* features) is computed
+        in the same pass as the screen (NaN/Inf, constant features), then
+        ``finish(computed, active, lo, hi)`` returns the :class:`FitOutput` with scores of the
+        active features.  Return ``(lazy, finish, True)`` when ``lazy`` is a (rows, p) array
+        whose last three rows are each block's NaN/Inf count, minimum and maximum (the screen
+        then costs no extra tasks).  The default (None) uses the screen then ``_fit``.
+        """
+        return None
+
     # ---- the public API ----
-    def fit(self, X: Any, y: Any = None) -> "SelectorMixin":
-        """Fit on X (sample × feature: numpy, dask, xarray DataArray/Dataset) and optional y.
+    def fit(self, X: Any, y: Any = None) -> Selector:
+        """Fit on X (sample × feature: numpy, scipy.sparse, pandas, dask, xarray) and optional y.
 
         An ``xarray.Dataset`` made by :func:`fsdask.open_dataset` may be passed whole; its
         ``y`` is used when ``y`` is not given, and its provenance goes into ``result_``.
         """
-        from fsdask._validation import check_y
         t0 = time.perf_counter()
         self._validate_params()
         source_attrs: dict = {}
         if isinstance(X, xr.Dataset):
             source_attrs = {k: X.attrs[k] for k in ("fingerprint", "source", "store") if k in X.attrs}
             if y is None and self.requires_y:
-                if "y" in X:
-                    y = X["y"].values
-                elif "Y" in X:
-                    y = X["Y"].values
-            X = X["X"]
+                y = next((X[v].values for v in ("y", "Y") if v in X), None)
+            X = X["X"] if "X" in X else X
         names = feature_names_of(X)
+        sk_names = _sklearn_feature_names(X, names)
         Xd = check_array(X, min_samples=self.min_samples, check_finite=False)
         n, p = Xd.shape
         self.n_features_in_ = p
-        self.feature_names_in_ = names if names is not None else np.arange(p)
+        if sk_names is not None:
+            self.feature_names_in_ = sk_names
+        else:
+            self.__dict__.pop("feature_names_in_", None)
         if y is not None:
             y = check_y(y, n, task=self.y_task if self.requires_y else "any")
         elif self.requires_y:
-            raise InputError(f"{type(self).__name__} is supervised: pass labels, fit(X, y) "
-                             "(or a dataset with a 'y' variable)")
+            raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None; "
+                             "pass labels: fit(X, y) (or a dataset with a 'y' variable)")
         log.info("%s: fitting on %d samples × %d features (%d feature block(s))",
                  self.method_name, n, p, len(Xd.chunks[1]))
         self._iter_t0 = time.perf_counter()
         with blas_threads_for(Xd):  # (methods' warnings use stacklevel=4 to get past this frame)
-            self._fit_blocks(Xd, y, p, names, source_attrs, t0)
+            out, active = self._screen_and_fit(Xd, y, names)
+        self._set_fitted(out, active, names if names is not None else np.arange(p), source_attrs, t0)
         return self
 
-    def _fit_blocks(self, Xd: da.Array, y: np.ndarray | None, p: int, names: np.ndarray | None,
-                    source_attrs: dict, t0: float) -> None:
-        """The fit proper: the screen, the method's work, the public attributes."""
+    def _screen_and_fit(self, Xd: da.Array, y: np.ndarray | None,
+                        names: np.ndarray | None) -> tuple[FitOutput, np.ndarray]:
+        """The screen (NaN/Inf, constant features) and the method's work: one of three routes."""
         plan = self._fit_lazy(Xd, y)
         if plan is not None:
             # single pass: the screen and the method's per-feature statistics share one read of X
@@ -143,15 +173,24 @@ class SelectorMixin:
                 bad, lo, hi = computed[-3], computed[-2], computed[-1]
                 computed = computed[:-3]
             else:
-                bad, lo, hi, computed = dask.compute(*self._screen_stats(Xd), lazy)
+                bad, lo, hi, computed = dask.compute(*_screen_stats(Xd), lazy)
             active = self._apply_screen(bad, lo, hi, names)
-            out = finish(computed, active, lo, hi)
-        else:
-            active = self._screen(Xd, names)
-            X_act = Xd if active.all() else Xd[:, active]
-            if len(X_act.chunks[1]) > 1 and not active.all():
-                X_act = X_act.rechunk({1: Xd.chunks[1][0]})
-            out = self._fit(X_act, y)
+            return finish(computed, active, lo, hi), active
+        if self.screen_in_fit:
+            out = self._fit(Xd, y)
+            return out, np.asarray(out.active, bool)
+        bad, lo, hi = dask.compute(*_screen_stats(Xd))
+        active = self._apply_screen(bad, lo, hi, names)
+        self.active_features_ = active        # known to _fit (e.g. to lay out coef_ over all features)
+        X_act = Xd if active.all() else Xd[:, active]
+        if len(X_act.chunks[1]) > 1 and not active.all():
+            X_act = X_act.rechunk({1: Xd.chunks[1][0]})
+        return self._fit(X_act, y), active
+
+    def _set_fitted(self, out: FitOutput, active: np.ndarray, feature: np.ndarray, source_attrs: dict,
+                    t0: float) -> None:
+        """The public attributes and ``result_`` from the method's output."""
+        p = active.size
         scores = np.zeros(p)
         scores[active] = np.asarray(out.scores, dtype=np.float64)
         if not np.all(np.isfinite(scores)):
@@ -159,16 +198,30 @@ class SelectorMixin:
                              "non-finite score(s); this is a bug or degenerate input — please report it with the data shape")
         self.active_features_ = active
         self.scores_ = scores
-        self.ranking_ = _ranking(scores, active)
-        self.support_ = self._support(scores, active, out.support)
+        key = out.rank_key if out.rank_key is not None else out.scores
+        self.ranking_ = _ranking_by(key, active)
+        self.support_ = self._select(out, active)
         self.n_iter_ = out.n_iter
         self.converged_ = out.converged
         self.objective_ = None if out.objective is None else np.asarray(out.objective)
         self.wall_time_ = time.perf_counter() - t0
-        self.result_ = self._make_result(out, active, source_attrs)
+        self._result = self._make_result(out, active, feature, source_attrs)
+        self._result_deferred = {name: functools.partial(_expand, fn, active, np.nan) for name, fn in out.deferred.items()}
         log.info("%s: done in %.1f s%s", self.method_name, self.wall_time_,
                  "" if out.n_iter is None else f" after {out.n_iter} iteration(s)"
                  + ("" if out.converged is None else (", converged" if out.converged else ", NOT converged")))
+
+    @property
+    def result_(self) -> xr.Dataset:
+        """The result Dataset (weights, ranks, selection, the method's variables, provenance)."""
+        check_is_fitted(self, "scores_")
+        res = self.__dict__["_result"]
+        pending = self.__dict__.get("_result_deferred")
+        if pending:   # variables that are computed only when asked for (e.g. p-values)
+            for name, fn in pending.items():
+                res[name] = ("feature", fn())
+            self._result_deferred = {}
+        return res
 
     def _log_iteration(self, it: int, **values: Any) -> None:
         """Log one outer iteration (``fsdask`` logger, INFO; the CLI shows it with ``-v``).
@@ -183,31 +236,11 @@ class SelectorMixin:
         elapsed = time.perf_counter() - getattr(self, "_iter_t0", time.perf_counter())
         log.info("%s: iteration %d: %s (%.1f s)", self.method_name, it, parts, elapsed)
 
-    def _fit_lazy(self, X: da.Array, y: np.ndarray | None):
-        """Optional single-pass protocol for methods whose statistics are per feature.
-
-        Return ``(lazy, finish)``: ``lazy`` (dask collections over *all* features) is computed
-        in the same pass as the screen (NaN/Inf, constant features), then
-        ``finish(computed, active, lo, hi)`` returns the :class:`FitOutput` with scores of the
-        active features.  Return ``(lazy, finish, True)`` when ``lazy`` is a (rows, p) array
-        whose last three rows are each block's NaN/Inf count, minimum and maximum (the screen then costs
-        no extra tasks).  The default (None) uses ``_screen`` then ``_fit``.
-        """
-        return None
-
-    @staticmethod
-    def _screen_stats(X: da.Array) -> tuple[da.Array, da.Array, da.Array]:
-        """Lazy per-feature NaN/Inf count, minimum and maximum (one pass over X)."""
-        return (~da.isfinite(X)).sum(axis=0), X.min(axis=0), X.max(axis=0)
-
-    def _screen(self, X: da.Array, names: np.ndarray | None) -> np.ndarray:
-        """One pass: refuse NaN/Inf; find constant features and apply ``on_constant``."""
-        bad, lo, hi = dask.compute(*self._screen_stats(X))
-        return self._apply_screen(bad, lo, hi, names)
-
     def _apply_screen(self, bad: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                      names: np.ndarray | None) -> np.ndarray:
+                      names: np.ndarray | None = None) -> np.ndarray:
         """Mask of active features from the screen's statistics (raises on NaN/Inf)."""
+        if names is None:
+            names = getattr(self, "feature_names_in_", None)
         if bad.sum():
             idx = np.flatnonzero(bad)
             shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
@@ -227,64 +260,54 @@ class SelectorMixin:
             log.info("%d constant feature(s) get weight 0 and are never selected", int(const.sum()))
         return ~const
 
-    def _support(self, scores: np.ndarray, active: np.ndarray, method_support: np.ndarray | None) -> np.ndarray:
+    def _select(self, out: FitOutput, active: np.ndarray) -> np.ndarray:
+        """support_: the method's own selection, or the top ``n_features_to_select`` by ranking_."""
         k = getattr(self, "n_features_to_select", None)
+        p = active.size
+        sup = np.zeros(p, bool)
+        if out.support is not None and (k is None or isinstance(k, str) or out.support_is_final):
+            sup[active] = np.asarray(out.support, bool)
+            return sup
         if k is None:
-            if method_support is not None:
-                sup = np.zeros(scores.size, bool)
-                sup[active] = np.asarray(method_support, bool)
-                return sup
-            sup = np.zeros(scores.size, bool)
-            sup[active] = self._default_support(scores[active])
+            sup[active] = self._default_support(self.scores_[active])
             return sup
         if isinstance(k, str):
-            if method_support is not None:
-                sup = np.zeros(scores.size, bool)
-                sup[active] = np.asarray(method_support, bool)
-                return sup
             raise ParameterError(f"n_features_to_select={k!r} is not understood by {type(self).__name__}")
         if isinstance(k, float) and 0 < k < 1:
-            k = max(1, int(round(k * scores.size)))
-        if not isinstance(k, (int, np.integer)) or k < 1:
-            raise ParameterError(f"n_features_to_select={k!r}; use a positive integer, a fraction in (0, 1) or None")
-        if k > scores.size:
-            raise ParameterError(f"n_features_to_select={k} but X has only {scores.size} features")
+            k = max(1, int(round(k * p)))
+        if k > p:
+            raise ParameterError(f"n_features_to_select={k} but X has only {p} features")
         return self.ranking_ <= k  # ranking_ is a permutation of 1..p
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "scores_"):
-            raise InputError(f"this {type(self).__name__} is not fitted yet; call fit(X, y) first")
-
-    def get_support(self, indices: bool = False) -> np.ndarray:
-        """Boolean mask of selected features, or their indices with ``indices=True``."""
-        self._check_fitted()
-        return np.flatnonzero(self.support_) if indices else self.support_.copy()
+    def _get_support_mask(self) -> np.ndarray:
+        check_is_fitted(self, "support_")
+        return self.support_
 
     def transform(self, X: Any) -> Any:
-        """Keep the selected features; lazy in, lazy out (numpy stays numpy, xarray stays xarray)."""
-        self._check_fitted()
+        """Keep the selected features; lazy in, lazy out (dask stays dask, xarray stays xarray)."""
+        check_is_fitted(self, "support_")
         if isinstance(X, xr.Dataset):
             X = X["X"]
-        p = X.shape[-1]
-        if p != self.n_features_in_:
-            raise InputError(f"X has {p} features but the selector was fitted on {self.n_features_in_}")
-        idx = self.get_support(indices=True)
+        if not isinstance(X, (xr.DataArray, da.Array)):
+            return super().transform(X)   # numpy, pandas, scipy.sparse: scikit-learn's checks
+        if X.ndim != 2:
+            raise InputError(f"X must be 2-D (n_samples, n_features); got shape {X.shape}")
+        if X.shape[-1] != self.n_features_in_:
+            raise InputError(f"X has {X.shape[-1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input")
+        idx = np.flatnonzero(self.support_)
         if isinstance(X, xr.DataArray):
             return X.isel(feature=idx) if "feature" in X.dims else X[..., idx]
-        if hasattr(X, "iloc"):
-            return X.iloc[:, idx]
         return X[:, idx]
 
-    def fit_transform(self, X: Any, y: Any = None) -> Any:
-        return self.fit(X, y).transform(X)
-
-    def _make_result(self, out: FitOutput, active: np.ndarray, source_attrs: dict) -> xr.Dataset:
-        from fsdask import __version__
+    def _make_result(self, out: FitOutput, active: np.ndarray, feature: np.ndarray,
+                     source_attrs: dict) -> xr.Dataset:
         import distributed
         import zarr
 
+        from fsdask import __version__
+
         p = self.n_features_in_
-        feat = np.asarray(self.feature_names_in_)
         data_vars: dict = {
             "weight": ("feature", self.scores_),
             "rank": ("feature", self.ranking_.astype(np.int64)),
@@ -294,14 +317,15 @@ class SelectorMixin:
         for name, val in out.extras.items():
             arr = np.asarray(val) if not np.isscalar(val) else val
             if name in out.extra_dims:
-                data_vars[name] = (out.extra_dims[name], arr)
+                dims = out.extra_dims[name]
+                if dims[-1] == "feature":
+                    arr = _expand(arr, active)
+                data_vars[name] = (dims, arr)
             elif isinstance(arr, np.ndarray) and arr.ndim == 1 and arr.size == int(active.sum()):
-                full = np.zeros(p, dtype=arr.dtype if arr.dtype.kind in "fiub" else np.float64)
-                full[active] = arr
-                data_vars[name] = ("feature", full)
+                data_vars[name] = ("feature", _expand(arr, active))
             else:
                 attrs[name] = val
-        ds = xr.Dataset(data_vars, coords={"feature": feat})
+        ds = xr.Dataset(data_vars, coords={"feature": np.asarray(feature), **out.coords})
         params = {k: (v if isinstance(v, (int, float, str, bool, type(None), list, tuple)) else repr(v))
                   for k, v in self.get_params().items()}
         attrs.update({
@@ -325,6 +349,51 @@ class SelectorMixin:
         attrs.update(out.attrs)
         ds.attrs = attrs
         return ds
+
+
+#: the name the methods (and older code) import
+SelectorMixin = Selector
+
+
+def _screen_stats(X: da.Array) -> tuple[da.Array, da.Array, da.Array]:
+    """Lazy per-feature NaN/Inf count, minimum and maximum (one pass over X)."""
+    return (~da.isfinite(X)).sum(axis=0), X.min(axis=0), X.max(axis=0)
+
+
+def _sklearn_feature_names(X: Any, names: np.ndarray | None) -> np.ndarray | None:
+    """``feature_names_in_`` as scikit-learn defines it: DataFrame string columns, or the
+    xarray ``feature`` coordinate (as strings)."""
+    if isinstance(X, xr.DataArray):
+        return None if names is None else np.asarray([str(v) for v in names], dtype=object)
+    if hasattr(X, "columns"):
+        return _get_feature_names(X)
+    return None
+
+
+def _expand(values: np.ndarray | Callable[[], np.ndarray], active: np.ndarray, fill: Any = 0) -> np.ndarray:
+    """A per-active-feature array (last axis; or a callable giving it) laid out over all
+    features; inactive get ``fill``."""
+    arr = np.asarray(values() if callable(values) else values)
+    if arr.shape[-1] == active.size:   # already over all features
+        return arr
+    kind = arr.dtype.kind
+    full = np.full(arr.shape[:-1] + (active.size,), fill,
+                   dtype=arr.dtype if kind in "fiub" and not (fill != 0 and kind != "f") else np.float64)
+    full[..., active] = arr
+    return full
+
+
+def _ranking_by(key: np.ndarray | tuple, active: np.ndarray) -> np.ndarray:
+    """Ranks (1 = best) from one key or a tuple of keys compared in turn (higher first)."""
+    if not isinstance(key, tuple):
+        full = np.zeros(active.size)
+        full[active] = key
+        return _ranking(full, active)
+    fulls = [_expand(np.asarray(k, dtype=np.float64), active) for k in key]
+    order = np.lexsort(tuple(-k for k in reversed(fulls)) + (~active,))   # lexsort is stable
+    ranks = np.empty(active.size, dtype=np.int64)
+    ranks[order] = np.arange(1, active.size + 1)
+    return ranks
 
 
 #: heavily tied scores with at most this many distinct values are ranked by a radix sort

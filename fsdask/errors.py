@@ -17,12 +17,20 @@ class InputError(FsdaskError, ValueError):
     """The data given to an estimator or a command is not usable as it is."""
 
 
+class InputTypeError(InputError, TypeError):
+    """The data given has values of the wrong type (e.g. strings where numbers are needed)."""
+
+
 class ParameterError(FsdaskError, ValueError):
     """A parameter is out of its allowed range or of the wrong kind."""
 
 
 class StoreError(FsdaskError, OSError):
     """A store is missing, unreachable, empty, incomplete or not an fsdask dataset."""
+
+
+class ClusterError(FsdaskError, ConnectionError):
+    """The Dask scheduler or cluster cannot be reached, or its workers do not start."""
 
 
 class ConvergenceWarning(UserWarning):

@@ -219,8 +219,11 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], num: Sequence[i
 
 def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Dataset | None = None,
                 evaluations: Sequence[Any] = (), csv: bool = False, top: int = 30,
-                title: str | None = None, overwrite: bool = False, inputs: Sequence[str] = ()) -> Path:
+                title: str | None = None, overwrite: bool = False, inputs: Sequence[str] = (),
+                extra: Any = None) -> Path:
     """Write ``out_dir/index.html`` and its PNGs for ``result``; return the HTML path.
+
+    ``extra(folder)``, if given, writes more pages into the report folder before it is published.
 
     The folder is written complete under a temporary name and then renamed into place
     (:func:`fsdask.io.outputs.publish`): a failed report leaves nothing, and an existing
@@ -249,6 +252,8 @@ def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Data
     with publish(out_dir, kind="report", overwrite=overwrite, inputs=inputs) as tmp:
         os.makedirs(tmp)
         _write_report(result, Path(tmp), data=data, evaluations=evaluations, csv=csv, top=top, title=title)
+        if extra is not None:  # more pages beside index.html (e.g. the run history)
+            extra(Path(tmp))
         with open(os.path.join(tmp, REPORT_MARKER), "w") as fh:  # last: marks the folder as a report
             json.dump({"fsdask_kind": "report", "method": str(result.attrs.get("method", ""))}, fh)
     return Path(os.path.abspath(os.fspath(out_dir))) / "index.html"

@@ -1,7 +1,6 @@
 """CPFS (Masaeli et al. 2010): prox operators, two independent solvers, the duality-gap
 certificate recomputed densely in numpy, the λ path and bad input."""
 
-import warnings
 
 import dask
 import dask.array as da
@@ -9,10 +8,18 @@ import numpy as np
 import pytest
 
 import fsdask
-from fsdask.errors import InputError, ParameterError
+from fsdask.errors import InputError
 from fsdask.linalg import gram_factor, row_l1_norms
-from fsdask.methods.cpfs import (CPFS, _Problem, _Rows, cpfs_path, project_l1_ball_rows, project_linf_epigraph_rows,
-                                 prox_linf_rows)
+from fsdask.methods.cpfs import (
+    CPFS,
+    _Problem,
+    _Rows,
+    cpfs_path,
+    project_l1_ball_rows,
+    project_linf_epigraph_rows,
+    prox_linf_rows,
+)
+from fsdask.testing import SelectorChecks
 
 
 def _proj_l1_ref(v, r):
@@ -190,34 +197,8 @@ def test_exactly_low_rank_uses_factor_products(rng):
     assert ref.result_.attrs["primal"] == pytest.approx(e.result_.attrs["primal"], rel=1e-6)
 
 
-def test_on_a_cluster(cluster, rng):
-    X = _data(rng, n=40, p=10)
-    with dask.config.set(scheduler=cluster):
-        e = CPFS(n_features_to_select=3).fit(da.from_array(X, chunks=(40, 4)))
-    ref = CPFS(n_features_to_select=3).fit(X)
-    np.testing.assert_array_equal(e.support_, ref.support_)
-
-
-def test_bad_input(rng):
+def test_duplicate_columns(rng):
     X = _data(rng, p=6)
-    with pytest.raises(ParameterError, match="negative"):
-        CPFS(lam=-1.0).fit(X)
-    with pytest.raises(ParameterError, match="only 6"):
-        CPFS(n_features_to_select=7).fit(X)
-    with pytest.raises(ParameterError, match="solver"):
-        CPFS(solver="newton").fit(X)
-    for where, bad in (((3, 2), np.nan), ((0, 0), np.inf)):
-        Xb = X.copy()
-        Xb[where] = bad
-        with pytest.raises(InputError, match="NaN/Inf"):
-            CPFS().fit(Xb)
-    # constant column: weight 0, never selected (or an error on request)
-    Xc = X.copy()
-    Xc[:, 4] = 3.0
-    e = CPFS(n_features_to_select=5, tol=1e-8).fit(Xc)
-    assert e.scores_[4] == 0 and not e.support_[4] and e.ranking_[4] == 6
-    with pytest.raises(InputError, match="constant"):
-        CPFS(on_constant="error").fit(Xc)
     # duplicate column: the copy's row is fixed at 0 (still reconstructed), or kept, or an error
     Xd = np.column_stack([X, X[:, 1]])
     e = CPFS(n_features_to_select=6, tol=1e-9, max_iter=50000).fit(Xd)
@@ -229,8 +210,6 @@ def test_bad_input(rng):
     np.testing.assert_array_equal(full.support_, dup.support_[:6])
     with pytest.raises(InputError, match="duplicate"):
         CPFS(on_duplicate="error").fit(Xd)
-    with pytest.raises(ParameterError, match="n_features_to_select"):
-        CPFS(n_features_to_select=0).fit(X)
 
 
 def test_registry_and_lazy_export():
@@ -252,7 +231,7 @@ def test_cli_select_cpfs_writes_path(tmp_path, rng):
     assert res["path_diag"].dims == ("lambda", "feature") and res.attrs["duality_gap"] <= 1e-6
     p = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "d.zarr"), "--method", "cpfs",
                         "--param", "lam=-2", "-o", str(tmp_path / "bad.zarr")], capture_output=True, text=True)
-    assert p.returncode == 2 and "negative" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and "'lam' parameter" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_leave_order(rng):
@@ -301,3 +280,53 @@ def test_default_path_stops_where_it_says(rng):
     assert e.lambda_ > e.lambda_max_ * 1e-4     # stopped before the grid's end
     # a user's λ is reached whatever the defaults say
     assert CPFS(lam=e.lambda_max_ * 1e-4, tol=1e-8, max_iter=20000).fit(Xt).result_.attrs["path_stop"] == "lam"
+
+
+class TestCPFS(SelectorChecks):
+    cluster_exact = False   # the Gram / eigh run in threaded BLAS on the driver
+
+    def make_estimator(self, **params):
+        return CPFS(**{"n_features_to_select": 3, **params})
+
+
+@pytest.mark.cluster
+def test_duplicate_hashes_agree_across_processes_with_different_hash_seeds():
+    """blake2b, not Python's salted hash(): two worker processes with different
+    PYTHONHASHSEEDs give the same column hashes, and the duplicate is found on them."""
+    import os
+
+    from distributed import Client, Nanny, Scheduler, SpecCluster
+
+    from fsdask.methods.cpfs import column_hashes, duplicate_columns
+
+    class SeededNanny(Nanny):   # distributed gives every worker PYTHONHASHSEED=6640 by default
+        def __init__(self, *args, hash_seed: str, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.pre_spawn_env = {**self.pre_spawn_env, "PYTHONHASHSEED": hash_seed}
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 8))
+    X[:, 6] = X[:, 1]
+    workers = {f"w{seed}": {"cls": SeededNanny, "options": {"nthreads": 1, "hash_seed": seed}}
+               for seed in ("11", "12345")}
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0", "host": "127.0.0.1"}}
+    saved = os.environ.get("PYTHONHASHSEED")   # each nanny sets it in this process before spawning
+    try:
+        with SpecCluster(scheduler=scheduler, workers={}) as spec, Client(spec) as client:
+            for n, (name, worker) in enumerate(workers.items(), start=1):   # one at a time: the
+                spec.worker_spec[name] = worker                               # seed is set per spawn
+                spec.sync(spec._correct_state)
+                client.wait_for_workers(n)
+            _check_hashes_on(client, X, column_hashes, duplicate_columns)
+    finally:
+        os.environ.pop("PYTHONHASHSEED", None) if saved is None else os.environ.update(PYTHONHASHSEED=saved)
+
+
+def _check_hashes_on(client, X, column_hashes, duplicate_columns):
+    salted = client.run(lambda: hash(b"fsdask column"))
+    assert len(set(salted.values())) == 2            # the workers' hash() really differ
+    first, second = client.run(column_hashes, X).values()
+    np.testing.assert_array_equal(first, second)
+    with dask.config.set(scheduler=client):
+        dup = duplicate_columns(da.from_array(X, chunks=(20, 1)))
+    assert np.flatnonzero(dup).tolist() == [6]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import re
 
 import dask
 import dask.array as da
@@ -168,7 +169,7 @@ def test_evaluate_result_and_mismatch(rng):
     import fsdask
     X, y, rel = _planted(rng, n=30, p=60)
     da_ = xr.DataArray(X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(60)]})
-    result = fsdask.Filter(score="ttest").fit(da_, y).result_
+    result = fsdask.Filter(statistic="ttest").fit(da_, y).result_
     r = evaluate_result(da_, y, result, protocol="kfold", n_splits=5, n_features=5)
     assert r.selection == "once" and r.method == "ttest" and "ONCE" in r.label
     other = da_.assign_coords(feature=[f"h{i}" for i in range(60)])
@@ -236,7 +237,8 @@ def test_examples_common(monkeypatch, tmp_path, capsys):
                                 [["ttest", 0.0417, "1–5 errors"]], notes=["a note"])
     text = path.read_text()
     assert path == tmp_path / "results" / "demo.md"
-    assert text.startswith("# A title") and "Produced by `python" in text and "UTC" in text
+    assert text.startswith("# A title") and "\n- command: python" in text and "UTC" in text
+    assert re.search(r"\n- commit: [0-9a-f]{40}", text) and "\n- protocol: " in text
     assert "| ttest | 0.0417 | 1–5 errors |" in text and "* a note" in text
     monkeypatch.setenv("FSDASK_SHARED_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(SystemExit) as exc:

@@ -84,7 +84,7 @@ def test_cli_failure_is_one_line(project):
     p = subprocess.run([sys.executable, "-m", "fsdask.cli", "run", str(path)], capture_output=True, text=True)
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
-    assert "step 1 (ingest) failed: missing.npz: no such file" in p.stderr
+    assert "step 1 (ingest): input missing.npz does not exist" in p.stderr
     assert not (path.parent / "out").exists() or not any((path.parent / "out").iterdir())
 
 

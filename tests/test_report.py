@@ -50,7 +50,7 @@ def test_report_on_real_result(tmp_path, shared_data):
     from fsdask.report import make_report
     X, y, info = load_npz("leukemia_golub")
     ds = to_dataset(X[:, :600], y, {**info, "feature_names": info["feature_names"][:600]})
-    result = fsdask.Filter(score="snr", n_features_to_select=20).fit(ds).result_
+    result = fsdask.Filter(statistic="snr", n_features_to_select=20).fit(ds).result_
     ev = evaluate(ds, method="snr", protocol="kfold", n_splits=4, n_features=8, classifier="knn")
     index = make_report(result, tmp_path / "rep", data=ds, evaluations=[ev], csv=True, top=12)
     text = index.read_text()

@@ -278,6 +278,42 @@ def test_s3_overwrite_with_bad_csv_keeps_the_old_store(capsys, tmp_path, s3, rng
     assert fsdask.open_dataset(url, storage_options=opts).sizes["feature"] == 7
 
 
+def test_s3_swap_failing_midway_keeps_the_new_output(capsys, tmp_path, s3, rng, monkeypatch):
+    """A fault while the finished store is copied over the old one (S3 has no rename) must not
+    lose both: the complete new output stays under its temporary key and the error says where."""
+    import s3fs
+
+    from fsdask.io import outputs
+
+    bucket, opts = s3
+    url = f"{bucket}/swap.zarr"
+    np.savez(tmp_path / "a.npz", X=rng.normal(size=(6, 5)), y=np.array([0, 1] * 3))
+    np.savez(tmp_path / "b.npz", X=rng.normal(size=(6, 7)), y=np.array([0, 1] * 3))
+    assert cli(capsys, "ingest", tmp_path / "a.npz", url, *_so_args(opts))[0] == 0
+    real = outputs._copy_over
+
+    class Flaky:  # the real file system, whose connection drops after two copies
+        def __init__(self, fs):
+            self.fs, self.left = fs, 2
+
+        def copy(self, *a, **k):
+            if self.left == 0:
+                raise ConnectionResetError("connection reset by peer")
+            self.left -= 1
+            return self.fs.copy(*a, **k)
+
+        def __getattr__(self, name):
+            return getattr(self.fs, name)
+
+    monkeypatch.setattr(outputs, "_copy_over", lambda fs, src, dst: real(Flaky(fs), src, dst))
+    code, _, err = cli(capsys, "ingest", tmp_path / "b.npz", url, "--overwrite", *_so_args(opts))
+    one_line_error(code, err, "failed midway", "kept at")
+    kept = err.split("kept at ", 1)[1].split(" ")[0]
+    assert ".fsdask-tmp-" in kept
+    assert fsdask.open_dataset(kept, storage_options=opts).sizes["feature"] == 7
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 def test_secrets_never_printed_and_s3_evaluation_and_report(capsys, tmp_path, s3_endpoint, rng):
     """A pipeline on S3 with distinctive fake credentials: no output, file or attribute shows them;
     evaluate -o s3://… and report --evaluation s3://… honour the storage options."""

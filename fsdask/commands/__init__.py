@@ -16,7 +16,8 @@ import yaml
 from fsdask.errors import ParameterError
 
 #: the subcommands, in the order ``fsdask --help`` lists them
-COMMANDS = ("ingest", "info", "select", "evaluate", "report", "export", "verify", "run", "demo")
+COMMANDS = ("ingest", "info", "select", "evaluate", "report", "export", "verify", "run", "history",
+            "demo")
 
 
 def parse_kv(items: list[str] | None, what: str = "--param") -> dict[str, Any]:

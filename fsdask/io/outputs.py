@@ -382,14 +382,26 @@ def publish(
     path = path.rstrip("/")
     tmp_path = _temp_name(path)
     protocol = url.split("://", 1)[0]
+    keep = False
     try:
         yield f"{protocol}://{tmp_path}"
         # something may have appeared at the target while this ran: the same rule again
         check_output(url, storage_options, kind=kind, overwrite=overwrite)
-        _copy_over(fs, tmp_path, path)
+        try:
+            _copy_over(fs, tmp_path, path)
+        except Exception as exc:
+            # the old store may already be un-marked: the complete new output is the only
+            # whole copy left, so it stays where it is
+            keep = True
+            raise StoreError(
+                f"{_shown(url)}: publishing the finished output failed midway "
+                f"({type(exc).__name__}); the complete output is kept at "
+                f"{_shown(f'{protocol}://{tmp_path}')} — re-run, or copy it to the target"
+            ) from None
     finally:
-        with contextlib.suppress(Exception):
-            fs.rm(tmp_path, recursive=True)
+        if not keep:
+            with contextlib.suppress(Exception):
+                fs.rm(tmp_path, recursive=True)
 
 
 def _discard(tmp: str) -> None:

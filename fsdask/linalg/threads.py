@@ -50,7 +50,7 @@ def blas_threads_for(X: da.Array) -> ContextManager:
     """One BLAS thread per task while several feature blocks of X run in parallel threads.
 
     A single-block array (one task at a time) keeps the BLAS threads: its products are then
-    the only parallelism.  Used by :meth:`fsdask.base.SelectorMixin.fit` around a fit.
+    the only parallelism.  Used by :meth:`fsdask.base.Selector.fit` around a fit.
     """
     if X.numblocks[-1] < 2:
         return contextlib.nullcontext()

@@ -14,7 +14,7 @@ from fsdask.errors import ParameterError
 FILTER_SCORES = ("variance", "pearson", "fisher", "f", "ttest", "snr", "fold_change", "ks")
 
 REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
-    **{s: ("fsdask.methods.filters", "Filter", {"score": s}) for s in FILTER_SCORES},
+    **{s: ("fsdask.methods.filters", "Filter", {"statistic": s}) for s in FILTER_SCORES},
     "laplacian_score": ("fsdask.methods.filters", "LaplacianScore", {}),
     "qalpha": ("fsdask.methods.qalpha", "QAlpha", {}),
     "logo": ("fsdask.methods.logo", "Logo", {}),

@@ -39,6 +39,7 @@ seeds S.  The p² wall remains in the scan: see the README for the cost model.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
@@ -48,13 +49,25 @@ from typing import Any, Literal, Sequence
 import dask.array as da
 import numpy as np
 import xarray as xr
+from sklearn.utils._param_validation import StrOptions
 
-from fsdask.base import FitOutput, SelectorMixin
+from fsdask._validation import Int, Real
+from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
-from fsdask.linalg.execution import fits, memory_budget
-from fsdask.linalg import gram_factor, map_features, row_l1_bound, row_l1_norms, row_l1_norms_screened
-from fsdask.linalg.prox import extrapolate, prox_linf_grad_step
-from fsdask.linalg.prox import project_l1_ball_rows, prox_linf_rows  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
+from fsdask.linalg import (
+    gram_factor,
+    map_features,
+    row_l1_bound,
+    row_l1_norms,
+    row_l1_norms_screened,
+)
+from fsdask.linalg.execution import fits
+from fsdask.linalg.prox import (  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
+    extrapolate,
+    project_l1_ball_rows,
+    prox_linf_grad_step,
+    prox_linf_rows,
+)
 
 log = logging.getLogger("fsdask")
 
@@ -507,7 +520,7 @@ def entry_lambda(path_row_norm: np.ndarray, lambdas: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- estimator
-class CPFS(SelectorMixin):
+class CPFS(Selector):
     """Convex principal feature selection (Masaeli et al., SDM 2010), solved to a certificate.
 
     ``min_A ‖X − XA‖²_F + λ Σ_i ‖a_i‖_∞`` (eq. 4.2) on centred columns; features whose row
@@ -576,6 +589,23 @@ class CPFS(SelectorMixin):
     """
 
     method_name = "cpfs"
+    _parameter_constraints: dict = {
+        "lam": [Real(0, None), None],
+        "n_features_to_select": [Int(1), None],
+        "n_lambdas": [Int(1)],
+        "lambda_min_ratio": [Real(0, 1, closed="neither"), StrOptions({"auto"})],
+        "lambdas": ["array-like", None],
+        "max_features": [Int(1), StrOptions({"auto"}), None],
+        "max_iter": [Int(1)],
+        "tol": [Real(0, None, closed="neither")],
+        "solver": [StrOptions(set(_SOLVERS))],
+        "scale": ["boolean"],
+        "energy_tol": [Real(0, None)],
+        "memory_budget": [Real(0, None), str, None],
+        "max_bisect": [Int(0)],
+        "on_constant": [StrOptions({"drop", "error"})],
+        "on_duplicate": [StrOptions({"drop", "keep", "error"})],
+    }
 
     def __init__(self, lam: float | None = None, n_features_to_select: int | None = None, *,
                  n_lambdas: int = 20, lambda_min_ratio: float | str = "auto", lambdas: Sequence[float] | None = None,
@@ -599,41 +629,6 @@ class CPFS(SelectorMixin):
         self.max_bisect = max_bisect
         self.on_constant = on_constant
         self.on_duplicate = on_duplicate
-
-    # ---- validation
-    def _validate_params(self) -> None:
-        if self.lam is not None:
-            if not isinstance(self.lam, (int, float, np.floating, np.integer)) or not np.isfinite(self.lam):
-                raise ParameterError(f"lam={self.lam!r}; use a finite number ≥ 0 or None")
-            if self.lam < 0:
-                raise ParameterError(f"lam={self.lam} is negative; λ weighs the penalty Σ‖a_i‖_∞ and must be ≥ 0 "
-                                     "(0 keeps every feature, larger values keep fewer)")
-        q = self.n_features_to_select
-        if q is not None and (not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1):
-            raise ParameterError(f"n_features_to_select={q!r}; CPFS needs a positive integer or None")
-        if self.solver not in _SOLVERS:
-            raise ParameterError(f"solver={self.solver!r}; use one of {', '.join(_SOLVERS)}")
-        if not (isinstance(self.n_lambdas, (int, np.integer)) and self.n_lambdas >= 1):
-            raise ParameterError(f"n_lambdas={self.n_lambdas!r}; use a positive integer")
-        if not (isinstance(self.lambda_min_ratio, str) and self.lambda_min_ratio == "auto"
-                or not isinstance(self.lambda_min_ratio, str) and 0 < float(self.lambda_min_ratio) < 1):
-            raise ParameterError(f"lambda_min_ratio={self.lambda_min_ratio!r}; use a number in (0, 1) or 'auto'")
-        if not (float(self.tol) > 0):
-            raise ParameterError(f"tol={self.tol!r}; use a positive relative duality gap such as 1e-6")
-        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
-            raise ParameterError(f"max_iter={self.max_iter!r}; use a positive integer")
-        if self.lambdas is not None:
-            lams = np.asarray(self.lambdas, dtype=float)
-            if lams.ndim != 1 or lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams < 0):
-                raise ParameterError("lambdas must be a non-empty list of finite numbers ≥ 0")
-        if self.on_constant not in ("drop", "error"):
-            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
-        memory_budget(self.memory_budget)
-        if self.on_duplicate not in ("drop", "keep", "error"):
-            raise ParameterError(f"on_duplicate={self.on_duplicate!r}; use 'drop', 'keep' or 'error'")
-        if self.max_features not in (None, "auto") and not (isinstance(self.max_features, (int, np.integer))
-                                                             and self.max_features >= 1):
-            raise ParameterError(f"max_features={self.max_features!r}; use a positive integer, 'auto' or None")
 
     # ---- the fit
     def _prepare(self, X: da.Array) -> tuple[_Problem, dict[str, Any]]:
@@ -680,6 +675,10 @@ class CPFS(SelectorMixin):
     def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:
         n, p = X.shape
         q = self.n_features_to_select
+        if self.lambdas is not None:
+            lams = np.asarray(self.lambdas, dtype=float)
+            if lams.ndim != 1 or lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams < 0):
+                raise ParameterError("lambdas must be a non-empty list of finite numbers ≥ 0")
         prob, info = self._prepare(X)
         if q is not None and q > int(prob.allowed.sum()):
             raise ParameterError(f"n_features_to_select={q} but X has only {int(prob.allowed.sum())} usable "
@@ -731,16 +730,18 @@ class CPFS(SelectorMixin):
         pds = path.as_dataset(np.arange(p))
         entry = entry_lambda(pds["path_row_norm"].values, pds["lambda"].values)
         scores = _row_norms(p, S, A)
-        self._entry = entry
-        self._final_nonzero = scores > 0
-        self._gl1 = gl1
-        self._S, self._A = S, A
-        self._path_ds = pds
         converged = bool(np.all(pds["path_gap"].values <= self.tol * 1.0000001))
         if not converged:
             warnings.warn(f"CPFS: the duality gap did not reach tol={self.tol} at every λ "
                           f"(worst {float(pds['path_gap'].max()):.2e}); raise max_iter", ConvergenceWarning,
                           stacklevel=4)
+        # ranking: by entry λ, then ‖a_i‖_∞, then the KKT ratio; selected: the nonzero rows, or
+        # the first q by that ranking when no λ keeps exactly q rows
+        support = scores > 0
+        if q is not None and int(support.sum()) != q:
+            support = np.zeros(p, bool)
+            support[np.lexsort((-gl1, -scores, -entry))[:q]] = True
+        self._set_coef(S, A)
         self.lambda_ = lam_final
         self.lambda_max_ = lam_max
         self.duality_gap_ = final["gap"]
@@ -753,9 +754,27 @@ class CPFS(SelectorMixin):
                  "path_stop": stop[0], "path_stop_reason": stop[1], "lambda_min_ratio": self._ratio,
                  "max_features": -1 if max_features is None else int(max_features),
                  **info}
-        return FitOutput(scores=scores, support=self._final_nonzero, n_iter=int(pds["path_n_iter"].sum()),
-                         converged=converged, objective=[float(v) for v in pds["path_primal"].values],
-                         attrs=attrs)
+        path_vars = {v: pds[v].values for v in pds.data_vars}
+        return FitOutput(scores=scores, support=support, support_is_final=True, rank_key=(entry, scores, gl1),
+                         n_iter=int(pds["path_n_iter"].sum()), converged=converged,
+                         objective=[float(v) for v in pds["path_primal"].values],
+                         extras={**path_vars, "entry_lambda": entry},
+                         extra_dims={v: pds[v].dims for v in pds.data_vars},
+                         coords={"lambda": pds["lambda"].values}, attrs=attrs)
+
+    def _set_coef(self, S: np.ndarray, A: np.ndarray) -> None:
+        """coef_ (p × p, or its nonzero rows above DENSE_COEF_MAX_FEATURES) over all features."""
+        act = self.active_features_
+        p = act.size
+        idx = np.flatnonzero(act)
+        rows = idx[S]
+        if p <= DENSE_COEF_MAX_FEATURES:
+            self.coef_ = np.zeros((p, p))
+            self.coef_[np.ix_(rows, idx)] = A
+        else:
+            self.coef_ = np.zeros((rows.size, p))
+            self.coef_[:, idx] = A
+        self.coef_rows_ = rows
 
     def _bisect(self, path: _Path, q: int, below: dict, above: dict) -> dict:
         """Refine λ between ``below`` (fewer than q nonzero rows) and ``above`` (q or more).
@@ -784,68 +803,15 @@ class CPFS(SelectorMixin):
                 hi, c_hi = mid, rec["n_active"]
         return best
 
-    def fit(self, X: Any, y: Any = None) -> "CPFS":
-        """Fit the path on X (y is ignored: CPFS is unsupervised)."""
-        super().fit(X, None)
-        act = self.active_features_
-        p = act.size
-        idx = np.flatnonzero(act)
-        entry = np.zeros(p)
-        entry[act] = self._entry
-        gl1 = np.zeros(p)
-        gl1[act] = self._gl1
-        key = np.lexsort((-gl1, -self.scores_, -entry, ~act))
-        ranking = np.empty(p, dtype=np.int64)
-        ranking[key] = np.arange(1, p + 1)
-        self.ranking_ = ranking
-        q = self.n_features_to_select
-        nz = np.zeros(p, bool)
-        nz[act] = self._final_nonzero
-        if q is None or int(nz.sum()) == q:
-            self.support_ = nz
-        else:
-            self.support_ = np.zeros(p, bool)
-            self.support_[np.argsort(ranking)[:q]] = True
-        # coef_
-        rows = idx[self._S]
-        if p <= DENSE_COEF_MAX_FEATURES:
-            A = np.zeros((p, p))
-            A[np.ix_(rows, idx)] = self._A
-            self.coef_ = A
-        else:
-            self.coef_ = np.zeros((rows.size, p))
-            self.coef_[:, idx] = self._A
-        self.coef_rows_ = rows
-        # path in result_, over all features
-        pds = self._path_ds
-        names = np.asarray(self.feature_names_in_)
-        full = {}
-        for v in ("path_row_norm", "path_diag"):
-            arr = np.zeros((pds.sizes["lambda"], p))
-            arr[:, act] = pds[v].values
-            full[v] = (("lambda", "feature"), arr)
-        for v in pds.data_vars:
-            if pds[v].dims == ("lambda",):
-                full[v] = ("lambda", pds[v].values)
+    @property
+    def path_(self) -> xr.Dataset:
+        """The λ path over all features (``path_*`` variables and ``entry_lambda`` of ``result_``)."""
         ds = self.result_
-        ds["rank"] = ("feature", self.ranking_)
-        ds["selected"] = ("feature", self.support_)
-        ds["entry_lambda"] = ("feature", entry)
-        ds = ds.assign_coords({"lambda": pds["lambda"].values})
-        for k, v in full.items():
-            ds[k] = v
-        ds.attrs["n_selected"] = int(self.support_.sum())
-        self.result_ = ds
-        self.path_ = ds[[*full]].assign_coords(feature=names)
-        self.path_["entry_lambda"] = ("feature", entry)
-        for name in ("_entry", "_final_nonzero", "_gl1", "_S", "_A", "_path_ds"):
-            delattr(self, name)
-        return self
+        return ds[[v for v in ds.data_vars if v.startswith("path_")] + ["entry_lambda"]]
 
     @property
     def leave_order_(self) -> np.ndarray:
         """Indices of the features that were ever nonzero, in the order they leave as λ grows."""
-        self._check_fitted()
         entry = self.result_["entry_lambda"].values
         order = np.argsort(self.ranking_)[::-1]
         return order[entry[order] > 0]
@@ -853,15 +819,19 @@ class CPFS(SelectorMixin):
 
 def duplicate_columns(X: da.Array) -> np.ndarray:
     """Mask of columns that exactly equal an earlier column (one pass: per-column byte hashes)."""
-    def hashes(xb: np.ndarray) -> np.ndarray:
-        xb = np.ascontiguousarray(xb.T)
-        return np.array([hash(row.tobytes()) for row in xb], dtype=np.int64)
-
-    h = map_features(hashes, X, dtype=np.int64).compute()
+    h = map_features(column_hashes, X, dtype=np.int64).compute()
     _, first = np.unique(h, return_index=True)
     dup = np.ones(h.size, bool)
     dup[first] = False
     return dup
+
+
+def column_hashes(xb: np.ndarray) -> np.ndarray:
+    """A 64-bit BLAKE2b digest of each column's bytes, the same in every process (Python's
+    ``hash`` of bytes is salted per process: equal columns on two workers would differ)."""
+    xb = np.ascontiguousarray(xb.T)
+    return np.array([int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little", signed=True)
+                     for row in xb], dtype=np.int64)
 
 
 def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float | str = "auto",

@@ -19,16 +19,20 @@ ks             Kolmogorov–Smirnov two-sample D                             2 c
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-import dask
 import numpy as np
 import scipy.special
-import xarray as xr
+from sklearn.utils import ClassifierTags
+from sklearn.utils._param_validation import StrOptions
 
-from fsdask.base import FitOutput, SelectorMixin, _top_k_mask
+from fsdask._validation import Int, Real
+from fsdask.base import FitOutput, Selector, _top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.linalg import map_features, sample_pairwise
 from fsdask.linalg.moments import Moments, class_moments
@@ -152,13 +156,14 @@ def score_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes:
     return st[0]
 
 
-class Filter(SelectorMixin):
+class Filter(Selector):
     """Univariate filter: score each feature alone in one streaming pass.
 
     Parameters
     ----------
-    score : {"variance", "pearson", "fisher", "f", "ttest", "snr", "fold_change", "ks"}
-        The statistic (see the module docstring).  Higher scores rank first.
+    statistic : {"variance", "pearson", "fisher", "f", "ttest", "snr", "fold_change", "ks"}
+        The statistic (see the module docstring).  Higher scores rank first.  (``score=`` is
+        the former name; it still works, with a ``FutureWarning``.)
     n_features_to_select : int, float in (0, 1) or None
         How many to select; None keeps the top half.
     equal_var : bool, default False
@@ -179,10 +184,24 @@ class Filter(SelectorMixin):
         pass at 10⁶ features), not during ``fit``; the values are the same either way.
     """
 
-    def __init__(self, score: str = "ttest", n_features_to_select: int | float | None = None,
+    _parameter_constraints: dict = {
+        "statistic": [StrOptions(set(FILTER_SCORES))],
+        "n_features_to_select": [Int(1), Real(0, 1, closed="neither"), None],
+        "equal_var": ["boolean"],
+        "log_scale": ["boolean", StrOptions({"auto"})],
+        "on_constant": [StrOptions({"drop", "error"})],
+    }
+
+    def __init__(self, statistic: str = "ttest", n_features_to_select: int | float | None = None,
                  equal_var: bool = False, log_scale: bool | Literal["auto"] = "auto",
-                 on_constant: Literal["drop", "error"] = "drop"):
-        self.score = score
+                 on_constant: Literal["drop", "error"] = "drop", **deprecated: Any):
+        if "score" in deprecated:   # the former name shadowed scikit-learn's score()
+            warnings.warn("Filter(score=...) is renamed Filter(statistic=...); score= will be removed "
+                          "in the next release", FutureWarning, stacklevel=2)
+            statistic = deprecated.pop("score")
+        if deprecated:
+            raise TypeError(f"Filter got unexpected keyword argument(s) {', '.join(map(repr, deprecated))}")
+        self.statistic = statistic
         self.n_features_to_select = n_features_to_select
         self.equal_var = equal_var
         self.log_scale = log_scale
@@ -190,40 +209,40 @@ class Filter(SelectorMixin):
 
     @property
     def method_name(self) -> str:  # type: ignore[override]
-        return str(self.score)
+        return str(self.statistic)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        if self.statistic in BINARY_ONLY:   # two-class statistics: scikit-learn's checks give two classes
+            tags.classifier_tags = ClassifierTags(multi_class=False)
+        return tags
 
     @property
     def requires_y(self) -> bool:  # type: ignore[override]
-        return self.score != "variance"
+        return self.statistic != "variance"
 
     @property
     def y_task(self) -> str:  # type: ignore[override]
-        return "classification" if self.score in CLASS_SCORES else ("regression" if self.score == "pearson" else "any")
-
-    def _validate_params(self) -> None:
-        if self.score not in FILTER_SCORES:
-            raise ParameterError(f"score={self.score!r}; choose one of {', '.join(FILTER_SCORES)}")
-        if self.on_constant not in ("drop", "error"):
-            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
-        if self.log_scale not in ("auto", True, False):
-            raise ParameterError(f"log_scale={self.log_scale!r}; use 'auto', True or False")
+        s = self.statistic
+        return "classification" if s in CLASS_SCORES else ("regression" if s == "pearson" else "any")
 
     def _prepare(self, n: int, y: np.ndarray | None) -> tuple[np.ndarray | None, int, np.ndarray | None]:
-        """Validate y for the score; return class codes, number of classes, centred response."""
+        """Validate y for the statistic; return class codes, number of classes, centred response."""
         codes, n_classes, yc = None, 0, None
-        if self.score in CLASS_SCORES:
+        stat = self.statistic
+        if stat in CLASS_SCORES:
             classes, codes = np.unique(y, return_inverse=True)
             n_classes = classes.size
             counts = np.bincount(codes)
-            if self.score in BINARY_ONLY and n_classes != 2:
-                raise InputError(f"score={self.score!r} compares two classes but y has {n_classes} "
-                                 f"({list(classes[:6])}); use score='f' or 'fisher' for several classes")
-            if counts.min() < 2 and self.score in ("ttest", "snr"):
-                raise InputError(f"class {classes[counts.argmin()]!r} has a single sample; the {self.score} "
+            if stat in BINARY_ONLY and n_classes != 2:
+                raise InputError(f"statistic={stat!r} compares two classes but y has {n_classes} "
+                                 f"({list(classes[:6])}); use statistic='f' or 'fisher' for several classes")
+            if counts.min() < 2 and stat in ("ttest", "snr"):
+                raise InputError(f"class {classes[counts.argmin()]!r} has a single sample; the {stat} "
                                  "needs a variance in each class (at least 2 samples)")
-            if self.score == "f" and n - n_classes < 1:
+            if stat == "f" and n - n_classes < 1:
                 raise InputError("the F statistic needs more samples than classes")
-        elif self.score == "pearson":
+        elif stat == "pearson":
             yv = np.asarray(y, dtype=np.float64)
             if yv.ndim != 1:
                 raise InputError("pearson needs a single response vector y")
@@ -231,22 +250,24 @@ class Filter(SelectorMixin):
         return codes, n_classes, yc
 
     def _lazy_stats(self, X, codes, n_classes, yc, with_screen: bool = False):
-        return map_features(stats_block, X, out_rows=STAT_ROWS.get(self.score, 1) + (3 if with_screen else 0),
-                            dtype=np.float64, score=self.score, codes=codes, n_classes=n_classes, yc=yc,
+        return map_features(stats_block, X, out_rows=STAT_ROWS.get(self.statistic, 1) + (3 if with_screen else 0),
+                            dtype=np.float64, score=self.statistic, codes=codes, n_classes=n_classes, yc=yc,
                             equal_var=self.equal_var, with_screen=with_screen)
 
     def _finish(self, stats: np.ndarray, n: int, n_classes: int, data_min: float) -> FitOutput:
-        """Scores and p-values from the per-feature statistics (active features only)."""
+        """Scores (and, deferred, p-values) from the per-feature statistics of the active features."""
         log_scale = self.log_scale
-        if self.score == "fold_change":
+        stat = self.statistic
+        if stat == "fold_change":
             if log_scale == "auto":
                 log_scale = bool(data_min <= 0)
             scores = fold_change_scores(stats[0], stats[1], log_scale)
         else:
             scores = stats[0]
-        if self.score in PVALUE_SCORES:  # kept for result_ / pvalues_, evaluated when first read
-            self._pvalue_stats = (stats, n, n_classes)
-        return FitOutput(scores=scores, attrs={"score": self.score, "log_scale": str(log_scale)})
+        deferred = {}
+        if stat in PVALUE_SCORES:  # evaluated when result_ / pvalues_ is first read
+            deferred["pvalue"] = functools.partial(_threaded_pvalues, stat, stats, n, n_classes)
+        return FitOutput(scores=scores, attrs={"score": stat, "log_scale": str(log_scale)}, deferred=deferred)
 
     def _fit_lazy(self, X, y):
         """One pass: the screen and the statistics of every feature share a single read of X."""
@@ -257,42 +278,11 @@ class Filter(SelectorMixin):
         def finish(stats, active, lo, hi):
             every = bool(active.all())  # the usual case: no copy of the statistics
             data_min = 0.0
-            if self.score == "fold_change" and active.any():
+            if self.statistic == "fold_change" and active.any():
                 data_min = float((lo if every else lo[active]).min())
             return self._finish(stats if every else stats[:, active], n, n_classes, data_min)
 
         return lazy, finish, True
-
-    def _fit(self, X, y) -> FitOutput:
-        n = X.shape[0]
-        codes, n_classes, yc = self._prepare(n, y)
-        stats, data_min = dask.compute(self._lazy_stats(X, codes, n_classes, yc), X.min())
-        return self._finish(stats, n, n_classes, float(data_min))
-
-    def fit(self, X: Any, y: Any = None) -> "Filter":
-        self._pvalue_stats = None
-        self.__dict__.pop("_result", None)
-        return super().fit(X, y)
-
-    @property
-    def result_(self) -> xr.Dataset:
-        """The result Dataset; for ttest, f and pearson its ``pvalue`` is added when first read."""
-        try:
-            res = self.__dict__["_result"]
-        except KeyError:
-            raise AttributeError("result_ (not fitted yet: call fit first)") from None
-        pending = self.__dict__.get("_pvalue_stats")
-        if pending is not None:
-            stats, n, n_classes = pending
-            pv = np.full(self.n_features_in_, np.nan)           # constant features: no test, NaN (as scipy)
-            pv[self.active_features_] = _threaded_pvalues(self.score, stats, n, n_classes)
-            res["pvalue"] = ("feature", pv)
-            self._pvalue_stats = None
-        return res
-
-    @result_.setter
-    def result_(self, value: xr.Dataset) -> None:
-        self.__dict__["_result"] = value
 
     @property
     def pvalues_(self) -> np.ndarray | None:
@@ -301,7 +291,12 @@ class Filter(SelectorMixin):
         return res["pvalue"].values if "pvalue" in res else None
 
 
-class LaplacianScore(SelectorMixin):
+# the deprecated ``score=`` alias is not a parameter: scikit-learn's introspection sees statistic only
+Filter.__init__.__signature__ = inspect.signature(Filter.__init__).replace(
+    parameters=[p for p in inspect.signature(Filter.__init__).parameters.values() if p.kind != p.VAR_KEYWORD])
+
+
+class LaplacianScore(Selector):
     """Laplacian score (He, Cai & Niyogi 2005), unsupervised: a baseline of the Q-α and CPFS papers.
 
     Builds the kNN heat-kernel graph S between samples from the N × N squared distances
@@ -318,6 +313,12 @@ class LaplacianScore(SelectorMixin):
     """
 
     method_name = "laplacian_score"
+    _parameter_constraints: dict = {
+        "n_neighbors": [Int(1)],
+        "t": [Real(0, None, closed="neither"), None],
+        "n_features_to_select": [Int(1), Real(0, 1, closed="neither"), None],
+        "on_constant": [StrOptions({"drop", "error"})],
+    }
 
     def __init__(self, n_neighbors: int = 5, t: float | None = None,
                  n_features_to_select: int | float | None = None, on_constant: str = "drop"):
@@ -325,12 +326,6 @@ class LaplacianScore(SelectorMixin):
         self.t = t
         self.n_features_to_select = n_features_to_select
         self.on_constant = on_constant
-
-    def _validate_params(self) -> None:
-        if not isinstance(self.n_neighbors, (int, np.integer)) or self.n_neighbors < 1:
-            raise ParameterError(f"n_neighbors={self.n_neighbors!r}; must be an integer ≥ 1")
-        if self.t is not None and not self.t > 0:
-            raise ParameterError(f"t={self.t!r}; the heat-kernel width must be > 0")
 
     def _fit(self, X, y) -> FitOutput:
         n = X.shape[0]

@@ -40,11 +40,13 @@ from typing import Any, Literal, Sequence
 import dask
 import dask.array as da
 import numpy as np
+from sklearn.utils._param_validation import StrOptions
 
-from fsdask.base import FitOutput, SelectorMixin, _ranking
+from fsdask._validation import Int, Real
+from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.linalg import row_dot_summary
-from fsdask.linalg.execution import Execution, fits, memory_budget
+from fsdask.linalg.execution import Execution, fits
 
 log = logging.getLogger("fsdask")
 
@@ -481,7 +483,7 @@ def rho_for_k(A, k: int, *, gamma: float = 1.1, n_components: int = 1, max_bisec
 # --------------------------------------------------------------------------------------
 # the estimator (FeatureSelection)
 # --------------------------------------------------------------------------------------
-class SparseHSIC(SelectorMixin):
+class SparseHSIC(Selector):
     """HSIC feature selection by the sparse power method and rank-one downdate (Zarkoob 2010, ch. 3).
 
     Parameters
@@ -501,9 +503,11 @@ class SparseHSIC(SelectorMixin):
         How Δ is built from y (see :func:`response_factor`); "auto" picks from the dtype.
     n_features_to_select : int, float in (0, 1) or None
         If given, ρ is bisected to select this many features (:func:`rho_for_k`).
-    standardize : bool, default False
-        Divide each feature by its standard deviation (A row-scaled, same pass); by default
-        features are only centred, by H.
+    standardize : bool, default True
+        Divide each feature by its standard deviation (A row-scaled, same pass): with the
+        linear kernel A_i is a covariance, so on raw data a high-variance noise feature
+        outranks a relevant one.  ``False`` is the thesis' exact behaviour (features only
+        centred, by H).
     kernel_rank, kernel_width : for ``response="rbf"``.
     max_iter, tol : SparsePM stopping.
     memory_budget : int, str or None
@@ -531,10 +535,26 @@ class SparseHSIC(SelectorMixin):
     requires_y = True
     y_task = "any"
     min_samples = 3
+    screen_in_fit = True   # NaN/Inf and constant features are found in the pass that computes A
+    _parameter_constraints: dict = {
+        "gamma": [Real(1, None, closed="neither")],
+        "rho": [Real(0, None)],
+        "n_components": [Int(1)],
+        "response": [StrOptions({"auto", "categorical", "continuous", "multivariate", "rbf"})],
+        "n_features_to_select": [Int(1), Real(0, 1, closed="neither"), None],
+        "standardize": ["boolean"],
+        "kernel_rank": [Int(1), None],
+        "kernel_width": [Real(0, None, closed="neither"), None],
+        "max_iter": [Int(1)],
+        "tol": [Real(0, None)],
+        "memory_budget": [Real(0, None), str, None],
+        "rho_grid": [StrOptions({"auto", "default"}), "array-like", None],
+        "on_constant": [StrOptions({"drop", "error"})],
+    }
 
     def __init__(self, gamma: float = 1.1, rho: float = 0.015, n_components: int = 1,
                  response: Response = "auto", n_features_to_select: int | float | None = None,
-                 standardize: bool = False, kernel_rank: int | None = None, kernel_width: float | None = None,
+                 standardize: bool = True, kernel_rank: int | None = None, kernel_width: float | None = None,
                  max_iter: int = 200, tol: float = 1e-12, memory_budget: Any = None,
                  rho_grid: Any = "auto", on_constant: str = "drop"):
         self.gamma = gamma
@@ -550,40 +570,6 @@ class SparseHSIC(SelectorMixin):
         self.memory_budget = memory_budget
         self.rho_grid = rho_grid
         self.on_constant = on_constant
-
-    # ---- parameters ----
-    def _validate_params(self) -> None:
-        from fsdask._validation import check_scalar
-        import numbers
-        check_scalar(self.gamma, "gamma", low=1.0, include_low=False)
-        if self.gamma <= 1:  # pragma: no cover - check_scalar raised already
-            raise ParameterError("gamma must be > 1")
-        if self.n_features_to_select is None:
-            if isinstance(self.rho, bool) or not isinstance(self.rho, numbers.Real) or not np.isfinite(self.rho):
-                raise ParameterError(f"rho must be a finite real number ≥ 0; got {self.rho!r}")
-            if self.rho < 0:
-                raise ParameterError(f"rho={self.rho!r} is negative; ρ is the size penalty ρ|M||N| of (3.4) and "
-                                     "must be ≥ 0 (with ρ < 0 every row that helps the rank-one fit is kept "
-                                     "and the size term rewards large selections)")
-        check_scalar(self.n_components, "n_components", kind=numbers.Integral, low=1)
-        check_scalar(self.max_iter, "max_iter", kind=numbers.Integral, low=1)
-        check_scalar(self.tol, "tol", low=0.0)
-        memory_budget(self.memory_budget)
-        if self.response not in ("auto", "categorical", "continuous", "multivariate", "rbf"):
-            raise ParameterError(f"response={self.response!r}; use 'auto', 'categorical', 'continuous', "
-                                 "'multivariate' or 'rbf'")
-        if self.on_constant not in ("drop", "error"):
-            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
-        if self.kernel_rank is not None:
-            check_scalar(self.kernel_rank, "kernel_rank", kind=numbers.Integral, low=1)
-        if self.kernel_width is not None:
-            check_scalar(self.kernel_width, "kernel_width", low=0.0, include_low=False)
-
-    def _screen(self, X: da.Array, names: np.ndarray | None) -> np.ndarray:
-        # NaN/Inf and constant features are found in the same pass that computes A (_fit),
-        # so the fit reads X exactly once.
-        self._names = names
-        return np.ones(X.shape[1], bool)
 
     # ---- FeatureSelection ----
     def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
@@ -603,9 +589,8 @@ class SparseHSIC(SelectorMixin):
             (stats,) = ex.persist(stats)
             nbad, rng_, sd = dask.compute(stats[-3], stats[-2], stats[-1])   # of the persisted stats
             A = stats[:-3].T.rechunk({0: ex.rows_per_chunk(8 * c), 1: -1})
-        self._check_nonfinite(nbad)
-        const = rng_ == 0
-        self._check_constant(const)
+        active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))   # constant ⇔ range 0
+        const = ~active
         if self.standardize:
             scale = np.where(sd > 0, 1.0 / np.where(sd > 0, sd, 1.0), 0.0)
             A = A * (scale[:, None] if dense else da.from_array(scale[:, None], chunks=(A.chunks[0], 1)))
@@ -635,7 +620,8 @@ class SparseHSIC(SelectorMixin):
         U = np.array([r.u for r in results])
         scores = np.abs(U).max(axis=0)
         (row_norm,) = _np(np.sqrt((A * A).sum(axis=1)))
-        self._rank_key = (support, scores, row_norm, const)
+        # ranking: the selected rows by |u|, then the others by ‖A_i‖ (constant features last)
+        rank_key = np.where(support, 2.0 + scores, row_norm / (row_norm.max() or 1.0))
         for r in results:
             if not r.converged:
                 warnings.warn(f"SparsePM stopped at max_iter={self.max_iter} before stagnation; raise max_iter",
@@ -644,20 +630,22 @@ class SparseHSIC(SelectorMixin):
         self.response_ = kind
         self.sigma_ = np.array([r.sigma for r in results])
         self.v_ = np.array([r.v for r in results])
-        self._U = U
+        self.components_ = U.reshape(-1, p)
         self.hsic_A_ = A if dense else None
         self.n_components_ = len(results)
         extras: dict = {"selected_by_component": comp, "hsic_row_norm": row_norm,
                         "sigma": self.sigma_, "v": self.v_}
-        dims: dict = {"sigma": ("component",), "v": ("component", "response_component")}
+        dims: dict = {"selected_by_component": ("feature",), "hsic_row_norm": ("feature",),
+                      "sigma": ("component",), "v": ("component", "response_component")}
+        coords: dict = {}
         grid = self.rho_grid
         self._path_args = (A, kw) if dense else None
         if not (grid is None or isinstance(grid, str) and grid == "auto"):
             path = rho_path(A, None if isinstance(grid, str) else grid, gamma=self.gamma, n_components=self.n_components, **kw)
             self.__dict__["rho_path_"] = path
-            extras.update(rho_path_rho=path["rho"], rho_path_n_selected=path["n_selected"],
-                          rho_path_objective=path["objective"])
-            dims.update(rho_path_rho=("rho",), rho_path_n_selected=("rho",), rho_path_objective=("rho",))
+            coords["rho"] = path["rho"]
+            extras.update(rho_path_n_selected=path["n_selected"], rho_path_objective=path["objective"])
+            dims.update(rho_path_n_selected=("rho",), rho_path_objective=("rho",))
         attrs = {"rho": rho, "response": kind, "n_response_components": c, "n_components_found": len(results),
                  "A_in_memory": bool(dense), "n_constant_features": int(const.sum()),
                  "objective_traces": [r.objective for r in results],
@@ -667,36 +655,10 @@ class SparseHSIC(SelectorMixin):
                 attrs[key] = info[key]
         if "classes" in info:
             attrs["classes"] = [str(v) for v in info["classes"]]
-        return FitOutput(scores=scores, support=support, n_iter=sum(r.n_iter for r in results),
+        return FitOutput(scores=scores[active], support=support[active], rank_key=rank_key[active],
+                         active=active, n_iter=sum(r.n_iter for r in results),
                          converged=all(r.converged for r in results), objective=results[0].objective,
-                         extras=extras, extra_dims=dims, attrs=attrs)
-
-    def _check_nonfinite(self, nbad: np.ndarray) -> None:
-        if nbad.sum():
-            idx = np.flatnonzero(nbad)
-            names = getattr(self, "_names", None)
-            shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
-            raise InputError(f"X contains {int(nbad.sum())} NaN/Inf value(s) in {idx.size} feature(s) "
-                             f"(first: {shown}); impute or drop them first (e.g. `fsdask ingest "
-                             "--nan-policy zero|mean|drop-feature`)")
-
-    def _check_constant(self, const: np.ndarray) -> None:
-        if const.all():
-            raise InputError(f"all {const.size} features of X are constant; there is nothing to select")
-        if const.any() and self.on_constant == "error":
-            idx = np.flatnonzero(const)
-            names = getattr(self, "_names", None)
-            shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
-            raise InputError(f"X has {idx.size} constant feature(s) (first: {shown}); drop them or use "
-                             "on_constant='drop' to give them weight 0")
-
-    def _support(self, scores: np.ndarray, active: np.ndarray, method_support: np.ndarray | None) -> np.ndarray:
-        # ranking: the selected rows by |u|, then the others by ‖A_i‖; constant features last
-        support, u_abs, row_norm, const = self._rank_key
-        key = np.where(support, 2.0 + u_abs, row_norm / (row_norm.max() or 1.0))
-        self.ranking_ = _ranking(key, ~const)
-        self.active_features_ = ~const
-        return super()._support(scores, active, method_support)
+                         extras=extras, extra_dims=dims, coords=coords, attrs=attrs)
 
     @property
     def rho_path_(self) -> dict[str, np.ndarray]:
@@ -709,15 +671,3 @@ class SparseHSIC(SelectorMixin):
             A, kw = self._path_args
             self.__dict__["rho_path_"] = rho_path(A, gamma=self.gamma, n_components=self.n_components, **kw)
         return self.__dict__["rho_path_"]
-
-    def fit(self, X: Any, y: Any = None) -> "SparseHSIC":
-        """Compute A in one pass over X, run SparsePM/R1D on A; see the class docstring."""
-        super().fit(X, y)
-        p = self.n_features_in_
-        self.components_ = self._U.reshape(-1, p)
-        if "rho_path_rho" in self.result_:
-            r = self.result_
-            self.result_ = r.rename_vars({"rho_path_rho": "rho"}).set_coords("rho")
-        self.result_["rank"] = ("feature", self.ranking_.astype(np.int64))
-        self.result_.attrs["n_constant_features"] = int((~self.active_features_).sum())
-        return self

@@ -17,7 +17,7 @@ otherwise), so the loadings ``V = Bᵀ S⁻¹`` (p × r) never need an n × p or
   exactly q nonzero loadings (scikit-learn's ``SparsePCA``, whose ℓ1 weight α is bisected
   to hit q nonzeros; note it is Mairal et al.'s dictionary-learning formulation, not Zou et
   al.'s elastic-net SPCA (6.6), for which no maintained Python implementation exists).
-* top variance is :class:`fsdask.Filter` with ``score="variance"``.
+* top variance is :class:`fsdask.Filter` with ``statistic="variance"``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from typing import Literal
 
 import dask.array as da
 import numpy as np
+from sklearn.utils._param_validation import StrOptions
 
-from fsdask.base import FitOutput, SelectorMixin
+from fsdask._validation import Int
+from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
 from fsdask.linalg import gram_factor
 
@@ -47,8 +49,6 @@ def _factor(X: da.Array, scale: bool) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def _check_q(q, p: int, name: str) -> int:
     if q is None:
         return max(1, int(np.ceil(p / 2)))
-    if not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1:
-        raise ParameterError(f"n_features_to_select={q!r}; {name} needs a positive integer")
     if q > p:
         raise ParameterError(f"n_features_to_select={q} but X has only {p} non-constant features")
     return int(q)
@@ -61,19 +61,18 @@ def _order_to_scores(order: np.ndarray, p: int) -> np.ndarray:
     return scores
 
 
-class _PCABase(SelectorMixin):
+class _PCABase(Selector):
+    _parameter_constraints: dict = {
+        "n_features_to_select": [Int(1), None],
+        "scale": ["boolean"],
+        "on_constant": [StrOptions({"drop", "error"})],
+    }
+
     def __init__(self, n_features_to_select: int | None = None, scale: bool = False,
                  on_constant: Literal["drop", "error"] = "drop"):
         self.n_features_to_select = n_features_to_select
         self.scale = scale
         self.on_constant = on_constant
-
-    def _validate_params(self) -> None:
-        if self.on_constant not in ("drop", "error"):
-            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
-        q = self.n_features_to_select
-        if q is not None and (not isinstance(q, (int, np.integer)) or isinstance(q, bool) or q < 1):
-            raise ParameterError(f"n_features_to_select={q!r}; use a positive integer or None")
 
 
 class JolliffeI(_PCABase):
@@ -166,6 +165,13 @@ class PFA(_PCABase):
     """
 
     method_name = "pfa"
+    _parameter_constraints: dict = {
+        **_PCABase._parameter_constraints,
+        "n_components": [Int(1), None],
+        "n_init": [Int(1)],
+        "random_state": [Int(0)],
+        "max_iter": [Int(1)],
+    }
 
     def __init__(self, n_features_to_select: int | None = None, n_components: int | None = None,
                  n_init: int = 10, random_state: int = 0, max_iter: int = 100, scale: bool = False,
@@ -176,14 +182,6 @@ class PFA(_PCABase):
         self.random_state = random_state
         self.max_iter = max_iter
 
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        if not (isinstance(self.n_init, (int, np.integer)) and self.n_init >= 1):
-            raise ParameterError(f"n_init={self.n_init!r}; use a positive integer")
-        if self.n_components is not None and not (isinstance(self.n_components, (int, np.integer))
-                                                  and self.n_components >= 1):
-            raise ParameterError(f"n_components={self.n_components!r}; use a positive integer or None")
-
     def _fit(self, X: da.Array, y) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "PFA")
@@ -192,10 +190,10 @@ class PFA(_PCABase):
         Z = V[:, :k]
         best = None
         for i in range(int(self.n_init)):
-            labels, centers, inertia = _kmeans(Z, q, np.random.default_rng(self.random_state + i), self.max_iter)
-            if best is None or inertia < best[2]:
-                best = (labels, centers, inertia)
-        labels, centers, _ = best
+            run = _kmeans(Z, q, np.random.default_rng(self.random_state + i), self.max_iter)
+            if best is None or run[2] < best[2]:
+                best = run
+        labels, centers, _, n_iter = best
         d = np.sum((Z - centers[labels]) ** 2, axis=1)
         picks, sizes = [], []
         for c in range(q):
@@ -211,11 +209,13 @@ class PFA(_PCABase):
             scores[rest] = 0.5 / max(picks.size, 1) * var / max(var.max(), 1e-300)
         sup = np.zeros(p, bool)
         sup[picks] = True
-        return FitOutput(scores=scores, support=sup, attrs={"n_components": int(k)})
+        return FitOutput(scores=scores, support=sup, n_iter=n_iter, attrs={"n_components": int(k)})
 
 
-def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator, max_iter: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """Lloyd's k-means with k-means++ seeding (small, dense: p × k loadings)."""
+def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator,
+            max_iter: int) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Lloyd's k-means with k-means++ seeding (small, dense: p × k loadings); labels,
+    centres, inertia and the number of Lloyd iterations."""
     p = Z.shape[0]
     centers = np.empty((k, Z.shape[1]))
     centers[0] = Z[rng.integers(p)]
@@ -226,7 +226,9 @@ def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator, max_iter: int) -> t
         centers[c] = Z[idx]
         d2 = np.minimum(d2, np.sum((Z - centers[c]) ** 2, axis=1))
     labels = np.zeros(p, dtype=np.int64)
+    n_iter = 0
     for _ in range(max_iter):
+        n_iter += 1
         D = (Z * Z).sum(1)[:, None] - 2 * Z @ centers.T + (centers * centers).sum(1)[None, :]
         new = np.argmin(D, axis=1)
         for c in range(k):
@@ -237,7 +239,7 @@ def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator, max_iter: int) -> t
             break
         labels = new
     inertia = float(np.sum((Z - centers[labels]) ** 2))
-    return labels, centers, inertia
+    return labels, centers, inertia, n_iter
 
 
 class SparsePCASelector(_PCABase):
@@ -249,6 +251,11 @@ class SparsePCASelector(_PCABase):
     """
 
     method_name = "spca"
+    _parameter_constraints: dict = {
+        **_PCABase._parameter_constraints,
+        "max_bisect": [Int(1)],
+        "random_state": [Int(0)],
+    }
 
     def __init__(self, n_features_to_select: int | None = None, max_bisect: int = 30, random_state: int = 0,
                  scale: bool = False, on_constant: Literal["drop", "error"] = "drop"):

@@ -61,12 +61,23 @@ from typing import Any, Callable, Literal
 import dask
 import dask.array as da
 import numpy as np
+from sklearn.utils._param_validation import StrOptions
 
-from fsdask.base import FitOutput, SelectorMixin
+from fsdask._validation import Int, Real
+from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.linalg import (
+    feature_kernel_matmul,
+    khatri_rao_gram_block,
+    khatri_rao_matvec,
+    khatri_rao_rmatvec,
+    leading_eigh,
+    map_and_sum,
+    map_features,
+    sum_over_blocks,
+    tall_skinny_qr,
+)
 from fsdask.linalg.execution import TREE_SUM_COPIES, Execution
-from fsdask.linalg import (feature_kernel_matmul, khatri_rao_gram_block, khatri_rao_matvec, khatri_rao_rmatvec,
-                           leading_eigh, map_and_sum, map_features, sum_over_blocks, tall_skinny_qr)
 
 log = logging.getLogger("fsdask")
 
@@ -459,7 +470,7 @@ def sessions_kernel(a: np.ndarray, b: np.ndarray, block: int = 8) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- the estimator
-class QAlpha(SelectorMixin):
+class QAlpha(Selector):
     """Q-α feature weighting (Wolf & Shashua, JMLR 2005), as Dask graphs linear in the features.
 
     Parameters
@@ -518,6 +529,24 @@ class QAlpha(SelectorMixin):
 
     method_name = "qalpha"
     min_samples = 2
+    _parameter_constraints: dict = {
+        "k": [Int(1)],
+        "variant": [StrOptions(set(VARIANTS))],
+        "init": [StrOptions({"pca", "random"}), "array-like"],
+        "gamma": [Real(0, None)],
+        "kernel": [StrOptions(set(KERNELS)), callable, None],
+        "kernel_params": [dict, None],
+        "max_iter": [Int(1)],
+        "tol": [Real(0, None)],
+        "n_features_to_select": [Int(1), Real(0, 1, closed="neither"), StrOptions({"auto"}), None],
+        "supervised": ["boolean", StrOptions({"auto"})],
+        "k_within": [Int(1)],
+        "k_between": [Int(1)],
+        "alpha_solver": [StrOptions({"auto", "gram", "tsqr", "lanczos"})],
+        "n_init": [Int(1)],
+        "random_state": [Int(0), None],
+        "on_constant": [StrOptions({"drop", "error"})],
+    }
 
     def __init__(self, k: int = 2, variant: str = "power", init: Any = "pca", gamma: float = 0.5,
                  kernel: Any = None, kernel_params: dict | None = None, max_iter: int = 100,
@@ -546,43 +575,17 @@ class QAlpha(SelectorMixin):
     def requires_y(self) -> bool:  # type: ignore[override]
         return self.variant == "supervised" or self.supervised is True
 
-    def _validate_params(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ParameterError(f"variant={self.variant!r}; choose one of {', '.join(VARIANTS)}")
-        for name in ("k", "k_within", "k_between", "max_iter", "n_init"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ParameterError(f"{name}={v!r}; it must be an integer ≥ 1")
-        if not isinstance(self.tol, (int, float)) or self.tol < 0:
-            raise ParameterError(f"tol={self.tol!r}; it must be a number ≥ 0")
-        if not isinstance(self.gamma, (int, float)) or isinstance(self.gamma, bool) or self.gamma < 0:
-            raise ParameterError(f"gamma={self.gamma!r}; it must be a number ≥ 0 (the paper uses 0.5)")
-        if self.supervised not in ("auto", True, False):
-            raise ParameterError(f"supervised={self.supervised!r}; use 'auto', True or False")
-        if self.supervised is True and self.variant not in ("power", "basic", "supervised"):
-            raise ParameterError(f"supervised=True works with variant 'power' or 'basic', not {self.variant!r}")
-        if self.on_constant not in ("drop", "error"):
-            raise ParameterError(f"on_constant={self.on_constant!r}; use 'drop' or 'error'")
-        if self.alpha_solver not in ("auto", "gram", "tsqr", "lanczos"):
-            raise ParameterError(f"alpha_solver={self.alpha_solver!r}; use 'auto', 'gram', 'tsqr' or 'lanczos'")
-        if isinstance(self.init, str) and self.init not in ("pca", "random"):
-            raise ParameterError(f"init={self.init!r}; use 'pca', 'random' or a (n_samples × k) array")
-        if self.kernel is not None and not callable(self.kernel) and self.kernel not in KERNELS:
-            raise ParameterError(f"kernel={self.kernel!r}; use one of {', '.join(KERNELS)}, a callable or None")
-        if isinstance(self.n_features_to_select, str) and self.n_features_to_select != "auto":
-            raise ParameterError(f"n_features_to_select={self.n_features_to_select!r}; use an int, a fraction, "
-                                 "None or 'auto'")
-
     def _default_support(self, scores: np.ndarray) -> np.ndarray:
         return _top(scores, auto_cut(scores))
 
     # ---- fit
     def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:
         q, n = X.shape
+        if self.supervised is True and self.variant not in ("power", "basic", "supervised"):
+            raise ParameterError(f"supervised=True works with variant 'power' or 'basic', not {self.variant!r}")
         use_sup = self.variant == "supervised" or (y is not None and self.supervised in ("auto", True)
                                                    and self.variant in ("power", "basic")) or self.supervised is True
         if self.kernel is not None or self.variant == "kernel":
-            self._restart = 0
             out = self._fit_kernel(X)
         else:
             if use_sup and y is None:
@@ -592,8 +595,7 @@ class QAlpha(SelectorMixin):
                                  f"(centred rows span at most {q - 1} dimensions): lower k or add samples")
             out, best, passes = None, None, 0
             for t in range(self.n_init):
-                self._restart = t
-                res = self._fit_supervised(X, np.asarray(y)) if use_sup else self._fit_unsupervised(X)
+                res = self._fit_supervised(X, np.asarray(y), t) if use_sup else self._fit_unsupervised(X, t)
                 passes += self.n_passes_
                 if best is None or res.objective[-1] > best[0]:
                     best = (res.objective[-1], res, self.Q_)
@@ -605,10 +607,10 @@ class QAlpha(SelectorMixin):
             out.support = _top(out.scores, auto_cut(out.scores))
         return out
 
-    def _Q0(self, A0: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    def _Q0(self, A0: np.ndarray, k: int, rng: np.random.Generator, restart: int) -> np.ndarray:
         q = A0.shape[0]
-        if getattr(self, "_restart", 0) > 0:
-            return orth(np.random.default_rng([self.random_state or 0, self._restart]).standard_normal((q, k)))
+        if restart > 0:
+            return orth(np.random.default_rng([self.random_state or 0, restart]).standard_normal((q, k)))
         if isinstance(self.init, str):
             if self.init == "pca":
                 return top_abs_eigvecs(A0, k)
@@ -618,33 +620,36 @@ class QAlpha(SelectorMixin):
             raise ParameterError(f"init has shape {Q0.shape}; expected (n_samples, k) = ({q}, {k})")
         return orth(Q0)
 
-    def _iterate(self, step: Callable[[int], np.ndarray], max_iter: int) -> tuple[np.ndarray, int, bool]:
+    def _iterate(self, step: Callable[[int], np.ndarray], max_iter: int,
+                 obj: list[float]) -> tuple[np.ndarray, int, bool]:
         alpha_prev = None
         converged = False
         r = 0
         for r in range(1, max_iter + 1):
             alpha = step(r)
             change = np.inf if alpha_prev is None else float(np.linalg.norm(alpha - alpha_prev))
-            log.info("Q-α iteration %d: objective %.10g, ‖Δα‖ %.3g", r, self._obj[-1], change)
+            log.info("Q-α iteration %d: objective %.10g, ‖Δα‖ %.3g", r, obj[-1], change)
             alpha_prev = alpha
             if change < self.tol:
                 converged = True
                 break
         if not converged:
-            warnings.warn(f"Q-α stopped at max_iter={max_iter} before ‖Δα‖ < tol={self.tol}; "
-                          "converged_ is False", ConvergenceWarning, stacklevel=4)
+            warnings.warn(f"Q-α stopped at max_iter={max_iter} with ‖Δα‖ = {change:.2g} ≥ tol={self.tol} "
+                          "(converged_ is False); try a larger max_iter or tol — the ranking often settles "
+                          "long before ‖Δα‖ does (compare scores_ of two max_iter)", ConvergenceWarning,
+                          stacklevel=4)
         return alpha_prev, r, converged
 
-    def _fit_unsupervised(self, X: da.Array) -> FitOutput:
+    def _fit_unsupervised(self, X: da.Array, restart: int = 0) -> FitOutput:
         n = X.shape[1]
         k, variant = self.k, self.variant
         prep = normalize_block
         rng = np.random.default_rng(self.random_state)
         uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
         A0 = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2).compute()
-        Q = self._Q0(A0, k, rng)
+        Q = self._Q0(A0, k, rng, restart)
         solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
-        self._obj: list[float] = []
+        obj: list[float] = []
         state = {"Q": Q, "d": None}
         fused = variant == "power" and solve.fusable(standard_spec(Q))
         if fused:
@@ -662,18 +667,18 @@ class QAlpha(SelectorMixin):
                 Q = orth((state["K"] @ u).reshape(Q.shape))                 # steps 4–5
                 nxt = None if r == self.max_iter else standard_spec(Q)
                 alpha, A, state["K"], state["c"] = solve.materialize(spec, u, nxt)
-                self._obj.append(criterion(A, Q))
+                obj.append(criterion(A, Q))
             elif variant == "laplacian":
                 alpha, A, _ = solve(laplacian_spec(Q, state["d"]))          # steps 1–2
                 d = float(np.max(np.diag(A)) / alpha.sum())                # step 3
                 L = A + alpha.sum() * d * np.eye(A.shape[0])               # steps 4–5 (D_α = 0)
                 Q = orth(L @ Q)                                            # steps 6–7
                 state["d"] = d
-                self._obj.append(criterion(L, Q))
+                obj.append(criterion(L, Q))
             elif variant == "gap":
                 alpha, A, _ = solve(gap_spec(Q))
                 Q = orth(A @ Q)
-                self._obj.append(2 * criterion(A, Q) - float(np.sum(A * A)))
+                obj.append(2 * criterion(A, Q) - float(np.sum(A * A)))
             else:
                 alpha, A, _ = solve(standard_spec(Q))                       # Def. 2 steps 1–3
                 if variant == "power":
@@ -684,18 +689,18 @@ class QAlpha(SelectorMixin):
                     Qb = orth(A @ Q)                                       # Def. 4 steps 2–3
                     alpha, A, _ = solve(standard_spec(Qb))                 # steps 4–5 (Def. 2's G at Q̄)
                     Q = Qb @ top_abs_eigvecs(Qb.T @ A @ Qb, k)             # steps 6–8
-                self._obj.append(criterion(A, Q))
+                obj.append(criterion(A, Q))
             state["Q"] = Q
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj)
         self.Q_ = state["Q"]
         self.n_passes_ = solve.n_passes + 1
-        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(self._obj),
+        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(obj),
                          extras={"Q": self.Q_}, extra_dims={"Q": ("sample", "component")},
                          attrs={"variant": variant, "k": int(k), "n_passes": int(self.n_passes_)})
 
-    def _fit_supervised(self, X: da.Array, y: np.ndarray) -> FitOutput:
+    def _fit_supervised(self, X: da.Array, y: np.ndarray, restart: int = 0) -> FitOutput:
         classes, codes = np.unique(y, return_inverse=True)
         if classes.size < 2:
             raise InputError(f"y has a single class ({classes[0]!r}); the supervised Q-α (Def. 6) needs at "
@@ -719,13 +724,13 @@ class QAlpha(SelectorMixin):
         uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
         qtot = X.shape[0]
         A = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(qtot, qtot)).compute()
-        if getattr(self, "_restart", 0) > 0:   # a seeded random start (n_init > 1)
-            rs = np.random.default_rng([self.random_state or 0, self._restart])
+        if restart > 0:   # a seeded random start (n_init > 1)
+            rs = np.random.default_rng([self.random_state or 0, restart])
             Qs = {(g, h): orth(rs.standard_normal((sizes[h], kk[g, h]))) for g, h in pairs}
         else:
             Qs = {(g, h): right_singular(A[slices[g], slices[h]], kk[g, h]) for g, h in pairs}
         solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
-        self._obj = []
+        obj = []
         basic = self.variant == "basic"
 
         def step(r: int) -> np.ndarray:
@@ -741,14 +746,14 @@ class QAlpha(SelectorMixin):
                     Qs[g, h] = orth(Agh.T @ (Agh @ Qs[g, h]))
                 e = criterion(Agh, Qs[g, h])
                 val += e if g == h else -self.gamma * e
-            self._obj.append(val)
+            obj.append(val)
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj)
         self.Q_ = {(classes[g].item() if hasattr(classes[g], "item") else classes[g],
                     classes[h].item() if hasattr(classes[h], "item") else classes[h]): Qs[g, h] for g, h in pairs}
         self.n_passes_ = solve.n_passes + 1
-        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(self._obj),
+        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(obj),
                          attrs={"variant": "supervised", "gamma": float(self.gamma), "k_within": int(self.k_within),
                                 "k_between": int(self.k_between), "classes": [str(c) for c in classes],
                                 "n_passes": int(self.n_passes_)})
@@ -793,7 +798,7 @@ class QAlpha(SelectorMixin):
             VE = Vmul(E0)
             R = np.linalg.cholesky(E0.T @ VE).T
             E, B = np.linalg.solve(R.T, E0.T).T, np.linalg.solve(R.T, VE.T).T
-        self._obj = []
+        obj = []
         state = {"E": E, "B": B, "a": np.ones(n) / np.sqrt(n)}
 
         def step(r: int) -> np.ndarray:
@@ -819,15 +824,15 @@ class QAlpha(SelectorMixin):
             state["E"] = np.linalg.solve(R.T, DB.T).T       # step 5, corrected: E ← D V E R⁻¹
             state["B"] = np.linalg.solve(R.T, C.T).T        # V E for the next cycle, for free
             Bn = state["B"]
-            self._obj.append(float(np.sum(Bn * (alpha[:, None] * Vmul(alpha[:, None] * Bn)))))
+            obj.append(float(np.sum(Bn * (alpha[:, None] * Vmul(alpha[:, None] * Bn)))))
             state["a"] = alpha
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter)
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj)
         self.Q_ = None
         self.E_ = state["E"]
         name = self.kernel if isinstance(self.kernel, str) else ("rbf" if self.kernel is None else "callable")
-        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(self._obj),
+        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(obj),
                          attrs={"variant": "kernel", "kernel": name, "k": int(k), "n_passes": int(self.n_passes_)})
 
 

@@ -8,6 +8,7 @@ YAML; each step calls the command's Python function (:mod:`fsdask.commands`)::
     scheduler: local:2                # default --scheduler of every step that takes one
     storage_options: {}               # default --storage-option (credentials: use env vars)
     state: pipeline.state.json        # where completed steps are recorded (default: next to the config)
+    history_top_k: 20                 # how many top features each run records in the history
     steps:
       - name: ingest
         ingest: {source: data.npz, url: data.zarr, overwrite: true}
@@ -20,12 +21,17 @@ Relative paths are relative to the directory of the config file (steps run there
 * Every step's output is written atomically by the command itself (a store is renamed
   into place or marked complete last; CSV tables are renamed into place), so a crash
   never leaves an output that looks finished.
-* After each step succeeds it is recorded in the state file (with a hash of its
-  options), written atomically.  A re-run skips the recorded steps whose options are
-  unchanged and whose outputs still exist, and resumes at the first unfinished one;
-  once a step runs, every later step runs again too.  ``--restart`` ignores the state.
-* A failing step stops the run with a one-line reason naming the step (exit 2 for bad
-  input/parameters/storage, 1 for anything unexpected).
+* After each step succeeds it is recorded in the state file (a hash of its options, the
+  fingerprints of its inputs, the fsdask version), written atomically.  A re-run skips a
+  step only when all of these match and its outputs exist; otherwise it and every later
+  step run.  Each step prints ``skipped`` or ``runs (why: input X changed, options
+  changed, …)``.  ``--restart`` ignores the state (see :mod:`fsdask.pipeline.session`).
+* One run per state file: a second concurrent run exits 75 (:mod:`fsdask.pipeline.lock`).
+* ``--log-json FILE`` appends machine-readable events (:mod:`fsdask.pipeline.logjson`);
+  each run appends per step to ``STATE.history.jsonl`` (:mod:`fsdask.pipeline.history`).
+* Exit status: 0 ok, 1 unexpected error (a bug), 2 bad input / parameters / storage /
+  config, 75 another run holds the lock (try later), 130 interrupted (Ctrl-C, SIGTERM).
+  A failing step stops the run with a one-line reason naming the step.
 * A step that runs again replaces its own earlier output (``overwrite`` defaults to true in
   a pipeline; the overwrite rule still holds: only an fsdask output of the same kind, never
   an input).  Secret storage options are shown as ``***`` in everything the run prints or
@@ -35,7 +41,6 @@ Relative paths are relative to the directory of the config file (steps run there
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import hashlib
 import importlib
 import inspect
@@ -43,7 +48,6 @@ import json
 import logging
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +58,7 @@ from fsdask.errors import FsdaskError, ParameterError
 log = logging.getLogger("fsdask")
 
 #: keys allowed at the top of a pipeline file
-TOP_LEVEL_KEYS = frozenset({"scheduler", "storage_options", "memory_limit", "state", "steps"})
+TOP_LEVEL_KEYS = frozenset({"scheduler", "storage_options", "memory_limit", "state", "history_top_k", "steps"})
 #: command-line spellings → keyword of the command's function (``no_X`` flags are negated)
 _ALIASES = {"param": "params", "storage_option": "storage_options"}
 _NEGATED = {"no_progress": "progress", "no_overwrite": "overwrite", "no_standardize": "standardize"}
@@ -130,7 +134,10 @@ def load_config(path: str | os.PathLike) -> Pipeline:
         if any(s.name == name for s in steps):
             raise ParameterError(f"{path}: two steps are named {name!r}; step names must be unique")
         steps.append(Step(name, command, options))
-    defaults = {k: cfg[k] for k in ("scheduler", "storage_options", "memory_limit") if k in cfg}
+    defaults = {k: cfg[k] for k in ("scheduler", "storage_options", "memory_limit", "history_top_k") if k in cfg}
+    top_k = defaults.get("history_top_k", 20)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ParameterError(f"{path}: history_top_k must be a whole number ≥ 1; got {top_k!r}")
     state = cfg.get("state") or os.path.splitext(os.path.basename(path))[0] + ".state.json"
     state_path = os.path.join(os.path.dirname(path), str(state))
     return Pipeline(path, steps, defaults, state_path)
@@ -200,15 +207,6 @@ def _describe(step: Step, kwargs: dict[str, Any]) -> str:
     return redact(f"fsdask {step.command} " + " ".join(f"{k}={v}" for k, v in shown.items()))
 
 
-def _read_state(path: str) -> dict:
-    try:
-        with open(path) as fh:
-            state = json.load(fh)
-        return state if isinstance(state, dict) and isinstance(state.get("steps"), dict) else {"steps": {}}
-    except (OSError, ValueError):
-        return {"steps": {}}
-
-
 def _write_state(path: str, state: dict) -> None:
     from fsdask.errors import StoreError
     from fsdask.io.secrets import redact
@@ -251,47 +249,46 @@ class StepFailed(FsdaskError):
         self.exit_code = exit_code
 
 
-def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None) -> dict[str, str]:
+def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None,
+                 log_json: str | os.PathLike | None = None, defaults: dict | None = None) -> dict[str, str]:
     """Run (or resume) the pipeline in ``config``; return {step name: "ran" | "skipped"}.
 
-    Raises :class:`StepFailed` (one-line message naming the step) when a step fails.
+    ``log_json``: append JSON-lines events to this file; ``defaults``: override the config's
+    ``scheduler`` / ``memory_limit`` (e.g. sized from a batch allocation).  Raises
+    :class:`StepFailed` (one-line message naming the step; ``exit_code`` 75 when another run
+    holds the lock) when a step fails.
     """
     from fsdask.io.secrets import redact, register
+    from fsdask.pipeline.lock import Locked
+    from fsdask.pipeline.session import Session
     out = out or sys.stdout
-    pipe = load_config(config)
-    register(pipe.defaults.get("storage_options"))
-    for step in pipe.steps:
-        register(step.options.get("storage_options") or step.options.get("storage_option"),
-                 *(str(v) for v in step.options.values() if isinstance(v, str)))
-    calls = []
-    for i, step in enumerate(pipe.steps, 1):  # every step's options are checked before any runs
-        func = _function(step.command)
-        if func is None:
-            raise StepFailed(f"step {i} ({step.name}): the command '{step.command}' is not available "
-                             "in this installation")
-        calls.append((func, _kwargs(step, func, pipe.defaults)))
-    state = {"steps": {}} if restart else _read_state(pipe.state_path)
-    state["config"] = pipe.path
-    _write_state(pipe.state_path, state)   # an unwritable state file stops the run before any step
-    so = pipe.defaults.get("storage_options") or None
-    summary: dict[str, str] = {}
-    rerun_rest = False
-    with _cwd(os.path.dirname(pipe.path)):
+    night = Session(config, restart=restart, out=out, log_json=log_json, defaults=defaults)
+    try:
+        night.open()
+    except Locked as exc:
+        raise StepFailed(str(exc), exit_code=exc.exit_code) from None
+    with night, _cwd(os.path.dirname(night.pipe.path)):
+        pipe = night.pipe
+        register(pipe.defaults.get("storage_options"))
+        for step in pipe.steps:
+            register(step.options.get("storage_options") or step.options.get("storage_option"),
+                     *(str(v) for v in step.options.values() if isinstance(v, str)))
+        calls = []
+        for i, step in enumerate(pipe.steps, 1):  # every step's options are checked before any runs
+            func = _function(step.command)
+            if func is None:
+                raise StepFailed(f"step {i} ({step.name}): the command '{step.command}' is not available "
+                                 "in this installation")
+            calls.append((func, _kwargs(step, func, pipe.defaults)))
+        night.preflight()
+        _write_state(pipe.state_path, night.state)   # an unwritable state file stops the run before any step
         for i, (step, (func, kwargs)) in enumerate(zip(pipe.steps, calls), 1):
-            done = state["steps"].get(step.name)
-            if (not rerun_rest and done and done.get("digest") == step.digest()
-                    and all(_exists(o, so) for o in step.outputs())):
-                print(f"[{i}/{len(pipe.steps)}] {step.name}: done in an earlier run "
-                      f"({done.get('finished', '?')}) — skipped", file=out, flush=True)
-                summary[step.name] = "skipped"
+            if night.skip(i, step):
                 continue
-            rerun_rest = True
-            state["steps"].pop(step.name, None)
-            _write_state(pipe.state_path, state)
-            print(f"[{i}/{len(pipe.steps)}] {step.name}: {_describe(step, kwargs)}", file=out, flush=True)
-            t0 = time.perf_counter()
+            night.start(i, step, shown=_describe(step, kwargs))
             try:
-                func(**kwargs, stdout=out)
+                with night.capture():
+                    func(**kwargs, stdout=out)
             except FsdaskError as exc:
                 raise StepFailed(redact(f"step {i} ({step.name}) failed: {exc}")) from None
             except KeyboardInterrupt:
@@ -300,12 +297,6 @@ def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None) 
                 msg = str(exc).splitlines()[0] if str(exc) else ""
                 raise StepFailed(redact(f"step {i} ({step.name}) failed unexpectedly: {type(exc).__name__}: {msg}"),
                                  exit_code=1) from exc
-            state["steps"][step.name] = {
-                "digest": step.digest(), "command": step.command, "outputs": step.outputs(),
-                "seconds": round(time.perf_counter() - t0, 3),
-                "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
-            _write_state(pipe.state_path, state)
-            summary[step.name] = "ran"
-    state["completed"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    _write_state(pipe.state_path, state)
-    return summary
+            night.done(i, step)
+        night.complete()
+    return night.summary

@@ -1,0 +1,192 @@
+"""Fingerprints of a step's inputs, cheap enough to take every night.
+
+==========================  ===================================================================
+input                       fingerprint
+==========================  ===================================================================
+fsdask dataset store        the content fingerprint fsdask recorded when it wrote the store
+                            (attribute ``fingerprint`` of a complete store): no data is read
+any other store/directory   a digest of its file listing — every key with its size and its
+                            ETag (object storage) or mtime (local) — so a foreign Zarr store
+                            is fingerprinted from chunk metadata without reading its chunks
+plain file                  size, mtime and a BLAKE2b hash of the content; when size and mtime
+                            equal the recorded ones the recorded hash is reused (no re-read)
+==========================  ===================================================================
+
+A missing input has the fingerprint ``None``; one that cannot be read (unreachable storage,
+an invalid URL) ``{"kind": "unavailable"}``, which never matches: the step runs and its
+command reports the problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any, Mapping
+
+#: options naming the inputs of each command (paths relative to the config's folder)
+INPUT_OPTIONS = {
+    "ingest": ("source",),
+    "select": ("url",),
+    "info": ("url",),
+    "evaluate": ("data", "result"),
+    "report": ("result", "data", "evaluation", "history"),
+    "verify": ("url",),
+    "export": ("result", "anndata"),
+}
+
+
+def step_inputs(command: str, options: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key in INPUT_OPTIONS.get(command, ()):
+        value = options.get(key)
+        if value is None:
+            continue
+        out += [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+    return out
+
+
+def _is_local(url: str) -> bool:
+    return "://" not in url or url.startswith("file://")
+
+
+def _hash_file(path: str) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsdask_fingerprint(meta: bytes) -> str | None:
+    """The recorded content fingerprint of a complete fsdask store, from its zarr.json."""
+    try:
+        attrs = json.loads(meta).get("attributes", {})
+    except (ValueError, AttributeError):
+        return None
+    if attrs.get("fsdask_complete") and isinstance(attrs.get("fingerprint"), str):
+        return attrs["fingerprint"]
+    return None
+
+
+def _listing_digest(entries: list[tuple[str, Any, Any]]) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for name, size, stamp in sorted(entries, key=lambda e: e[0]):
+        h.update(f"{name}\0{size}\0{stamp}\n".encode())
+    return h.hexdigest()
+
+
+def _local_fingerprint(path: str, previous: Mapping[str, Any] | None) -> dict | None:
+    if os.path.isfile(path):
+        st = os.stat(path)
+        fp = {"kind": "file", "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        if (
+            previous
+            and previous.get("kind") == "file"
+            and previous.get("size") == st.st_size
+            and previous.get("mtime_ns") == st.st_mtime_ns
+            and previous.get("hash")
+        ):
+            fp["hash"] = previous["hash"]
+        else:
+            fp["hash"] = _hash_file(path)
+        return fp
+    if not os.path.isdir(path):
+        return None
+    meta = os.path.join(path, "zarr.json")
+    if os.path.isfile(meta):
+        with open(meta, "rb") as fh:
+            recorded = _fsdask_fingerprint(fh.read())
+        if recorded:
+            return {"kind": "fsdask-store", "fingerprint": recorded}
+    entries = []
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            full = os.path.join(root, f)
+            st = os.stat(full)
+            entries.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+    return {"kind": "listing", "files": len(entries), "digest": _listing_digest(entries)}
+
+
+def _remote_fingerprint(url: str, storage_options: Mapping[str, Any] | None) -> dict | None:
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    path = path.rstrip("/")
+    try:
+        if fs.isfile(path):
+            info = fs.info(path)
+            return {
+                "kind": "object",
+                "size": info.get("size"),
+                "etag": info.get("ETag")
+                or info.get("etag")
+                or info.get("LastModified")
+                and str(info["LastModified"]),
+            }
+        try:
+            recorded = _fsdask_fingerprint(fs.cat_file(f"{path}/zarr.json"))
+        except FileNotFoundError:
+            recorded = None
+        if recorded:
+            return {"kind": "fsdask-store", "fingerprint": recorded}
+        found = fs.find(path, detail=True)
+    except FileNotFoundError:
+        return None
+    if not found:
+        return None
+    entries = [
+        (
+            name[len(path) :],
+            info.get("size"),
+            info.get("ETag")
+            or info.get("etag")
+            or str(info.get("LastModified") or info.get("mtime")),
+        )
+        for name, info in found.items()
+    ]
+    return {"kind": "listing", "files": len(entries), "digest": _listing_digest(entries)}
+
+
+def fingerprint(
+    target: str,
+    storage_options: Mapping[str, Any] | None = None,
+    previous: Mapping[str, Any] | None = None,
+) -> dict | None:
+    """Fingerprint of ``target`` (see the module docstring), or None when it does not exist.
+
+    ``previous`` is the fingerprint recorded last time; a plain file whose size and mtime
+    match it is not re-hashed.
+    """
+    target = str(target)
+    try:
+        if _is_local(target):
+            return _local_fingerprint(target.removeprefix("file://"), previous)
+        return _remote_fingerprint(target, storage_options)
+    except (
+        Exception
+    ) as exc:  # unreachable / invalid: the step runs and its command says what is wrong
+        return {"kind": "unavailable", "error": type(exc).__name__}
+
+
+def same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two fingerprints describe the same content (a file's mtime alone does not count)."""
+    if a is None or b is None or "unavailable" in (a.get("kind"), b.get("kind")):
+        return False
+    if a.get("kind") == "file" and b.get("kind") == "file":
+        return a.get("size") == b.get("size") and a.get("hash") == b.get("hash")
+    return dict(a) == dict(b)
+
+
+def short(fp: Mapping[str, Any] | None) -> str:
+    """A short printable id of a fingerprint (for tables and logs)."""
+    if fp is None:
+        return "-"
+    text = (
+        fp.get("fingerprint")
+        or fp.get("hash")
+        or fp.get("digest")
+        or fp.get("etag")
+        or json.dumps(fp)
+    )
+    return str(text).split(":")[-1][:12]

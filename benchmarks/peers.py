@@ -184,7 +184,7 @@ def child(args) -> None:
     try:
         importlib.import_module("fsdask" if args.method.startswith("fsdask.") else IMPORTS[args.method])
     except Exception as e:  # noqa: BLE001
-        out["error"] = f"not usable here: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:160]
+        out["error"] = f"not usable here: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:240]
     try:
         if "error" in out:
             raise RuntimeError(out["error"])
@@ -200,7 +200,7 @@ def child(args) -> None:
         if args.child_folds:
             out["errors"] = fold_errors(args.method, X, y, [int(k) for k in args.k], args.child_folds)
     except Exception as e:  # noqa: BLE001  (the row says what broke; the run goes on)
-        out["error"] = out.get("error") or f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:160]
+        out["error"] = out.get("error") or f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:240]
         traceback.print_exc(file=sys.stderr)
     if "error" in out:
         out["error"] = out["error"].replace("|", "/")
@@ -236,7 +236,7 @@ def run_capped(cmd: list[str], time_cap: float, mem_cap_gb: float) -> dict:
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    return {"error": f"exit {proc.returncode}: " + (stderr.strip().splitlines() or ["no output"])[-1][:160]}
+    return {"error": f"exit {proc.returncode}: " + (stderr.strip().splitlines() or ["no output"])[-1][:240]}
 
 
 def ranks_of(scores: np.ndarray, idx: np.ndarray) -> list[int]:
@@ -297,7 +297,7 @@ def main(argv=None) -> int:
     datasets = args.datasets or list(SYNTHETIC + MICROARRAY)
     bench = Bench("peers", args.results)
     bench.line(f"fsdask vs peers: {', '.join(datasets)}; time cap {args.time_cap:g} s, memory cap "
-               f"{args.mem_cap_gb:g} GB per fit; timings are single runs of the fit"
+               f"{args.mem_cap_gb:g} GB per fit; timings are single runs (a first fit and, under 30 s, a warm second one)"
                + (" (--quick sizes)" if args.quick else ""))
     with tempfile.TemporaryDirectory(prefix="fsdask-peers-") as tmp:
         for name in datasets:

@@ -24,7 +24,8 @@ def test_peers_quick_ranks_the_relevant_features(tmp_path):
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     text = out.read_text()
-    assert text.startswith("# benchmarks/peers.py at commit ")
+    assert text.startswith("# benchmarks/peers.py, ")
+    assert re.search(r"^# commit: [0-9a-f]{7,}", text, re.M)
     assert "# machine: " in text and "load average before" in text
     m = re.search(r"## spiral: 460 × (\d+), classification, relevant features at columns \[(\d+), (\d+)\]", text)
     assert m, text

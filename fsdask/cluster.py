@@ -12,6 +12,12 @@ spec                meaning
 ``path.yaml``       a dask-jobqueue cluster (SLURM, PBS, …) described in YAML; see ``cluster/``
 ==================  ==========================================================================
 
+None of them can hang silently: a ``tcp://`` address must answer the Dask handshake within
+``timeout``; a cluster made here whose worker processes keep dying (killed for exceeding
+their memory limit, crashing at start) is stopped after :data:`MAX_WORKER_DEATHS` deaths
+within a minute; a jobqueue cluster must get its first worker within ``worker_timeout``,
+and a batch system refusing the job is reported with its own message.
+
 The example cluster files ship with the package (:func:`shipped_configs`); copy one and
 edit its queue/account before use.
 """
@@ -27,7 +33,7 @@ from typing import Any, Iterator
 
 import dask
 
-from fsdask.errors import ParameterError, StoreError
+from fsdask.errors import ClusterError, ParameterError
 
 log = logging.getLogger("fsdask")
 
@@ -40,6 +46,11 @@ def quiet_distributed(level: int = logging.WARNING) -> None:
     for name in list(logging.root.manager.loggerDict):
         if name.split(".")[0] in ("distributed", "tornado", "bokeh"):
             logging.getLogger(name).setLevel(level)
+
+
+MAX_WORKER_DEATHS = 3     # per worker slot, within DEATH_WINDOW seconds: a crash loop, not bad luck
+DEATH_WINDOW = 60.0
+WORKER_TIMEOUT = 300.0    # seconds a jobqueue cluster may take to start its first worker
 
 
 def _local_cluster(n_workers: int | None, memory_limit: str | None, threads_per_worker: int = 1):
@@ -101,7 +112,25 @@ def read_cluster_yaml(path: str) -> tuple[str, int, dict]:
         raise ParameterError(f"{path}: 'jobs' must be a whole number of batch jobs") from None
     if jobs < 1:
         raise ParameterError(f"{path}: 'jobs' must be ≥ 1; got {jobs}")
+    spec.pop("worker_timeout", None)  # fsdask's own key, read by scheduler()
     return JOBQUEUE_CLASSES[kind], jobs, spec
+
+
+def _yaml_worker_timeout(path: str) -> float | None:
+    import yaml
+    with open(path) as fh:
+        value = (yaml.safe_load(fh) or {}).get("worker_timeout")
+    return None if value is None else _positive_seconds(value, f"{path}: worker_timeout")
+
+
+def _positive_seconds(value: Any, what: str) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{what} must be a number of seconds; got {value!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise ParameterError(f"{what} must be a positive number of seconds; got {value!r}")
+    return seconds
 
 
 def jobqueue_cluster(path: str, *, scale: bool = True):
@@ -120,17 +149,194 @@ def jobqueue_cluster(path: str, *, scale: bool = True):
     except (TypeError, ValueError) as exc:
         raise ParameterError(f"{path}: bad option for dask_jobqueue.{cls_name} ({exc})") from None
     if scale:
-        cluster.scale(jobs=jobs)
+        _submit(cluster, jobs, path)
     return cluster
+
+
+class _DropFailedSubmissions(logging.Filter):
+    """Drop the tracebacks of a failed job submission (tornado's, asyncio's 'never retrieved'):
+    :func:`_submit` reports the failure once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not ("_correct_state" in msg or "Command exited with non-zero exit code" in msg)
+
+
+_DROP_SUBMISSIONS = _DropFailedSubmissions()
+
+
+def _submit(cluster, jobs: int, path: str) -> None:
+    """Submit ``jobs`` batch jobs and wait for the submission (not the jobs) to finish.
+
+    dask-jobqueue submits in a background task whose failure is only logged (a traceback per
+    attempt) while the client waits for workers forever; awaiting the same task here turns
+    the batch system's refusal into one error.
+    """
+    for name in ("tornado.application", "asyncio"):
+        logging.getLogger(name).addFilter(_DROP_SUBMISSIONS)
+    async def scale_and_wait() -> None:  # on the cluster's loop, so the task awaited is the submitting one
+        cluster.scale(jobs=jobs)
+        await cluster._correct_state()
+
+    try:
+        cluster.sync(scale_and_wait)
+    except RuntimeError as exc:
+        _close_after_failed_submission(cluster)
+        raise ClusterError(f"{path}: the batch system refused the worker job: {_batch_error(exc)}") from None
+
+
+def _close_after_failed_submission(cluster) -> None:
+    """Cancel the jobs that were submitted and close; jobs never submitted are forgotten first
+    (closing a cluster asserts that each of its jobs started)."""
+    cluster.worker_spec.clear()
+    for name, job in list(cluster.workers.items()):
+        if getattr(job, "job_id", None) is None:
+            del cluster.workers[name]
+    for job in list(getattr(cluster, "_created", ())):
+        if getattr(job, "job_id", None) is None:
+            cluster._created.discard(job)
+    try:
+        cluster.close()
+    except Exception as exc:  # noqa: BLE001  (the submission error is the one to report)
+        log.debug("closing the jobqueue cluster after a failed submission: %s", exc)
+
+
+def _batch_error(exc: BaseException) -> str:
+    """The batch system's own message out of dask-jobqueue's 'Command exited …' error."""
+    text = str(exc)
+    if "stderr:" in text:
+        text = text.split("stderr:", 1)[1]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return "; ".join(lines[-2:]) or type(exc).__name__
+
+
+def _job_ids(cluster) -> list[str]:
+    return [str(job.job_id) for job in getattr(cluster, "workers", {}).values() if getattr(job, "job_id", None)]
+
+
+def _job_report(cluster, path: str) -> str:
+    """Job ids, the batch system's view of them (SLURM) and where their logs are."""
+    import glob
+    import shutil
+    import subprocess
+    ids = _job_ids(cluster)
+    parts = [f"job(s) {', '.join(ids) or '(none submitted)'}"]
+    if ids and shutil.which("squeue"):
+        try:
+            out = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T %r"], capture_output=True,
+                                 text=True, timeout=10).stdout.split()
+            if out:
+                parts.append("squeue: " + " ".join(out))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    logdir = getattr(cluster, "_dummy_job", None) and cluster._dummy_job.log_directory
+    if logdir:
+        parts.append(f"logs in {os.path.abspath(logdir)}")
+        for job_id in ids[:1]:
+            for log_file in sorted(glob.glob(os.path.join(logdir, f"*{job_id}*")))[:2]:
+                with open(log_file, errors="replace") as fh:
+                    tail = [ln.strip() for ln in fh if ln.strip()][-1:]
+                if tail:
+                    parts.append(f"{os.path.basename(log_file)}: {tail[0][:200]}")
+    else:
+        parts.append("no log_directory set in the cluster file (add one to keep the jobs' logs)")
+    return "; ".join(parts)
+
+
+class _Watchdog:
+    """Counts worker deaths of a cluster made here; trips on a crash loop.
+
+    Deaths are seen by the nannies of a LocalCluster (running in this process; a worker
+    killed at start-up never reaches the scheduler, so only their log says it) or by the
+    scheduler (jobqueue workers).  Tripping cancels everything the clients asked for, with
+    the reason as message, so a computation waiting for results returns instead of waiting
+    for workers forever.
+    """
+
+    name = "fsdask-watchdog"
+
+    def __init__(self, n_slots: int, what: Any, scheduler: Any, on_removal: bool):
+        self.limit, self.what, self.scheduler, self.on_removal = MAX_WORKER_DEATHS * max(n_slots, 1), what, \
+            scheduler, on_removal
+        self.deaths: list[float] = []
+        self.memory_kills = 0
+        self.reason: str | None = None
+
+    def nanny_said(self, msg: str) -> None:
+        if "memory budget" in msg:
+            self.memory_kills += 1
+        elif msg.startswith("Restarting worker"):
+            self.death()
+
+    def death(self) -> None:
+        now = time.monotonic()
+        self.deaths = [t for t in self.deaths if now - t < DEATH_WINDOW] + [now]
+        if len(self.deaths) > self.limit and self.reason is None:
+            cause = (f"{self.memory_kills} of them killed by their nanny for exceeding the memory limit"
+                     if self.memory_kills else "they crashed or were killed")
+            what = self.what() if callable(self.what) else self.what
+            self.reason = f"worker processes died {len(self.deaths)} times within {DEATH_WINDOW:.0f} s " \
+                          f"({cause}); {what}"
+            self.cancel(self.scheduler)
+
+    # SchedulerPlugin hooks
+    def remove_worker(self, scheduler, worker: str, **kwargs: Any) -> None:
+        if self.on_removal and scheduler.status.name == "running":
+            self.death()
+
+    def update_graph(self, scheduler, *, client: str, keys, **kwargs: Any) -> None:
+        if self.reason is not None:
+            self.cancel(scheduler)
+
+    def cancel(self, scheduler) -> None:
+        for client, cs in list(scheduler.clients.items()):
+            keys = [ts.key for ts in cs.wants_what]
+            if keys:
+                scheduler.stimulus_cancel(keys, client, force=True, reason="fsdask", msg=self.reason)
+
+
+@contextlib.contextmanager
+def _watchdog(cluster, n_slots: int, what: str, *, local: bool) -> Iterator[_Watchdog]:
+    """A :class:`_Watchdog` on the scheduler (and, for a LocalCluster, the nannies) of ``cluster``."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class Watchdog(_Watchdog, SchedulerPlugin):
+        pass
+
+    class NannyLog(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            dog.nanny_said(record.getMessage())
+
+    dog = Watchdog(n_slots, what, cluster.scheduler, on_removal=not local)
+    nanny_log, handler = logging.getLogger("distributed.nanny"), NannyLog(logging.WARNING)
+    cluster.scheduler.add_plugin(dog, name=dog.name)
+    if local:
+        nanny_log.addHandler(handler)
+    try:
+        yield dog
+    finally:
+        nanny_log.removeHandler(handler)
+
+
+def _wait_for_first_worker(client, cluster, timeout: float, path: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not client.scheduler_info(n_workers=1)["workers"]:
+        if time.monotonic() > deadline:
+            raise ClusterError(f"{path}: no worker connected within {timeout:.0f} s (--worker-timeout); "
+                               f"{_job_report(cluster, path)}")
+        time.sleep(0.5)
 
 
 @contextlib.contextmanager
 def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
-              timeout: float = 30.0) -> Iterator[Any]:
+              timeout: float = 30.0, worker_timeout: float | None = None) -> Iterator[Any]:
     """Context manager that makes ``spec`` the scheduler for everything computed inside.
 
     Yields the ``distributed.Client`` (or None for ``threads``/``sync``); clusters made here
-    are closed on exit, an existing one (``tcp://``) is left running.
+    are closed on exit, an existing one (``tcp://``) is left running.  ``timeout`` bounds
+    reaching a scheduler; ``worker_timeout`` (default: ``$FSDASK_WORKER_TIMEOUT``, the cluster
+    file's ``worker_timeout``, else :data:`WORKER_TIMEOUT`) bounds the wait for a jobqueue cluster's first worker.
+    Raises :class:`~fsdask.errors.ClusterError` instead of waiting forever.
     """
     spec = (spec or "threads").strip()
     if spec in ("threads", "threaded"):
@@ -144,6 +350,10 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
     from distributed import Client
     quiet_distributed()
     cluster = None
+    if worker_timeout is None and os.environ.get("FSDASK_WORKER_TIMEOUT"):
+        worker_timeout = os.environ["FSDASK_WORKER_TIMEOUT"]
+    if worker_timeout is not None:
+        worker_timeout = _positive_seconds(worker_timeout, "--worker-timeout")
     if spec == "local" or spec.startswith("local:"):
         n = None
         if ":" in spec:
@@ -155,7 +365,11 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
                 raise ParameterError(f"--scheduler {spec!r}: N must be ≥ 1")
         cluster = _local_cluster(n, memory_limit)
         address: Any = cluster
+        slots = len(cluster.workers)
+        what = (f"raise --memory-limit {memory_limit} (a worker process alone needs ~100 MB) or use fewer workers"
+                if memory_limit else "see the warnings above")
     elif spec.startswith(("tcp://", "tls://", "ucx://", "ws://", "inproc://")):
+        _probe_scheduler(spec, timeout)
         address = spec
     elif spec.endswith((".yaml", ".yml")):
         if not os.path.exists(spec):
@@ -163,8 +377,13 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
             hint = shipped.get(os.path.basename(spec))
             hint = f"; fsdask ships an example at {hint} — copy it and edit queue/account" if hint else ""
             raise ParameterError(f"--scheduler {spec}: no such cluster file{hint}; see cluster/README.md")
+        if worker_timeout is None:
+            worker_timeout = _yaml_worker_timeout(spec) or WORKER_TIMEOUT
         cluster = jobqueue_cluster(spec)
         address = cluster
+        slots = len(cluster.worker_spec) * max(1, int(getattr(cluster, "_dummy_job").worker_processes or 1)) \
+            if hasattr(cluster, "_dummy_job") else len(cluster.worker_spec)
+        what = lambda: _job_report(cluster, spec)  # noqa: E731  (job ids at the time of the failure)
     else:
         raise ParameterError(f"--scheduler {spec!r} not understood; use threads, sync, local, local:N, "
                              "tcp://host:port or a cluster YAML file")
@@ -173,15 +392,63 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
     except (OSError, TimeoutError) as exc:
         if cluster is not None:
             cluster.close()
-        raise StoreError(f"could not reach the Dask scheduler at {spec} ({exc}); check that it is running "
-                         "and reachable from here") from exc
+        raise ClusterError(f"could not reach the Dask scheduler at {spec} ({exc}); check that it is running "
+                           "and reachable from here") from exc
     log.info("running on %s", client)
     try:
-        yield client
+        with contextlib.ExitStack() as stack:
+            dog = stack.enter_context(_watchdog(cluster, slots, what, local=address is cluster and
+                                                not spec.endswith((".yaml", ".yml")))) if cluster else None
+            try:
+                if spec.endswith((".yaml", ".yml")):
+                    _wait_for_first_worker(client, cluster, worker_timeout, spec)
+                yield client
+            except BaseException as exc:
+                if dog is not None and dog.reason is not None and not isinstance(exc, ClusterError):
+                    raise ClusterError(f"--scheduler {spec}: stopped: {dog.reason}") from None
+                raise
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _probe_scheduler(address: str, timeout: float) -> None:
+    """Ask ``address`` who it is, bounded by ``timeout``; a Client would wait forever on a
+    service that accepts the connection but never speaks the Dask protocol."""
+    import asyncio
+
+    from distributed.core import rpc
+
+    async def identity() -> Any:
+        async with rpc(address, timeout=timeout) as remote:
+            return await asyncio.wait_for(remote.identity(), timeout)
+
+    outcome: dict = {}
+
+    def ask() -> None:  # own thread and loop: the caller may already run an event loop
+        try:
+            outcome["identity"] = asyncio.run(asyncio.wait_for(identity(), timeout + 1))
+        except BaseException as exc:  # noqa: BLE001  (anything a non-Dask peer provokes)
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=ask, name="fsdask-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 5)
+    exc = outcome.get("error")
+    ident = outcome.get("identity")
+    if isinstance(ident, dict) and ident.get("type") == "Scheduler":
+        return
+    if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
+        raise ClusterError(f"could not reach the Dask scheduler at {address} ({exc}); check that it is "
+                           "running and reachable from here") from None
+    if exc is None and not outcome:
+        exc = TimeoutError()
+    what = ("did not answer the Dask handshake within "
+            f"{timeout:.0f} s" if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) else
+            "answered, but not in the Dask protocol")
+    raise ClusterError(f"--scheduler {address}: {what}; is this the scheduler's address "
+                       "(usually port 8786) and not another service?")
 
 
 def _interval(interval: float | None) -> float:

@@ -35,3 +35,7 @@ class ClusterError(FsdaskError, ConnectionError):
 
 class ConvergenceWarning(UserWarning):
     """An iterative method stopped at ``max_iter`` before meeting its tolerance."""
+
+
+class ClusterError(FsdaskError, OSError):
+    """The Dask cluster is unreachable, is not a Dask scheduler, or cannot keep workers alive."""

@@ -11,7 +11,7 @@ import pytest
 
 import fsdask
 from fsdask.cluster import jobqueue_cluster, progress, read_cluster_yaml, scheduler
-from fsdask.errors import ParameterError, StoreError
+from fsdask.errors import ClusterError, ParameterError, StoreError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def test_unreachable_scheduler():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(StoreError, match="could not reach the Dask scheduler"):
+    with pytest.raises(ClusterError, match="could not reach the Dask scheduler"):
         with scheduler(f"tcp://127.0.0.1:{port}", timeout=2):
             pass
 

@@ -49,11 +49,24 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+class _WorkerTimeout(argparse.Action):
+    """``--worker-timeout S`` sets ``$FSDASK_WORKER_TIMEOUT``, which fsdask.cluster.scheduler
+    reads, so every command that computes honours it without passing it along."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import os
+        os.environ["FSDASK_WORKER_TIMEOUT"] = str(values)
+        setattr(namespace, self.dest, values)
+
+
 def add_scheduler(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", default="threads",
                    help="where to run: threads (default), sync, local, local:N (LocalCluster of N "
                         "processes), tcp://host:port (existing scheduler) or a cluster YAML file")
     p.add_argument("--memory-limit", default=None, help="per-worker memory limit for local clusters (e.g. 2GB)")
+    p.add_argument("--worker-timeout", action=_WorkerTimeout, metavar="SECONDS",
+                   help="give up when a cluster file's batch jobs start no worker within this time "
+                        "(default: $FSDASK_WORKER_TIMEOUT, the file's worker_timeout, else 300)")
     p.add_argument("--no-progress", action="store_true",
                    help="do not show progress (a bar on a terminal, otherwise a line every "
                         "$FSDASK_PROGRESS_INTERVAL seconds, default 10, on stderr)")

@@ -265,6 +265,7 @@ class Logo(Selector):
         "elim_tol": [Real(0, None)],
         "eliminate": ["boolean"],
         "certify": ["boolean"],
+        "standardize": ["boolean"],
         "kkt_tol": [Real(0, None)],
         "inner_tol": [Real(0, None, closed="neither")],
         "inner_max_iter": [Int(1)],

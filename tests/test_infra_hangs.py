@@ -1,0 +1,105 @@
+"""No silent hangs (issue 12 item 7): a scheduler address that is not a Dask scheduler, and a
+LocalCluster whose workers keep dying, end with one clear line instead of waiting forever.
+(The jobqueue cases — sbatch refusing, no worker arriving — are in test_infra_slurm.py.)"""
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import fsdask
+from fsdask.cluster import scheduler
+from fsdask.errors import ClusterError
+
+
+@pytest.fixture
+def not_dask():
+    """A TCP service on 127.0.0.1 that is not Dask: ``reply`` sent after the first read, or silence."""
+    servers = []
+
+    def start(reply: bytes | None) -> int:
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        srv.settimeout(0.2)
+        stop = threading.Event()
+
+        def serve():
+            conns = []
+            while not stop.is_set():
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    continue
+                conns.append(conn)
+                try:
+                    conn.settimeout(2)
+                    conn.recv(4096)
+                    if reply:
+                        conn.sendall(reply)
+                except OSError:
+                    pass
+            for conn in conns:
+                conn.close()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        servers.append((srv, stop, thread))
+        return srv.getsockname()[1]
+
+    yield start
+    for srv, stop, thread in servers:
+        stop.set()
+        thread.join(5)
+        srv.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_silent_service_times_out_with_a_message(not_dask):
+    port = not_dask(None)
+    t0 = time.monotonic()
+    with pytest.raises(ClusterError, match="did not answer the Dask handshake within 2 s"):
+        with scheduler(f"tcp://127.0.0.1:{port}", timeout=2):
+            pass
+    assert time.monotonic() - t0 < 20
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("reply", [b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+                                   b"SSH-2.0-OpenSSH_9.2p1 Debian\r\n"])
+def test_cli_on_a_non_dask_service_exits_2_with_one_line(not_dask, tmp_path, reply):
+    port = not_dask(reply)
+    X = np.random.default_rng(0).normal(size=(10, 20)).astype(np.float32)
+    fsdask.ingest(X, tmp_path / "x.zarr", y=np.repeat([0, 1], 5))
+    r = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "x.zarr"), "--method", "ttest",
+                        "-o", str(tmp_path / "out.zarr"), "--scheduler", f"tcp://127.0.0.1:{port}"],
+                       capture_output=True, text=True, timeout=100)
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"tcp://127.0.0.1:{port}" in lines[0] and "Dask protocol" in lines[0], r.stderr
+    assert not (tmp_path / "out.zarr").exists()
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(180)
+def test_workers_that_keep_dying_stop_the_run_with_the_reason(tmp_path):
+    X = np.random.default_rng(0).normal(size=(10, 200)).astype(np.float32)
+    fsdask.ingest(X, tmp_path / "x.zarr", y=np.repeat([0, 1], 5), chunk_bytes=10 * 4 * 20)
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "x.zarr"), "--method", "ttest",
+                        "-o", str(tmp_path / "out.zarr"), "--scheduler", "local:2", "--memory-limit", "1MB",
+                        "--no-progress"], capture_output=True, text=True, timeout=170,
+                       env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert r.returncode == 2, r.stderr[-3000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert "worker processes died" in last and "memory limit" in last and "--memory-limit 1MB" in last, last
+    # distributed itself may log a traceback for a worker killed while it was starting; not pages of them
+    assert r.stderr.count("Traceback") <= 2, r.stderr[-3000:]
+    assert r.stderr.count("Restarting worker") < 20, "stopped after a few restarts, not hundreds"
+    assert not (tmp_path / "out.zarr").exists()
+    assert time.monotonic() - t0 < 170

@@ -23,14 +23,14 @@ import fsdask
 from fsdask import checkpoint
 from fsdask.cli import main
 
-QALPHA = ["--method", "qalpha", "--param", "k=3", "--param", "max_iter=12", "--param", "tol=0",
+QALPHA = ["--method", "qalpha", "--param", "k=3", "--param", "max_iter=10", "--param", "tol=0",
           "--param", "n_features_to_select=10"]
 LOGO = ["--method", "logo", "--param", "max_iter=40", "--param", "theta=0.000000001", "--param", "n_features_to_select=10"]
-CPFS = ["--method", "cpfs", "--param", "n_lambdas=30", "--param", "lambda_min_ratio=0.8",
-        "--param", "max_features=null"]   # the path: 30 λ from λ_max down to 0.8 λ_max
+CPFS = ["--method", "cpfs", "--param", "n_lambdas=24", "--param", "lambda_min_ratio=0.85",
+        "--param", "max_features=null"]   # the path: 24 λ from λ_max down to 0.85 λ_max
 SHORT = [*QALPHA, "--param", "max_iter=4"]   # for the refusals: a finished fit's checkpoint suffices
 #: options, max_iter (enough iterations left after k = 3 that the kill lands mid-fit)
-METHODS = {"qalpha": (QALPHA, 12), "logo": (LOGO, 40), "cpfs": (CPFS, 30)}
+METHODS = {"qalpha": (QALPHA, 10), "logo": (LOGO, 40), "cpfs": (CPFS, 24)}
 
 
 def make_store(path, seed=0, n=40, p=600):

@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
     for secret_bearing in ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "aiohttp", "gcsfs", "adlfs"):
         logging.getLogger(secret_bearing).setLevel(logging.WARNING)
+    # a storage call that fails raises in fsdask's code, which reports it in one line; the
+    # event loop's "exception never retrieved" notes about the cancelled retries are noise
+    logging.getLogger("asyncio").setLevel(logging.DEBUG if args.verbose >= 2 else logging.CRITICAL)
     try:
         return int(args._run(args) or 0)
     except BrokenPipeError:

@@ -397,8 +397,8 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
     log.info("running on %s", client)
     try:
         with contextlib.ExitStack() as stack:
-            dog = stack.enter_context(_watchdog(cluster, slots, what, local=address is cluster and
-                                                not spec.endswith((".yaml", ".yml")))) if cluster else None
+            local = cluster is not None and address is cluster and not spec.endswith((".yaml", ".yml"))
+            dog = stack.enter_context(_watchdog(cluster, slots, what, local=local)) if cluster else None
             try:
                 if spec.endswith((".yaml", ".yml")):
                     _wait_for_first_worker(client, cluster, worker_timeout, spec)
@@ -416,12 +416,12 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
 
 
 @contextlib.contextmanager
-def _quiet(*names: str):
-    """Raise these loggers to ERROR for the block (distributed sets some child levels itself)."""
+def _quiet(*names: str, level: int = logging.ERROR):
+    """Raise these loggers to ``level`` for the block (distributed sets some child levels itself)."""
     loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        lg.setLevel(level)
     try:
         yield
     finally:
@@ -440,6 +440,7 @@ def _probe_scheduler(address: str, timeout: float) -> None:
         async with rpc(address, timeout=timeout) as remote:
             return await asyncio.wait_for(remote.identity(), timeout)
 
+    _tcp_reachable(address, timeout)
     outcome: dict = {}
 
     def ask() -> None:  # own thread and loop: the caller may already run an event loop
@@ -465,6 +466,23 @@ def _probe_scheduler(address: str, timeout: float) -> None:
             "answered, but not in the Dask protocol")
     raise ClusterError(f"--scheduler {address}: {what}; is this the scheduler's address "
                        "(usually port 8786) and not another service?")
+
+
+def _tcp_reachable(address: str, timeout: float) -> None:
+    """A refused or unroutable address is "could not reach", told apart from a peer that
+    accepts the connection but does not speak Dask (distributed's own connect retries a
+    refused port until its timeout, which a busy machine can make look like silence)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "") or not parts.hostname or not parts.port:
+        return  # tls://, ucx://, …: leave it to distributed
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=timeout).close()
+    except OSError as exc:
+        raise ClusterError(f"could not reach the Dask scheduler at {address} ({exc}); check that it "
+                           "is running and reachable from here") from None
 
 
 def _interval(interval: float | None) -> float:

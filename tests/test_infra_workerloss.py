@@ -111,6 +111,7 @@ def test_worker_over_its_memory_limit_is_restarted_and_the_fit_completes(lc, ds)
         for _ in range(16):
             blocks.append(np.ones(2**26 // 8 * 8 // 8, dtype=np.float64))  # 64 MiB each
             time.sleep(0.05)
+        time.sleep(60)  # hold it until the nanny's monitor sees it (it samples; a busy box is slow)
         return len(blocks)
 
     def disturb():

@@ -28,6 +28,7 @@ from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
 from fsdask._validation import check_array, check_y, feature_names_of
 from fsdask.errors import InputError, ParameterError
+from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.threads import blas_threads_for
 
 log = logging.getLogger("fsdask")
@@ -168,18 +169,20 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         if plan is not None:
             # single pass: the screen and the method's per-feature statistics share one read of X
             lazy, finish, *rest = plan
+            # per-feature results reach the client block by block (compute_blocks), never
+            # concatenated in one task on a worker: task memory is bounded by the block, not by p
             if rest and rest[0]:  # the block function appended the screen rows of X_b
-                computed = lazy.compute()
+                (computed,) = compute_blocks(lazy)
                 bad, lo, hi = computed[-3], computed[-2], computed[-1]
                 computed = computed[:-3]
             else:
-                bad, lo, hi, computed = dask.compute(*_screen_stats(Xd), lazy)
+                bad, lo, hi, computed = compute_blocks(*_screen_stats(Xd), lazy)
             active = self._apply_screen(bad, lo, hi, names)
             return finish(computed, active, lo, hi), active
         if self.screen_in_fit:
             out = self._fit(Xd, y)
             return out, np.asarray(out.active, bool)
-        bad, lo, hi = dask.compute(*_screen_stats(Xd))
+        bad, lo, hi = compute_blocks(*_screen_stats(Xd))
         active = self._apply_screen(bad, lo, hi, names)
         self.active_features_ = active        # known to _fit (e.g. to lay out coef_ over all features)
         X_act = Xd if active.all() else Xd[:, active]

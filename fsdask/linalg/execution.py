@@ -38,7 +38,7 @@ from dask.utils import parse_bytes
 
 import fsdask._config  # noqa: F401  (registers the default of fsdask.memory-budget)
 from fsdask.errors import ParameterError
-from fsdask.linalg.reductions import map_features, sum_over_blocks
+from fsdask.linalg.reductions import compute_blocks, map_features, sum_over_blocks
 
 #: the dask config key of the memory budget
 CONFIG_KEY = "fsdask.memory-budget"
@@ -188,9 +188,8 @@ class DaskBackend(ArrayBackend):
         return [da.from_array(np.asarray(v), chunks=(*v.shape[:-1], x.chunks[1])) for v in vectors]
 
     def map_columns(self, fn, x, *vectors, out_rows=None, dtype=np.float64):
-        return map_features(
-            fn, x, *self._aligned(x, vectors), out_rows=out_rows, dtype=dtype
-        ).compute()
+        return compute_blocks(map_features(   # joined on the client, not in one task
+            fn, x, *self._aligned(x, vectors), out_rows=out_rows, dtype=dtype))[0]
 
     def sum_columns(self, fn, x, *vectors, shape):
         return sum_over_blocks(fn, x, *self._aligned(x, vectors), shape=shape).compute()
@@ -200,7 +199,7 @@ class DaskBackend(ArrayBackend):
         return x if idx.size == x.shape[1] else x[:, idx].rechunk({1: x.chunks[1][0]})
 
     def gather(self, x):
-        return np.ascontiguousarray(x.compute())
+        return np.ascontiguousarray(compute_blocks(x)[0])
 
 
 NUMPY = NumpyBackend()
@@ -355,9 +354,10 @@ class Execution:
         return max(1, int(cap // max(float(row_bytes), 1.0)))
 
     def compute(self, *arrays: Any) -> tuple:
-        """``dask.compute(*arrays)``, counted as one pass (the arrays share their reads of X)."""
+        """``dask.compute(*arrays)``, counted as one pass (the arrays share their reads of X);
+        chunked results are joined on the client (:func:`~fsdask.linalg.reductions.compute_blocks`)."""
         self.passes += 1
-        return dask.compute(*arrays)
+        return compute_blocks(*arrays)
 
     def persist(self, *arrays: Any) -> tuple:
         """``dask.persist(*arrays)``, counted as one pass."""

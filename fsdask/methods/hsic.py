@@ -47,6 +47,7 @@ from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.linalg import row_dot_summary
 from fsdask.linalg.execution import Execution, fits
+from fsdask.linalg.reductions import compute_blocks
 
 log = logging.getLogger("fsdask")
 
@@ -190,7 +191,7 @@ class SparsePMResult:
 def _np(*xs):
     """Compute dask arrays (together), pass NumPy through."""
     if any(isinstance(x, da.Array) for x in xs):
-        return dask.compute(*xs)
+        return compute_blocks(*xs)   # per-feature vectors joined on the client, not in a task
     return xs
 
 
@@ -247,7 +248,7 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
                               [float(row_norm2[i0] - rho * c), 0.0], 1, True)
     Ac = A[cand] if cand.size < m else A
     if isinstance(Ac, da.Array) and fits(cand.size * c * 8, memory_budget):
-        Ac = Ac.compute()
+        (Ac,) = compute_blocks(Ac)
     elif isinstance(Ac, da.Array) and cand.size < m:
         Ac = Ac.rechunk({0: A.chunks[0][0]})
     res = _sparse_pm_rows(Ac, row_norm2[cand], gamma, rho, tol, max_iter)
@@ -587,7 +588,7 @@ class SparseHSIC(Selector):
             A = np.ascontiguousarray(stats[:-3].T)
         else:
             (stats,) = ex.persist(stats)
-            nbad, rng_, sd = dask.compute(stats[-3], stats[-2], stats[-1])   # of the persisted stats
+            nbad, rng_, sd = compute_blocks(stats[-3], stats[-2], stats[-1])   # of the persisted stats
             A = stats[:-3].T.rechunk({0: ex.rows_per_chunk(8 * c), 1: -1})
         active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))   # constant ⇔ range 0
         const = ~active

@@ -79,6 +79,7 @@ from fsdask.linalg import (
     tall_skinny_qr,
 )
 from fsdask.linalg.execution import TREE_SUM_COPIES, Execution
+from fsdask.linalg.reductions import compute_blocks
 
 log = logging.getLogger("fsdask")
 
@@ -301,14 +302,14 @@ class AlphaStep:
                     a_d = da.from_array(a, chunks=(X.chunks[1],))
                     c = sum_over_blocks(lambda xb, ab: spec.apply_block_T(xb, prep, ab), X, a_d,
                                         shape=(spec.r,)).compute()
-                    return map_features(lambda xb: spec.apply_block(xb, prep, S @ c), X, dtype=np.float64).compute()
+                    return compute_blocks(map_features(lambda xb: spec.apply_block(xb, prep, S @ c), X, dtype=np.float64))[0]
                 w, U = leading_eigh(matvec_n, n, 1, which="LA", v0=a0, tol=1e-12)
                 lam = float(w[0])
                 alpha_d = da.from_array(U[:, 0], chunks=(X.chunks[1],))
             if how != "lanczos_n":
                 alpha_d = map_features(lambda xb: spec.apply_block(xb, prep, u), X, dtype=np.float64)
         A_d = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, alpha_d, shape=(X.shape[0],) * 2)
-        alpha, A = dask.compute(alpha_d, A_d)
+        alpha, A = compute_blocks(alpha_d, A_d)   # α joined on the client: tasks stay block-sized
         self.n_passes += 1
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
@@ -356,7 +357,7 @@ class AlphaStep:
                     c_b += next_spec.rmatvec(m, np.ones(m.shape[1]))
             return (np.concatenate(alpha_b) if alpha_b else np.zeros(0)), [A_b, K_b, c_b]
         alpha_d, sums = map_and_sum(block, self.X, shapes=[(q, q), (r, r), (r,)])
-        alpha, A, K, c = dask.compute(alpha_d, *sums)
+        alpha, A, K, c = compute_blocks(alpha_d, *sums)   # α joined on the client
         self.n_passes += 1
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha

@@ -132,7 +132,8 @@ class Bench:
     def header(self) -> list[str]:
         after = load1()
         quiet = not self.any_loaded and self.load_before <= QUIET_LOAD and after <= QUIET_LOAD
-        return [f"# benchmarks/{self.name}.py at commit {self.commit}, {self.started}",
+        return [f"# benchmarks/{self.name}.py, {self.started}",
+                f"# commit: {self.commit}",
                 f"# command: {self.command}",
                 f"# machine: {self.cpus} CPUs; 1-min load average before {self.load_before:.2f}, after {after:.2f}; "
                 + ("quiet run" if quiet else f"LOADED run (load > {QUIET_LOAD}): figures marked (loaded) are not results"),

@@ -42,7 +42,8 @@ def header(args) -> str:
                                capture_output=True, text=True).stdout.strip()
     except OSError:
         commit, dirty = "unknown", ""
-    return (f"# benchmarks/open_formats.py at commit {commit}{' (dirty tree)' if dirty else ''}\n"
+    return ("# benchmarks/open_formats.py\n"
+            f"# commit: {commit}{'+dirty' if dirty else ''}\n"
             f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}\n"
             f"# cpus: {os.cpu_count()}; load average at start: {os.getloadavg()}")
 

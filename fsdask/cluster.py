@@ -58,7 +58,7 @@ def _local_cluster(n_workers: int | None, memory_limit: str | None, threads_per_
     n = n_workers or os.cpu_count() or 1
     return LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
                         memory_limit=memory_limit or "auto", dashboard_address=":0",
-                        silence_logs=logging.WARNING)
+                        silence_logs=logging.CRITICAL)  # task errors reach the client as one line
 
 
 def shipped_configs() -> dict[str, str]:
@@ -408,9 +408,25 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
                     raise ClusterError(f"--scheduler {spec}: stopped: {dog.reason}") from None
                 raise
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        # closing after a failed task: the nanny's "still alive, killing" is not the user's news
+        with _quiet("distributed", "distributed.nanny", "distributed.scheduler", "distributed.core"):
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+@contextlib.contextmanager
+def _quiet(*names: str):
+    """Raise these loggers to ERROR for the block (distributed sets some child levels itself)."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def _probe_scheduler(address: str, timeout: float) -> None:

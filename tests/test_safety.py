@@ -400,6 +400,22 @@ def test_flipped_byte_fails_select_and_verify(capsys, tmp_path, data):
     one_line_error(code, err, "d.zarr", "features 16–31")
 
 
+@pytest.mark.cluster
+def test_corrupt_chunk_on_a_local_cluster_is_one_line_without_worker_tracebacks(tmp_path, data):
+    """On ``--scheduler local:2`` the failing task runs in a worker process: its traceback and
+    the nannies' shutdown chatter must not bury the one-line error."""
+    _flip(data / "X" / "c" / "0" / "1")
+    p = subprocess.run(
+        [sys.executable, "-m", "fsdask.cli", "select", str(data), "--method", "ttest",
+         "--scheduler", "local:2", "-o", str(tmp_path / "r.zarr"), "--no-progress"],
+        capture_output=True, text=True, timeout=180,
+    )
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and "features 16–31" in lines[0], p.stderr
+    assert not (tmp_path / "r.zarr").exists()
+
+
 def test_old_store_without_checksums_opens_unverified_and_verify_finds_changes(
     capsys, tmp_path, rng, caplog
 ):

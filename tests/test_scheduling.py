@@ -174,12 +174,9 @@ def test_slurm_batch_script_sizes_the_local_cluster_from_the_allocation(tmp_path
 
 
 @pytest.mark.slow
-def test_slurm_batch_script_under_real_slurm(tmp_path, request):
+@pytest.mark.slurm
+def test_slurm_batch_script_under_real_slurm(tmp_path, slurm):
     """`sbatch --wait` of the shipped script on the real one-node SLURM cluster of cluster/testing/."""
-    try:
-        request.getfixturevalue("slurm")
-    except pytest.FixtureLookupError:
-        pytest.skip("the `slurm` fixture (cluster/testing/slurm-up.sh) is not in this tree")
     config = _project(tmp_path / "proj")
     tmp_path.chmod(0o755)
     p = subprocess.run(

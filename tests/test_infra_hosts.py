@@ -229,5 +229,6 @@ def test_no_full_matrix_through_client_or_scheduler(hosts, stores, method, tmp_p
     assert big["scheduler_growth"] < matrix / 2
     for who in ("client", "scheduler"):  # summed over the whole run (every pass, every iteration)
         assert big[who]["received"] < matrix / 4, (who, big[who])
-        assert big[who]["sent"] < matrix / 4, (who, big[who])
+        # the scheduler's sends are mostly task specs to the workers; Logo's each carry Π (see above)
+        assert big[who]["sent"] < (matrix / 4 if who == "client" else matrix), (who, big[who])
         assert big[who]["largest_frame"] < matrix / 16, (who, big[who])

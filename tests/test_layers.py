@@ -22,6 +22,7 @@ LAYERS = {
     "fsdask.linalg": 1,
     "fsdask.cluster": 1,
     "fsdask.base": 2,
+    "fsdask.checkpoint": 2,
     "fsdask.methods": 2,
     "fsdask.datasets": 2,
     "fsdask.evaluate": 3,

@@ -51,6 +51,7 @@ import numpy as np
 import xarray as xr
 from sklearn.utils._param_validation import StrOptions
 
+from fsdask import checkpoint
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
@@ -484,6 +485,22 @@ class _Path:
                  lam, S.size, res["gap"], res["n_iter"], res["kkt_rounds"], rec["seconds"])
         return rec
 
+    # ---- checkpoints: the records so far and the warm start of the next λ (never X)
+    def state(self) -> dict[str, Any]:
+        recs = [{k: v for k, v in r.items() if k not in ("row_norm", "diag")} for r in self.records]
+        return {"rec_row_norm": np.array([r["row_norm"] for r in self.records]),
+                "rec_diag": np.array([r["diag"] for r in self.records]), "records": recs,
+                "S": self.S, "A": self.A, "gl1": self.gl1, "lam_prev": self.lam_prev,
+                "n_scans": self.prob.n_scans, "n_exact_rows": self.prob.n_exact_rows}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        self.records = [{**r, "row_norm": rn, "diag": d}
+                        for r, rn, d in zip(saved["records"], saved["rec_row_norm"], saved["rec_diag"])]
+        self.S, self.A, self.gl1 = saved["S"].astype(np.int64), saved["A"], saved["gl1"]
+        self.lam_prev = float(saved["lam_prev"])
+        self.sols[self.lam_prev] = (self.S, self.A, self.gl1)
+        self.prob.n_scans, self.prob.n_exact_rows = int(saved["n_scans"]), int(saved["n_exact_rows"])
+
     def warm_from(self, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         S, A, gl1 = self.sols[lam]
         return S, A, gl1, lam
@@ -695,6 +712,14 @@ class CPFS(Selector):
         explained_prev = None
         k = 0
         path.min_cap = aim or 0
+        slot = checkpoint.for_fit(self, X).slot("cpfs/path")
+        saved = slot.restore()     # a killed fit continues after the last λ it saved
+        if saved is not None:
+            grid, k, stop, explained_prev = [float(v) for v in saved["grid"]], saved["k"], tuple(saved["stop"]), \
+                saved["explained_prev"]
+            path.restore(saved)
+            final = path.records[-1]
+            below = final if saved["below_is_last"] else None
         while k < len(grid):
             lam = grid[k]
             k += 1
@@ -722,6 +747,9 @@ class CPFS(Selector):
                                               f"< {EXPLAINED_MIN_GAIN:g} from the previous λ")
                     break
                 explained_prev = explained
+            slot.reached(len(path.records), lambda: {
+                **path.state(), "grid": grid, "k": k, "stop": list(stop), "explained_prev": explained_prev,
+                "below_is_last": below is rec})
         log.info("cpfs: path stopped at λ=%.4g (%d active rows): %s", final["lambda"], final["n_active"], stop[1])
         if q is not None and self.lam is None and final["n_active"] != q and below is not None:
             final = self._bisect(path, q, below, final)

@@ -42,6 +42,7 @@ import numpy as np
 from scipy.optimize import minimize
 from sklearn.utils._param_validation import StrOptions
 
+from fsdask import checkpoint
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError
@@ -304,7 +305,7 @@ class Logo(Selector):
 
     # ---- the algorithm
     def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
-        y = _check_classes(y)
+        _check_classes(y)
         N, J = X.shape
         lam, sigma = float(self.lam), float(self.sigma)
         if self.standardize:
@@ -328,6 +329,16 @@ class Logo(Selector):
         early_checks = True
         final_violators = np.zeros(0, dtype=np.int64)
         n_iter = 0
+        slot = checkpoint.for_fit(self, X, y).slot("logo")
+        saved = slot.restore()                     # a killed fit continues after its last saved iteration
+        if saved is not None:
+            w, active, n_iter = saved["w"], saved["active"], saved["iteration"]
+            eliminated_any, check, early_checks = saved["eliminated_any"], saved["check"], saved["early_checks"]
+            certified_active, n_certifications = saved.get("certified_active"), saved["n_certifications"]
+            delta_trace, objective = saved["delta_trace"].tolist(), saved["objective"].tolist()
+            active_sizes, inner_passes = saved["active_sizes"].tolist(), saved["inner_passes"].tolist()
+            rejoined, ex.passes = list(saved["rejoined"]), saved["passes"]
+        y = _check_classes(y)
         while True:
             XA = X_full.columns(active)
             D = _distances(ex, XA, w[active])                     # line 3 (w_j = 0 adds nothing)
@@ -391,6 +402,13 @@ class Logo(Selector):
                 # elimination has settled: certify now rather than converge to a fixed point
                 # that lacks a wrongly eliminated feature (the final check stays mandatory)
                 check = "early"
+            slot.reached(n_iter, lambda: {
+                "w": w, "active": active, "eliminated_any": eliminated_any, "check": check,
+                "early_checks": early_checks, "certified_active": certified_active,
+                "n_certifications": n_certifications, "delta_trace": np.asarray(delta_trace),
+                "objective": np.asarray(objective), "active_sizes": np.asarray(active_sizes, dtype=np.int64),
+                "inner_passes": np.asarray(inner_passes, dtype=np.int64), "rejoined": rejoined,
+                "passes": ex.passes})
         if final_violators.size:
             warnings.warn(f"logo: not converged, and {final_violators.size} eliminated feature(s) violate the "
                           "optimality condition at the last w (first: "

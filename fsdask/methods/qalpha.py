@@ -63,6 +63,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
+from fsdask import checkpoint
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
@@ -312,6 +313,16 @@ class AlphaStep:
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
         return alpha, A, lam
+
+    # ---- checkpoints: what the next α-step reuses (warm starts, the RNG, the pass count)
+    def state(self) -> dict[str, Any]:
+        return {"solver_v": self.v_prev, "solver_a": self.a_prev, "solver_rng": checkpoint.rng_state(self.rng),
+                "solver_passes": self.n_passes}
+
+    def set_state(self, saved: dict[str, Any]) -> None:
+        self.v_prev, self.a_prev = saved.get("solver_v"), saved.get("solver_a")
+        checkpoint.set_rng_state(self.rng, saved["solver_rng"])
+        self.n_passes = int(saved["solver_passes"])
 
     # ---- Def. 2 in one pass per iteration (power variant, Gram solver)
     def fusable(self, spec: TallSpec) -> bool:
@@ -620,18 +631,30 @@ class QAlpha(Selector):
             raise ParameterError(f"init has shape {Q0.shape}; expected (n_samples, k) = ({q}, {k})")
         return orth(Q0)
 
-    def _iterate(self, step: Callable[[int], np.ndarray], max_iter: int,
-                 obj: list[float]) -> tuple[np.ndarray, int, bool]:
+    def _iterate(self, step: Callable[[int], np.ndarray], max_iter: int, obj: list[float], slot=None,
+                 dump: Callable[[], dict] | None = None,
+                 load: Callable[[dict], None] | None = None) -> tuple[np.ndarray, int, bool]:
+        """Run ``step(r)`` until ‖Δα‖ < tol; ``slot`` checkpoints ``dump()`` (+ α, the objective)
+        and a resumed fit starts after the saved iteration with ``load(saved)``."""
         alpha_prev = None
         converged = False
-        r = 0
-        for r in range(1, max_iter + 1):
+        r, change = 0, np.inf
+        saved = slot.restore() if slot is not None else None
+        if saved is not None:
+            load(saved)
+            alpha_prev, r, converged, change = saved["alpha"], saved["iteration"], saved["converged"], saved["change"]
+            obj[:] = [float(v) for v in saved["objective"]]
+        for r in range(r + 1, max_iter + 1 if not converged else r + 1):
             alpha = step(r)
             change = np.inf if alpha_prev is None else float(np.linalg.norm(alpha - alpha_prev))
             log.info("Q-α iteration %d: objective %.10g, ‖Δα‖ %.3g", r, obj[-1], change)
             alpha_prev = alpha
-            if change < self.tol:
-                converged = True
+            converged = change < self.tol
+            if slot is not None:
+                slot.reached(r, lambda: {**dump(), "alpha": alpha_prev, "converged": converged, "change": change,
+                                         "objective": np.asarray(obj)},
+                             final=converged or r == max_iter)
+            if converged:
                 break
         if not converged:
             warnings.warn(f"Q-α stopped at max_iter={max_iter} with ‖Δα‖ = {change:.2g} ≥ tol={self.tol} "
@@ -693,7 +716,16 @@ class QAlpha(Selector):
             state["Q"] = Q
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj)
+        def dump() -> dict:
+            keep = {k: v for k, v in state.items() if v is not None}
+            return {**keep, **solve.state()}
+
+        def load(saved: dict) -> None:
+            state.update({k: saved.get(k) for k in state})
+            state["d"] = None if state["d"] is None else float(state["d"])
+            solve.set_state(saved)
+        slot = checkpoint.for_fit(self, X).slot(f"qalpha/{variant}/restart{restart}")
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot, dump, load)
         self.Q_ = state["Q"]
         self.n_passes_ = solve.n_passes + 1
         return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(obj),
@@ -749,7 +781,14 @@ class QAlpha(Selector):
             obj.append(val)
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj)
+        def dump() -> dict:
+            return {**{f"Q{g}_{h}": Qs[g, h] for g, h in pairs}, **solve.state()}
+
+        def load(saved: dict) -> None:
+            Qs.update({(g, h): saved[f"Q{g}_{h}"] for g, h in pairs})
+            solve.set_state(saved)
+        slot = checkpoint.for_fit(self, X, y).slot(f"qalpha/supervised/restart{restart}")
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot, dump, load)
         self.Q_ = {(classes[g].item() if hasattr(classes[g], "item") else classes[g],
                     classes[h].item() if hasattr(classes[h], "item") else classes[h]): Qs[g, h] for g, h in pairs}
         self.n_passes_ = solve.n_passes + 1
@@ -828,7 +867,12 @@ class QAlpha(Selector):
             state["a"] = alpha
             return alpha
 
-        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj)
+        def load(saved: dict) -> None:
+            state.update({k: saved[k] for k in state})
+            self.n_passes_ = int(saved["passes"])
+        slot = checkpoint.for_fit(self, X).slot("qalpha/kernel")
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot,
+                                                 lambda: {**state, "passes": self.n_passes_}, load)
         self.Q_ = None
         self.E_ = state["E"]
         name = self.kernel if isinstance(self.kernel, str) else ("rbf" if self.kernel is None else "callable")

@@ -26,6 +26,9 @@ Relative paths are relative to the directory of the config file (steps run there
   step only when all of these match and its outputs exist; otherwise it and every later
   step run.  Each step prints ``skipped`` or ``runs (why: input X changed, options
   changed, …)``.  ``--restart`` ignores the state (see :mod:`fsdask.pipeline.session`).
+* A ``select`` step with ``checkpoint_every: 5`` (iterations, or ``60s``) checkpoints its fit
+  next to its output (:mod:`fsdask.checkpoint`); when a run is killed mid-fit, the next run
+  continues that fit from the checkpoint (``--restart`` ignores it).
 * One run per state file: a second concurrent run exits 75 (:mod:`fsdask.pipeline.lock`).
 * ``--log-json FILE`` appends machine-readable events (:mod:`fsdask.pipeline.logjson`);
   each run appends per step to ``STATE.history.jsonl`` (:mod:`fsdask.pipeline.history`).
@@ -279,7 +282,10 @@ def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None,
             if func is None:
                 raise StepFailed(f"step {i} ({step.name}): the command '{step.command}' is not available "
                                  "in this installation")
-            calls.append((func, _kwargs(step, func, pipe.defaults)))
+            kwargs = _kwargs(step, func, pipe.defaults)
+            if restart and "resume" in inspect.signature(func).parameters and "resume" not in kwargs:
+                kwargs["resume"] = False   # --restart: a step's fit checkpoint is ignored too
+            calls.append((func, kwargs))
         night.preflight()
         _write_state(pipe.state_path, night.state)   # an unwritable state file stops the run before any step
         for i, (step, (func, kwargs)) in enumerate(zip(pipe.steps, calls), 1):

@@ -5,6 +5,8 @@ requests, injects one fault chosen at random: ``503`` (an S3 ``SlowDown`` reply)
 (the connection closed with RST before any reply), ``truncate`` (the reply's headers
 announce the full body, half of it is sent, then the connection closes) or ``latency``
 (the reply is delayed by ``delay`` seconds).  ``counts`` records what was injected.
+``403`` (an S3 ``InvalidAccessKeyId`` reply — the credentials rejected) is available but not
+among the default faults.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 FAULTS = ("503", "reset", "truncate", "latency")
+KINDS = FAULTS + ("403",)
 SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
             b'<Message>Please reduce your request rate.</Message></Error>')
+DENIED = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code>'
+          b'<Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>')
 
 
 class FaultProxy:
@@ -29,7 +34,7 @@ class FaultProxy:
         self.rate, self.faults, self.delay = rate, tuple(faults), delay
         self.random = random.Random(seed)
         self.lock = threading.Lock()
-        self.counts = {f: 0 for f in FAULTS} | {"requests": 0}
+        self.counts = {f: 0 for f in KINDS} | {"requests": 0}
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -75,12 +80,14 @@ class FaultProxy:
             h.close_connection = True
             h.connection.close()
             return
-        if fault == "503":
-            h.send_response(503, "Slow Down")
+        if fault in ("503", "403"):
+            status, reason, body = (503, "Slow Down", SLOWDOWN) if fault == "503" else (403, "Forbidden", DENIED)
+            h.send_response(status, reason)
             h.send_header("Content-Type", "application/xml")
-            h.send_header("Content-Length", str(len(SLOWDOWN)))
+            h.send_header("Content-Length", str(len(body)))
             h.end_headers()
-            h.wfile.write(SLOWDOWN)
+            if h.command != "HEAD":
+                h.wfile.write(body)
             return
         if fault == "latency":
             time.sleep(self.delay)

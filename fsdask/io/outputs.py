@@ -221,7 +221,8 @@ def check_output(
     _check_writable(url)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host with this pid exists (ours or another user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -254,7 +255,7 @@ def _abandoned(m: re.Match, path: str) -> bool:
     if not m.group("pid"):
         return True
     if m.group("host") == _host():
-        return not _pid_alive(int(m.group("pid")))
+        return not pid_alive(int(m.group("pid")))
     import time
 
     try:

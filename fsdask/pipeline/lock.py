@@ -29,6 +29,7 @@ import time
 import uuid
 
 from fsdask.errors import FsdaskError, ParameterError, StoreError
+from fsdask.io.outputs import pid_alive
 
 HEARTBEAT = 30.0
 STALE_AFTER = 600.0
@@ -49,16 +50,6 @@ def _proc_start(pid: int) -> str | None:
             return fh.read().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _stale_after() -> float:
@@ -113,7 +104,7 @@ class RunLock:
     def _why_stale(self, info: dict) -> str | None:
         pid, host = int(info["pid"]), str(info["host"])
         if host == socket.gethostname():
-            if not _alive(pid):
+            if not pid_alive(pid):
                 return f"pid {pid} on {host} is gone"
             start = _proc_start(pid)
             if info.get("pid_start") and start and start != str(info["pid_start"]):

@@ -310,12 +310,20 @@ def _watchdog(cluster, n_slots: int, what: str, *, local: bool) -> Iterator[_Wat
     dog = Watchdog(n_slots, what, cluster.scheduler, on_removal=not local)
     nanny_log, handler = logging.getLogger("distributed.nanny"), NannyLog(logging.WARNING)
     cluster.scheduler.add_plugin(dog, name=dog.name)
+    # the nannies of a LocalCluster made here live in this process: their restart tracebacks
+    # go to the watchdog only (it ends the run with a one-line reason), not to stderr
+    quiet = [logging.getLogger(n) for n in ("distributed.nanny", "distributed.utils")] if local else []
+    propagate = [lg.propagate for lg in quiet]
     if local:
         nanny_log.addHandler(handler)
+        for lg in quiet:
+            lg.propagate = False
     try:
         yield dog
     finally:
         nanny_log.removeHandler(handler)
+        for lg, p in zip(quiet, propagate):
+            lg.propagate = p
 
 
 def _wait_for_first_worker(client, cluster, timeout: float, path: str) -> None:

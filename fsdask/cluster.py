@@ -49,7 +49,7 @@ def quiet_distributed(level: int = logging.WARNING) -> None:
 
 
 MAX_WORKER_DEATHS = 3     # per worker slot, within DEATH_WINDOW seconds: a crash loop, not bad luck
-DEATH_WINDOW = 60.0
+DEATH_WINDOW = 120.0  # a busy machine restarts workers slowly: a shorter window can miss the loop
 WORKER_TIMEOUT = 300.0    # seconds a jobqueue cluster may take to start its first worker
 
 

@@ -262,10 +262,12 @@ class _Watchdog:
         self.memory_kills = 0
         self.reason: str | None = None
 
-    def nanny_said(self, msg: str) -> None:
+    def nanny_said(self, msg: str, level: int = logging.WARNING) -> None:
         if "memory budget" in msg:
             self.memory_kills += 1
-        elif msg.startswith("Restarting worker"):
+        elif msg.startswith("Restarting worker") or level >= logging.ERROR:
+            # an ERROR of a nanny is a worker that died while starting (it is not restarted
+            # with the usual message): on a busy machine a crash loop shows only these
             self.death()
 
     def death(self) -> None:
@@ -305,7 +307,7 @@ def _watchdog(cluster, n_slots: int, what: str, *, local: bool) -> Iterator[_Wat
 
     class NannyLog(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            dog.nanny_said(record.getMessage())
+            dog.nanny_said(record.getMessage(), record.levelno)
 
     dog = Watchdog(n_slots, what, cluster.scheduler, on_removal=not local)
     nanny_log, handler = logging.getLogger("distributed.nanny"), NannyLog(logging.WARNING)

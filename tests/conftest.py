@@ -131,6 +131,7 @@ class SlurmTestCluster:
         spec = {"jobqueue": "slurm", "jobs": jobs, "cores": 1, "processes": 1, "memory": "1GB",
                 "walltime": "00:30:00", "python": sys.executable, "log_directory": str(self.logs),
                 "local_directory": str(self.dir / "work"), "worker_timeout": 120,
+                "interface": "lo",  # scheduler and workers on loopback only (this host)
                 "job_script_prologue": [f"export PYTHONPATH={ROOT}"]}
         spec.update(overrides)
         path = pathlib.Path(path)

@@ -15,7 +15,8 @@ spec                meaning
 None of them can hang silently: a ``tcp://`` address must answer the Dask handshake within
 ``timeout``; a cluster made here whose worker processes keep dying (killed for exceeding
 their memory limit, crashing at start) is stopped after :data:`MAX_WORKER_DEATHS` deaths
-within a minute; a jobqueue cluster must get its first worker within ``worker_timeout``,
+per worker within :data:`DEATH_WINDOW` seconds (and a ``--memory-limit`` no worker can start
+under is refused before any starts); a jobqueue cluster must get its first worker within ``worker_timeout``,
 and a batch system refusing the job is reported with its own message.
 
 The example cluster files ship with the package (:func:`shipped_configs`); copy one and
@@ -51,6 +52,26 @@ def quiet_distributed(level: int = logging.WARNING) -> None:
 MAX_WORKER_DEATHS = 3     # per worker slot, within DEATH_WINDOW seconds: a crash loop, not bad luck
 DEATH_WINDOW = 120.0  # a busy machine restarts workers slowly: a shorter window can miss the loop
 WORKER_TIMEOUT = 300.0    # seconds a jobqueue cluster may take to start its first worker
+MIN_WORKER_MEMORY = 256 * 2**20  # a worker holds ~210 MiB once it has imported fsdask's stack, before any data
+
+
+def _check_memory_limit(memory_limit: str | None) -> None:
+    """Refuse a per-worker limit no worker can run under.
+
+    The nanny would kill every worker as soon as it imports fsdask and restart it, a crash
+    loop in place of an answer; refusing before any process starts is instant and certain.
+    """
+    if memory_limit is None:
+        return
+    from distributed.worker_memory import parse_memory_limit
+    try:
+        limit = parse_memory_limit(memory_limit, 1, logger=log)
+    except (ValueError, TypeError) as exc:
+        raise ParameterError(f"--memory-limit {memory_limit!r} not understood; give bytes per worker "
+                             "such as 2GB, a fraction of the machine's memory such as 0.25, or auto") from exc
+    if limit is not None and limit < MIN_WORKER_MEMORY:
+        raise ParameterError(f"--memory-limit {memory_limit} is below what one worker process needs to run "
+                             f"fsdask (~210 MiB after its imports); give at least 256MiB per worker or leave it unset")
 
 
 def _local_cluster(n_workers: int | None, memory_limit: str | None, threads_per_worker: int = 1):
@@ -314,12 +335,13 @@ def _watchdog(cluster, n_slots: int, what: str, *, local: bool) -> Iterator[_Wat
     cluster.scheduler.add_plugin(dog, name=dog.name)
     # the nannies of a LocalCluster made here live in this process: their restart tracebacks
     # go to the watchdog only (it ends the run with a one-line reason), not to stderr
-    quiet = [logging.getLogger(n) for n in ("distributed.nanny", "distributed.utils")] if local else []
+    hide = local and log.getEffectiveLevel() > logging.DEBUG  # -vv shows them
+    quiet = [logging.getLogger(n) for n in ("distributed.nanny", "distributed.utils")] if hide else []
     propagate = [lg.propagate for lg in quiet]
     if local:
         nanny_log.addHandler(handler)
-        for lg in quiet:
-            lg.propagate = False
+    for lg in quiet:
+        lg.propagate = False
     try:
         yield dog
     finally:
@@ -373,11 +395,12 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
                 raise ParameterError(f"--scheduler {spec!r}: use local:N with N a number of worker processes") from exc
             if n < 1:
                 raise ParameterError(f"--scheduler {spec!r}: N must be ≥ 1")
+        _check_memory_limit(memory_limit)
         cluster = _local_cluster(n, memory_limit)
         address: Any = cluster
         slots = len(cluster.workers)
-        what = (f"raise --memory-limit {memory_limit} (a worker process alone needs ~100 MB) or use fewer workers"
-                if memory_limit else "see the warnings above")
+        what = (f"raise --memory-limit {memory_limit} or use fewer workers" if memory_limit else
+                "run again with -vv to see the workers' own messages")
     elif spec.startswith(("tcp://", "tls://", "ucx://", "ws://", "inproc://")):
         _probe_scheduler(spec, timeout)
         address = spec

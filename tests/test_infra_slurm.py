@@ -55,7 +55,7 @@ def test_scancel_of_one_worker_job_mid_run_still_completes(slurm, store, tmp_pat
     ds = fsdask.open_dataset(store)
     reference = fsdask.Logo(max_iter=5).fit(ds).result_["weight"].values
     conf = slurm.jobqueue_yaml(tmp_path / "slurm.yaml", jobs=2)
-    deadline = time.monotonic() + 240  # the node has 2 CPUs: earlier runs' jobs must have left
+    deadline = time.monotonic() + 240  # earlier runs' jobs should have left (the node has ≥ 8 CPUs)
     while slurm.squeue() and time.monotonic() < deadline:
         time.sleep(1)
     with scheduler(str(conf)) as client:

@@ -41,8 +41,10 @@ def load1() -> float:
 
 def commit() -> str:
     """HEAD of the repository the benchmark runs from (``+dirty`` with uncommitted changes)."""
+
     def git(*a: str) -> str:
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
     head = git("rev-parse", "--short=12", "HEAD") or "unknown"
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
@@ -74,16 +76,20 @@ class Bench:
         self.command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])
         self.cpus = os.cpu_count()
         self.load_before = load1()
-        self.started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        self.started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         self.lines: list[str] = []
         self.any_loaded = False
         if self.load_before > QUIET_LOAD:
-            print(f"[{name}] load average {self.load_before:.2f} > {QUIET_LOAD}: every figure of this run "
-                  "is marked (loaded) and is not a result", flush=True)
+            print(
+                f"[{name}] load average {self.load_before:.2f} > {QUIET_LOAD}: every figure of this run "
+                "is marked (loaded) and is not a result",
+                flush=True,
+            )
 
     # ---- timing
-    def alternate(self, fns: dict[str, Callable[[], Any]], repeat: int = MIN_REPEAT, warm: bool = True
-                  ) -> dict[str, Timing]:
+    def alternate(
+        self, fns: dict[str, Callable[[], Any]], repeat: int = MIN_REPEAT, warm: bool = True
+    ) -> dict[str, Timing]:
         """Time each callable ``repeat`` times in turns (after one untimed warm-up call each).
 
         A callable may time itself (e.g. a subprocess that reports its own time): if it
@@ -132,13 +138,19 @@ class Bench:
     def header(self) -> list[str]:
         after = load1()
         quiet = not self.any_loaded and self.load_before <= QUIET_LOAD and after <= QUIET_LOAD
-        return [f"# benchmarks/{self.name}.py, {self.started}",
-                f"# commit: {self.commit}",
-                f"# command: {self.command}",
-                f"# machine: {self.cpus} CPUs; 1-min load average before {self.load_before:.2f}, after {after:.2f}; "
-                + ("quiet run" if quiet else f"LOADED run (load > {QUIET_LOAD}): figures marked (loaded) are not results"),
-                "# timings: warm cache, floor and method alternating in the same run, best of "
-                f"≥ {MIN_REPEAT} unless marked 'single run'"]
+        return [
+            f"# benchmarks/{self.name}.py, {self.started}",
+            f"# commit: {self.commit}",
+            f"# command: {self.command}",
+            f"# machine: {self.cpus} CPUs; 1-min load average before {self.load_before:.2f}, after {after:.2f}; "
+            + (
+                "quiet run"
+                if quiet
+                else f"LOADED run (load > {QUIET_LOAD}): figures marked (loaded) are not results"
+            ),
+            "# timings: warm cache, floor and method alternating in the same run, best of "
+            f"≥ {MIN_REPEAT} unless marked 'single run'",
+        ]
 
     def write(self) -> Path:
         """Write the header and every line to the result file (replacing it) and return its path."""
@@ -150,5 +162,9 @@ class Bench:
 
 def add_args(ap, name: str, repeat: int = MIN_REPEAT) -> None:
     """The options every benchmark shares: ``--repeat`` and ``--results``."""
-    ap.add_argument("--repeat", type=int, default=repeat, help=f"best of N alternating rounds (≥ {MIN_REPEAT})")
-    ap.add_argument("--results", default=str(RESULTS / f"{name}.txt"), help="result file written by this run")
+    ap.add_argument(
+        "--repeat", type=int, default=repeat, help=f"best of N alternating rounds (≥ {MIN_REPEAT})"
+    )
+    ap.add_argument(
+        "--results", default=str(RESULTS / f"{name}.txt"), help="result file written by this run"
+    )

@@ -27,8 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fsdask  # noqa: E402
 from _harness import Bench, add_args  # noqa: E402
+
+import fsdask  # noqa: E402
 from fsdask.datasets.shared import load_npz, shared_data_path  # noqa: E402
 
 
@@ -40,22 +41,31 @@ def nips(bench: Bench, tol: float) -> None:
     X, _, info = load_npz("nips_words")
     t, path = bench.once(lambda: fsdask.cpfs_path(X, tol=tol))
     a = path.attrs
-    lines = [f"nips_words {X.shape[0]}×{X.shape[1]}: cpfs_path(X, tol={tol:g}) at its defaults (λ_min ratio "
-             f"{a['lambda_min_ratio']:g}, max_features {a['max_features']}): {t} (single run), target ≤ 120 s",
-             f"stopped: {a['path_stop']} — {a['path_stop_reason']}; rank of X {a['rank']}; worst relative duality gap "
-             f"{float(path['path_gap'].max()):.2e}",
-             f"{'λ':>11} {'active':>6} {'rel.gap':>9} {'KKT max ‖∇f_i‖₁/λ (zero rows)':>30} {'iter':>5} {'KKT rounds':>10} {'s':>6}"]
+    lines = [
+        f"nips_words {X.shape[0]}×{X.shape[1]}: cpfs_path(X, tol={tol:g}) at its defaults (λ_min ratio "
+        f"{a['lambda_min_ratio']:g}, max_features {a['max_features']}): {t} (single run), target ≤ 120 s",
+        f"stopped: {a['path_stop']} — {a['path_stop_reason']}; rank of X {a['rank']}; worst relative duality gap "
+        f"{float(path['path_gap'].max()):.2e}",
+        f"{'λ':>11} {'active':>6} {'rel.gap':>9} {'KKT max ‖∇f_i‖₁/λ (zero rows)':>30} {'iter':>5} {'KKT rounds':>10} {'s':>6}",
+    ]
     for k in range(path.sizes["lambda"]):
-        g = lambda v: path[v].values[k]  # noqa: E731
-        lines.append(f"{g('lambda'):11.4g} {int(g('path_n_active')):6d} {g('path_gap'):9.2e} {g('path_kkt_max_ratio'):30.6f} "
-                     f"{int(g('path_n_iter')):5d} {int(g('path_kkt_rounds')):10d} {g('path_seconds'):6.1f}")
+
+        def g(v, k=k):
+            return path[v].values[k]
+
+        lines.append(
+            f"{g('lambda'):11.4g} {int(g('path_n_active')):6d} {g('path_gap'):9.2e} {g('path_kkt_max_ratio'):30.6f} "
+            f"{int(g('path_n_iter')):5d} {int(g('path_kkt_rounds')):10d} {g('path_seconds'):6.1f}"
+        )
     words = np.asarray(info["feature_names"])[np.argsort(path["rank"].values)[:30]]
     lines.append("first 30 words: " + ", ".join(words))
     for line in lines:
         bench.line(line)
 
 
-def synthetic(bench: Bench, tol: float, n: int = 500, p: int = 100_000, rank: int = 20, q: int = 100) -> None:
+def synthetic(
+    bench: Bench, tol: float, n: int = 500, p: int = 100_000, rank: int = 20, q: int = 100
+) -> None:
     rng = np.random.default_rng(0)
     L = rng.normal(size=(n, rank))
     block = 10_000
@@ -69,23 +79,37 @@ def synthetic(bench: Bench, tol: float, n: int = 500, p: int = 100_000, rank: in
     with tempfile.TemporaryDirectory() as tmp:
         url = str(Path(tmp) / "lowrank.zarr")
         import xarray as xr
-        tw, _ = bench.once(lambda: fsdask.write_dataset(xr.Dataset({"X": (("sample", "feature"), X)}), url, block=block))
+
+        tw, _ = bench.once(
+            lambda: fsdask.write_dataset(
+                xr.Dataset({"X": (("sample", "feature"), X)}), url, block=block
+            )
+        )
         ds = fsdask.open_dataset(url)
-        t, est = bench.once(lambda: fsdask.CPFS(n_features_to_select=q, tol=tol, max_iter=3000,
-                                                energy_tol=1e-10).fit(ds))
+        t, est = bench.once(
+            lambda: fsdask.CPFS(
+                n_features_to_select=q, tol=tol, max_iter=3000, energy_tol=1e-10
+            ).fit(ds)
+        )
         a = est.result_.attrs
-        bench.line(f"synthetic low-rank {n}×{p} (rank {rank}, float32 Zarr store written in {tw}): "
-                   f"{int(est.support_.sum())} features selected in {t} (single run), target ≤ 60 s")
-        bench.line(f"factor rank {a['rank']}, λ_q = {est.lambda_:.4g} (λ_max {est.lambda_max_:.4g}), relative duality gap "
-                   f"{a['duality_gap']:.2e}, KKT max ‖∇f_i‖₁/λ over zero rows {a['kkt_max_ratio_inactive']:.6f}, "
-                   f"{a['n_kkt_scans']} KKT scans, Gram in memory: {a['gram_in_memory']}, "
-                   f"λ values solved {est.result_.sizes['lambda']}, active rows along the path "
-                   f"{[int(v) for v in est.result_['path_n_active'].values]}, FISTA iterations "
-                   f"{int(est.result_['path_n_iter'].sum())}")
+        bench.line(
+            f"synthetic low-rank {n}×{p} (rank {rank}, float32 Zarr store written in {tw}): "
+            f"{int(est.support_.sum())} features selected in {t} (single run), target ≤ 60 s"
+        )
+        bench.line(
+            f"factor rank {a['rank']}, λ_q = {est.lambda_:.4g} (λ_max {est.lambda_max_:.4g}), relative duality gap "
+            f"{a['duality_gap']:.2e}, KKT max ‖∇f_i‖₁/λ over zero rows {a['kkt_max_ratio_inactive']:.6f}, "
+            f"{a['n_kkt_scans']} KKT scans, Gram in memory: {a['gram_in_memory']}, "
+            f"λ values solved {est.result_.sizes['lambda']}, active rows along the path "
+            f"{[int(v) for v in est.result_['path_n_active'].values]}, FISTA iterations "
+            f"{int(est.result_['path_n_iter'].sum())}"
+        )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("which", nargs="?", default="all", choices=["nips", "synthetic", "all"])
     ap.add_argument("--tol", type=float, default=1e-4, help="relative duality gap at every λ")
     add_args(ap, "cpfs_scale", repeat=1)

@@ -88,13 +88,17 @@ def make_store(path: str, n: int, p: int) -> str:
         return xb
 
     X = lazy_from_blocks(make_block, n, p, block)
-    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y_cat), "y_cont": ("sample", y_cont)})
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y_cat), "y_cont": ("sample", y_cont)}
+    )
     shutil.rmtree(path, ignore_errors=True)
     t0 = time.perf_counter()
     with dask.config.set(scheduler="threads"):
         fsdask.write_dataset(ds, path, block=block, overwrite=True)
-    return (f"write    {n} × {p} float32 ({n * p * 4 / 2**20:.0f} MiB), blocks of {block} features: "
-            f"{time.perf_counter() - t0:.1f} s")
+    return (
+        f"write    {n} × {p} float32 ({n * p * 4 / 2**20:.0f} MiB), blocks of {block} features: "
+        f"{time.perf_counter() - t0:.1f} s"
+    )
 
 
 # ---- child measurements -------------------------------------------------------------
@@ -105,6 +109,7 @@ def child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) 
 
     import fsdask
     from fsdask.methods.hsic import hsic_matrix, response_factor
+
     ds = fsdask.open_dataset(store)
     if p < ds.sizes["feature"]:
         ds = ds.isel(feature=slice(0, p))
@@ -121,7 +126,9 @@ def child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) 
             elif kind == "apass":  # the one pass that builds A (categorical Δ), alone
                 hsic_matrix(X.data, response_factor(ds["y"].values)[0]).compute()
             elif kind == "cat":
-                est = fsdask.SparseHSIC(n_features_to_select=6, n_components=2).fit(X, ds["y"].values)
+                est = fsdask.SparseHSIC(n_features_to_select=6, n_components=2).fit(
+                    X, ds["y"].values
+                )
             elif kind == "cont":
                 est = fsdask.SparseHSIC(n_features_to_select=3).fit(X, ds["y_cont"].values)
             elif kind == "cat_rho":
@@ -135,15 +142,42 @@ def child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) 
         out["found"] = est.get_support(indices=True).tolist()
         out["rho"] = est.rho_
         out["A_MiB"] = est.hsic_A_.nbytes / 2**20
-        out["outputs_MiB"] = (est.result_.nbytes + sum(getattr(est, a).nbytes for a in (
-            "scores_", "ranking_", "support_", "components_", "active_features_", "hsic_A_"))) / 2**20
-    out.update(time=best, cpu=cpu, peak_MiB=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-               start_MiB=base / 1024)
+        out["outputs_MiB"] = (
+            est.result_.nbytes
+            + sum(
+                getattr(est, a).nbytes
+                for a in (
+                    "scores_",
+                    "ranking_",
+                    "support_",
+                    "components_",
+                    "active_features_",
+                    "hsic_A_",
+                )
+            )
+        ) / 2**20
+    out.update(
+        time=best,
+        cpu=cpu,
+        peak_MiB=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        start_MiB=base / 1024,
+    )
     return out
 
 
 def run_child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) -> dict:
-    cmd = [sys.executable, __file__, "--child", kind, "--out", store, "--features", str(p), "--repeat", str(repeat)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        kind,
+        "--out",
+        store,
+        "--features",
+        str(p),
+        "--repeat",
+        str(repeat),
+    ]
     if rho is not None:
         cmd += ["--rho", repr(rho)]
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -173,7 +207,9 @@ print(json.dumps({"time": t, "found": sorted(int(i) for i in h.get_index()),
 """
 
 
-def run_hsiclasso(python: str, store: str, d: int, kind: str, k: int, timeout: float, mem_gb: float) -> dict:
+def run_hsiclasso(
+    python: str, store: str, d: int, kind: str, k: int, timeout: float, mem_gb: float
+) -> dict:
     import resource
 
     def cap():  # an address-space cap so a run that cannot fit fails alone (MemoryError)
@@ -182,14 +218,26 @@ def run_hsiclasso(python: str, store: str, d: int, kind: str, k: int, timeout: f
 
     t0 = time.perf_counter()
     try:
-        res = subprocess.run([python, "-c", HSICLASSO_SCRIPT, store, str(d), kind, str(k)],
-                             capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
+        res = subprocess.run(
+            [python, "-c", HSICLASSO_SCRIPT, store, str(d), kind, str(k)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            preexec_fn=cap,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"stopped by the {timeout:.0f} s timeout (time)"}
     if res.returncode:
         err = res.stderr.strip().splitlines() or ["?"]
-        mem = any("MemoryError" in line or "Unable to allocate" in line or "Cannot allocate" in line for line in err)
-        why = f"out of memory under the {mem_gb:g} GiB address-space cap" if mem else f"exit {res.returncode}"
+        mem = any(
+            "MemoryError" in line or "Unable to allocate" in line or "Cannot allocate" in line
+            for line in err
+        )
+        why = (
+            f"out of memory under the {mem_gb:g} GiB address-space cap"
+            if mem
+            else f"exit {res.returncode}"
+        )
         return {"error": f"failed after {time.perf_counter() - t0:.0f} s, {why}: {err[-1][:160]}"}
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -203,6 +251,7 @@ def measure(bench: Bench, store: str, n: int, p: int, repeat: int) -> None:
         def run():
             last[kind] = run_child(kind, store, p, 1, rho)
             return last[kind]
+
         return run
 
     # the fixed ρ of the rho fits: the ρ the n_features_to_select fits find (measured once, untimed)
@@ -214,26 +263,44 @@ def measure(bench: Bench, store: str, n: int, p: int, repeat: int) -> None:
     t = bench.alternate(fns, repeat, warm=False)
     fl = t["floor"]
     tag = f"[{n} × {p}]"
-    bench.line(f"{tag} floor (X.sum, threads): {fl} ({n * p * 4 / 2**20 / fl.seconds:.0f} MiB/s, CPU {fl.cpu:.2f} s), "
-               f"peak RSS {last['floor']['peak_MiB']:.0f} MiB")
-    bench.line(f"{tag} the one pass building A (categorical, alone): {t['apass']} = {Bench.ratio(t['apass'], fl)} floor")
+    bench.line(
+        f"{tag} floor (X.sum, threads): {fl} ({n * p * 4 / 2**20 / fl.seconds:.0f} MiB/s, CPU {fl.cpu:.2f} s), "
+        f"peak RSS {last['floor']['peak_MiB']:.0f} MiB"
+    )
+    bench.line(
+        f"{tag} the one pass building A (categorical, alone): {t['apass']} = {Bench.ratio(t['apass'], fl)} floor"
+    )
     for kind in ("cat", "cat_rho", "cont", "cont_rho"):
         r, rel = last[kind], relevant[kind.split("_")[0]]
-        how = f"rho={rhos[kind.split('_')[0]]:.4g}" if kind.endswith("_rho") else "n_features_to_select"
-        bench.line(f"{tag} SparseHSIC {kind:<8} ({how}): {t[kind]} = {Bench.ratio(t[kind], fl)} floor "
-                   f"(CPU {t[kind].cpu:.2f} s); peak RSS {r['peak_MiB']:.0f} MiB (A {r['A_MiB']:.1f} MiB, per-feature "
-                   f"outputs incl. A {r['outputs_MiB']:.0f} MiB, interpreter + imports {r['start_MiB']:.0f} MiB); "
-                   f"found {r['found']} ({len(set(r['found']) & set(rel))}/{len(rel)} planted)")
+        how = (
+            f"rho={rhos[kind.split('_')[0]]:.4g}"
+            if kind.endswith("_rho")
+            else "n_features_to_select"
+        )
+        bench.line(
+            f"{tag} SparseHSIC {kind:<8} ({how}): {t[kind]} = {Bench.ratio(t[kind], fl)} floor "
+            f"(CPU {t[kind].cpu:.2f} s); peak RSS {r['peak_MiB']:.0f} MiB (A {r['A_MiB']:.1f} MiB, per-feature "
+            f"outputs incl. A {r['outputs_MiB']:.0f} MiB, interpreter + imports {r['start_MiB']:.0f} MiB); "
+            f"found {r['found']} ({len(set(r['found']) & set(rel))}/{len(rel)} planted)"
+        )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="200x300000,100x1000000", help="samples×features of each store")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--sizes", default="200x300000,100x1000000", help="samples×features of each store"
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "out"), help="directory of the stores")
     ap.add_argument("--reuse", action="store_true", help="reuse existing stores under --out")
     add_args(ap, "hsic_scale")
-    ap.add_argument("--pyhsiclasso", metavar="PYTHON", default=None,
-                    help="interpreter of a venv with pyHSICLasso and zarr; runs the comparison")
+    ap.add_argument(
+        "--pyhsiclasso",
+        metavar="PYTHON",
+        default=None,
+        help="interpreter of a venv with pyHSICLasso and zarr; runs the comparison",
+    )
     ap.add_argument("--pyhsiclasso-sizes", default="10000,50000,100000")
     ap.add_argument("--pyhsiclasso-timeout", type=float, default=1800)
     ap.add_argument("--pyhsiclasso-mem-gb", type=float, default=14)
@@ -258,8 +325,10 @@ def main() -> None:
     if args.pyhsiclasso is not None:
         pyhsiclasso(args, bench, *stores[-1])
     else:
-        say("pyHSICLasso skipped (no --pyhsiclasso PYTHON; python3 -m venv /tmp/hsiclasso-venv && "
-            "/tmp/hsiclasso-venv/bin/pip install pyhsiclasso zarr)")
+        say(
+            "pyHSICLasso skipped (no --pyhsiclasso PYTHON; python3 -m venv /tmp/hsiclasso-venv && "
+            "/tmp/hsiclasso-venv/bin/pip install pyhsiclasso zarr)"
+        )
     bench.write()
 
 
@@ -279,17 +348,28 @@ def pyhsiclasso(args, bench: Bench, store: str, n: int, p: int) -> None:
                 say(f"[{d} features] pyHSICLasso {kind:<4}: not run ({failed})")
                 continue
             s = run_child(kind, store, d, 1)
-            say(f"[{d} features] SparseHSIC  {kind:<4}: {s['time']:.2f} s, peak RSS {s['peak_MiB']:.0f} MiB; "
-                f"found {s['found']} ({len(set(s['found']) & set(rel_in))}/{len(rel_in)} planted); {load()}")
-            r = run_hsiclasso(args.pyhsiclasso, store, d, kind, k, args.pyhsiclasso_timeout,
-                              args.pyhsiclasso_mem_gb)
+            say(
+                f"[{d} features] SparseHSIC  {kind:<4}: {s['time']:.2f} s, peak RSS {s['peak_MiB']:.0f} MiB; "
+                f"found {s['found']} ({len(set(s['found']) & set(rel_in))}/{len(rel_in)} planted); {load()}"
+            )
+            r = run_hsiclasso(
+                args.pyhsiclasso,
+                store,
+                d,
+                kind,
+                k,
+                args.pyhsiclasso_timeout,
+                args.pyhsiclasso_mem_gb,
+            )
             if "error" in r:
                 say(f"[{d} features] pyHSICLasso {kind:<4}: {r['error']}; {load()}")
                 failed = f"pyHSICLasso {kind} failed at {d} features"
                 continue
-            say(f"[{d} features] pyHSICLasso {kind:<4}: {r['time']:.2f} s (after loading X), main-process peak RSS "
+            say(
+                f"[{d} features] pyHSICLasso {kind:<4}: {r['time']:.2f} s (after loading X), main-process peak RSS "
                 f"{r['peak_MiB']:.0f} MiB; found {r['found']} ({len(set(r['found']) & set(rel_in))}/"
-                f"{len(rel_in)} planted); {load()}")
+                f"{len(rel_in)} planted); {load()}"
+            )
 
 
 if __name__ == "__main__":

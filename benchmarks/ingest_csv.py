@@ -58,14 +58,21 @@ def write_csv(path: str, rows: int, samples: int, seed: int = 0) -> None:
         for r0 in range(0, rows, step):
             r1 = min(rows, r0 + step)
             block = rng.standard_normal((r1 - r0, samples)).astype(np.float32)
-            lines = [f"f{r0 + i}," + ",".join(f"{v:.5f}" for v in row) for i, row in enumerate(block)]
+            lines = [
+                f"f{r0 + i}," + ",".join(f"{v:.5f}" for v in row) for i, row in enumerate(block)
+            ]
             fh.write("\n".join(lines) + "\n")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", default="1000000,2000000",
-                    help="feature rows, comma-separated sizes (default 10⁶ and 2×10⁶)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--rows",
+        default="1000000,2000000",
+        help="feature rows, comma-separated sizes (default 10⁶ and 2×10⁶)",
+    )
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--chunk-mb", type=float, default=16.0)
     ap.add_argument("--batch", type=int, default=10_000, help="CSV rows parsed at a time")
@@ -89,29 +96,50 @@ def run(args: argparse.Namespace, rows: int, bench: Bench) -> None:
         os.replace(src + ".tmp", src)
         print(f"wrote {src} in {time.perf_counter() - t0:.1f} s (single run)")
     dst = os.path.join(args.dir, "ingest_csv.zarr")
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-           + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        + os.pathsep
+        + os.environ.get("PYTHONPATH", ""),
+    }
     last: dict = {}
 
     def child(code, *argv):
         def go():
-            out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env)
+            out = subprocess.run(
+                [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env
+            )
             if out.returncode != 0:
                 sys.exit(out.stderr)
             last[code] = json.loads(out.stdout.strip().splitlines()[-1])
             return last[code]
+
         return go
-    t = bench.alternate({"floor": child(FLOOR, src),
-                         "ingest": child(CHILD, src, dst, str(args.chunk_mb), str(args.batch))}, args.repeat)
+
+    t = bench.alternate(
+        {
+            "floor": child(FLOOR, src),
+            "ingest": child(CHILD, src, dst, str(args.chunk_mb), str(args.batch)),
+        },
+        args.repeat,
+    )
     r = last[CHILD]
     matrix_mib = rows * args.samples * 4 / 2**20
-    print(f"csv        {os.path.getsize(src) / 2**20:8.0f} MiB  ({rows} feature rows × {args.samples} samples)")
-    print(f"matrix     {matrix_mib:8.0f} MiB  float32, stored as {r['chunks']} chunks of ≤ {args.chunk_mb:g} MiB")
+    print(
+        f"csv        {os.path.getsize(src) / 2**20:8.0f} MiB  ({rows} feature rows × {args.samples} samples)"
+    )
+    print(
+        f"matrix     {matrix_mib:8.0f} MiB  float32, stored as {r['chunks']} chunks of ≤ {args.chunk_mb:g} MiB"
+    )
     print(f"floor      {t['floor']}  (reading the CSV's bytes once)")
-    print(f"ingest     {t['ingest']}  = {Bench.ratio(t['ingest'], t['floor'])} floor "
-          f"({rows / t['ingest'].seconds:.0f} rows/s), batches of {args.batch} rows")
-    print(f"peak RSS   {r['peak_rss_mib']:8.0f} MiB  (of which {r['rss_after_imports_mib']:.0f} MiB after imports); "
-          f"shape read back {tuple(r['shape'])}")
+    print(
+        f"ingest     {t['ingest']}  = {Bench.ratio(t['ingest'], t['floor'])} floor "
+        f"({rows / t['ingest'].seconds:.0f} rows/s), batches of {args.batch} rows"
+    )
+    print(
+        f"peak RSS   {r['peak_rss_mib']:8.0f} MiB  (of which {r['rss_after_imports_mib']:.0f} MiB after imports); "
+        f"shape read back {tuple(r['shape'])}"
+    )
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ REPEAT = 3
 
 def _store(tmp: Path, n_irrelevant: int) -> tuple[str, float]:
     from fsdask.datasets import fermat_spiral, write_synthetic
+
     path = tmp / f"spiral_{n_irrelevant}.zarr"
     t = time.perf_counter()
     if not path.exists():
@@ -54,6 +55,7 @@ def _store(tmp: Path, n_irrelevant: int) -> tuple[str, float]:
 def _fit(store: str, **params):
     from fsdask import Logo
     from fsdask.io import open_dataset
+
     t = time.perf_counter()
     ds = open_dataset(store)
     est = Logo(**params).fit(ds)
@@ -63,6 +65,7 @@ def _fit(store: str, **params):
 def _timed(store: str, **params) -> tuple[object, Timing, Timing]:
     """The fit and the floor of its store, alternating, warm, best of REPEAT."""
     from fsdask.io import open_dataset
+
     out = {}
 
     def fit():
@@ -70,20 +73,32 @@ def _timed(store: str, **params) -> tuple[object, Timing, Timing]:
 
     def floor():
         open_dataset(store)["X"].data.sum().compute()
+
     t = BENCH.alternate({"floor": floor, "fit": fit}, REPEAT)
     return out["est"], t["fit"], t["floor"]
 
 
 def _report(name, est, secs: Timing, floor: Timing, relevant=(0, 1)):
     ranks = [int(est.ranking_[j]) for j in relevant]
-    BENCH.line(f"{name}: {secs} ({'single run' if secs.runs == 1 else f'best of {secs.runs}'}), floor {floor} "
-               f"→ {Bench.ratio(secs, floor)} floor; ranks of the relevant features {ranks}")
-    row = {"case": name, "seconds": round(secs.seconds, 2), "loaded": secs.loaded, "load1": round(secs.load, 2),
-           "floor_seconds": round(floor.seconds, 3), "commit": BENCH.commit, "n_iter": est.n_iter_, "converged": bool(est.converged_),
-           "ranks_of_relevant": ranks, "n_selected": int(est.get_support().sum()),
-           "n_rejoined": est.result_.attrs["n_rejoined"],
-           "active_sizes": est.result_["active_size"].values.tolist(),
-           "delta_trace": [round(d, 5) for d in est.result_.attrs["delta_trace"]]}
+    BENCH.line(
+        f"{name}: {secs} ({'single run' if secs.runs == 1 else f'best of {secs.runs}'}), floor {floor} "
+        f"→ {Bench.ratio(secs, floor)} floor; ranks of the relevant features {ranks}"
+    )
+    row = {
+        "case": name,
+        "seconds": round(secs.seconds, 2),
+        "loaded": secs.loaded,
+        "load1": round(secs.load, 2),
+        "floor_seconds": round(floor.seconds, 3),
+        "commit": BENCH.commit,
+        "n_iter": est.n_iter_,
+        "converged": bool(est.converged_),
+        "ranks_of_relevant": ranks,
+        "n_selected": int(est.get_support().sum()),
+        "n_rejoined": est.result_.attrs["n_rejoined"],
+        "active_sizes": est.result_["active_size"].values.tolist(),
+        "delta_trace": [round(d, 5) for d in est.result_.attrs["delta_trace"]],
+    }
     print(json.dumps(row), flush=True)
     _record(row)
     return row
@@ -106,27 +121,45 @@ def case_spiral20k(tmp: Path):
 
 def case_breast(tmp: Path):
     import xarray as xr
+
     from fsdask.datasets.shared import load_npz
     from fsdask.io import write_dataset
+
     X, y, info = load_npz("breast_vantveer")
     path = tmp / "breast.zarr"
     if not path.exists():
-        ds = xr.Dataset({"X": (("sample", "feature"), np.asarray(X, dtype=np.float32)), "y": ("sample", y)})
+        ds = xr.Dataset(
+            {"X": (("sample", "feature"), np.asarray(X, dtype=np.float32)), "y": ("sample", y)}
+        )
         write_dataset(ds, str(path))
     est, secs, floor = _timed(str(path), sigma=5.0, lam=1.0, theta=0.01)
-    return _report("breast_vantveer 78×24481, threads, from Zarr (paper 22 s)", est, secs, floor, relevant=())
+    return _report(
+        "breast_vantveer 78×24481, threads, from Zarr (paper 22 s)", est, secs, floor, relevant=()
+    )
 
 
 def case_spiral1m(tmp: Path):
     import dask
     from distributed import Client, LocalCluster
+
     store, wt = _store(tmp, 1_000_000)
     print(f"# wrote spiral 460 × 1000002 in {wt:.1f} s", flush=True)
-    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB", processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            memory_limit="2GB",
+            processes=True,
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         with dask.config.set(scheduler=client):
             from fsdask.io import open_dataset
-            floor = BENCH.alternate({"floor": lambda: open_dataset(store)["X"].data.sum().compute()}, REPEAT)["floor"]
+
+            floor = BENCH.alternate(
+                {"floor": lambda: open_dataset(store)["X"].data.sum().compute()}, REPEAT
+            )["floor"]
             secs, est = BENCH.once(lambda: _fit(store, sigma=2.0, lam=1.0, theta=0.01)[0])
     return _report("spiral 460×1000002, LocalCluster 2 workers × 2 GB, from Zarr", est, secs, floor)
 
@@ -153,8 +186,17 @@ def case_skrebate(tmp: Path, python: str, sizes: list[int], limit: float):
         store, _ = _store(tmp, n_irr)
         for algo in ("ReliefF", "MultiSURF"):
             try:
-                p = subprocess.run([python, str(script), store, algo], capture_output=True, text=True, timeout=limit)
-                out = p.stdout.strip().splitlines()[-1] if p.returncode == 0 else f"error: {p.stderr[-300:]}"
+                p = subprocess.run(
+                    [python, str(script), store, algo],
+                    capture_output=True,
+                    text=True,
+                    timeout=limit,
+                )
+                out = (
+                    p.stdout.strip().splitlines()[-1]
+                    if p.returncode == 0
+                    else f"error: {p.stderr[-300:]}"
+                )
             except subprocess.TimeoutExpired:
                 out = f"did not finish within {limit:.0f} s"
             row = {"case": f"skrebate {algo} spiral 460×{n_irr + 2}", "result": out}
@@ -165,10 +207,18 @@ def case_skrebate(tmp: Path, python: str, sizes: list[int], limit: float):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--case", nargs="+", default=["spiral20k", "breast", "spiral1m"],
-                    choices=["spiral20k", "breast", "spiral1m", "skrebate"])
-    ap.add_argument("--tmp", default=None, help="folder for the Zarr stores (default: a temporary folder)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--case",
+        nargs="+",
+        default=["spiral20k", "breast", "spiral1m"],
+        choices=["spiral20k", "breast", "spiral1m", "skrebate"],
+    )
+    ap.add_argument(
+        "--tmp", default=None, help="folder for the Zarr stores (default: a temporary folder)"
+    )
     ap.add_argument("--skrebate-python", default="/tmp/skr/bin/python")
     ap.add_argument("--skrebate-sizes", default="50,500,5000,20000")
     ap.add_argument("--skrebate-limit", type=float, default=900.0, help="seconds per skrebate run")
@@ -177,6 +227,7 @@ def main(argv=None) -> int:
     global BENCH, REPEAT
     BENCH, REPEAT = Bench("logo_scale", args.results), args.repeat
     import logging
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stdout)
     tmpctx = tempfile.TemporaryDirectory(prefix="logo_scale_") if args.tmp is None else None
     tmp = Path(args.tmp or tmpctx.name)
@@ -189,8 +240,12 @@ def main(argv=None) -> int:
         elif case == "spiral1m":
             case_spiral1m(tmp)
         elif case == "skrebate":
-            case_skrebate(tmp, args.skrebate_python, [int(s) for s in args.skrebate_sizes.split(",")],
-                          args.skrebate_limit)
+            case_skrebate(
+                tmp,
+                args.skrebate_python,
+                [int(s) for s in args.skrebate_sizes.split(",")],
+                args.skrebate_limit,
+            )
     BENCH.write()
     return 0
 

@@ -36,23 +36,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def header(args) -> str:
     try:
-        commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except OSError:
         commit, dirty = "unknown", ""
-    return ("# benchmarks/open_formats.py\n"
-            f"# commit: {commit}{'+dirty' if dirty else ''}\n"
-            f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}\n"
-            f"# cpus: {os.cpu_count()}; load average at start: {os.getloadavg()}")
+    return (
+        "# benchmarks/open_formats.py\n"
+        f"# commit: {commit}{'+dirty' if dirty else ''}\n"
+        f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}\n"
+        f"# cpus: {os.cpu_count()}; load average at start: {os.getloadavg()}"
+    )
 
 
 # ---- data ---------------------------------------------------------------------------------------
 
+
 def sparse_counts(n: int, p: int, density: float, seed: int = 0):
     """CSR float32 with ``density·p`` non-zeros per row; 20 genes shift with the 3 cell types."""
     import scipy.sparse
+
     rng = np.random.default_rng(seed)
     k = max(1, int(round(density * p)))
     indptr = np.arange(n + 1, dtype=np.int64) * k
@@ -60,7 +68,7 @@ def sparse_counts(n: int, p: int, density: float, seed: int = 0):
     for i0 in range(0, n, 500):  # row batches keep the set-up's temporaries small (~200 MB)
         i1 = min(n, i0 + 500)
         idx = np.argpartition(rng.random((i1 - i0, p), dtype=np.float32), k, axis=1)[:, :k]
-        indices[i0 * k:i1 * k] = np.sort(idx, axis=1).ravel()
+        indices[i0 * k : i1 * k] = np.sort(idx, axis=1).ravel()
     data = rng.poisson(2.0, size=n * k).astype(np.float32) + 1
     y = np.arange(n) % 3
     rows = np.repeat(np.arange(n), k)
@@ -71,26 +79,41 @@ def sparse_counts(n: int, p: int, density: float, seed: int = 0):
 def make_anndata(args, d: str) -> None:
     import anndata
     import pandas as pd
+
     X, y = sparse_counts(args.cells, args.genes, args.density)
-    obs = pd.DataFrame({"cell_type": pd.Categorical(np.array(["B", "T", "NK"])[y])},
-                       index=[f"cell{i}" for i in range(args.cells)])
+    obs = pd.DataFrame(
+        {"cell_type": pd.Categorical(np.array(["B", "T", "NK"])[y])},
+        index=[f"cell{i}" for i in range(args.cells)],
+    )
     var = pd.DataFrame(index=[f"gene{j}" for j in range(args.genes)])
     a = anndata.AnnData(X=X, obs=obs, var=var)
     a.write_h5ad(os.path.join(d, "cells.h5ad"))
     a.write_zarr(os.path.join(d, "cells_anndata.zarr"))
     import fsdask
-    fsdask.ingest(os.path.join(d, "cells.h5ad"), os.path.join(d, "cells_fsdask.zarr"), label="cell_type")
+
+    fsdask.ingest(
+        os.path.join(d, "cells.h5ad"), os.path.join(d, "cells_fsdask.zarr"), label="cell_type"
+    )
 
 
 def make_row_store(args, d: str) -> str:
     """A float32 store chunked by samples, written by zarr-python (a foreign store)."""
     import zarr
+
     p = args.row_features
-    n = max(args.rows_per_chunk, int(args.store_gb * 1e9 / (4 * p)) // args.rows_per_chunk * args.rows_per_chunk)
+    n = max(
+        args.rows_per_chunk,
+        int(args.store_gb * 1e9 / (4 * p)) // args.rows_per_chunk * args.rows_per_chunk,
+    )
     path = os.path.join(d, "by_samples.zarr")
     g = zarr.open_group(path, mode="w", zarr_format=3)
-    X = g.create_array("X", shape=(n, p), chunks=(args.rows_per_chunk, p), dtype="f4",
-                       dimension_names=("sample", "feature"))
+    X = g.create_array(
+        "X",
+        shape=(n, p),
+        chunks=(args.rows_per_chunk, p),
+        dtype="f4",
+        dimension_names=("sample", "feature"),
+    )
     y = np.arange(n) % 2
     for i0 in range(0, n, args.rows_per_chunk):
         i1 = min(n, i0 + args.rows_per_chunk)
@@ -104,10 +127,12 @@ def make_row_store(args, d: str) -> str:
 
 # ---- measured runs (each in its own process) ----------------------------------------------------
 
+
 def child(mode: str, path: str, method: str) -> None:
     import resource
 
     import fsdask
+
     t0 = time.perf_counter()
     ds = fsdask.open_dataset(path, label="obs:cell_type" if mode != "ingested" else None)
     if method == "filter":
@@ -118,13 +143,16 @@ def child(mode: str, path: str, method: str) -> None:
         est.fit(ds)
     wall = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    top = [str(f) for f in est.result_["feature"].values[np.argsort(est.result_["rank"].values)[:5]]]
+    top = [
+        str(f) for f in est.result_["feature"].values[np.argsort(est.result_["rank"].values)[:5]]
+    ]
     print(json.dumps({"wall_s": wall, "peak_rss": rss, "top": top}))
 
 
 def run_child(mode: str, path: str, method: str) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--child", mode, path, method], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", mode, path, method], capture_output=True, text=True
+    )
     if proc.returncode:
         raise RuntimeError(f"{mode} {method} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -132,17 +160,25 @@ def run_child(mode: str, path: str, method: str) -> dict:
 
 def part1(args, d: str) -> None:
     dense = args.cells * args.genes * 4
-    print(f"\n## Part 1: {args.cells} cells × {args.genes} genes, {args.density:.0%} non-zero, CSR float32 "
-          f"(dense would be {dense / 1e9:.2f} GB)\n")
+    print(
+        f"\n## Part 1: {args.cells} cells × {args.genes} genes, {args.density:.0%} non-zero, CSR float32 "
+        f"(dense would be {dense / 1e9:.2f} GB)\n"
+    )
     print("| source | method | wall s | peak RSS GB | × ingested time | top-5 equal to ingested |")
     print("|---|---|---:|---:|---:|---|")
     for method in ("filter", "hsic"):
         ref = run_child("ingested", os.path.join(d, "cells_fsdask.zarr"), method)
-        for mode, name in (("ingested", "cells_fsdask.zarr"), ("h5ad", "cells.h5ad"),
-                           ("anndata-zarr", "cells_anndata.zarr")):
+        for mode, name in (
+            ("ingested", "cells_fsdask.zarr"),
+            ("h5ad", "cells.h5ad"),
+            ("anndata-zarr", "cells_anndata.zarr"),
+        ):
             r = ref if mode == "ingested" else run_child(mode, os.path.join(d, name), method)
-            print(f"| {mode} | {method} | {r['wall_s']:.1f} | {r['peak_rss'] / 1e9:.2f} | "
-                  f"{r['wall_s'] / ref['wall_s']:.2f} | {r['top'] == ref['top']} |", flush=True)
+            print(
+                f"| {mode} | {method} | {r['wall_s']:.1f} | {r['peak_rss'] / 1e9:.2f} | "
+                f"{r['wall_s'] / ref['wall_s']:.2f} | {r['top'] == ref['top']} |",
+                flush=True,
+            )
 
 
 def part2(args, d: str) -> None:
@@ -152,14 +188,26 @@ def part2(args, d: str) -> None:
     from distributed import Client, LocalCluster
 
     import fsdask
+
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
     path = make_row_store(args, d)
     import zarr
+
     arr = zarr.open_group(path, mode="r")["X"]
-    print(f"\n## Part 2: {arr.shape[0]} × {arr.shape[1]} float32 ({arr.nbytes / 1e9:.2f} GB) chunked "
-          f"{arr.chunks} (by samples); Filter on LocalCluster(2 processes, {args.worker_memory} each)\n")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=args.worker_memory,
-                      dashboard_address=":0") as lc, Client(lc) as client:
+    print(
+        f"\n## Part 2: {arr.shape[0]} × {arr.shape[1]} float32 ({arr.nbytes / 1e9:.2f} GB) chunked "
+        f"{arr.chunks} (by samples); Filter on LocalCluster(2 processes, {args.worker_memory} each)\n"
+    )
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=args.worker_memory,
+            dashboard_address=":0",
+        ) as lc,
+        Client(lc) as client,
+    ):
         peak: dict = {}
         stop = threading.Event()
 
@@ -171,6 +219,7 @@ def part2(args, d: str) -> None:
                 except Exception:
                     pass
                 stop.wait(0.2)
+
         th = threading.Thread(target=poll, daemon=True)
         th.start()
         t0 = time.perf_counter()
@@ -181,8 +230,10 @@ def part2(args, d: str) -> None:
         stop.set()
         th.join()
     top = sorted(int(f) for f in np.flatnonzero(est.get_support()))
-    print(f"open (incl. rechunked copy) {t_open:.1f} s; total with Filter {wall:.1f} s; "
-          f"planted features 0–9 found: {top == list(range(10))}")
+    print(
+        f"open (incl. rechunked copy) {t_open:.1f} s; total with Filter {wall:.1f} s; "
+        f"planted features 0–9 found: {top == list(range(10))}"
+    )
     for w, rss in sorted(peak.items()):
         print(f"peak RSS of worker {w}: {rss / 1e9:.2f} GB")
 
@@ -191,7 +242,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(*sys.argv[2:5])
         return
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--cells", type=int, default=20_000)
     ap.add_argument("--genes", type=int, default=30_000)
     ap.add_argument("--density", type=float, default=0.05)
@@ -204,10 +257,18 @@ def main() -> None:
     ap.add_argument("--dir", default=os.path.join(HERE, "out", "open_formats"))
     args = ap.parse_args()
     if args.small:
-        args.cells, args.genes, args.store_gb, args.rows_per_chunk, args.row_features = 2000, 3000, 0.05, 100, 2500
+        args.cells, args.genes, args.store_gb, args.rows_per_chunk, args.row_features = (
+            2000,
+            3000,
+            0.05,
+            100,
+            2500,
+        )
     print(header(args))
     os.makedirs(args.dir, exist_ok=True)
-    d = os.path.join(args.dir, f"run-{os.getpid()}")  # a directory this run makes, removed at its end
+    d = os.path.join(
+        args.dir, f"run-{os.getpid()}"
+    )  # a directory this run makes, removed at its end
     os.makedirs(d)
     try:
         if args.part in ("1", "both"):

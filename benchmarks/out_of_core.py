@@ -23,7 +23,6 @@ import os
 import shutil
 import sys
 import threading
-import time
 
 import numpy as np
 
@@ -32,8 +31,11 @@ from _harness import Bench, add_args  # noqa: E402
 
 SIGNAL = 10
 #: parameters besides the defaults (a selection size for the methods that need one)
-PARAMS = {"hsic": {"n_features_to_select": SIGNAL}, "cpfs": {"n_features_to_select": SIGNAL},
-          "qalpha": {"random_state": 0}}
+PARAMS = {
+    "hsic": {"n_features_to_select": SIGNAL},
+    "cpfs": {"n_features_to_select": SIGNAL},
+    "qalpha": {"random_state": 0},
+}
 
 
 def make_store(path: str, n: int, p: int, block: int) -> None:
@@ -42,17 +44,23 @@ def make_store(path: str, n: int, p: int, block: int) -> None:
 
     import fsdask
     from fsdask.cluster import scheduler
+
     y = np.repeat([0, 1], [n // 2, n - n // 2])
     shift = np.zeros(p, np.float32)
     shift[:SIGNAL] = 1.5
-    X = da.random.default_rng(0).standard_normal((n, p), chunks=(n, max(1, block // (4 * n))), dtype=np.float32)
-    X = X + da.from_array(y[:, None].astype(np.float32)) * da.from_array(shift[None, :], chunks=(1, X.chunks[1]))
+    X = da.random.default_rng(0).standard_normal(
+        (n, p), chunks=(n, max(1, block // (4 * n))), dtype=np.float32
+    )
+    X = X + da.from_array(y[:, None].astype(np.float32)) * da.from_array(
+        shift[None, :], chunks=(1, X.chunks[1])
+    )
     with scheduler("threads"):
         fsdask.ingest(X, path, y=y, chunk_bytes=block)
 
 
 def _rss() -> int:
     import psutil
+
     return psutil.Process().memory_info().rss
 
 
@@ -94,7 +102,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", default="1GB")
     ap.add_argument("--methods", default=",".join(REGISTRY), help="comma-separated registry names")
-    ap.add_argument("--store", default=None, help="an existing store to use (default: write one in a temp dir)")
+    ap.add_argument(
+        "--store", default=None, help="an existing store to use (default: write one in a temp dir)"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the store this script wrote")
     ap.add_argument("--poll", type=float, default=0.2, help="seconds between RSS polls")
     add_args(ap, "out_of_core", repeat=1)
@@ -110,18 +120,30 @@ def main() -> None:
     store = args.store
     if store is None:
         import tempfile
+
         made = tempfile.mkdtemp(prefix="fsdask-ooc-")
         store = os.path.join(made, "x.zarr")
-        t, _ = bench.once(lambda: make_store(store, args.samples, args.features, args.block_mib * 2**20))
-        bench.line(f"store: {args.samples} × {args.features} float32, {args.block_mib} MiB blocks, written in {t} (single run)")
+        t, _ = bench.once(
+            lambda: make_store(store, args.samples, args.features, args.block_mib * 2**20)
+        )
+        bench.line(
+            f"store: {args.samples} × {args.features} float32, {args.block_mib} MiB blocks, written in {t} (single run)"
+        )
     ds = fsdask.open_dataset(store)
     limit = parse_bytes(args.memory_limit)
-    bench.line(f"X: {format_bytes(ds['X'].nbytes)} in {len(ds['X'].data.chunks[1])} blocks; cluster: "
-               f"{args.workers} workers × {format_bytes(limit)} (total {format_bytes(args.workers * limit)})")
+    bench.line(
+        f"X: {format_bytes(ds['X'].nbytes)} in {len(ds['X'].data.chunks[1])} blocks; cluster: "
+        f"{args.workers} workers × {format_bytes(limit)} (total {format_bytes(args.workers * limit)})"
+    )
 
     quiet_distributed()
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                           dashboard_address=":0", memory_limit=args.memory_limit)
+    cluster = LocalCluster(
+        n_workers=args.workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        memory_limit=args.memory_limit,
+    )
     client = Client(cluster, set_as_default=False)
     try:
         for name in [m.strip() for m in args.methods.split(",") if m.strip()]:
@@ -129,7 +151,8 @@ def main() -> None:
             pids = set(client.run(os.getpid).values())
             est = fsdask.get_method(name, **PARAMS.get(name, {}))
             with Peak(client, args.poll) as peak:
-                def fit():
+
+                def fit(est=est):
                     try:
                         with scheduler(client.scheduler.address):
                             res = est.fit(ds).result_
@@ -137,11 +160,14 @@ def main() -> None:
                         return f"ok, {int(np.isin(top, np.arange(SIGNAL)).sum())}/{SIGNAL} planted in the top {SIGNAL}"
                     except Exception as exc:  # reported, the next method still runs
                         return f"FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+
                 t, outcome = bench.once(fit)
             replaced = len(pids - set(client.run(os.getpid).values()))
             peaks = ", ".join(format_bytes(v) for _, v in sorted(peak.peak.items()))
-            bench.line(f"{name:16s} {t} (single run); peak RSS per worker: {peaks} "
-                       f"(limit {format_bytes(limit)}); workers replaced: {replaced}; {outcome}")
+            bench.line(
+                f"{name:16s} {t} (single run); peak RSS per worker: {peaks} "
+                f"(limit {format_bytes(limit)}); workers replaced: {replaced}; {outcome}"
+            )
     finally:
         client.close()
         cluster.close()

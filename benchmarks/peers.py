@@ -66,18 +66,25 @@ MICROARRAY = ("leukemia_golub", "colon_alon")
 FSDASK = ("fsdask.Filter", "fsdask.Logo", "fsdask.SparseHSIC", "fsdask.QAlpha")
 PEERS = ("f_test", "mutual_info", "svm_rfe", "relieff", "multisurf", "hsiclasso")
 #: the peer each fsdask method's time is compared with
-COUNTERPART = {"fsdask.Filter": "f_test", "fsdask.SparseHSIC": "hsiclasso",
-               "fsdask.Logo": "relieff", "fsdask.QAlpha": "svm_rfe"}
+COUNTERPART = {
+    "fsdask.Filter": "f_test",
+    "fsdask.SparseHSIC": "hsiclasso",
+    "fsdask.Logo": "relieff",
+    "fsdask.QAlpha": "svm_rfe",
+}
 #: fits quicker than this (seconds) are run a second time and timed warm
 WARM_RERUN_BELOW = 30.0
 CLASSIFICATION_ONLY = {"fsdask.Logo", "fsdask.QAlpha", "svm_rfe"}
 
 
 # ---------------------------------------------------------------- data
-def make_data(name: str, quick: bool, sizes: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+def make_data(
+    name: str, quick: bool, sizes: dict
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """X (float32, columns shuffled for the synthetic sets), y, relevant indices, task."""
     if name in SYNTHETIC:
         from fsdask import datasets
+
         if name == "spiral":
             syn = datasets.fermat_spiral(n_irrelevant=sizes["spiral"] - 2)
         elif name == "weston":
@@ -91,24 +98,34 @@ def make_data(name: str, quick: bool, sizes: dict) -> tuple[np.ndarray, np.ndarr
         task = "regression" if name == "zarkoob" else "classification"
         return X, np.asarray(syn.y), relevant, task
     from fsdask.datasets.shared import load_npz
+
     X, y, _ = load_npz(name)
     if quick:
         X = X[:, : sizes["microarray_quick"]]
-    return np.ascontiguousarray(X, dtype=np.float32), np.asarray(y), np.array([], int), "classification"
+    return (
+        np.ascontiguousarray(X, dtype=np.float32),
+        np.asarray(y),
+        np.array([], int),
+        "classification",
+    )
 
 
 def write_store(X: np.ndarray, y: np.ndarray, path: str) -> None:
     import xarray as xr
 
     import fsdask
-    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)},
-                    coords={"sample": np.arange(X.shape[0]), "feature": np.arange(X.shape[1])})
+
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y)},
+        coords={"sample": np.arange(X.shape[0]), "feature": np.arange(X.shape[1])},
+    )
     fsdask.write_dataset(ds, path)
 
 
 # ---------------------------------------------------------------- methods (run in the child)
 def fsdask_scores(method: str, X, y: np.ndarray, task: str) -> np.ndarray:
     import fsdask
+
     if method == "fsdask.Filter":
         sel = fsdask.Filter("pearson" if task == "regression" else "ttest")
     elif method == "fsdask.Logo":
@@ -125,28 +142,35 @@ def peer_scores(method: str, X: np.ndarray, y: np.ndarray, task: str) -> np.ndar
     reg = task == "regression"
     if method == "f_test":
         from sklearn.feature_selection import f_classif, f_regression
+
         return np.nan_to_num((f_regression if reg else f_classif)(X, y)[0])
     if method == "mutual_info":
         from sklearn.feature_selection import mutual_info_classif, mutual_info_regression
+
         return (mutual_info_regression if reg else mutual_info_classif)(X, y, random_state=0)
     if method == "svm_rfe":
         from sklearn.feature_selection import RFE
         from sklearn.svm import LinearSVC
+
         rfe = RFE(LinearSVC(), n_features_to_select=1, step=0.1).fit(X, y)
         return -rfe.ranking_.astype(float)  # SVM-RFE ranks in tiers of 10 % of the features
     if method in ("relieff", "multisurf"):
         from skrebate import MultiSURF, ReliefF
+
         est = ReliefF() if method == "relieff" else MultiSURF()
         return np.asarray(est.fit(X.astype(np.float64), y).feature_importances_, float)
     if method == "hsiclasso":
         from pyHSICLasso import HSICLasso
+
         h = HSICLasso()
         h.input(X.astype(np.float64), y.astype(np.float64) if reg else y.astype(np.int64) + 1)
         k = min(50, X.shape[1])
         (h.regression if reg else h.classification)(k, n_jobs=1)
         scores = np.zeros(X.shape[1])
         idx = np.asarray(h.get_index(), int)
-        scores[idx] = np.arange(len(idx), 0, -1)  # its selection order; unselected features tie at 0
+        scores[idx] = np.arange(
+            len(idx), 0, -1
+        )  # its selection order; unselected features tie at 0
         return scores
     raise ValueError(method)
 
@@ -154,6 +178,7 @@ def peer_scores(method: str, X: np.ndarray, y: np.ndarray, task: str) -> np.ndar
 def scores_for(method: str, X, y, task: str, store: str | None):
     if method.startswith("fsdask."):
         import fsdask
+
         return fsdask_scores(method, fsdask.open_dataset(store)["X"] if store else X, y, task)
     return peer_scores(method, np.asarray(X), y, task)
 
@@ -163,6 +188,7 @@ def fold_errors(method: str, X: np.ndarray, y: np.ndarray, ks: list[int], folds:
     from sklearn.model_selection import StratifiedKFold
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import LinearSVC
+
     errs = {k: [] for k in ks}
     for tr, te in StratifiedKFold(folds, shuffle=True, random_state=0).split(X, y):
         s = scores_for(method, X[tr], y[tr], "classification", None)
@@ -178,13 +204,18 @@ def fold_errors(method: str, X: np.ndarray, y: np.ndarray, ks: list[int], folds:
 def child(args) -> None:
     """Fit one method on one data set; print one JSON line."""
     import resource
+
     d = np.load(args.child_data)
     X, y, task = d["X"], d["y"], str(d["task"])
     out: dict = {}
     try:
-        importlib.import_module("fsdask" if args.method.startswith("fsdask.") else IMPORTS[args.method])
+        importlib.import_module(
+            "fsdask" if args.method.startswith("fsdask.") else IMPORTS[args.method]
+        )
     except Exception as e:  # noqa: BLE001
-        out["error"] = f"not usable here: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:240]
+        out["error"] = (
+            f"not usable here: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:240]
+        )
     try:
         if "error" in out:
             raise RuntimeError(out["error"])
@@ -198,9 +229,14 @@ def child(args) -> None:
             out["seconds"] = time.perf_counter() - t0
         np.save(args.child_scores, np.asarray(s, float))
         if args.child_folds:
-            out["errors"] = fold_errors(args.method, X, y, [int(k) for k in args.k], args.child_folds)
+            out["errors"] = fold_errors(
+                args.method, X, y, [int(k) for k in args.k], args.child_folds
+            )
     except Exception as e:  # noqa: BLE001  (the row says what broke; the run goes on)
-        out["error"] = out.get("error") or f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:240]
+        out["error"] = (
+            out.get("error")
+            or f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:240]
+        )
         traceback.print_exc(file=sys.stderr)
     if "error" in out:
         out["error"] = out["error"].replace("|", "/")
@@ -212,12 +248,15 @@ def child(args) -> None:
 def run_capped(cmd: list[str], time_cap: float, mem_cap_gb: float) -> dict:
     """Run the child; kill it past the time cap or when its RSS (with children) exceeds the cap."""
     import psutil
+
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     ps, t0, killed = psutil.Process(proc.pid), time.perf_counter(), None
     while proc.poll() is None:
         try:
-            rss = ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
+            rss = ps.memory_info().rss + sum(
+                c.memory_info().rss for c in ps.children(recursive=True)
+            )
         except psutil.Error:
             rss = 0
         if rss > mem_cap_gb * 2**30:
@@ -236,7 +275,10 @@ def run_capped(cmd: list[str], time_cap: float, mem_cap_gb: float) -> dict:
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    return {"error": f"exit {proc.returncode}: " + (stderr.strip().splitlines() or ["no output"])[-1][:240]}
+    return {
+        "error": f"exit {proc.returncode}: "
+        + (stderr.strip().splitlines() or ["no output"])[-1][:240]
+    }
 
 
 def ranks_of(scores: np.ndarray, idx: np.ndarray) -> list[int]:
@@ -250,14 +292,20 @@ def applies(method: str, task: str) -> bool:
 
 #: what each method imports; imported before the clock starts (an import that fails on the
 #: current numpy / scikit-learn is reported in the method's row)
-IMPORTS = {"f_test": "sklearn.feature_selection", "mutual_info": "sklearn.feature_selection",
-           "svm_rfe": "sklearn.svm", "relieff": "skrebate", "multisurf": "skrebate",
-           "hsiclasso": "pyHSICLasso"}
+IMPORTS = {
+    "f_test": "sklearn.feature_selection",
+    "mutual_info": "sklearn.feature_selection",
+    "svm_rfe": "sklearn.svm",
+    "relieff": "skrebate",
+    "multisurf": "skrebate",
+    "hsiclasso": "pyHSICLasso",
+}
 
 
 def paired(a: list[float], b: list[float]) -> str:
     """win / tie / loss of a against b: paired t-test over the folds, p < 0.05."""
     from scipy.stats import ttest_rel
+
     a_, b_ = np.asarray(a), np.asarray(b)
     if np.allclose(a_, b_):
         return "tie"
@@ -270,13 +318,32 @@ def paired(a: list[float], b: list[float]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    ap.add_argument("--datasets", nargs="+", default=None, help=f"of {SYNTHETIC + MICROARRAY} (or any shared .npz name)")
-    ap.add_argument("--methods", nargs="+", default=list(FSDASK + PEERS), help="fsdask.* and peer names")
-    ap.add_argument("--time-cap", type=float, default=None, help="seconds per (data, method); default 900 (120 with --quick)")
+    ap.add_argument(
+        "--datasets",
+        nargs="+",
+        default=None,
+        help=f"of {SYNTHETIC + MICROARRAY} (or any shared .npz name)",
+    )
+    ap.add_argument(
+        "--methods", nargs="+", default=list(FSDASK + PEERS), help="fsdask.* and peer names"
+    )
+    ap.add_argument(
+        "--time-cap",
+        type=float,
+        default=None,
+        help="seconds per (data, method); default 900 (120 with --quick)",
+    )
     ap.add_argument("--mem-cap-gb", type=float, default=4.0, help="resident memory cap per child")
-    ap.add_argument("--k", nargs="+", type=int, default=[10, 50], help="top-k for the microarray CV error")
-    ap.add_argument("--folds", type=int, default=5, help="CV folds on the microarray sets (0: no CV)")
-    ap.add_argument("--data-dir", help="directory of the shared .npz sets (default: $FSDASK_SHARED_DATA or ../shared/data)")
+    ap.add_argument(
+        "--k", nargs="+", type=int, default=[10, 50], help="top-k for the microarray CV error"
+    )
+    ap.add_argument(
+        "--folds", type=int, default=5, help="CV folds on the microarray sets (0: no CV)"
+    )
+    ap.add_argument(
+        "--data-dir",
+        help="directory of the shared .npz sets (default: $FSDASK_SHARED_DATA or ../shared/data)",
+    )
     ap.add_argument("--results", default=str(RESULTS / "peers.md"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--method", help=argparse.SUPPRESS)
@@ -292,13 +359,18 @@ def main(argv=None) -> int:
         return 0
     if args.time_cap is None:
         args.time_cap = 120.0 if args.quick else 900.0
-    sizes = ({"spiral": 52, "weston": 202, "zarkoob": 60, "microarray_quick": 300} if args.quick
-             else {"spiral": 5002, "weston": 20000, "zarkoob": 2000, "microarray_quick": 0})
+    sizes = (
+        {"spiral": 52, "weston": 202, "zarkoob": 60, "microarray_quick": 300}
+        if args.quick
+        else {"spiral": 5002, "weston": 20000, "zarkoob": 2000, "microarray_quick": 0}
+    )
     datasets = args.datasets or list(SYNTHETIC + MICROARRAY)
     bench = Bench("peers", args.results)
-    bench.line(f"fsdask vs peers: {', '.join(datasets)}; time cap {args.time_cap:g} s, memory cap "
-               f"{args.mem_cap_gb:g} GB per fit; timings are single runs (a first fit and, under 30 s, a warm second one)"
-               + (" (--quick sizes)" if args.quick else ""))
+    bench.line(
+        f"fsdask vs peers: {', '.join(datasets)}; time cap {args.time_cap:g} s, memory cap "
+        f"{args.mem_cap_gb:g} GB per fit; timings are single runs (a first fit and, under 30 s, a warm second one)"
+        + (" (--quick sizes)" if args.quick else "")
+    )
     with tempfile.TemporaryDirectory(prefix="fsdask-peers-") as tmp:
         for name in datasets:
             run_dataset(bench, args, name, sizes, tmp)
@@ -314,10 +386,14 @@ def run_dataset(bench: Bench, args, name: str, sizes: dict, tmp: str) -> None:
     truth = len(relevant) > 0
     folds = args.folds if (not truth and task == "classification") else 0
     bench.line("")
-    bench.line(f"## {name}: {X.shape[0]} × {X.shape[1]}, {task}"
-               + (f", relevant features at columns {relevant.tolist()}" if truth else ", no ground truth"))
+    bench.line(
+        f"## {name}: {X.shape[0]} × {X.shape[1]}, {task}"
+        + (f", relevant features at columns {relevant.tolist()}" if truth else ", no ground truth")
+    )
     bench.line("")
-    head = "| method | seconds: 1st / warm 2nd fit | peak RSS MB | " + ("ranks of the relevant features | " if truth else "")
+    head = "| method | seconds: 1st / warm 2nd fit | peak RSS MB | " + (
+        "ranks of the relevant features | " if truth else ""
+    )
     head += "".join(f"CV error top {k} | " for k in args.k) if folds else ""
     head += "fsdask/peer time |"
     bench.line(head)
@@ -327,8 +403,21 @@ def run_dataset(bench: Bench, args, name: str, sizes: dict, tmp: str) -> None:
     # peers first, so the fsdask rows can show their ratio to the counterpart
     for m in sorted(methods, key=lambda m: m.startswith("fsdask.")):
         sc = os.path.join(tmp, f"{name}.{m}.npy")
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", "--method", m, "--child-data", data,
-               "--child-scores", sc, "--child-folds", str(folds), "--k", *map(str, args.k)]
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--child",
+            "--method",
+            m,
+            "--child-data",
+            data,
+            "--child-scores",
+            sc,
+            "--child-folds",
+            str(folds),
+            "--k",
+            *map(str, args.k),
+        ]
         if m.startswith("fsdask."):
             cmd += ["--child-store", store]
         l0 = os.getloadavg()[0]
@@ -349,15 +438,23 @@ def row(m: str, rows: dict, relevant: np.ndarray, folds: int, ks: list[int]) -> 
     if "error" in r:
         return "| " + " | ".join([m, r["error"], ""] + [""] * ncol) + " |"
     t = Timing(r["seconds"], float("nan"), 1.0 if r["loaded"] else 0.0, 1)  # 1.0: marks "(loaded)"
-    cells = [m, f"{r['first']:.3f} / " + (str(t) if r["first"] != r["seconds"] else "–"), f"{r['peak_rss_mb']:.0f}"]
+    cells = [
+        m,
+        f"{r['first']:.3f} / " + (str(t) if r["first"] != r["seconds"] else "–"),
+        f"{r['peak_rss_mb']:.0f}",
+    ]
     if len(relevant):
         cells.append(", ".join(map(str, ranks_of(r["scores"], relevant))))
     if folds:
-        cells += [f"{np.mean(r['errors'][str(k)]):.3f} ± {np.std(r['errors'][str(k)]):.3f}" for k in ks]
+        cells += [
+            f"{np.mean(r['errors'][str(k)]):.3f} ± {np.std(r['errors'][str(k)]):.3f}" for k in ks
+        ]
     peer = rows.get(COUNTERPART.get(m, ""), {})
     if m.startswith("fsdask.") and "seconds" in peer:
-        cells.append(f"{r['seconds'] / max(peer['seconds'], 1e-9):.2f}× {COUNTERPART[m]}"
-                     + (" (loaded)" if r["loaded"] or peer["loaded"] else ""))
+        cells.append(
+            f"{r['seconds'] / max(peer['seconds'], 1e-9):.2f}× {COUNTERPART[m]}"
+            + (" (loaded)" if r["loaded"] or peer["loaded"] else "")
+        )
     else:
         cells.append("")
     return "| " + " | ".join(cells) + " |"
@@ -369,13 +466,18 @@ def wtl(bench: Bench, rows: dict, ks: list[int], methods: list[str]) -> None:
     if not ours or not peers:
         return
     bench.line("")
-    bench.line("win/tie/loss of each fsdask method against each peer (paired t-test over the folds, p < 0.05): "
-               + ", ".join(f"top {k}" for k in ks))
+    bench.line(
+        "win/tie/loss of each fsdask method against each peer (paired t-test over the folds, p < 0.05): "
+        + ", ".join(f"top {k}" for k in ks)
+    )
     bench.line("")
     bench.line("| fsdask \\ peer | " + " | ".join(peers) + " |")
     bench.line("|" + "---|" * (len(peers) + 1))
     for m in ours:
-        cells = [" / ".join(paired(rows[m]["errors"][str(k)], rows[p]["errors"][str(k)]) for k in ks) for p in peers]
+        cells = [
+            " / ".join(paired(rows[m]["errors"][str(k)], rows[p]["errors"][str(k)]) for k in ks)
+            for p in peers
+        ]
         bench.line(f"| {m} | " + " | ".join(cells) + " |")
 
 

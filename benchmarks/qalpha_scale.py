@@ -38,17 +38,21 @@ ROOT = os.path.dirname(HERE)
 
 def build(n: int, path: str) -> float:
     from fsdask.datasets import qalpha_clusters, write_synthetic
+
     if os.path.exists(path):
         return 0.0
     t = time.perf_counter()
     R = max(20, n // 200)
-    write_synthetic(qalpha_clusters(4, n_points=100, n_relevant=R, n_irrelevant=n - R, random_state=0), path)
+    write_synthetic(
+        qalpha_clusters(4, n_points=100, n_relevant=R, n_irrelevant=n - R, random_state=0), path
+    )
     return time.perf_counter() - t
 
 
 def _cpu() -> float:
     """CPU seconds (user + system) of this process so far: less sensitive than wall time to a shared machine."""
     import resource
+
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
 
@@ -56,8 +60,11 @@ def _cpu() -> float:
 def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dict:
     import resource
     import warnings
+
     import numpy as np
+
     import fsdask
+
     warnings.simplefilter("ignore")
     ds = fsdask.open_dataset(path)
     n = ds["X"].shape[1]
@@ -66,40 +73,61 @@ def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dic
         ds["X"].data.sum().compute()  # warm
         t, c0 = time.perf_counter(), _cpu()
         ds["X"].data.sum().compute()
-        return {"time": time.perf_counter() - t, "cpu": _cpu() - c0,
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        return {
+            "time": time.perf_counter() - t,
+            "cpu": _cpu() - c0,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
 
     def fit():
-        return fsdask.QAlpha(k=6, variant=variant, max_iter=max_iter, tol=tol,
-                             supervised=variant == "supervised").fit(ds)
+        return fsdask.QAlpha(
+            k=6, variant=variant, max_iter=max_iter, tol=tol, supervised=variant == "supervised"
+        ).fit(ds)
+
     fit()  # warm the cache (and numba)
     t, c0 = time.perf_counter(), _cpu()
     est = fit()
     wall, cpu = time.perf_counter() - t, _cpu() - c0
     top = np.argsort(-est.scores_)[:R]
-    return {"n": n, "time": wall, "cpu": cpu, "n_iter": est.n_iter_,
-            "passes": est.n_passes_ + 1,   # + the input check (NaN/Inf, constant features)
-            "converged": bool(est.converged_), "recovery": len(set(top) & set(range(R))) / R,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "alpha_positive": float((est.scores_ > 0).mean())}
+    return {
+        "n": n,
+        "time": wall,
+        "cpu": cpu,
+        "n_iter": est.n_iter_,
+        "passes": est.n_passes_ + 1,  # + the input check (NaN/Inf, constant features)
+        "converged": bool(est.converged_),
+        "recovery": len(set(top) & set(range(R))) / R,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "alpha_positive": float((est.scores_ > 0).mean()),
+    }
 
 
 def dense_one(path: str, n: int, n_iter: int) -> dict:
     import resource
+
     import numpy as np
+
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import qalpha_dense as dense
+
     import fsdask
+
     X = fsdask.open_dataset(path)["X"][:, :n].values.astype(np.float64)
     t = time.perf_counter()
     dense.qalpha_dense(X, 6, "power", n_iter=n_iter)
     wall = time.perf_counter() - t
-    return {"n": n, "wall_s": wall, "n_iter": n_iter,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "n": n,
+        "wall_s": wall,
+        "n_iter": n_iter,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--variants", default="power,basic,ritz,laplacian,gap,supervised,kernel")
     ap.add_argument("--dir", default="/tmp/fsdask-qalpha-bench")
@@ -112,7 +140,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         kind, path, n = args.worker
-        out = dense_one(path, int(n), args.max_iter) if kind == "dense" else fit_one(path, args.max_iter, args.tol, kind)
+        out = (
+            dense_one(path, int(n), args.max_iter)
+            if kind == "dense"
+            else fit_one(path, args.max_iter, args.tol, kind)
+        )
         print(json.dumps(out))
         return
     bench = Bench("qalpha_scale", args.results)
@@ -123,12 +155,30 @@ def main() -> None:
 
     def worker(kind, path, n=0, last=None):
         def run():
-            out = json.loads(subprocess.run([sys.executable, __file__, "--worker", kind, path, str(n),
-                                             "--max-iter", str(args.max_iter), "--tol", str(args.tol)],
-                                            env=env, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+            out = json.loads(
+                subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        kind,
+                        path,
+                        str(n),
+                        "--max-iter",
+                        str(args.max_iter),
+                        "--tol",
+                        str(args.tol),
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.splitlines()[-1]
+            )
             if last is not None:
                 last[kind] = out
             return out
+
         return run
 
     times: dict = {}
@@ -137,29 +187,39 @@ def main() -> None:
         tb = build(n, path)
         bench.line(f"n={n:,}: store {path} (built in {tb:.1f} s, single run; 0 = reused)")
         last: dict = {}
-        t = bench.alternate({k: worker(k, path, last=last) for k in ["floor", *variants]}, args.repeat, warm=False)
+        t = bench.alternate(
+            {k: worker(k, path, last=last) for k in ["floor", *variants]}, args.repeat, warm=False
+        )
         times[n] = t
         fl = t["floor"]
         bench.line(f"n={n:>9,}  floor (X.sum) {fl}, peak RSS {last['floor']['peak_rss_mb']:.0f} MB")
         for v in variants:
             r = last[v]
-            bench.line(f"n={n:>9,}  {v:<10} {t[v]} = {Bench.ratio(t[v], fl)} floor (CPU {t[v].cpu:.1f} s)  "
-                       f"iters {r['n_iter']:3d}  passes {r['passes']:3d} ({r['passes'] / max(r['n_iter'], 1):.2f}/iteration)  "
-                       f"converged {r['converged']!s:5}  recovery {r['recovery']:.2f}  α>0 {r['alpha_positive']:.3f}  "
-                       f"peak RSS {r['peak_rss_mb']:7.0f} MB")
+            bench.line(
+                f"n={n:>9,}  {v:<10} {t[v]} = {Bench.ratio(t[v], fl)} floor (CPU {t[v].cpu:.1f} s)  "
+                f"iters {r['n_iter']:3d}  passes {r['passes']:3d} ({r['passes'] / max(r['n_iter'], 1):.2f}/iteration)  "
+                f"converged {r['converged']!s:5}  recovery {r['recovery']:.2f}  α>0 {r['alpha_positive']:.3f}  "
+                f"peak RSS {r['peak_rss_mb']:7.0f} MB"
+            )
     for a, b in zip(sizes, sizes[1:]):
         for v in variants:
             ta, tb_ = times[a][v], times[b][v]
-            bench.line(f"{v:<10} time ratio n {a:,} → {b:,}: {Bench.ratio(tb_, ta)} (target ≤ 10.5×)")
+            bench.line(
+                f"{v:<10} time ratio n {a:,} → {b:,}: {Bench.ratio(tb_, ta)} (target ≤ 10.5×)"
+            )
     bench.line("dense O(n²) reference (explicit G, power variant, same iterations; single runs):")
     path = os.path.join(args.dir, f"clusters_{max(sizes)}.zarr")
     for n in [int(s) for s in args.dense_sizes.split(",") if s.strip() and int(s) > 0]:
         need = 3 * n * n * 8 / 2**30
         if need > args.dense_mem_gb:
-            bench.line(f"  n={n:>9,}: G and its factors need ≈{need:.0f} GiB > {args.dense_mem_gb} GiB — does not fit")
+            bench.line(
+                f"  n={n:>9,}: G and its factors need ≈{need:.0f} GiB > {args.dense_mem_gb} GiB — does not fit"
+            )
             break
         t, res = bench.once(worker("dense", path, n))
-        bench.line(f"  n={n:>9,}: {t} for {args.max_iter} iterations, peak RSS {res['peak_rss_mb']:6.0f} MB")
+        bench.line(
+            f"  n={n:>9,}: {t} for {args.max_iter} iterations, peak RSS {res['peak_rss_mb']:6.0f} MB"
+        )
     bench.write()
 
 

@@ -48,23 +48,30 @@ def make_store(path: str, n: int, p: int, blocks: int) -> None:
     import xarray as xr
 
     import fsdask
+
     width = -(-p // blocks)
     X = da.random.RandomState(0).standard_normal((n, p), chunks=(n, width)).astype(np.float32)
     y = np.arange(n) % 2
     # a few relevant features, so the methods have work to do
-    X = da.concatenate([X[:, :5] + y[:, None].astype(np.float32), X[:, 5:]], axis=1).rechunk((n, width))
-    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)},
-                    coords={"sample": np.arange(n), "feature": np.arange(p)})
+    X = da.concatenate([X[:, :5] + y[:, None].astype(np.float32), X[:, 5:]], axis=1).rechunk(
+        (n, width)
+    )
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y)},
+        coords={"sample": np.arange(n), "feature": np.arange(p)},
+    )
     fsdask.write_dataset(ds, path, chunk_bytes=n * width * 4)
 
 
 def kernel(name: str, X, y: np.ndarray):
     """A callable running one block pass of ``name`` on the dask array X."""
     import fsdask
+
     if name == "filter":
         return lambda: fsdask.Filter("ttest").fit(X, y)
     if name == "hsic_A":
         from fsdask.methods.hsic import hsic_matrix, response_factor
+
         delta = response_factor(y)[0]
         return lambda: hsic_matrix(X, delta).compute()
     if name == "qalpha":
@@ -73,6 +80,7 @@ def kernel(name: str, X, y: np.ndarray):
         return lambda: fsdask.Logo(max_iter=1, certify=False).fit(X, y)
     if name == "cpfs_gram":
         from fsdask.linalg import gram_factor
+
         Xf = X.astype(np.float64)
         return lambda: gram_factor(Xf - Xf.mean(axis=0))
     raise ValueError(name)
@@ -85,12 +93,17 @@ def child(args) -> None:
 
     import fsdask
     from fsdask.cluster import quiet_distributed
+
     quiet_distributed()
     warnings.simplefilter("ignore")  # max_iter=1 fits warn that they did not converge
     ds = fsdask.open_dataset(args.store)
     X, y = ds["X"].data, ds["y"].values
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster):
+    with (
+        LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
         run = kernel(args.kernel, X, y)
         run()  # warm: page cache, worker imports, numba compilation
         t0, c0 = time.perf_counter(), time.process_time()
@@ -102,13 +115,27 @@ def child(args) -> None:
 def measure(store: str, name: str, workers: int):
     def fn() -> dict:
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", "--store", store,
-                            "--kernel", name, "--workers", str(workers)],
-                           capture_output=True, text=True, env=env)
+        r = subprocess.run(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--child",
+                "--store",
+                store,
+                "--kernel",
+                name,
+                "--workers",
+                str(workers),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         for line in r.stdout.splitlines():
             if line.startswith("RESULT "):
                 return json.loads(line[7:])
         raise RuntimeError(f"{name} on {workers} worker(s) failed:\n{r.stderr[-2000:]}")
+
     return fn
 
 
@@ -116,7 +143,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a small store, for a smoke run")
     ap.add_argument("--n", type=int, default=None, help="samples (default 200; 40 with --quick)")
-    ap.add_argument("--p", type=int, default=None, help="features (default 400 000; 4 000 with --quick)")
+    ap.add_argument(
+        "--p", type=int, default=None, help="features (default 400 000; 4 000 with --quick)"
+    )
     ap.add_argument("--blocks", type=int, default=8, help="feature blocks of the store")
     ap.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=KERNELS)
     add_args(ap, "workers_speedup")
@@ -134,13 +163,20 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="fsdask-workers-") as tmp:
         store = os.path.join(tmp, "x.zarr")
         make_store(store, n, p, args.blocks)
-        bench.line(f"store: {n} × {p} float32, {args.blocks} feature blocks; LocalCluster threads_per_worker=1, "
-                   "1 process vs 2 processes, cluster start-up not timed")
+        bench.line(
+            f"store: {n} × {p} float32, {args.blocks} feature blocks; LocalCluster threads_per_worker=1, "
+            "1 process vs 2 processes, cluster start-up not timed"
+        )
         for name in args.kernels:
-            t = bench.alternate({"1": measure(store, name, 1), "2": measure(store, name, 2)},
-                                repeat=args.repeat, warm=False)
-            bench.line(f"{name:10s} 1 process {t['1']}, 2 processes {t['2']}: speed-up "
-                       f"{bench.ratio(t['1'], t['2'])} (target ≥ 1.8×)")
+            t = bench.alternate(
+                {"1": measure(store, name, 1), "2": measure(store, name, 2)},
+                repeat=args.repeat,
+                warm=False,
+            )
+            bench.line(
+                f"{name:10s} 1 process {t['1']}, 2 processes {t['2']}: speed-up "
+                f"{bench.ratio(t['1'], t['2'])} (target ≥ 1.8×)"
+            )
     bench.write()
     return 0
 

@@ -33,8 +33,8 @@ ROOT = EXAMPLES.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-_T0 = time.perf_counter()          # wall time is measured from the script's first import of this module
-_FIGURES: list[str] = []           # PNGs saved by this run (embedded in the next markdown written)
+_T0 = time.perf_counter()  # wall time is measured from the script's first import of this module
+_FIGURES: list[str] = []  # PNGs saved by this run (embedded in the next markdown written)
 
 #: ``--quick`` selects the reduced protocols (minutes); without it the papers' full protocols run
 QUICK = "--quick" in sys.argv
@@ -52,10 +52,13 @@ def shared_data_dir() -> Path:
     in a checkout without the data skip instead of failing.
     """
     from fsdask.datasets.shared import shared_data_path
+
     path = shared_data_path()
     if not path.is_dir() or not any(path.glob("*.npz")):
-        print(f"skipping: {path} absent (../shared/data with the .npz datasets; "
-              "set FSDASK_SHARED_DATA to its location)")
+        print(
+            f"skipping: {path} absent (../shared/data with the .npz datasets; "
+            "set FSDASK_SHARED_DATA to its location)"
+        )
         raise SystemExit(0)
     return path
 
@@ -64,6 +67,7 @@ def load(name: str) -> tuple[Any, Any, dict]:
     """``(X, y, info)`` of a shared dataset (see :func:`fsdask.datasets.shared.load_npz`)."""
     shared_data_dir()
     from fsdask.datasets.shared import load_npz
+
     return load_npz(name)
 
 
@@ -76,10 +80,12 @@ def results_dir() -> Path:
 
 # ------------------------------------------------------------------------------ provenance
 
+
 def _git(*args: str) -> str:
     try:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return ""
 
@@ -88,7 +94,9 @@ def commit() -> str:
     """HEAD's full hash, with ``+modified`` when tracked source files (outside
     ``examples/results/``, which a regeneration rewrites) differ from HEAD."""
     head = _git("rev-parse", "HEAD") or "unknown"
-    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)examples/results")
+    dirty = _git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)examples/results"
+    )
     return head + ("+modified" if dirty else "")
 
 
@@ -107,6 +115,7 @@ def command() -> str:
 def header() -> dict[str, str]:
     """Provenance of the current run: commit, command, date, machine, load, wall time, protocol."""
     import fsdask
+
     try:
         load1, load5, load15 = os.getloadavg()
         load_s = f"{load1:.2f} {load5:.2f} {load15:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"
@@ -115,13 +124,16 @@ def header() -> dict[str, str]:
     return {
         "commit": commit(),
         "command": command(),
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
-        "machine": (f"{platform.node() or '?'}, {platform.machine()}, {os.cpu_count()} CPUs, "
-                    f"Python {platform.python_version()}, fsdask {fsdask.__version__}"),
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "machine": (
+            f"{platform.node() or '?'}, {platform.machine()}, {os.cpu_count()} CPUs, "
+            f"Python {platform.python_version()}, fsdask {fsdask.__version__}"
+        ),
         "load average": load_s,
         "wall time": f"{time.perf_counter() - _T0:.0f} s",
-        "protocol": ("quick (reduced repetitions, --quick)" if QUICK
-                     else "full (the papers' repetitions)"),
+        "protocol": (
+            "quick (reduced repetitions, --quick)" if QUICK else "full (the papers' repetitions)"
+        ),
     }
 
 
@@ -132,6 +144,7 @@ def header_text(prefix: str = "- ") -> str:
 
 # ------------------------------------------------------------------------------ writers
 
+
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -139,7 +152,10 @@ def _cell(v: Any) -> str:
 
 
 def markdown_table(header_row: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(map(str, header_row)) + " |", "|" + "|".join("---" for _ in header_row) + "|"]
+    lines = [
+        "| " + " | ".join(map(str, header_row)) + " |",
+        "|" + "|".join("---" for _ in header_row) + "|",
+    ]
     lines += ["| " + " | ".join(_cell(v) for v in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -153,15 +169,24 @@ def save_figure(fig, filename: str) -> Path:
     return out
 
 
-def write_results_md(name: str, title: str, header_row: Sequence[str], rows: Sequence[Sequence[Any]],
-                     notes: str | Sequence[str] = "", extra: str = "") -> Path:
+def write_results_md(
+    name: str,
+    title: str,
+    header_row: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    notes: str | Sequence[str] = "",
+    extra: str = "",
+) -> Path:
     """Write ``examples/results/<name>.md``: title, provenance header, a table, notes
     (paper references, protocol, caveats), any ``extra`` markdown and the figures saved
     since the last call (:func:`save_figure`) that the text does not embed yet."""
     if not isinstance(notes, str):
         notes = "\n".join(f"* {n}" for n in notes)
-    body = (markdown_table(header_row, rows) + ("\n" + notes.strip() + "\n" if notes else "")
-            + ("\n" + extra.strip() + "\n" if extra else ""))
+    body = (
+        markdown_table(header_row, rows)
+        + ("\n" + notes.strip() + "\n" if notes else "")
+        + ("\n" + extra.strip() + "\n" if extra else "")
+    )
     figs = [f for f in _FIGURES if f"({f})" not in body]
     body += "".join(f"\n![{f}]({f})\n" for f in figs)
     _FIGURES.clear()
@@ -181,6 +206,7 @@ def write_results_text(filename: str, text: str) -> Path:
 
 # ------------------------------------------------------------------------------ summary sidecar
 
+
 def verdict(ours: float, paper: float, *, lower_is_better: bool = True, tol: float = 0.0) -> str:
     """``match`` when |ours − paper| ≤ tol, else ``better`` / ``worse`` in the metric's direction."""
     if abs(ours - paper) <= tol:
@@ -193,12 +219,21 @@ def entry(item: str, paper: Any, ours: Any, verdict_: str, reason: str = "") -> 
     (``match`` / ``better`` / ``worse`` / ``not comparable``; the reason says why, or how)."""
     if verdict_ not in ("match", "better", "worse", "not comparable"):
         raise ValueError(f"verdict {verdict_!r}: use match, better, worse or not comparable")
-    return {"item": item, "paper": str(paper), "ours": str(ours), "verdict": verdict_, "reason": reason}
+    return {
+        "item": item,
+        "paper": str(paper),
+        "ours": str(ours),
+        "verdict": verdict_,
+        "reason": reason,
+    }
 
 
 def write_summary(name: str, entries: Sequence[dict]) -> Path:
     """Write ``examples/results/<name>.summary.json`` (header + entries) for SUMMARY.md."""
     out = results_dir() / f"{name}.summary.json"
-    out.write_text(json.dumps({"header": header(), "entries": list(entries)}, indent=1, ensure_ascii=False) + "\n")
+    out.write_text(
+        json.dumps({"header": header(), "entries": list(entries)}, indent=1, ensure_ascii=False)
+        + "\n"
+    )
     print(f"wrote {os.path.relpath(out, Path.cwd())}")
     return out

@@ -18,7 +18,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from _common import EXAMPLES, ROOT, header_text, results_dir
 
@@ -27,8 +26,11 @@ RUNS: dict[str, list[list[str]]] = {
     "reproduce_filters_loo.py": [[]],
     "reproduce_hsic_synthetic.py": [[]],
     "reproduce_hsic_tables.py": [[]],
-    "reproduce_cpfs_figures.py": [["glass", "bupa", "pima", "housing", "housing_scaled", "ionosphere"],
-                                  ["face"], ["gene_ALL"]],
+    "reproduce_cpfs_figures.py": [
+        ["glass", "bupa", "pima", "housing", "housing_scaled", "ionosphere"],
+        ["face"],
+        ["gene_ALL"],
+    ],
     "reproduce_cpfs_nips.py": [[]],
     "reproduce_logo_spiral.py": [[]],
     "reproduce_logo_uci.py": [[]],
@@ -43,7 +45,9 @@ def scripts() -> list[str]:
     found = sorted(p.name for p in EXAMPLES.glob("reproduce_*.py") if p.name != "reproduce_all.py")
     missing = [s for s in found if s not in RUNS]
     if missing:
-        raise SystemExit(f"reproduce_all.py: {', '.join(missing)} not listed in RUNS; add it with its arguments")
+        raise SystemExit(
+            f"reproduce_all.py: {', '.join(missing)} not listed in RUNS; add it with its arguments"
+        )
     return found
 
 
@@ -55,7 +59,9 @@ def run(script: str, args: list[str], quick: bool) -> tuple[int, float]:
     return rc, time.perf_counter() - t
 
 
-def summary_md(started: float, failures: list[str], timings: list[tuple[str, float]]) -> tuple[str, bool]:
+def summary_md(
+    started: float, failures: list[str], timings: list[tuple[str, float]]
+) -> tuple[str, bool]:
     """SUMMARY.md text from the sidecars, and whether every sidecar is from this run."""
     rows, stale = [], []
     counts: dict[str, int] = {}
@@ -68,26 +74,47 @@ def summary_md(started: float, failures: list[str], timings: list[tuple[str, flo
         for e in data["entries"]:
             counts[e["verdict"]] = counts.get(e["verdict"], 0) + 1
             reason = f" — {e['reason']}" if e.get("reason") else ""
-            rows.append(f"| {e['item']} | {e['paper']} | {e['ours']} | **{e['verdict']}**{reason} "
-                        f"| [{source}]({source}.md) |".replace("\n", " "))
-    text = ("# Reproductions: the papers' numbers against ours\n\n" + header_text()
-            + "\nWritten by `examples/reproduce_all.py` from the `*.summary.json` sidecars the scripts wrote "
-              "in this run; verdicts are computed by each script from its numbers (see its results file for "
-              "the protocol and the readings of the paper).\n\n"
-            + "Verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "\n\n"
-            + "| paper table / figure | paper | ours | verdict | results |\n|---|---|---|---|---|\n"
-            + "\n".join(rows) + "\n"
-            + "\n## Scripts run\n\n" + "".join(f"* `{s}`: {t:.0f} s\n" for s, t in timings)
-            + ("\n## Failed\n\n" + "".join(f"* {f}\n" for f in failures) if failures else "")
-            + ("\n## Stale (not rewritten by this run)\n\n" + "".join(f"* {s}\n" for s in stale) if stale else ""))
+            rows.append(
+                f"| {e['item']} | {e['paper']} | {e['ours']} | **{e['verdict']}**{reason} "
+                f"| [{source}]({source}.md) |".replace("\n", " ")
+            )
+    text = (
+        "# Reproductions: the papers' numbers against ours\n\n"
+        + header_text()
+        + "\nWritten by `examples/reproduce_all.py` from the `*.summary.json` sidecars the scripts wrote "
+        "in this run; verdicts are computed by each script from its numbers (see its results file for "
+        "the protocol and the readings of the paper).\n\n"
+        + "Verdicts: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        + "\n\n"
+        + "| paper table / figure | paper | ours | verdict | results |\n|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n"
+        + "\n## Scripts run\n\n"
+        + "".join(f"* `{s}`: {t:.0f} s\n" for s, t in timings)
+        + ("\n## Failed\n\n" + "".join(f"* {f}\n" for f in failures) if failures else "")
+        + (
+            "\n## Stale (not rewritten by this run)\n\n" + "".join(f"* {s}\n" for s in stale)
+            if stale
+            else ""
+        )
+    )
     return text, not stale
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="reduced protocols (minutes instead of hours)")
-    ap.add_argument("--only", nargs="*", default=None, help="run only these scripts (SUMMARY then lists "
-                    "the others' sidecars as stale)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="reduced protocols (minutes instead of hours)"
+    )
+    ap.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="run only these scripts (SUMMARY then lists the others' sidecars as stale)",
+    )
     args = ap.parse_args()
     started = time.time()
     failures, timings = [], []

@@ -12,8 +12,17 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
-from _common import QUICK, entry, load, protocol, save_figure, shared_data_dir, verdict, write_results_md, write_summary
+from _common import (
+    QUICK,
+    entry,
+    load,
+    protocol,
+    save_figure,
+    shared_data_dir,
+    verdict,
+    write_results_md,
+    write_summary,
+)
 
 DATASETS = ("leukemia_golub", "colon_alon")
 FILTERS = ("ttest", "snr", "f", "ks", "fold_change")
@@ -23,15 +32,19 @@ SAME_AS_F = ("fisher", "pearson")
 
 #: (dataset, filter) → (Zarkoob's best LOO errors, its method) for the summary: fold change + linear SVM
 #: is the thesis' FC-SVM; SNR + linear SVM is compared with Golub-Golub (SNR genes, weighted vote)
-PAPER_ERRORS = {("leukemia_golub", "fold_change"): (1, "FC-SVM"), ("colon_alon", "fold_change"): (9, "FC-SVM"),
-                ("leukemia_golub", "snr"): (1, "Golub-Golub"), ("colon_alon", "snr"): (8, "Golub-Golub")}
+PAPER_ERRORS = {
+    ("leukemia_golub", "fold_change"): (1, "FC-SVM"),
+    ("colon_alon", "fold_change"): (9, "FC-SVM"),
+    ("leukemia_golub", "snr"): (1, "Golub-Golub"),
+    ("colon_alon", "snr"): (8, "Golub-Golub"),
+}
 
 # Zarkoob (2010), §3.4.2 and Table 3.1: best LOO correct rate over the number of genes.
 # "Golub-Golub" = Golub's SNR genes + Golub's weighted vote; "FC-SVM" = fold-change filter + linear
 # SVM.  The thesis does not say whether the genes were re-selected inside each LOO fold.
 PAPER = {
     "leukemia_golub": "Zarkoob T3.1 Leukemia: Golub-Golub (SNR + weighted vote) 98.61% = 1/72 errors, "
-                      "FC-SVM (fold change + linear SVM) 98.61% = 1/72",
+    "FC-SVM (fold change + linear SVM) 98.61% = 1/72",
     "colon_alon": "Zarkoob T3.1 Colon: Golub-Golub 87.1% = 8/62 errors, FC-SVM 85.48% = 9/62",
 }
 
@@ -49,39 +62,84 @@ def main() -> None:
             X, y, info = load(name)
             n = X.shape[0]
             top_f = np.argsort(fsdask.get_method("f").fit(X, y).ranking_)[:50]
-            same = {g: bool(np.array_equal(np.argsort(fsdask.get_method(g).fit(X, y).ranking_)[:50], top_f))
-                    for g in SAME_AS_F}
-            for filt in (FILTERS[:1] if QUICK else FILTERS):
+            same = {
+                g: bool(
+                    np.array_equal(np.argsort(fsdask.get_method(g).fit(X, y).ranking_)[:50], top_f)
+                )
+                for g in SAME_AS_F
+            }
+            for filt in FILTERS[:1] if QUICK else FILTERS:
                 for sel in ("inside", "once"):
                     t0 = time.perf_counter()
-                    res = evaluate_classifiers(X, y, filt, protocol="loo", classifiers=("svm", "knn"),
-                                               n_features=50, selection=sel)
+                    res = evaluate_classifiers(
+                        X,
+                        y,
+                        filt,
+                        protocol="loo",
+                        classifiers=("svm", "knn"),
+                        n_features=50,
+                        selection=sel,
+                    )
                     dt = time.perf_counter() - t0
                     for clf, r in res.items():
                         c = r.curve
                         curves[(name, filt, sel, clf)] = c["n_errors"].to_numpy()
-                        stab = (f"{r.stability['kuncheva']:.2f} / {r.stability['jaccard']:.2f}"
-                                if sel == "inside" else "–")
-                        rows.append([name, filt, sel, "linear SVM" if clf == "svm" else "3-NN",
-                                     f"{r.best_n_errors}/{n} ({100 * r.best_error:.1f}%) @ {r.best_n_features}",
-                                     f"{int(c.loc[10, 'n_errors'])}/{n}", f"{int(c.loc[50, 'n_errors'])}/{n}",
-                                     stab, f"{dt:.0f}"])
+                        stab = (
+                            f"{r.stability['kuncheva']:.2f} / {r.stability['jaccard']:.2f}"
+                            if sel == "inside"
+                            else "–"
+                        )
+                        rows.append(
+                            [
+                                name,
+                                filt,
+                                sel,
+                                "linear SVM" if clf == "svm" else "3-NN",
+                                f"{r.best_n_errors}/{n} ({100 * r.best_error:.1f}%) @ {r.best_n_features}",
+                                f"{int(c.loc[10, 'n_errors'])}/{n}",
+                                f"{int(c.loc[50, 'n_errors'])}/{n}",
+                                stab,
+                                f"{dt:.0f}",
+                            ]
+                        )
                     if sel == "once" and (name, filt) in PAPER_ERRORS:
                         paper_err, paper_method = PAPER_ERRORS[name, filt]
                         ours = res["svm"].best_n_errors
-                        summary.append(entry(
-                            f"Zarkoob Table 3.1, {name}: {paper_method}", f"{paper_err}/{n} errors",
-                            f"{ours}/{n} ({filt} + linear SVM, genes ranked once; inside LOO: see results)",
-                            verdict(ours, paper_err),
-                            "best LOO over m = 1..50 as the thesis" + (
-                                "; the thesis classified with Golub's weighted vote, we with a linear SVM"
-                                if paper_method == "Golub-Golub" else "")))
-                    print(f"{name:15s} {filt:12s} {sel:6s} svm best {res['svm'].best_n_errors} "
-                          f"knn best {res['knn'].best_n_errors}  ({dt:.1f} s)", flush=True)
+                        summary.append(
+                            entry(
+                                f"Zarkoob Table 3.1, {name}: {paper_method}",
+                                f"{paper_err}/{n} errors",
+                                f"{ours}/{n} ({filt} + linear SVM, genes ranked once; inside LOO: see results)",
+                                verdict(ours, paper_err),
+                                "best LOO over m = 1..50 as the thesis"
+                                + (
+                                    "; the thesis classified with Golub's weighted vote, we with a linear SVM"
+                                    if paper_method == "Golub-Golub"
+                                    else ""
+                                ),
+                            )
+                        )
+                    print(
+                        f"{name:15s} {filt:12s} {sel:6s} svm best {res['svm'].best_n_errors} "
+                        f"knn best {res['knn'].best_n_errors}  ({dt:.1f} s)",
+                        flush=True,
+                    )
             for g, ok in same.items():
-                rows.append([name, g, "inside, once", "both",
-                             "= f (same top-50 on all samples)" if ok else "top-50 DIFFERS from f: re-run it",
-                             "", "", "", ""])
+                rows.append(
+                    [
+                        name,
+                        g,
+                        "inside, once",
+                        "both",
+                        "= f (same top-50 on all samples)"
+                        if ok
+                        else "top-50 DIFFERS from f: re-run it",
+                        "",
+                        "",
+                        "",
+                        "",
+                    ]
+                )
     total = time.perf_counter() - t_all
     _plot(curves)
     notes = [
@@ -107,18 +165,36 @@ def main() -> None:
         "as parallel tasks); the last column is the seconds per (dataset, filter, selection) pair, both "
         "classifiers together.",
     ]
-    notes.append(f"protocol {protocol()}: " + ("only the t-test (--quick)." if QUICK else "every filter."))
+    notes.append(
+        f"protocol {protocol()}: " + ("only the t-test (--quick)." if QUICK else "every filter.")
+    )
     write_summary("filters_loo", summary)
-    write_results_md("filters_loo", "Univariate filters, LOO error on Golub leukemia and Alon colon",
-                     ["dataset", "filter", "selection", "classifier", "best LOO errors @ m", "errors @10",
-                      "errors @50", "stability (K / J)", "s"], rows, notes=notes,
-                     extra="![LOO error curves](filters_loo.png)")
+    write_results_md(
+        "filters_loo",
+        "Univariate filters, LOO error on Golub leukemia and Alon colon",
+        [
+            "dataset",
+            "filter",
+            "selection",
+            "classifier",
+            "best LOO errors @ m",
+            "errors @10",
+            "errors @50",
+            "stability (K / J)",
+            "s",
+        ],
+        rows,
+        notes=notes,
+        extra="![LOO error curves](filters_loo.png)",
+    )
 
 
 def _plot(curves: dict) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=False)
     for ax, name in zip(axes, DATASETS):
         for (ds, filt, sel, clf), e in curves.items():

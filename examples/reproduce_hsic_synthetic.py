@@ -11,7 +11,6 @@ This example needs no shared data.  Run:  python examples/reproduce_hsic_synthet
 from __future__ import annotations
 
 import numpy as np
-
 from _common import entry, save_figure, write_results_md, write_summary
 
 import fsdask
@@ -90,51 +89,93 @@ def readings_table() -> tuple[list[list], list[dict]]:
         t_all, o_all, m_all = rates(As, rho_all)
         top3 = np.mean([set(np.argsort(-np.abs(A[:, 0]))[:3]) == set(TRUE) for A in As]) * 100
         pct = lambda v: " / ".join(f"{x:.0f}" for x in v)  # noqa: E731
-        rows.append([label, f"{pct(t15)}; others ≤ {o15:.0f}; size of M {m15:.1f}",
-                     f"{best[0]:.3g}: {pct(best[1])}" if best else "—",
-                     f"{rho_all:.3g}: others ≤ {o_all:.0f}; size of M {m_all:.1f}", f"{top3:.0f}"])
-        nums.append({"label": label, "t15": t15, "o15": o15, "best": best[1] if best else np.zeros(3),
-                     "best_rho": best[0] if best else None, "o_all": o_all, "top3": top3})
+        rows.append(
+            [
+                label,
+                f"{pct(t15)}; others ≤ {o15:.0f}; size of M {m15:.1f}",
+                f"{best[0]:.3g}: {pct(best[1])}" if best else "—",
+                f"{rho_all:.3g}: others ≤ {o_all:.0f}; size of M {m_all:.1f}",
+                f"{top3:.0f}",
+            ]
+        )
+        nums.append(
+            {
+                "label": label,
+                "t15": t15,
+                "o15": o15,
+                "best": best[1] if best else np.zeros(3),
+                "best_rho": best[0] if best else None,
+                "o_all": o_all,
+                "top3": top3,
+            }
+        )
     return rows, nums
 
 
 def _span(values, fmt="{:.0f}") -> str:
     lo, hi = min(values), max(values)
-    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}–{fmt.format(hi)}"
+    return (
+        fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else f"{fmt.format(lo)}–{fmt.format(hi)}"
+    )
 
 
 def readings_note(nums: list[dict]) -> str:
     """What the readings table shows, computed from its numbers."""
-    text_readings = nums[:7]  # 50 samples × 60 features, U[0, 1]: the text's setting under 7 scalings
+    text_readings = nums[
+        :7
+    ]  # 50 samples × 60 features, U[0, 1]: the text's setting under 7 scalings
     tops = [r["top3"] for r in text_readings]
     thesis = lambda r: r["best"].min() >= 100  # noqa: E731  (5, 10, 15 always, others ≤ 3 %)
-    out = [f"Reading the table (computed): under the readings that keep the text's 50 samples × 60 features "
-           f"and U[0, 1] (rows 1–7) features 5, 10, 15 are the three largest |A_i| in {_span(tops)} % of the "
-           "trials"]
+    out = [
+        f"Reading the table (computed): under the readings that keep the text's 50 samples × 60 features "
+        f"and U[0, 1] (rows 1–7) features 5, 10, 15 are the three largest |A_i| in {_span(tops)} % of the "
+        "trials"
+    ]
     if max(tops) < 100:
-        out.append(", so no ρ gives \"5, 10, 15 always, others ≤ 3 %\": the largest ρ that keeps all three in "
-                   f"all {TRIALS} trials also selects the most frequent noise feature in "
-                   f"{_span([r['o_all'] for r in text_readings])} % of the trials, and the best ρ with others "
-                   f"≤ 3 % selects 5 / 10 / 15 in at best {_span([r['best'].min() for r in text_readings])} % "
-                   "of the trials (lowest of the three).")
+        out.append(
+            ', so no ρ gives "5, 10, 15 always, others ≤ 3 %": the largest ρ that keeps all three in '
+            f"all {TRIALS} trials also selects the most frequent noise feature in "
+            f"{_span([r['o_all'] for r in text_readings])} % of the trials, and the best ρ with others "
+            f"≤ 3 % selects 5 / 10 / 15 in at best {_span([r['best'].min() for r in text_readings])} % "
+            "of the trials (lowest of the three)."
+        )
     else:
         out.append("; some reading of the text's setting reaches the thesis' outcome.")
     ours = text_readings[0]
-    out.append(f" At ρ = 0.015 our reading selects {' / '.join(f'{x:.0f}' for x in ours['t15'])} % with others "
-               f"≤ {ours['o15']:.0f} %.")
+    out.append(
+        f" At ρ = 0.015 our reading selects {' / '.join(f'{x:.0f}' for x in ours['t15'])} % with others "
+        f"≤ {ours['o15']:.0f} %."
+    )
     sym = next(r for r in nums if "U[−1, 1]" in r["label"])
-    out.append(f" U[−1, 1] (x² uncorrelated with x there) selects feature 15 in {sym['best'][2]:.0f} % at its best ρ.")
+    out.append(
+        f" U[−1, 1] (x² uncorrelated with x there) selects feature 15 in {sym['best'][2]:.0f} % at its best ρ."
+    )
     for r in nums[7:]:
         if "U[−1, 1]" in r["label"]:
             continue
-        out.append(f" {r['label'].replace('*', '')}: best ρ {' / '.join(f'{x:.0f}' for x in r['best'])} % with others "
-                   f"≤ 3 %, at ρ = 0.015 {' / '.join(f'{x:.0f}' for x in r['t15'])} % (others ≤ {r['o15']:.0f} %)"
-                   + (" — the thesis' outcome" if thesis(r) and r["o15"] <= 3 and r["t15"].min() >= 100 else
-                      " — the thesis' outcome at a re-tuned ρ" if thesis(r) else "") + ".")
+        out.append(
+            f" {r['label'].replace('*', '')}: best ρ {' / '.join(f'{x:.0f}' for x in r['best'])} % with others "
+            f"≤ 3 %, at ρ = 0.015 {' / '.join(f'{x:.0f}' for x in r['t15'])} % (others ≤ {r['o15']:.0f} %)"
+            + (
+                " — the thesis' outcome"
+                if thesis(r) and r["o15"] <= 3 and r["t15"].min() >= 100
+                else " — the thesis' outcome at a re-tuned ρ"
+                if thesis(r)
+                else ""
+            )
+            + "."
+        )
     if not any(thesis(r) for r in text_readings):
-        out.append(" Conclusion: at n = 50 × 60 with a linear kernel on y the claim is not reproduced under any "
-                   "reading tried" + ("; only readings that contradict the text's sizes reach it"
-                                      if any(thesis(r) for r in nums[7:]) else "") + ".")
+        out.append(
+            " Conclusion: at n = 50 × 60 with a linear kernel on y the claim is not reproduced under any "
+            "reading tried"
+            + (
+                "; only readings that contradict the text's sizes reach it"
+                if any(thesis(r) for r in nums[7:])
+                else ""
+            )
+            + "."
+        )
     return "".join(out) + "\n"
 
 
@@ -150,7 +191,6 @@ without it.
 """
 
 
-
 def main() -> None:
     freq = {rho: np.zeros(60) for rho in RHOS}
     sizes = {rho: [] for rho in RHOS}
@@ -160,7 +200,9 @@ def main() -> None:
         X, y = s.X.values.astype(np.float64), s.y
         for rho in RHOS:
             try:
-                est = fsdask.SparseHSIC(gamma=1.1, rho=rho, response="continuous", rho_grid=None, standardize=False).fit(X, y)
+                est = fsdask.SparseHSIC(
+                    gamma=1.1, rho=rho, response="continuous", rho_grid=None, standardize=False
+                ).fit(X, y)
                 sup = est.get_support()
             except fsdask.errors.ParameterError:  # ρ above max A_i²: nothing selected
                 sup = np.zeros(60, bool)
@@ -173,18 +215,29 @@ def main() -> None:
     for rho in RHOS:
         f = freq[rho] / TRIALS * 100
         others = np.delete(f, [4, 9, 14])
-        rows.append([rho, f"{f[4]:.0f} / {f[9]:.0f} / {f[14]:.0f}", f"{others.max():.0f}",
-                     f"{int(np.argmax(np.where(np.isin(np.arange(60), [4, 9, 14]), -1, f))) + 1}",
-                     f"{np.mean(sizes[rho]):.2f}",
-                     "100 / 100 / 100, others ≤ 3" if rho == 0.015 else ""])
+        rows.append(
+            [
+                rho,
+                f"{f[4]:.0f} / {f[9]:.0f} / {f[14]:.0f}",
+                f"{others.max():.0f}",
+                f"{int(np.argmax(np.where(np.isin(np.arange(60), [4, 9, 14]), -1, f))) + 1}",
+                f"{np.mean(sizes[rho]):.2f}",
+                "100 / 100 / 100, others ≤ 3" if rho == 0.015 else "",
+            ]
+        )
     counts = np.array([p["n_selected"] for p in paths])
     grid = paths[0]["rho"]
-    path_rows = [[f"{r:.4g}", f"{counts[:, i].mean():.2f}", int(counts[:, i].min()), int(counts[:, i].max())]
-                 for i, r in enumerate(grid) if i % 4 == 0]
+    path_rows = [
+        [f"{r:.4g}", f"{counts[:, i].mean():.2f}", int(counts[:, i].min()), int(counts[:, i].max())]
+        for i, r in enumerate(grid)
+        if i % 4 == 0
+    ]
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         fig, ax = plt.subplots(figsize=(5, 3.2), dpi=90)
         ax.semilogx(grid, counts.mean(0), "k-", label="mean over 100 trials")
         ax.fill_between(grid, counts.min(0), counts.max(0), color="0.85", label="min–max")
@@ -200,31 +253,49 @@ def main() -> None:
     t15, o15 = f15[TRUE], float(np.delete(f15, TRUE).max())
     ok = t15.min() >= 100 and o15 <= 3
     near = sum(r["best"].min() >= 100 for r in r_nums[:7])
-    write_summary("hsic_synthetic", [entry(
-        "Zarkoob §3.4.1 (synthetic regression, ρ = 0.015, 100 trials): % trials selecting 5 / 10 / 15",
-        "100 / 100 / 100, others ≤ 3 %", f"{' / '.join(f'{x:.0f}' for x in t15)}, others ≤ {o15:.0f} %",
-        "match" if ok else "worse",
-        f"{near} of 7 readings of the text's setting reach the thesis' outcome at any ρ; see the readings table")])
+    write_summary(
+        "hsic_synthetic",
+        [
+            entry(
+                "Zarkoob §3.4.1 (synthetic regression, ρ = 0.015, 100 trials): % trials selecting 5 / 10 / 15",
+                "100 / 100 / 100, others ≤ 3 %",
+                f"{' / '.join(f'{x:.0f}' for x in t15)}, others ≤ {o15:.0f} %",
+                "match" if ok else "worse",
+                f"{near} of 7 readings of the text's setting reach the thesis' outcome at any ρ; see the readings table",
+            )
+        ],
+    )
     write_results_md(
         "hsic_synthetic",
         "SparseHSIC — Zarkoob 2010 §3.4.1 synthetic regression (100 trials)",
-        ["ρ", "% trials selecting 5 / 10 / 15", "max % any other feature", "most frequent other (1-based)",
-         "mean size of M", "thesis (ρ ≈ 0.015)"],
+        [
+            "ρ",
+            "% trials selecting 5 / 10 / 15",
+            "max % any other feature",
+            "most frequent other (1-based)",
+            "mean size of M",
+            "thesis (ρ ≈ 0.015)",
+        ],
         rows,
-        notes=["X ~ U[0,1], 50 samples × 60 features, ε ~ N(0, 0.01) read as a variance; "
-               "generator fsdask.datasets.zarkoob_regression(random_state=trial), trials 0–99.",
-               "Feature numbers are the thesis' 1-based ones (fsdask indices 4, 9, 14).",
-               "A = X H ỹ/(n − 1) with ỹ the standardised y (linear kernel), γ = 1.1, one component. "
-               "With one response column, the row test (3.6) reduces to A_i² > ρ: the selection is the "
-               "features whose covariance with the standardised y exceeds √ρ ≈ 0.122 (ρ = 0.015)."],
+        notes=[
+            "X ~ U[0,1], 50 samples × 60 features, ε ~ N(0, 0.01) read as a variance; "
+            "generator fsdask.datasets.zarkoob_regression(random_state=trial), trials 0–99.",
+            "Feature numbers are the thesis' 1-based ones (fsdask indices 4, 9, 14).",
+            "A = X H ỹ/(n − 1) with ỹ the standardised y (linear kernel), γ = 1.1, one component. "
+            "With one response column, the row test (3.6) reduces to A_i² > ρ: the selection is the "
+            "features whose covariance with the standardised y exceeds √ρ ≈ 0.122 (ρ = 0.015).",
+        ],
         extra=READINGS_INTRO
-              + "| reading | ρ = 0.015: % 5 / 10 / 15; max % other; mean size of M | best ρ with others ≤ 3 %: % 5 / 10 / 15 "
-              "| largest ρ with 5, 10, 15 in all 100 trials: other features then | % trials with 5, 10, 15 the 3 largest absolute A_i |\n"
-              + "|---|---|---|---|---|\n" + "".join("| " + " | ".join(map(str, r)) + " |\n" for r in r_rows)
-              + "\n" + readings_note(r_nums)
-              + "\n### ρ path (trial-wise counts on a 40-point grid, every 4th shown)\n\n"
-              + "| ρ | mean count | min | max |\n|---|---|---|---|\n"
-              + "".join(f"| {a} | {b} | {c} | {d} |\n" for a, b, c, d in path_rows))
+        + "| reading | ρ = 0.015: % 5 / 10 / 15; max % other; mean size of M | best ρ with others ≤ 3 %: % 5 / 10 / 15 "
+        "| largest ρ with 5, 10, 15 in all 100 trials: other features then | % trials with 5, 10, 15 the 3 largest absolute A_i |\n"
+        + "|---|---|---|---|---|\n"
+        + "".join("| " + " | ".join(map(str, r)) + " |\n" for r in r_rows)
+        + "\n"
+        + readings_note(r_nums)
+        + "\n### ρ path (trial-wise counts on a 40-point grid, every 4th shown)\n\n"
+        + "| ρ | mean count | min | max |\n|---|---|---|---|\n"
+        + "".join(f"| {a} | {b} | {c} | {d} |\n" for a, b, c, d in path_rows),
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,16 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
-from _common import QUICK, entry, load, protocol, shared_data_dir, verdict, write_results_md, write_summary
+from _common import (
+    QUICK,
+    entry,
+    load,
+    protocol,
+    shared_data_dir,
+    verdict,
+    write_results_md,
+    write_summary,
+)
 
 M_LIST = [1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50, 75, 100]
 K_INSIDE = 100
@@ -46,7 +54,11 @@ DATASETS = [  # name, thesis' SHS-SVM, thesis baseline, table
 def best(res) -> tuple[float, int, int]:
     c = res.curve
     i = int(np.argmin(c["error_rate"].values))
-    return 100 * (1 - float(c["error_rate"].values[i])), int(c.index[i]), int(c["n_errors"].values[i])
+    return (
+        100 * (1 - float(c["error_rate"].values[i])),
+        int(c.index[i]),
+        int(c["n_errors"].values[i]),
+    )
 
 
 def main() -> None:
@@ -55,7 +67,7 @@ def main() -> None:
     from fsdask.evaluate import evaluate
 
     rows, summary = [], []
-    for name, paper, paper_base, table in (DATASETS[:1] if QUICK else DATASETS):
+    for name, paper, paper_base, table in DATASETS[:1] if QUICK else DATASETS:
         X, y, info = load(name)
         if name == "lymphoma_alizadeh96":
             y = (y != 0).astype(np.int64)
@@ -66,49 +78,93 @@ def main() -> None:
         for m in M_LIST:
             if m > p:
                 continue
-            r = evaluate(X, y, fsdask.SparseHSIC(n_features_to_select=m, rho_grid=None, standardize=False), protocol="loo",
-                         classifier="svm", n_features=[m], selection="once")
+            r = evaluate(
+                X,
+                y,
+                fsdask.SparseHSIC(n_features_to_select=m, rho_grid=None, standardize=False),
+                protocol="loo",
+                classifier="svm",
+                n_features=[m],
+                selection="once",
+            )
             once.append((100 * (1 - r.best_error), m, r.best_n_errors))
         acc_once, m_once, e_once = max(once, key=lambda t: (t[0], -t[1]))
-        ins = evaluate(X, y, fsdask.SparseHSIC(n_features_to_select=K_INSIDE, rho_grid=None, standardize=False), protocol="loo",
-                       classifier="svm", n_features=M_LIST, selection="inside")
+        ins = evaluate(
+            X,
+            y,
+            fsdask.SparseHSIC(n_features_to_select=K_INSIDE, rho_grid=None, standardize=False),
+            protocol="loo",
+            classifier="svm",
+            n_features=M_LIST,
+            selection="inside",
+        )
         acc_in, m_in, e_in = best(ins)
-        f_once = best(evaluate(X, y, "f", protocol="loo", classifier="svm", n_features=M_LIST, selection="once"))
-        f_in = best(evaluate(X, y, "f", protocol="loo", classifier="svm", n_features=M_LIST, selection="inside"))
+        f_once = best(
+            evaluate(
+                X, y, "f", protocol="loo", classifier="svm", n_features=M_LIST, selection="once"
+            )
+        )
+        f_in = best(
+            evaluate(
+                X, y, "f", protocol="loo", classifier="svm", n_features=M_LIST, selection="inside"
+            )
+        )
         dt = time.perf_counter() - t0
-        rows.append([f"{name} ({n}×{p}, T{table})", paper,
-                     f"{acc_once:.2f}% ({e_once} err, {m_once} genes)",
-                     f"{acc_in:.2f}% ({e_in} err, top {m_in})",
-                     paper_base,
-                     f"{f_once[0]:.2f}% ({f_once[2]} err, {f_once[1]})",
-                     f"{f_in[0]:.2f}% ({f_in[2]} err, {f_in[1]})", f"{dt:.0f}"])
+        rows.append(
+            [
+                f"{name} ({n}×{p}, T{table})",
+                paper,
+                f"{acc_once:.2f}% ({e_once} err, {m_once} genes)",
+                f"{acc_in:.2f}% ({e_in} err, top {m_in})",
+                paper_base,
+                f"{f_once[0]:.2f}% ({f_once[2]} err, {f_once[1]})",
+                f"{f_in[0]:.2f}% ({f_in[2]} err, {f_in[1]})",
+                f"{dt:.0f}",
+            ]
+        )
         print(rows[-1], flush=True)
         thesis = float(paper.split("%")[0])
         if name == "lung_bhattacharjee_subset":
             v, why = "not comparable", "the thesis used 203 samples, ours is the 56-sample subset"
         else:
             v = verdict(acc_once, thesis, lower_is_better=False, tol=0.005)
-            why = (f"genes chosen once on all samples as the thesis most likely did; honest (inside LOO): "
-                   f"{acc_in:.2f}%")
-        summary.append(entry(f"Zarkoob Table {table} SHS-SVM, {name}", paper, f"{acc_once:.2f}%", v, why))
+            why = (
+                f"genes chosen once on all samples as the thesis most likely did; honest (inside LOO): "
+                f"{acc_in:.2f}%"
+            )
+        summary.append(
+            entry(f"Zarkoob Table {table} SHS-SVM, {name}", paper, f"{acc_once:.2f}%", v, why)
+        )
     write_summary("hsic_tables", summary)
     write_results_md(
         "hsic_tables",
         "SparseHSIC — Zarkoob 2010 Tables 3.1 / 3.2 (best LOO correct rate, linear SVM)",
-        ["dataset", "thesis SHS-SVM", "ours: once (exact ρ per m)", "ours: inside LOO (top m of K=100)",
-         "thesis baselines", "BSS/WSS-SVM once", "BSS/WSS-SVM inside", "time (s)"],
+        [
+            "dataset",
+            "thesis SHS-SVM",
+            "ours: once (exact ρ per m)",
+            "ours: inside LOO (top m of K=100)",
+            "thesis baselines",
+            "BSS/WSS-SVM once",
+            "BSS/WSS-SVM inside",
+            "time (s)",
+        ],
         rows,
-        notes=[f"m (genes) ∈ {M_LIST}; best over m reported, as in the thesis (errors and m in brackets).",
-               "once = genes chosen on all samples, only the SVM cross-validated (optimistic; the thesis' "
-               "protocol is not stated); inside = genes re-selected in every LOO training fold (honest).",
-               "Linear SVM C = 1 on features standardised inside each fold (fsdask.evaluate).",
-               "SparseHSIC: γ = 1.1, Δ = class indicators with entries 1/n_c, A = X H Δᵀ/(n−1), one component, "
-               "ρ bisected for m genes (n_features_to_select).",
-               "lymphoma_alizadeh96: code 1 (46, DLBCL) vs the 50 others (the thesis does not say which split).",
-               "lung: the thesis used Bhattacharjee's 203 samples; ours is the 56-sample 4-class subset — "
-               "not comparable.",
-               f"protocol {protocol()}: " + ("only the first data set (--quick)." if QUICK else "all data sets."),
-               "Figures taken on a shared, heavily loaded 2-core machine."])
+        notes=[
+            f"m (genes) ∈ {M_LIST}; best over m reported, as in the thesis (errors and m in brackets).",
+            "once = genes chosen on all samples, only the SVM cross-validated (optimistic; the thesis' "
+            "protocol is not stated); inside = genes re-selected in every LOO training fold (honest).",
+            "Linear SVM C = 1 on features standardised inside each fold (fsdask.evaluate).",
+            "SparseHSIC: γ = 1.1, Δ = class indicators with entries 1/n_c, A = X H Δᵀ/(n−1), one component, "
+            "ρ bisected for m genes (n_features_to_select).",
+            "lymphoma_alizadeh96: code 1 (46, DLBCL) vs the 50 others (the thesis does not say which split).",
+            "lung: the thesis used Bhattacharjee's 203 samples; ours is the 56-sample 4-class subset — "
+            "not comparable.",
+            f"protocol {protocol()}: "
+            + ("only the first data set (--quick)." if QUICK else "all data sets."),
+            "Figures taken on a shared, heavily loaded 2-core machine.",
+        ],
+    )
 
 
 if __name__ == "__main__":

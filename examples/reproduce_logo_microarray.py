@@ -16,13 +16,15 @@ import time
 import warnings
 
 import numpy as np
-
 from _common import entry, load, protocol, verdict, write_results_md, write_summary
 
 from fsdask.errors import ConvergenceWarning
 
-PAPER = [("prostate_singh", "Prostate cancer", "16.5 (6)"), ("breast_vantveer", "Breast cancer", "21.7 (4)"),
-         ("dlbcl_shipp", "DLBCL", "2.6 (10)")]
+PAPER = [
+    ("prostate_singh", "Prostate cancer", "16.5 (6)"),
+    ("breast_vantveer", "Breast cancer", "21.7 (4)"),
+    ("dlbcl_shipp", "DLBCL", "2.6 (10)"),
+]
 
 
 def prepare(name: str, X: np.ndarray) -> np.ndarray:
@@ -36,14 +38,21 @@ def prepare(name: str, X: np.ndarray) -> np.ndarray:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="30 LOO folds per data set (stratified subsample)")
-    ap.add_argument("--max-folds", type=int, default=None, help="subsample the LOO folds (default: all, "
-                    "the paper's protocol; 30 with --quick)")
+    ap.add_argument(
+        "--quick", action="store_true", help="30 LOO folds per data set (stratified subsample)"
+    )
+    ap.add_argument(
+        "--max-folds",
+        type=int,
+        default=None,
+        help="subsample the LOO folds (default: all, the paper's protocol; 30 with --quick)",
+    )
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
     if args.quick and args.max_folds is None:
         args.max_folds = 30
     from fsdask.evaluate import evaluate
+
     rows, summary = [], []
     for file, label, paper in PAPER:
         if args.only and file not in args.only:
@@ -58,24 +67,50 @@ def main() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             if keep.size == len(y):
-                res = evaluate(X, y, "logo", {"sigma": 5.0, "lam": 1.0, "standardize": False}, protocol="loo", classifier="knn",
-                               n_neighbors=3, n_features=50, selection="inside")
+                res = evaluate(
+                    X,
+                    y,
+                    "logo",
+                    {"sigma": 5.0, "lam": 1.0, "standardize": False},
+                    protocol="loo",
+                    classifier="knn",
+                    n_neighbors=3,
+                    n_features=50,
+                    selection="inside",
+                )
                 err, m = res.best_error, res.best_n_features
                 note = f"{len(y)} folds"
             else:
                 err, m = _subsampled_loo(X, y, keep)
                 note = f"{keep.size} of {len(y)} LOO folds"
         secs = time.perf_counter() - t
-        rows.append([label, f"{X.shape[0]} × {X.shape[1]}", f"{100 * err:.1f} ({m})", paper, note, f"{secs:.0f}"])
+        rows.append(
+            [
+                label,
+                f"{X.shape[0]} × {X.shape[1]}",
+                f"{100 * err:.1f} ({m})",
+                paper,
+                note,
+                f"{secs:.0f}",
+            ]
+        )
         print(rows[-1], flush=True)
         paper_err = float(paper.split()[0])
-        summary.append(entry(f"Logo Table 4 (LOOCV 3-NN), {label}", f"{paper} % (genes)", f"{100 * err:.1f} ({m})",
-                             verdict(round(100 * err, 1), paper_err),
-                             f"{note}; our data version differs (see the results file)"))
+        summary.append(
+            entry(
+                f"Logo Table 4 (LOOCV 3-NN), {label}",
+                f"{paper} % (genes)",
+                f"{100 * err:.1f} ({m})",
+                verdict(round(100 * err, 1), paper_err),
+                f"{note}; our data version differs (see the results file)",
+            )
+        )
     write_summary("logo_microarray", summary)
     write_results_md(
-        "logo_microarray", "Logo on microarray data: LOOCV 3-NN error (Sun et al. 2010, Table 4)",
-        ["data set", "samples × genes", "ours: min error % (genes)", "paper", "folds", "seconds"], rows,
+        "logo_microarray",
+        "Logo on microarray data: LOOCV 3-NN error (Sun et al. 2010, Table 4)",
+        ["data set", "samples × genes", "ours: min error % (genes)", "paper", "folds", "seconds"],
+        rows,
         notes=[
             "Protocol as the paper: in every LOO fold Logo (σ = 5, λ = 1) ranks the genes on the training samples; "
             "the top 1 … 50 genes are fed to 3-NN (Euclidean, features standardised on the training fold); the "
@@ -83,17 +118,25 @@ def main() -> None:
             "Preprocessing (the paper does not state its own): raw Affymetrix values of prostate_singh and "
             "dlbcl_shipp clipped to [20, 16000] and log2-transformed; every gene z-scored on all samples "
             "(unsupervised).  breast_vantveer: the cancerdata VEER log-ratios (78 samples; the paper used 97).",
-            f"protocol {protocol()}: " + (f"{args.max_folds} LOO folds per data set (stratified subsample)"
-                                          if args.max_folds else "all LOO folds, as the paper") + ".",
+            f"protocol {protocol()}: "
+            + (
+                f"{args.max_folds} LOO folds per data set (stratified subsample)"
+                if args.max_folds
+                else "all LOO folds, as the paper"
+            )
+            + ".",
             "Our versions: prostate_singh 102 × 12 600 (paper: 22 283 probes), dlbcl_shipp 77 × 7129 "
             "(paper: 5469 after filtering), breast_vantveer 78 × 24 481 (paper: 97 × 24 488).",
-        ])
+        ],
+    )
 
 
 def _subsampled_loo(X, y, keep):
     """LOO restricted to the held-out samples in ``keep`` (selection inside each fold)."""
     from sklearn.neighbors import KNeighborsClassifier
+
     from fsdask import Logo
+
     errs = np.zeros(50)
     for i in keep:
         tr = np.setdiff1d(np.arange(len(y)), [i])

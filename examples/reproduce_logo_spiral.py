@@ -21,7 +21,6 @@ import time
 import warnings
 
 import numpy as np
-
 from _common import QUICK, entry, protocol, save_figure, write_results_md, write_summary
 
 from fsdask import Logo
@@ -42,10 +41,17 @@ def fit(n_irr: int, turns: float = 1.0, scale: float = 3.0, **params):
 def summary(est) -> dict:
     w = est.scores_
     noise = w[2:]
-    return {"w1": w[0], "w2": w[1], "max_noise": float(noise.max()) if noise.size else 0.0,
-            "rank1": int(est.ranking_[0]), "rank2": int(est.ranking_[1]),
-            "n_selected": int(est.get_support().sum()), "n_iter": est.n_iter_, "converged": bool(est.converged_),
-            "rejoined": est.result_.attrs["n_rejoined"]}
+    return {
+        "w1": w[0],
+        "w2": w[1],
+        "max_noise": float(noise.max()) if noise.size else 0.0,
+        "rank1": int(est.ranking_[0]),
+        "rank2": int(est.ranking_[1]),
+        "n_selected": int(est.get_support().sum()),
+        "n_iter": est.n_iter_,
+        "converged": bool(est.converged_),
+        "rejoined": est.result_.attrs["n_rejoined"],
+    }
 
 
 def main() -> None:
@@ -53,15 +59,28 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.parse_args()
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     sizes = [50, 500, 5000] if QUICK else [50, 500, 5000, 10000, 20000, 30000]
     rows, verdicts = [], []
 
     def row(experiment, params, s, secs):
-        rows.append([experiment, params, f"{s['w1']:.3f} / {s['w2']:.3f}", f"{s['max_noise']:.3g}",
-                     f"{s['rank1']}, {s['rank2']}", s["n_selected"], s["n_iter"], s["converged"], s["rejoined"],
-                     f"{secs:.1f}"])
+        rows.append(
+            [
+                experiment,
+                params,
+                f"{s['w1']:.3f} / {s['w2']:.3f}",
+                f"{s['max_noise']:.3g}",
+                f"{s['rank1']}, {s['rank2']}",
+                s["n_selected"],
+                s["n_iter"],
+                s["converged"],
+                s["rejoined"],
+                f"{secs:.1f}",
+            ]
+        )
         print(rows[-1], flush=True)
 
     def found(s) -> bool:  # the paper's picture: features 1, 2 on top, nothing else selected
@@ -75,10 +94,15 @@ def main() -> None:
         fig3.append((n_irr, est.scores_ / est.scores_.max()))
         ok3.append(found(s))
         row(f"Fig. 3: {n_irr} irrelevant", "σ=2, λ=1", s, secs)
-    verdicts.append(entry("Logo Fig. 3 (spiral, σ = 2, λ = 1): features 1, 2 alone selected",
-                         f"yes for {sizes[0]} … {sizes[-1]} irrelevant features",
-                         f"yes for {sum(ok3)} of {len(sizes)} sizes", "match" if all(ok3) else "worse",
-                         "our spiral: 1 turn, radius 3 (the paper gives neither)"))
+    verdicts.append(
+        entry(
+            "Logo Fig. 3 (spiral, σ = 2, λ = 1): features 1, 2 alone selected",
+            f"yes for {sizes[0]} … {sizes[-1]} irrelevant features",
+            f"yes for {sum(ok3)} of {len(sizes)} sizes",
+            "match" if all(ok3) else "worse",
+            "our spiral: 1 turn, radius 3 (the paper gives neither)",
+        )
+    )
     fig, axes = plt.subplots(1, len(fig3), figsize=(2.2 * len(fig3), 2.2), sharey=True)
     for ax, (n_irr, w) in zip(np.atleast_1d(axes), fig3):
         ax.plot(np.arange(w.size), w, ".", ms=2)
@@ -93,7 +117,7 @@ def main() -> None:
     # ---- Fig. 5b: convergence for σ, on our spiral and (full protocol) on one 10× larger
     J5 = 5000
     sigmas = [0.01, 0.05, 0.5, 1, 10, 50]
-    for scale in ((3.0,) if QUICK else (3.0, 30.0)):
+    for scale in (3.0,) if QUICK else (3.0, 30.0):
         fig, ax = plt.subplots(figsize=(4, 3))
         conv = {}
         for sigma in sigmas:
@@ -102,8 +126,13 @@ def main() -> None:
             conv[sigma] = (s["converged"], s["n_iter"], found(s))
             tr = est.result_.attrs["delta_trace"]
             ax.semilogy(np.arange(1, len(tr) + 1), tr, marker=".", label=f"σ={sigma}")
-            row(f"Fig. 5b: {J5} irrelevant" + ("" if scale == 3.0 else f", spiral radius {scale:g}"),
-                f"σ={sigma}, λ=1", s, secs)
+            row(
+                f"Fig. 5b: {J5} irrelevant"
+                + ("" if scale == 3.0 else f", spiral radius {scale:g}"),
+                f"σ={sigma}, λ=1",
+                s,
+                secs,
+            )
         ax.axhline(0.01, color="k", lw=0.5, ls=":")
         ax.set_xlabel("iteration")
         ax.set_ylabel("‖w(t) − w(t−1)‖")
@@ -116,16 +145,22 @@ def main() -> None:
         paper_ok = [sg for sg in sigmas if sg >= 0.05]
         iters = [conv[sg][1] for sg in paper_ok if conv[sg][0]]
         faster = all(a >= b for a, b in zip(iters, iters[1:]))
-        verdicts.append(entry(f"Logo Fig. 5b (σ sensitivity, 40 iterations), spiral radius {scale:g}",
-                             "converges for σ ≥ 0.05, faster for larger σ",
-                             f"converged for σ ∈ {ok}; features 1, 2 alone for σ ∈ "
-                             f"{[sg for sg in sigmas if conv[sg][2]]}",
-                             "match" if set(paper_ok) <= set(ok) and faster else "worse",
-                             "the paper's spiral scale is not given; convergence = ‖Δw‖ < 0.01 and the certificate"))
+        verdicts.append(
+            entry(
+                f"Logo Fig. 5b (σ sensitivity, 40 iterations), spiral radius {scale:g}",
+                "converges for σ ≥ 0.05, faster for larger σ",
+                f"converged for σ ∈ {ok}; features 1, 2 alone for σ ∈ "
+                f"{[sg for sg in sigmas if conv[sg][2]]}",
+                "match" if set(paper_ok) <= set(ok) and faster else "worse",
+                "the paper's spiral scale is not given; convergence = ‖Δw‖ < 0.01 and the certificate",
+            )
+        )
 
     # ---- Figs. 6–7: λ and σ
-    for label, grid, key, fixed in [("Fig. 6", [0.1, 0.5, 1, 1.5, 2], "lam", {"sigma": 2.0}),
-                                    ("Fig. 7", [0.1, 0.5, 1, 3, 5], "sigma", {"lam": 1.0})]:
+    for label, grid, key, fixed in [
+        ("Fig. 6", [0.1, 0.5, 1, 1.5, 2], "lam", {"sigma": 2.0}),
+        ("Fig. 7", [0.1, 0.5, 1, 3, 5], "sigma", {"lam": 1.0}),
+    ]:
         fig, axes = plt.subplots(1, len(grid), figsize=(2.2 * len(grid), 2.2), sharey=True)
         ok67 = []
         for ax, v in zip(axes, grid):
@@ -140,28 +175,53 @@ def main() -> None:
         fig.tight_layout()
         save_figure(fig, f"logo_spiral_{'fig6' if key == 'lam' else 'fig7'}.png")
         plt.close(fig)
-        verdicts.append(entry(f"Logo {label} ({'λ' if key == 'lam' else 'σ'} ∈ {grid}): features 1, 2 alone selected",
-                             "the same solution over the whole range", f"yes for {sum(ok67)} of {len(grid)} values",
-                             "match" if all(ok67) else "worse", "our spiral: 1 turn, radius 3"))
+        verdicts.append(
+            entry(
+                f"Logo {label} ({'λ' if key == 'lam' else 'σ'} ∈ {grid}): features 1, 2 alone selected",
+                "the same solution over the whole range",
+                f"yes for {sum(ok67)} of {len(grid)} values",
+                "match" if all(ok67) else "worse",
+                "our spiral: 1 turn, radius 3",
+            )
+        )
 
     # ---- turns (not in the paper): σ = 2 and, full protocol, a smaller σ for the tighter arms
     turns_ok = {}
     for turns in [1.0, 1.5, 2.0, 3.0]:
-        for sigma in ((2.0,) if QUICK else (2.0, 0.5)):
+        for sigma in (2.0,) if QUICK else (2.0, 0.5):
             est, secs = fit(J5, turns=turns, sigma=sigma, lam=1.0)
             s = summary(est)
             turns_ok[turns, sigma] = found(s)
             row(f"turns={turns}: {J5} irrelevant", f"σ={sigma}, λ=1", s, secs)
-    verdicts.append(entry("Logo on spirals of 1–3 turns (not a paper figure; the paper does not give its turns)",
-                         "—", "features 1, 2 alone selected for " + ", ".join(
-                             f"{t:g} turns σ={sg:g}: {'yes' if v else 'no'}" for (t, sg), v in turns_ok.items()),
-                         "not comparable", "the paper's spiral has an unstated number of turns"))
+    verdicts.append(
+        entry(
+            "Logo on spirals of 1–3 turns (not a paper figure; the paper does not give its turns)",
+            "—",
+            "features 1, 2 alone selected for "
+            + ", ".join(
+                f"{t:g} turns σ={sg:g}: {'yes' if v else 'no'}" for (t, sg), v in turns_ok.items()
+            ),
+            "not comparable",
+            "the paper's spiral has an unstated number of turns",
+        )
+    )
 
     write_results_md(
-        "logo_spiral", "Logo on Fermat's spiral (Sun et al. 2010, Figs. 3–7)",
-        ["experiment", "parameters", "w of features 1 / 2", "max irrelevant w", "ranks of features 1, 2",
-         "selected (w > 0.01 max)", "outer iterations", "converged (certified)", "rejoined after elimination",
-         "fit seconds"], rows,
+        "logo_spiral",
+        "Logo on Fermat's spiral (Sun et al. 2010, Figs. 3–7)",
+        [
+            "experiment",
+            "parameters",
+            "w of features 1 / 2",
+            "max irrelevant w",
+            "ranks of features 1, 2",
+            "selected (w > 0.01 max)",
+            "outer iterations",
+            "converged (certified)",
+            "rejoined after elimination",
+            "fit seconds",
+        ],
+        rows,
         notes=[
             "Paper: the two relevant features get the two largest weights and all irrelevant weights are ~0 for "
             "50 … 30 000 (Fig. 3) and 10⁶ (Fig. 4) irrelevant features; convergence for σ ≥ 0.05 (Fig. 5b, faster "
@@ -171,11 +231,17 @@ def main() -> None:
             "'converged' means ‖Δw‖ < θ = 0.01 and the final optimality check of every eliminated feature passed; "
             "'rejoined' counts features that the elimination had dropped and the certification brought back.",
             "Fit seconds are wall times on a shared 2-core machine with other jobs running (in memory, threads).",
-            f"protocol {protocol()}: " + ("sizes up to 5000 irrelevant, Fig. 5b on our spiral only, σ = 2 for the "
-                                          "turns (--quick)." if QUICK else "all the paper's sizes; Fig. 5b also on a "
-                                          "spiral of radius 30; the turns also with σ = 0.5."),
+            f"protocol {protocol()}: "
+            + (
+                "sizes up to 5000 irrelevant, Fig. 5b on our spiral only, σ = 2 for the "
+                "turns (--quick)."
+                if QUICK
+                else "all the paper's sizes; Fig. 5b also on a "
+                "spiral of radius 30; the turns also with σ = 0.5."
+            ),
             "Fig. 4 (10⁶ irrelevant features): examples/results/logo_scale.md (benchmarks/logo_scale.py).",
-        ])
+        ],
+    )
     write_summary("logo_spiral", verdicts)
 
 

@@ -15,7 +15,6 @@ import time
 import warnings
 
 import numpy as np
-
 from _common import entry, load, protocol, verdict, write_results_md, write_summary
 
 from fsdask import Logo
@@ -38,6 +37,7 @@ N_NOISE = 5000
 def svm_error(Xtr, ytr, Xte, yte) -> float:
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import SVC
+
     sc = StandardScaler().fit(Xtr)
     clf = SVC(kernel="rbf", C=1.0, gamma="scale").fit(sc.transform(Xtr), ytr)
     return float(np.mean(clf.predict(sc.transform(Xte)) != yte))
@@ -47,7 +47,7 @@ def one_run(X, y, n_orig, n_train, n_test, seed):
     rng = np.random.default_rng(seed)
     idx = rng.permutation(len(y))
     # stratification-free random split as in the paper, but make sure every class has ≥ 2 training samples
-    tr, te = idx[:n_train], idx[n_train:n_train + n_test]
+    tr, te = idx[:n_train], idx[n_train : n_train + n_test]
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -64,9 +64,15 @@ def one_run(X, y, n_orig, n_train, n_test, seed):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="3 runs per data set instead of the paper's 10")
-    ap.add_argument("--runs", type=int, default=None, help="random partitions per data set (default 10, "
-                    "as the paper; 3 with --quick)")
+    ap.add_argument(
+        "--quick", action="store_true", help="3 runs per data set instead of the paper's 10"
+    )
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="random partitions per data set (default 10, as the paper; 3 with --quick)",
+    )
     ap.add_argument("--only", nargs="*", default=None)
     args = ap.parse_args()
     if args.runs is None:
@@ -84,26 +90,58 @@ def main() -> None:
         res = np.array([one_run(X, y, n_orig, n_train, n_test, seed) for seed in range(args.runs)])
         err, m, fdr, orig, allf, secs = res.T
         k = len(np.unique(y))
-        rows.append([name + ("" if k == 2 else f" ({k} classes here)"), f"{n_train}/{n_test}",
-                     f"{100 * orig.mean():.1f}({100 * orig.std():.1f})", p_orig,
-                     f"{100 * allf.mean():.1f}({100 * allf.std():.1f})", p_all,
-                     f"{100 * err.mean():.1f}({100 * err.std():.1f})", p_err,
-                     f"{1000 * fdr.mean():.1f}", p_fdr, f"{np.median(m):.0f}", f"{secs.mean():.1f}"])
+        rows.append(
+            [
+                name + ("" if k == 2 else f" ({k} classes here)"),
+                f"{n_train}/{n_test}",
+                f"{100 * orig.mean():.1f}({100 * orig.std():.1f})",
+                p_orig,
+                f"{100 * allf.mean():.1f}({100 * allf.std():.1f})",
+                p_all,
+                f"{100 * err.mean():.1f}({100 * err.std():.1f})",
+                p_err,
+                f"{1000 * fdr.mean():.1f}",
+                p_fdr,
+                f"{np.median(m):.0f}",
+                f"{secs.mean():.1f}",
+            ]
+        )
         print(rows[-1], flush=True)
         p_mean, p_sd = (float(v) for v in p_err.rstrip(")").split("("))
         se = np.hypot(p_sd / np.sqrt(10), 100 * err.std() / np.sqrt(args.runs))
         same_data = k == 2 and name not in ("banana", "diabetics", "heart")
-        summary.append(entry(f"Logo Table 2 (UCI + 5000 noise features), {name}: Logo + SVM error %", p_err,
-                             f"{100 * err.mean():.1f}({100 * err.std():.1f})",
-                             verdict(100 * err.mean(), p_mean, tol=2 * se) if same_data else "not comparable",
-                             (f"match = within 2 standard errors of the two means ({args.runs} vs 10 runs)"
-                              if same_data else "a different version of the data set (see the results file)")))
+        summary.append(
+            entry(
+                f"Logo Table 2 (UCI + 5000 noise features), {name}: Logo + SVM error %",
+                p_err,
+                f"{100 * err.mean():.1f}({100 * err.std():.1f})",
+                verdict(100 * err.mean(), p_mean, tol=2 * se) if same_data else "not comparable",
+                (
+                    f"match = within 2 standard errors of the two means ({args.runs} vs 10 runs)"
+                    if same_data
+                    else "a different version of the data set (see the results file)"
+                ),
+            )
+        )
     write_summary("logo_uci", summary)
     write_results_md(
-        "logo_uci", "Logo on UCI data + 5000 irrelevant features (Sun et al. 2010, Table 2)",
-        ["data set", "train/test", "SVM original (ours)", "paper", "SVM all features (ours)", "paper",
-         "Logo + SVM error % (ours)", "paper", "FDR /1000 (ours)", "paper", "median # top features at min",
-         "Logo seconds per run"], rows,
+        "logo_uci",
+        "Logo on UCI data + 5000 irrelevant features (Sun et al. 2010, Table 2)",
+        [
+            "data set",
+            "train/test",
+            "SVM original (ours)",
+            "paper",
+            "SVM all features (ours)",
+            "paper",
+            "Logo + SVM error % (ours)",
+            "paper",
+            "FDR /1000 (ours)",
+            "paper",
+            "median # top features at min",
+            "Logo seconds per run",
+        ],
+        rows,
         notes=[
             f"protocol {protocol()}: {args.runs} random train/test partitions per data set (the paper: 10), sizes of the paper's Table 1 "
             "(test capped by the data available).  Mean(sd) in percent.",
@@ -115,7 +153,8 @@ def main() -> None:
             "original training data); Logo: σ = 2, λ = 1 fixed (the paper tuned them by CV).",
             "Top 1 … 30 features fed successively; the minimum test error over m is recorded, as in the paper "
             "(optimistic by construction, identical for both columns).",
-        ])
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import time
 import warnings
 
 import numpy as np
-
 from _common import QUICK, entry, protocol, save_figure, verdict, write_results_md, write_summary
 
 import fsdask
@@ -50,30 +49,53 @@ def fig2a(rows):
             w, V = np.linalg.eigh(G)
             v = V[:, -1] * np.sign(V[:, -1].sum())
             pos += bool(np.all(v > 0))
-        rows.append(["Fig. 2a", f"n = {n}", f"P(positive leading eigenvector) = {pos / trials:.3f}",
-                     "≈ 1 (> 0.99) from n = 20"])
+        rows.append(
+            [
+                "Fig. 2a",
+                f"n = {n}",
+                f"P(positive leading eigenvector) = {pos / trials:.3f}",
+                "≈ 1 (> 0.99) from n = 20",
+            ]
+        )
         p20 = pos / trials if n == 20 else p20
     se = np.sqrt(0.99 * 0.01 / trials)  # binomial standard error of a 0.99 rate over the trials
-    SUMMARY.append(entry("Q-α Fig. 2a: P(positive leading eigenvector) at n = 20", "> 0.99", f"{p20:.3f}",
-                         "match" if p20 >= 0.99 - 2 * se else "worse",
-                         f"{trials} random matrices (within 2 binomial standard errors = match)"))
+    SUMMARY.append(
+        entry(
+            "Q-α Fig. 2a: P(positive leading eigenvector) at n = 20",
+            "> 0.99",
+            f"{p20:.3f}",
+            "match" if p20 >= 0.99 - 2 * se else "worse",
+            f"{trials} random matrices (within 2 binomial standard errors = match)",
+        )
+    )
 
 
 def weston(rows):
     from sklearn.svm import LinearSVC
+
     for n_train in WESTON_SIZES:
         res = {("sup", 2): [], ("sup", 6): [], ("uns", 2): [], ("uns", 6): []}
         hits = {"sup": [], "uns": []}
-        strong = {"sup": [], "uns": []}   # of features 1–3 (class signal in 70 % of samples) in the top 6
+        strong = {
+            "sup": [],
+            "uns": [],
+        }  # of features 1–3 (class signal in 70 % of samples) in the top 6
         for rep in range(WESTON_RUNS):
             syn = weston_linear(n_samples=n_train + 500, random_state=100 + rep)
             X, y = syn.X.values.astype(float), syn.y
             Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
-            if len(np.unique(ytr)) < 2:  # a 10-sample draw with one class: the SVM cannot be trained
+            if (
+                len(np.unique(ytr)) < 2
+            ):  # a 10-sample draw with one class: the SVM cannot be trained
                 continue
             for mode in ("sup", "uns"):
-                est = fsdask.QAlpha(k=2, max_iter=30, tol=1e-5, n_init=3 if mode == "sup" else 1,
-                                    supervised=(mode == "sup"))
+                est = fsdask.QAlpha(
+                    k=2,
+                    max_iter=30,
+                    tol=1e-5,
+                    n_init=3 if mode == "sup" else 1,
+                    supervised=(mode == "sup"),
+                )
                 est.fit(Xtr, ytr if mode == "sup" else None)
                 order = np.argsort(-est.scores_)
                 hits[mode].append(len(set(order[:6]) & set(range(6))))
@@ -82,27 +104,48 @@ def weston(rows):
                     clf = LinearSVC(C=1.0, dual="auto").fit(Xtr[:, order[:m]], ytr)
                     res[mode, m].append(1 - clf.score(Xte[:, order[:m]], yte))
         for mode, name in (("sup", "supervised"), ("uns", "unsupervised")):
-            rows.append([f"Weston linear ({n_train} train)", f"{name}: relevant in top 6",
-                         f"{np.mean(hits[mode]):.2f} of 6 ({len(hits[mode])} runs)",
-                         "Fig. 3a: supervised ≈ wrapper SVM; unsupervised slightly worse"])
+            rows.append(
+                [
+                    f"Weston linear ({n_train} train)",
+                    f"{name}: relevant in top 6",
+                    f"{np.mean(hits[mode]):.2f} of 6 ({len(hits[mode])} runs)",
+                    "Fig. 3a: supervised ≈ wrapper SVM; unsupervised slightly worse",
+                ]
+            )
             for m in (2, 6):
-                rows.append([f"Weston linear ({n_train} train)", f"{name}: SVM test error, top {m}",
-                             f"{np.mean(res[mode, m]):.3f} ± {np.std(res[mode, m]):.3f}",
-                             "≈ 0.02–0.05 at 100 training points (read off Fig. 3a)" if n_train == 100 else
-                             "curve in Fig. 3a (values not printed)"])
+                rows.append(
+                    [
+                        f"Weston linear ({n_train} train)",
+                        f"{name}: SVM test error, top {m}",
+                        f"{np.mean(res[mode, m]):.3f} ± {np.std(res[mode, m]):.3f}",
+                        "≈ 0.02–0.05 at 100 training points (read off Fig. 3a)"
+                        if n_train == 100
+                        else "curve in Fig. 3a (values not printed)",
+                    ]
+                )
         if n_train == 100:
             sup, uns = np.mean(res["sup", 6]), np.mean(res["uns", 6])
-            SUMMARY.append(entry("Q-α Fig. 3a (Weston linear, 100 training points): supervised, top-6 SVM error",
-                                 "≈ 0.02–0.05 (read off the figure)", f"{sup:.3f} ± {np.std(res['sup', 6]):.3f}",
-                                 "match" if 0.02 <= sup <= 0.05 else verdict(sup, 0.05 if sup > 0.05 else 0.02),
-                                 f"{len(res['sup', 6])} runs, 500 test samples"))
+            SUMMARY.append(
+                entry(
+                    "Q-α Fig. 3a (Weston linear, 100 training points): supervised, top-6 SVM error",
+                    "≈ 0.02–0.05 (read off the figure)",
+                    f"{sup:.3f} ± {np.std(res['sup', 6]):.3f}",
+                    "match" if 0.02 <= sup <= 0.05 else verdict(sup, 0.05 if sup > 0.05 else 0.02),
+                    f"{len(res['sup', 6])} runs, 500 test samples",
+                )
+            )
             gap = uns - sup
-            SUMMARY.append(entry("Q-α Fig. 3a (Weston linear, 100 training points): unsupervised vs supervised",
-                                 "'only slightly inferior'", f"top-6 error {uns:.3f} vs {sup:.3f} "
-                                 f"(relevant in top 6: {np.mean(hits['uns']):.2f} vs {np.mean(hits['sup']):.2f}, of "
-                                 f"which of features 1–3: {np.mean(strong['uns']):.2f} vs {np.mean(strong['sup']):.2f})",
-                                 "match" if gap <= 0.05 else "worse",
-                                 "'slightly' read as ≤ 0.05 more test error; see the Weston notes of the results file"))
+            SUMMARY.append(
+                entry(
+                    "Q-α Fig. 3a (Weston linear, 100 training points): unsupervised vs supervised",
+                    "'only slightly inferior'",
+                    f"top-6 error {uns:.3f} vs {sup:.3f} "
+                    f"(relevant in top 6: {np.mean(hits['uns']):.2f} vs {np.mean(hits['sup']):.2f}, of "
+                    f"which of features 1–3: {np.mean(strong['uns']):.2f} vs {np.mean(strong['sup']):.2f})",
+                    "match" if gap <= 0.05 else "worse",
+                    "'slightly' read as ≤ 0.05 more test error; see the Weston notes of the results file",
+                )
+            )
 
 
 def fig3b(rows):
@@ -118,25 +161,48 @@ def fig3b(rows):
                 g.append(a[:5].mean() / a[5:].mean())
             gaps[name].append((np.mean(g), np.percentile(g, 25), np.percentile(g, 75)))
     for i, nc in enumerate(ncs):
-        rows.append(["Fig. 3b", f"n_c = {nc}: sparsity gap mean [25%, 75%]",
-                     "; ".join(f"{name} {m:.1f} [{lo:.1f}, {hi:.1f}]" for name, vals in gaps.items()
-                               for (m, lo, hi) in [vals[i]]),
-                     "good up to 6 classes; gap ≈ 5–10"])
+        rows.append(
+            [
+                "Fig. 3b",
+                f"n_c = {nc}: sparsity gap mean [25%, 75%]",
+                "; ".join(
+                    f"{name} {m:.1f} [{lo:.1f}, {hi:.1f}]"
+                    for name, vals in gaps.items()
+                    for (m, lo, hi) in [vals[i]]
+                ),
+                "good up to 6 classes; gap ≈ 5–10",
+            ]
+        )
     good = [nc for nc, (m, lo, hi) in zip(ncs, gaps["k=n_c"]) if lo >= 2]
     upto = max((nc for nc in ncs if all(c in good for c in range(2, nc + 1))), default=1)
-    SUMMARY.append(entry("Q-α Fig. 3b: sparsity gap, k = n_c", "good up to 6 classes",
-                         f"good (25th percentile of the gap ≥ 2) up to {upto} classes",
-                         verdict(upto, 6, lower_is_better=False),
-                         f"{FIG3B_RUNS} runs per n_c; 'good' read as relevant α at least twice the irrelevant "
-                         "in 3 of 4 runs"))
+    SUMMARY.append(
+        entry(
+            "Q-α Fig. 3b: sparsity gap, k = n_c",
+            "good up to 6 classes",
+            f"good (25th percentile of the gap ≥ 2) up to {upto} classes",
+            verdict(upto, 6, lower_is_better=False),
+            f"{FIG3B_RUNS} runs per n_c; 'good' read as relevant α at least twice the irrelevant "
+            "in 3 of 4 runs",
+        )
+    )
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(5, 3.4), dpi=90)
     for (name, vals), style in zip(gaps.items(), ("-", "--", ":")):
         m = np.array(vals)
-        ax.errorbar(np.array(ncs) + {"-": -0.1, "--": 0, ":": 0.1}[style], m[:, 0],
-                    yerr=[m[:, 0] - m[:, 1], m[:, 2] - m[:, 0]], ls=style, marker="o", ms=3, capsize=2, label=name)
+        ax.errorbar(
+            np.array(ncs) + {"-": -0.1, "--": 0, ":": 0.1}[style],
+            m[:, 0],
+            yerr=[m[:, 0] - m[:, 1], m[:, 2] - m[:, 0]],
+            ls=style,
+            marker="o",
+            ms=3,
+            capsize=2,
+            label=name,
+        )
     ax.set_xlabel("number of clusters n_c")
     ax.set_ylabel("sparsity gap")
     ax.set_yscale("log")
@@ -150,38 +216,72 @@ def _raw_sessions(a, b):
     """§6's Σ_s (m_i^sᵀ m_j^s)² as printed, without centring/normalising φ (for comparison)."""
     out = np.zeros((a.shape[1], b.shape[1]))
     for s in range(0, a.shape[0], 8):
-        out += (a[s:s + 8].T @ b[s:s + 8]) ** 2
+        out += (a[s : s + 8].T @ b[s : s + 8]) ** 2
     return out
 
 
 def fig6b(rows):
-    names = ("kernel (§6 block-wise squared poly)", "kernel, raw (no §2.1 centring/norm of φ)",
-             "squared data + Q-α", "linear Q-α")
+    names = (
+        "kernel (§6 block-wise squared poly)",
+        "kernel, raw (no §2.1 centring/norm of φ)",
+        "squared data + Q-α",
+        "linear Q-α",
+    )
     rate = {}
     for lam in FIG6B_LAMS:
         ok = dict.fromkeys(names, 0)
         for rep in range(FIG6B_RUNS):
             syn = qalpha_sessions(lam, random_state=rep)
             X = syn.X.values.astype(float)
-            fits = dict(zip(names, (fsdask.QAlpha(k=3, kernel="sessions", max_iter=10, tol=1e-5).fit(X),
-                                    fsdask.QAlpha(k=3, kernel=_raw_sessions, max_iter=10, tol=1e-5).fit(X),
-                                    fsdask.QAlpha(k=3, max_iter=40, tol=1e-6).fit(X ** 2),
-                                    fsdask.QAlpha(k=3, max_iter=40, tol=1e-6).fit(X))))
+            fits = dict(
+                zip(
+                    names,
+                    (
+                        fsdask.QAlpha(k=3, kernel="sessions", max_iter=10, tol=1e-5).fit(X),
+                        fsdask.QAlpha(k=3, kernel=_raw_sessions, max_iter=10, tol=1e-5).fit(X),
+                        fsdask.QAlpha(k=3, max_iter=40, tol=1e-6).fit(X**2),
+                        fsdask.QAlpha(k=3, max_iter=40, tol=1e-6).fit(X),
+                    ),
+                )
+            )
             for name, est in fits.items():
                 ok[name] += len(set(np.argsort(-est.scores_)[:12]) & set(range(12))) >= 10
         for name, c in ok.items():
             rate[lam, name] = c / FIG6B_RUNS
-            rows.append(["Fig. 6b (sessions)", f"λ = {lam}: {name}", f"success {c}/{FIG6B_RUNS}",
-                         {"linear Q-α": "0 (constantly)"}.get(name, "success rate vs λ plotted: kernel solid, "
-                                                                     "squaring dashed (values only in the figure)")])
+            rows.append(
+                [
+                    "Fig. 6b (sessions)",
+                    f"λ = {lam}: {name}",
+                    f"success {c}/{FIG6B_RUNS}",
+                    {"linear Q-α": "0 (constantly)"}.get(
+                        name,
+                        "success rate vs λ plotted: kernel solid, "
+                        "squaring dashed (values only in the figure)",
+                    ),
+                ]
+            )
     lin = max(rate[lam, "linear Q-α"] for lam in FIG6B_LAMS)
-    SUMMARY.append(entry("Q-α Fig. 6b: linear Q-α on the session data", "success constantly 0",
-                         f"highest success rate over λ ∈ {list(FIG6B_LAMS)}: {lin:.2f}",
-                         "match" if lin == 0 else "worse", f"{FIG6B_RUNS} runs per λ"))
-    kern = ", ".join(f"λ={lam}: {rate[lam, names[0]]:.2f} vs {rate[lam, names[2]]:.2f}" for lam in FIG6B_LAMS)
-    SUMMARY.append(entry("Q-α Fig. 6b: kernel Q-α vs squared data, success rate over λ",
-                         "curves only (no values printed)", kern, "not comparable",
-                         "the paper's rates are only drawn; its λ grid is not given"))
+    SUMMARY.append(
+        entry(
+            "Q-α Fig. 6b: linear Q-α on the session data",
+            "success constantly 0",
+            f"highest success rate over λ ∈ {list(FIG6B_LAMS)}: {lin:.2f}",
+            "match" if lin == 0 else "worse",
+            f"{FIG6B_RUNS} runs per λ",
+        )
+    )
+    kern = ", ".join(
+        f"λ={lam}: {rate[lam, names[0]]:.2f} vs {rate[lam, names[2]]:.2f}" for lam in FIG6B_LAMS
+    )
+    SUMMARY.append(
+        entry(
+            "Q-α Fig. 6b: kernel Q-α vs squared data, success rate over λ",
+            "curves only (no values printed)",
+            kern,
+            "not comparable",
+            "the paper's rates are only drawn; its λ grid is not given",
+        )
+    )
 
 
 def bendor(rows):
@@ -189,48 +289,104 @@ def bendor(rows):
         est = fsdask.QAlpha(k=2, max_iter=40, tol=1e-5, supervised=False).fit(syn.X.values)
         top = np.argsort(-est.scores_)[:R]
         return np.mean(np.isin(top, syn.relevant)), est
+
     fm = {}
     for m in (5, 50, 600, 5000):
         syn = ben_dor(m=m, random_state=m)
         f, _ = frac(syn, max(1, syn.relevant.size))
         fm[m] = f
-        rows.append(["Ben-Dor", f"m = {m} (e = .72)", f"{f:.2f} of top-{syn.relevant.size} relevant",
-                     "always correct, from m = 5"])
+        rows.append(
+            [
+                "Ben-Dor",
+                f"m = {m} (e = .72)",
+                f"{f:.2f} of top-{syn.relevant.size} relevant",
+                "always correct, from m = 5",
+            ]
+        )
     # m = 5: (1 − e)·m = 1.4 relevant features.  Rounded (ben_dor), that is one feature, and a
     # lone centred unit-norm feature gives Q-α nothing to find: each feature adds a rank-one
     # term of the same norm, relevance shows only as coherence between relevant features.
     # Rounded up (2 relevant, e = 0.6), 20 seeds:
-    hits = [set(np.argsort(-fsdask.QAlpha(k=2, max_iter=40, tol=1e-5, supervised=False).fit(
-        ben_dor(m=5, e=0.6, random_state=r).X.values).scores_)[:2]) == {0, 1} for r in range(20)]
-    rows.append(["Ben-Dor", "m = 5, (1 − e)m = 1.4 rounded up: 2 relevant (e = .6)",
-                 f"both relevant on top in {sum(hits)}/20 seeds", "always correct, from m = 5"])
+    hits = [
+        set(
+            np.argsort(
+                -fsdask.QAlpha(k=2, max_iter=40, tol=1e-5, supervised=False)
+                .fit(ben_dor(m=5, e=0.6, random_state=r).X.values)
+                .scores_
+            )[:2]
+        )
+        == {0, 1}
+        for r in range(20)
+    ]
+    rows.append(
+        [
+            "Ben-Dor",
+            "m = 5, (1 − e)m = 1.4 rounded up: 2 relevant (e = .6)",
+            f"both relevant on top in {sum(hits)}/20 seeds",
+            "always correct, from m = 5",
+        ]
+    )
     ok_m = [m for m in fm if fm[m] == 1.0]
-    SUMMARY.append(entry("Q-α §6 Ben-Dor model: number of features m", "always correct from m = 5",
-                         f"all relevant on top for m ∈ {ok_m} of (5, 50, 600, 5000); m = 5 with 2 relevant: "
-                         f"{sum(hits)}/20 seeds", "match" if len(ok_m) == len(fm) else
-                         ("not comparable" if len(ok_m) == len(fm) - 1 and 5 not in ok_m and sum(hits) >= 19
-                          else "worse"),
-                         "m = 5 leaves (1 − e)m = 1.4 relevant features: the paper's rounding is not given"))
+    SUMMARY.append(
+        entry(
+            "Q-α §6 Ben-Dor model: number of features m",
+            "always correct from m = 5",
+            f"all relevant on top for m ∈ {ok_m} of (5, 50, 600, 5000); m = 5 with 2 relevant: "
+            f"{sum(hits)}/20 seeds",
+            "match"
+            if len(ok_m) == len(fm)
+            else (
+                "not comparable"
+                if len(ok_m) == len(fm) - 1 and 5 not in ok_m and sum(hits) >= 19
+                else "worse"
+            ),
+            "m = 5 leaves (1 − e)m = 1.4 relevant features: the paper's rounding is not given",
+        )
+    )
     fe = {}
     for e in (0.95, 0.99, 0.995):
         syn = ben_dor(m=2000, e=e, random_state=7)
         f, _ = frac(syn, syn.relevant.size)
         fe[e] = f
-        rows.append(["Ben-Dor", f"e = {e} (m = 2000)", f"{f:.2f} of top-{syn.relevant.size} relevant",
-                     "works up to e = 99.5 %"])
-    SUMMARY.append(entry("Q-α §6 Ben-Dor model: fraction e of irrelevant features", "works up to e = 99.5 %",
-                         ", ".join(f"e={e}: {f:.2f}" for e, f in fe.items()) + " of the top-R relevant",
-                         "match" if min(fe.values()) >= 0.9 else "worse", "'works' read as ≥ 0.9 of the top R"))
+        rows.append(
+            [
+                "Ben-Dor",
+                f"e = {e} (m = 2000)",
+                f"{f:.2f} of top-{syn.relevant.size} relevant",
+                "works up to e = 99.5 %",
+            ]
+        )
+    SUMMARY.append(
+        entry(
+            "Q-α §6 Ben-Dor model: fraction e of irrelevant features",
+            "works up to e = 99.5 %",
+            ", ".join(f"e={e}: {f:.2f}" for e, f in fe.items()) + " of the top-R relevant",
+            "match" if min(fe.values()) >= 0.9 else "worse",
+            "'works' read as ≥ 0.9 of the top R",
+        )
+    )
     fd = {}
     for d in (1.0, 1000.0):
         syn = ben_dor(d=d, random_state=13)
         f, _ = frac(syn, syn.relevant.size)
         fd[d] = f
-        rows.append(["Ben-Dor", f"d = {d:g}", f"{f:.2f} of top-{syn.relevant.size} relevant",
-                     "performs well for d ∈ [1, 1000]"])
-    SUMMARY.append(entry("Q-α §6 Ben-Dor model: spread d of the class centres", "performs well for d ∈ [1, 1000]",
-                         ", ".join(f"d={d:g}: {f:.2f}" for d, f in fd.items()) + " of the top-R relevant",
-                         "match" if min(fd.values()) >= 0.9 else "worse", "'well' read as ≥ 0.9 of the top R"))
+        rows.append(
+            [
+                "Ben-Dor",
+                f"d = {d:g}",
+                f"{f:.2f} of top-{syn.relevant.size} relevant",
+                "performs well for d ∈ [1, 1000]",
+            ]
+        )
+    SUMMARY.append(
+        entry(
+            "Q-α §6 Ben-Dor model: spread d of the class centres",
+            "performs well for d ∈ [1, 1000]",
+            ", ".join(f"d={d:g}: {f:.2f}" for d, f in fd.items()) + " of the top-R relevant",
+            "match" if min(fd.values()) >= 0.9 else "worse",
+            "'well' read as ≥ 0.9 of the top R",
+        )
+    )
     ratios = {}
     for s in (0.75, 2, 10, 1000):
         syn = ben_dor(s=s, random_state=11)
@@ -238,25 +394,44 @@ def bendor(rows):
         a = est.scores_
         # how much more likely a relevant feature is chosen than an irrelevant one (top-R selection)
         top = np.zeros(a.size, bool)
-        top[np.argsort(-a)[:syn.relevant.size]] = True
+        top[np.argsort(-a)[: syn.relevant.size]] = True
         rel = np.isin(np.arange(a.size), syn.relevant)
         ratio = top[rel].mean() / max(top[~rel].mean(), 1e-12)
         ratios[s] = ratio
-        rows.append(["Ben-Dor", f"s = {s}", f"{f:.2f} relevant in top-R; P(sel|rel)/P(sel|irr) = {ratio:.1f}",
-                     "≥ 30× even for s > 1000"])
+        rows.append(
+            [
+                "Ben-Dor",
+                f"s = {s}",
+                f"{f:.2f} relevant in top-R; P(sel|rel)/P(sel|irr) = {ratio:.1f}",
+                "≥ 30× even for s > 1000",
+            ]
+        )
     worst = min(ratios.values())
-    SUMMARY.append(entry("Q-α §6 Ben-Dor model: class spread s", "≥ 30× more likely to pick a relevant feature, "
-                         "even for s > 1000", f"smallest ratio over s ∈ {list(ratios)}: {worst:.1f}×",
-                         verdict(worst, 30, lower_is_better=False, tol=0) if worst < 30 else "match",
-                         "N(μ, μs) read with μs a variance (ben_dor(spread='variance'))"))
+    SUMMARY.append(
+        entry(
+            "Q-α §6 Ben-Dor model: class spread s",
+            "≥ 30× more likely to pick a relevant feature, even for s > 1000",
+            f"smallest ratio over s ∈ {list(ratios)}: {worst:.1f}×",
+            verdict(worst, 30, lower_is_better=False, tol=0) if worst < 30 else "match",
+            "N(μ, μs) read with μs a variance (ben_dor(spread='variance'))",
+        )
+    )
 
 
-PARTS = {"fig2a": "Fig. 2a", "weston": "Weston", "fig3b": "Fig. 3b", "bendor": "Ben-Dor", "fig6b": "Fig. 6b"}
+PARTS = {
+    "fig2a": "Fig. 2a",
+    "weston": "Weston",
+    "fig3b": "Fig. 3b",
+    "bendor": "Ben-Dor",
+    "fig6b": "Fig. 6b",
+}
 
 
 def main():
     t0 = time.perf_counter()
-    parts = sys.argv[sys.argv.index("--parts") + 1].split(",") if "--parts" in sys.argv else list(PARTS)
+    parts = (
+        sys.argv[sys.argv.index("--parts") + 1].split(",") if "--parts" in sys.argv else list(PARTS)
+    )
     rows: list = []
     for part in (fig2a, weston, fig3b, bendor, fig6b):
         if part.__name__ not in parts:
@@ -264,26 +439,33 @@ def main():
         t = time.perf_counter()
         part(rows)
         print(f"{part.__name__}: {time.perf_counter() - t:.0f} s", flush=True)
-    write_results_md("qalpha_synthetic", "Q-α (Wolf & Shashua 2005): synthetic experiments",
-                     ["experiment", "setting", "fsdask", "paper"], rows,
-                     notes=[f"parts run: {', '.join(parts)}" + ("" if parts == list(PARTS) else
-                                                                 " (the others were not run)") + ".",
-                            f"protocol {protocol()}: Weston {WESTON_RUNS} runs per training size {list(WESTON_SIZES)} "
-                            f"(paper: 30 per size); Fig. 3b {FIG3B_RUNS} runs (paper: 20); Fig. 6b {FIG6B_RUNS} runs "
-                            f"per λ ∈ {list(FIG6B_LAMS)} (paper: 80, λ grid only drawn).",
-                            "Ben-Dor: N(μ, μs) read with μs (|μ|s) a variance (ben_dor(spread='variance')); "
-                            "read as a standard deviation, s ≥ 10 leaves ≈ 0.3 of the top-R relevant.",
-                            "Ben-Dor m = 5: (1 − e)·m = 1.4 relevant features; ben_dor rounds to 1, and one relevant "
-                            "feature alone is invisible to Q-α (on centred, unit-norm features each feature adds a "
-                            "rank-one term of the same norm; relevance shows only as coherence between relevant "
-                            "features); the row 'm = 5, … rounded up' uses 2.",
-                            "Fig. 6b kernel: §6's kernel on the centred, unit-norm feature map (fsdask's 'sessions'); "
-                            "'raw' is the printed kernel without that preprocessing.",
-                            "Weston: n training samples, 500 test samples, linear SVM (C = 1) on the top-m features; "
-                            "supervised = Def. 6 with within-class normalisation, γ = 0.5, n_init = 3; "
-                            "unsupervised = k = 2, one start. Training sizes as on the x-axis of Weston et al.'s "
-                            "figure (the text does not list them).",
-                            f"total time {time.perf_counter() - t0:.0f} s"])
+    write_results_md(
+        "qalpha_synthetic",
+        "Q-α (Wolf & Shashua 2005): synthetic experiments",
+        ["experiment", "setting", "fsdask", "paper"],
+        rows,
+        notes=[
+            f"parts run: {', '.join(parts)}"
+            + ("" if parts == list(PARTS) else " (the others were not run)")
+            + ".",
+            f"protocol {protocol()}: Weston {WESTON_RUNS} runs per training size {list(WESTON_SIZES)} "
+            f"(paper: 30 per size); Fig. 3b {FIG3B_RUNS} runs (paper: 20); Fig. 6b {FIG6B_RUNS} runs "
+            f"per λ ∈ {list(FIG6B_LAMS)} (paper: 80, λ grid only drawn).",
+            "Ben-Dor: N(μ, μs) read with μs (|μ|s) a variance (ben_dor(spread='variance')); "
+            "read as a standard deviation, s ≥ 10 leaves ≈ 0.3 of the top-R relevant.",
+            "Ben-Dor m = 5: (1 − e)·m = 1.4 relevant features; ben_dor rounds to 1, and one relevant "
+            "feature alone is invisible to Q-α (on centred, unit-norm features each feature adds a "
+            "rank-one term of the same norm; relevance shows only as coherence between relevant "
+            "features); the row 'm = 5, … rounded up' uses 2.",
+            "Fig. 6b kernel: §6's kernel on the centred, unit-norm feature map (fsdask's 'sessions'); "
+            "'raw' is the printed kernel without that preprocessing.",
+            "Weston: n training samples, 500 test samples, linear SVM (C = 1) on the top-m features; "
+            "supervised = Def. 6 with within-class normalisation, γ = 0.5, n_init = 3; "
+            "unsupervised = k = 2, one start. Training sizes as on the x-axis of Weston et al.'s "
+            "figure (the text does not list them).",
+            f"total time {time.perf_counter() - t0:.0f} s",
+        ],
+    )
     write_summary("qalpha_synthetic", SUMMARY)
 
 

@@ -21,16 +21,43 @@ import time
 import warnings
 
 import numpy as np
-
 from _common import QUICK, entry, load, protocol, verdict, write_results_md, write_summary
 
 import fsdask
 
 warnings.simplefilter("ignore")
-TASKS = [("cns_pomeroy_outcome", "brain", None, {"Q-α": 15, "RAW": 32, "PCA5": 22, "PCA10": 26, "PCA20": 25,
-                                                  "PCA30": 31, "PCA40": 31, "PCA50": 30}),
-         ("breast_vantveer", "breast met.", 7000, {"Q-α": 22, "RAW": 34, "PCA5": 33, "PCA10": 26, "PCA20": 25,
-                                                   "PCA30": 31, "PCA40": 31, "PCA50": 30})]
+TASKS = [
+    (
+        "cns_pomeroy_outcome",
+        "brain",
+        None,
+        {
+            "Q-α": 15,
+            "RAW": 32,
+            "PCA5": 22,
+            "PCA10": 26,
+            "PCA20": 25,
+            "PCA30": 31,
+            "PCA40": 31,
+            "PCA50": 30,
+        },
+    ),
+    (
+        "breast_vantveer",
+        "breast met.",
+        7000,
+        {
+            "Q-α": 22,
+            "RAW": 34,
+            "PCA5": 33,
+            "PCA10": 26,
+            "PCA20": 25,
+            "PCA30": 31,
+            "PCA40": 31,
+            "PCA50": 30,
+        },
+    ),
+]
 N_FEATURES = [5, 20, 100, 500] if QUICK else [5, 10, 20, 30, 50, 70, 100, 150, 200, 300, 500, 1000]
 PCS = (5, 20) if QUICK else (5, 10, 20, 30, 40, 50)
 #: SVM readings (standardise genes on the training fold, C); the first is the headline one
@@ -42,6 +69,7 @@ def loo_errors(X, y, standardize=True, C=1.0, n_components=None) -> int:
     from sklearn.decomposition import PCA
     from sklearn.model_selection import LeaveOneOut
     from sklearn.svm import SVC
+
     errors = 0
     for tr, te in LeaveOneOut().split(X):
         A, b = X[tr], X[te]
@@ -61,7 +89,9 @@ def main():
     t0 = time.perf_counter()
     for name, label, first, paper in TASKS:
         X, y, info = load(name)
-        X = np.nan_to_num(np.asarray(X, dtype=np.float64)[:, :first] if first else np.asarray(X, np.float64))
+        X = np.nan_to_num(
+            np.asarray(X, dtype=np.float64)[:, :first] if first else np.asarray(X, np.float64)
+        )
         n = X.shape[0]
         majority = int(np.bincount(y).min())
         est = fsdask.QAlpha(k=6, supervised=False, max_iter=100, tol=1e-6).fit(X)
@@ -69,49 +99,83 @@ def main():
         curves = {r: [loo_errors(X[:, order[:m]], y, *r) for m in N_FEATURES] for r in READINGS}
         head = curves[READINGS[0]]
         best, m_best = min(head), N_FEATURES[int(np.argmin(head))]
-        rows.append([label, "Q-α (k=6), best over m", f"{best}/{n} (at {m_best} genes)", f"{paper['Q-α']}/{n}"])
+        rows.append(
+            [
+                label,
+                "Q-α (k=6), best over m",
+                f"{best}/{n} (at {m_best} genes)",
+                f"{paper['Q-α']}/{n}",
+            ]
+        )
         for (std, C), c in curves.items():
-            rows.append([label, f"Q-α curve, SVM {'standardised' if std else 'raw genes'}, C = {C:g}",
-                         f"min {min(c)}; " + ", ".join(f"{m}:{e}" for m, e in zip(N_FEATURES, c)), "—"])
+            rows.append(
+                [
+                    label,
+                    f"Q-α curve, SVM {'standardised' if std else 'raw genes'}, C = {C:g}",
+                    f"min {min(c)}; " + ", ".join(f"{m}:{e}" for m, e in zip(N_FEATURES, c)),
+                    "—",
+                ]
+            )
         rows.append([label, "majority class (no genes)", f"{majority}/{n}", "—"])
         conv = f"n_iter {est.n_iter_}, converged {est.converged_}"
         if not QUICK:
             long = fsdask.QAlpha(k=6, supervised=False, max_iter=1000, tol=1e-6).fit(X)
             same = len(set(order[:100]) & set(np.argsort(-long.scores_)[:100]))
-            conv += (f"; run on to 1000 iterations: n_iter {long.n_iter_}, converged {long.converged_}, "
-                     f"{same} of the top 100 genes unchanged")
-        rows.append([label, "Q-α convergence (tol 1e-6 on ‖Δα‖)", conv, "'not converged' not mentioned"])
+            conv += (
+                f"; run on to 1000 iterations: n_iter {long.n_iter_}, converged {long.converged_}, "
+                f"{same} of the top 100 genes unchanged"
+            )
+        rows.append(
+            [label, "Q-α convergence (tol 1e-6 on ‖Δα‖)", conv, "'not converged' not mentioned"]
+        )
         raw = loo_errors(X, y)
         rows.append([label, "RAW (all genes)", f"{raw}/{n}", f"{paper['RAW']}/{n}"])
         pca = {c: loo_errors(X, y, n_components=c) for c in PCS}
         for c, e in pca.items():
             rows.append([label, f"PCA{c}", f"{e}/{n}", f"{paper[f'PCA{c}']}/{n}"])
         all_best = min(min(c) for c in curves.values())
-        summary.append(entry(f"Q-α Table 1, {label}: LOO errors of unsupervised Q-α", f"{paper['Q-α']}/{n}",
-                             f"{best}/{n} (best over the SVM readings {all_best}/{n}; majority class {majority}/{n})",
-                             verdict(best, paper["Q-α"]),
-                             "our public data version; the paper's preprocessing and SVM set-up are not given"))
+        summary.append(
+            entry(
+                f"Q-α Table 1, {label}: LOO errors of unsupervised Q-α",
+                f"{paper['Q-α']}/{n}",
+                f"{best}/{n} (best over the SVM readings {all_best}/{n}; majority class {majority}/{n})",
+                verdict(best, paper["Q-α"]),
+                "our public data version; the paper's preprocessing and SVM set-up are not given",
+            )
+        )
         best_pca = min(pca.values())
-        summary.append(entry(f"Q-α Table 1, {label}: Q-α against PCA-N", "Q-α better than every PCA-N",
-                             f"Q-α {best}/{n}, best PCA {best_pca}/{n}",
-                             "match" if best < best_pca else "worse", "same LOO SVM for both"))
+        summary.append(
+            entry(
+                f"Q-α Table 1, {label}: Q-α against PCA-N",
+                "Q-α better than every PCA-N",
+                f"Q-α {best}/{n}, best PCA {best_pca}/{n}",
+                "match" if best < best_pca else "worse",
+                "same LOO SVM for both",
+            )
+        )
         print(label, "done", flush=True)
-    write_results_md("qalpha_table1", "Q-α (Wolf & Shashua 2005) Table 1: LOO linear-SVM errors",
-                     ["data set", "method", "fsdask", "paper"], rows,
-                     notes=[f"protocol {protocol()}: m ∈ {N_FEATURES}, PCA-N for N ∈ {list(PCS)}, SVM readings "
-                            f"(standardised, C) ∈ {READINGS}.",
-                            "Unsupervised Q-α (k = 6, power-embedded, init = top-6 PCs, tol 1e-6, 100 iterations), "
-                            "genes ranked once on all samples (labels unused); LOO linear SVM on the top m genes; "
-                            "'best' is the minimum over m under the first reading, as the paper's single number "
-                            "presumably is (the paper does not say how m was chosen).",
-                            "RAW and PCA-N: LOO linear SVM (standardised, C = 1) on all genes / on N principal "
-                            "components fitted inside each fold.  The majority-class row is the error of always "
-                            "predicting the larger class: a LOO error near it means the genes carry no usable signal.",
-                            "Our data files are the public versions (cns_pomeroy_outcome: 60 × 7128; breast_vantveer: "
-                            "78 × 24481, first 7000 genes used, NaNs set to 0); the paper's preprocessing is not "
-                            "given (its RAW brain error 32/60 is above our majority-class error, ours is "
-                            f"{rows[[r[1] for r in rows].index('RAW (all genes)')][2]}).",
-                            f"total time {time.perf_counter() - t0:.0f} s on a shared 2-core machine"])
+    write_results_md(
+        "qalpha_table1",
+        "Q-α (Wolf & Shashua 2005) Table 1: LOO linear-SVM errors",
+        ["data set", "method", "fsdask", "paper"],
+        rows,
+        notes=[
+            f"protocol {protocol()}: m ∈ {N_FEATURES}, PCA-N for N ∈ {list(PCS)}, SVM readings "
+            f"(standardised, C) ∈ {READINGS}.",
+            "Unsupervised Q-α (k = 6, power-embedded, init = top-6 PCs, tol 1e-6, 100 iterations), "
+            "genes ranked once on all samples (labels unused); LOO linear SVM on the top m genes; "
+            "'best' is the minimum over m under the first reading, as the paper's single number "
+            "presumably is (the paper does not say how m was chosen).",
+            "RAW and PCA-N: LOO linear SVM (standardised, C = 1) on all genes / on N principal "
+            "components fitted inside each fold.  The majority-class row is the error of always "
+            "predicting the larger class: a LOO error near it means the genes carry no usable signal.",
+            "Our data files are the public versions (cns_pomeroy_outcome: 60 × 7128; breast_vantveer: "
+            "78 × 24481, first 7000 genes used, NaNs set to 0); the paper's preprocessing is not "
+            "given (its RAW brain error 32/60 is above our majority-class error, ours is "
+            f"{rows[[r[1] for r in rows].index('RAW (all genes)')][2]}).",
+            f"total time {time.perf_counter() - t0:.0f} s on a shared 2-core machine",
+        ],
+    )
     write_summary("qalpha_table1", summary)
 
 

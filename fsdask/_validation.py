@@ -23,12 +23,16 @@ from fsdask.errors import InputError, InputTypeError
 DEFAULT_CHUNK_BYTES = 64 * 2**20
 
 
-def feature_block_size(n_samples: int, itemsize: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> int:
+def feature_block_size(
+    n_samples: int, itemsize: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> int:
     """Number of features per block so that a block (all samples) is about ``chunk_bytes``."""
     return max(1, int(chunk_bytes // max(1, n_samples * itemsize)))
 
 
-def as_feature_blocks(X: da.Array, block: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.Array:
+def as_feature_blocks(
+    X: da.Array, block: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> da.Array:
     """Rechunk ``X`` (sample, feature) to (all samples, feature block) if it is not already."""
     n, p = X.shape
     if block is None:
@@ -66,8 +70,10 @@ def check_array(
     """
     if isinstance(X, xr.Dataset):
         if "X" not in X:
-            raise InputError(f"{name}: the Dataset has no variable 'X' (found {list(X.data_vars)}); "
-                             "pass ds['X'] or a dataset made by fsdask.ingest")
+            raise InputError(
+                f"{name}: the Dataset has no variable 'X' (found {list(X.data_vars)}); "
+                "pass ds['X'] or a dataset made by fsdask.ingest"
+            )
         X = X["X"]
     if isinstance(X, xr.DataArray):
         if X.ndim != 2:
@@ -84,36 +90,51 @@ def check_array(
         X = sparse_feature_blocks(X)
     if not isinstance(X, da.Array):
         X = np.asarray(X)
-        if X.dtype == object:   # numbers held as objects convert; anything else is refused
+        if X.dtype == object:  # numbers held as objects convert; anything else is refused
             try:
                 X = X.astype(np.float64)
             except (TypeError, ValueError) as exc:
-                raise InputTypeError(f"{name} has non-numeric values ({exc}); convert the columns to "
-                                     "numbers or drop the non-numeric ones") from None
+                raise InputTypeError(
+                    f"{name} has non-numeric values ({exc}); convert the columns to "
+                    "numbers or drop the non-numeric ones"
+                ) from None
         if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
             raise InputTypeError(
                 f"{name} has non-numeric values (dtype {X.dtype}); convert the columns to numbers "
-                "or drop the non-numeric ones (for CSV ingest, name the label column with --label)")
+                "or drop the non-numeric ones (for CSV ingest, name the label column with --label)"
+            )
         if X.ndim != 2:
-            raise InputError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}"
-                             + ("; for a single feature use X.reshape(-1, 1)" if X.ndim == 1 else ""))
+            raise InputError(
+                f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}"
+                + ("; for a single feature use X.reshape(-1, 1)" if X.ndim == 1 else "")
+            )
         X = da.from_array(X, chunks=(-1, feature_block_size(X.shape[0], max(X.dtype.itemsize, 4))))
     if X.ndim != 2:
         raise InputError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
     if any(np.isnan(c) for dim in X.chunks for c in dim):
-        raise InputError(f"{name} has unknown chunk sizes (shape {X.shape}); call X.compute_chunk_sizes() "
-                         "first (dask cannot split unknown blocks into features)")
-    if X.dtype == np.float16:  # too coarse for the sums fsdask forms, and not supported by its kernels
+        raise InputError(
+            f"{name} has unknown chunk sizes (shape {X.shape}); call X.compute_chunk_sizes() "
+            "first (dask cannot split unknown blocks into features)"
+        )
+    if (
+        X.dtype == np.float16
+    ):  # too coarse for the sums fsdask forms, and not supported by its kernels
         X = X.astype(np.float32)
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
         raise InputError(f"{name} has non-numeric dtype {X.dtype}; expected float or int values")
     if np.issubdtype(X.dtype, np.complexfloating):
-        raise InputError(f"{name} is complex ({X.dtype}): Complex data not supported; fsdask works on real values")
+        raise InputError(
+            f"{name} is complex ({X.dtype}): Complex data not supported; fsdask works on real values"
+        )
     n, p = X.shape
     if n == 0:
-        raise InputError(f"{name} is empty: 0 sample(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X")
+        raise InputError(
+            f"{name} is empty: 0 sample(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X"
+        )
     if p == 0:
-        raise InputError(f"{name} is empty: 0 feature(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X")
+        raise InputError(
+            f"{name} is empty: 0 feature(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X"
+        )
     if n < min_samples:
         raise InputError(f"{name} has {n} samples; this method needs at least {min_samples}")
     if p < min_features:
@@ -128,7 +149,9 @@ def check_array(
     return X
 
 
-def assert_all_finite(X: da.Array, name: str = "X", feature_names: np.ndarray | None = None) -> None:
+def assert_all_finite(
+    X: da.Array, name: str = "X", feature_names: np.ndarray | None = None
+) -> None:
     """Raise :class:`InputError` naming the count and first features of non-finite values."""
     bad_per_feature = (~da.isfinite(X)).sum(axis=0).compute()
     total = int(bad_per_feature.sum())
@@ -138,7 +161,8 @@ def assert_all_finite(X: da.Array, name: str = "X", feature_names: np.ndarray | 
         raise InputError(
             f"{name} contains {total} NaN/Inf value(s) in {idx.size} feature(s) "
             f"(first: {', '.join(shown)}); impute or drop them first, e.g. "
-            "`fsdask ingest --nan-policy zero|mean|drop-feature` or X.fillna(...)")
+            "`fsdask ingest --nan-policy zero|mean|drop-feature` or X.fillna(...)"
+        )
 
 
 def constant_features(X: da.Array) -> da.Array:
@@ -153,7 +177,9 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
     finite, not constant) or ``"any"``.
     """
     if y is None:
-        raise InputError(f"{name} is required by this method; pass labels or a response with fit(X, y)")
+        raise InputError(
+            f"{name} is required by this method; pass labels or a response with fit(X, y)"
+        )
     if isinstance(y, (xr.DataArray, da.Array)):
         y = np.asarray(y.compute() if hasattr(y, "compute") else y)
     y = np.asarray(y)
@@ -164,26 +190,38 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
     if y.ndim != 1 and task == "classification":
         raise InputError(f"{name} must be 1-D (one class label per sample); got shape {y.shape}")
     if y.shape[0] != n_samples:
-        raise InputError(f"{name} has {y.shape[0]} entries but X has {n_samples} samples; "
-                         "they must describe the same samples in the same order")
+        raise InputError(
+            f"{name} has {y.shape[0]} entries but X has {n_samples} samples; "
+            "they must describe the same samples in the same order"
+        )
     missing = _missing_labels(y)
-    if missing.any() and (task == "classification" or y.dtype.kind in "OUST"):  # a response: its own NaN check
-        idx = np.flatnonzero(missing if missing.ndim == 1 else missing.any(axis=tuple(range(1, y.ndim))))
-        raise InputError(f"{name} has {idx.size} missing label(s) (NaN, None or empty; first at sample(s) "
-                         f"{', '.join(map(str, idx[:5]))}); fill them in or drop those samples "
-                         "(`fsdask ingest --drop-unlabelled`)")
+    if missing.any() and (
+        task == "classification" or y.dtype.kind in "OUST"
+    ):  # a response: its own NaN check
+        idx = np.flatnonzero(
+            missing if missing.ndim == 1 else missing.any(axis=tuple(range(1, y.ndim)))
+        )
+        raise InputError(
+            f"{name} has {idx.size} missing label(s) (NaN, None or empty; first at sample(s) "
+            f"{', '.join(map(str, idx[:5]))}); fill them in or drop those samples "
+            "(`fsdask ingest --drop-unlabelled`)"
+        )
     if task == "classification":
         classes = np.unique(y)
         if classes.size < 2:
-            raise InputError(f"{name} has a single class ({classes[0]!r}); a supervised method needs "
-                             "at least two classes")
+            raise InputError(
+                f"{name} has a single class ({classes[0]!r}); a supervised method needs "
+                "at least two classes"
+            )
     elif task == "regression":
-        if y.dtype == object:   # numbers held as objects convert; anything else is refused
+        if y.dtype == object:  # numbers held as objects convert; anything else is refused
             try:
                 y = y.astype(np.float64)
             except (TypeError, ValueError):
-                raise InputError(f"{name} has values that are not numbers (Unknown label type for a "
-                                 "continuous response); pass a numeric y") from None
+                raise InputError(
+                    f"{name} has values that are not numbers (Unknown label type for a "
+                    "continuous response); pass a numeric y"
+                ) from None
         if not np.issubdtype(y.dtype, np.number):
             raise InputError(f"{name} must be numeric for a continuous response (dtype {y.dtype})")
         if not np.all(np.isfinite(y)):
@@ -199,8 +237,12 @@ def sparse_feature_blocks(X: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.
     n, p = Xc.shape
     dtype = Xc.dtype if np.issubdtype(Xc.dtype, np.floating) else np.dtype(np.float64)
     step = feature_block_size(max(n, 1), dtype.itemsize, chunk_bytes)
-    blocks = [da.from_delayed(dask.delayed(_densify)(Xc[:, j:j + step], dtype), (n, min(step, p - j)), dtype=dtype)
-              for j in range(0, p, step)]
+    blocks = [
+        da.from_delayed(
+            dask.delayed(_densify)(Xc[:, j : j + step], dtype), (n, min(step, p - j)), dtype=dtype
+        )
+        for j in range(0, p, step)
+    ]
     if not blocks:
         return da.zeros((n, 0), dtype=dtype)
     return da.concatenate(blocks, axis=1)
@@ -225,16 +267,30 @@ def Real(low: float | None = None, high: float | None = None, closed: str = "bot
     """
     left = closed in ("left", "both") and low is not None
     right = closed in ("right", "both") and high is not None
-    kind = {(True, True): "both", (True, False): "left", (False, True): "right", (False, False): "neither"}
-    return _Number(numbers.Real, -np.inf if low is None else low, np.inf if high is None else high,
-                   closed=kind[left, right])
+    kind = {
+        (True, True): "both",
+        (True, False): "left",
+        (False, True): "right",
+        (False, False): "neither",
+    }
+    return _Number(
+        numbers.Real,
+        -np.inf if low is None else low,
+        np.inf if high is None else high,
+        closed=kind[left, right],
+    )
 
 
 def Int(low: int | None = None, high: int | None = None, closed: str = "both") -> Interval:
     """Constraint: an integer (not a bool, not a float) in [low, high]."""
     left = closed in ("left", "both") and low is not None
     right = closed in ("right", "both") and high is not None
-    kind = {(True, True): "both", (True, False): "left", (False, True): "right", (False, False): "neither"}
+    kind = {
+        (True, True): "both",
+        (True, False): "left",
+        (False, True): "right",
+        (False, False): "neither",
+    }
     return _Number(numbers.Integral, low, high, closed=kind[left, right])
 
 
@@ -243,7 +299,9 @@ def _missing_labels(y: np.ndarray) -> np.ndarray:
     if y.dtype.kind == "f":
         return np.isnan(y)
     if y.dtype.kind in "OUST":
-        flat = [v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip())
-                for v in y.ravel()]
+        flat = [
+            v is None or (isinstance(v, float) and v != v) or (isinstance(v, str) and not v.strip())
+            for v in y.ravel()
+        ]
         return np.array(flat, dtype=bool).reshape(y.shape)
     return np.zeros(y.shape, dtype=bool)

@@ -100,8 +100,11 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
     def _validate_params(self) -> None:
         """Check ``_parameter_constraints``; raise :class:`ParameterError` naming the parameter."""
         try:
-            validate_parameter_constraints(self._parameter_constraints, self.get_params(deep=False),
-                                           caller_name=type(self).__name__)
+            validate_parameter_constraints(
+                self._parameter_constraints,
+                self.get_params(deep=False),
+                caller_name=type(self).__name__,
+            )
         except InvalidParameterError as exc:
             raise ParameterError(str(exc)) from None
 
@@ -136,7 +139,9 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         self._validate_params()
         source_attrs: dict = {}
         if isinstance(X, xr.Dataset):
-            source_attrs = {k: X.attrs[k] for k in ("fingerprint", "source", "store") if k in X.attrs}
+            source_attrs = {
+                k: X.attrs[k] for k in ("fingerprint", "source", "store") if k in X.attrs
+            }
             if y is None and self.requires_y:
                 y = next((X[v].values for v in ("y", "Y") if v in X), None)
             X = X["X"] if "X" in X else X
@@ -152,18 +157,28 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         if y is not None:
             y = check_y(y, n, task=self.y_task if self.requires_y else "any")
         elif self.requires_y:
-            raise InputError(f"{type(self).__name__} requires y to be passed, but the target y is None; "
-                             "pass labels: fit(X, y) (or a dataset with a 'y' variable)")
-        log.info("%s: fitting on %d samples × %d features (%d feature block(s))",
-                 self.method_name, n, p, len(Xd.chunks[1]))
+            raise InputError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None; "
+                "pass labels: fit(X, y) (or a dataset with a 'y' variable)"
+            )
+        log.info(
+            "%s: fitting on %d samples × %d features (%d feature block(s))",
+            self.method_name,
+            n,
+            p,
+            len(Xd.chunks[1]),
+        )
         self._iter_t0 = time.perf_counter()
         with blas_threads_for(Xd):  # (methods' warnings use stacklevel=4 to get past this frame)
             out, active = self._screen_and_fit(Xd, y, names)
-        self._set_fitted(out, active, names if names is not None else np.arange(p), source_attrs, t0)
+        self._set_fitted(
+            out, active, names if names is not None else np.arange(p), source_attrs, t0
+        )
         return self
 
-    def _screen_and_fit(self, Xd: da.Array, y: np.ndarray | None,
-                        names: np.ndarray | None) -> tuple[FitOutput, np.ndarray]:
+    def _screen_and_fit(
+        self, Xd: da.Array, y: np.ndarray | None, names: np.ndarray | None
+    ) -> tuple[FitOutput, np.ndarray]:
         """The screen (NaN/Inf, constant features) and the method's work: one of three routes."""
         plan = self._fit_lazy(Xd, y)
         if plan is not None:
@@ -184,21 +199,24 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             return out, np.asarray(out.active, bool)
         bad, lo, hi = compute_blocks(*_screen_stats(Xd))
         active = self._apply_screen(bad, lo, hi, names)
-        self.active_features_ = active        # known to _fit (e.g. to lay out coef_ over all features)
+        self.active_features_ = active  # known to _fit (e.g. to lay out coef_ over all features)
         X_act = Xd if active.all() else Xd[:, active]
         if len(X_act.chunks[1]) > 1 and not active.all():
             X_act = X_act.rechunk({1: Xd.chunks[1][0]})
         return self._fit(X_act, y), active
 
-    def _set_fitted(self, out: FitOutput, active: np.ndarray, feature: np.ndarray, source_attrs: dict,
-                    t0: float) -> None:
+    def _set_fitted(
+        self, out: FitOutput, active: np.ndarray, feature: np.ndarray, source_attrs: dict, t0: float
+    ) -> None:
         """The public attributes and ``result_`` from the method's output."""
         p = active.size
         scores = np.zeros(p)
         scores[active] = np.asarray(out.scores, dtype=np.float64)
         if not np.all(np.isfinite(scores)):
-            raise InputError(f"{type(self).__name__}: the computation produced {int((~np.isfinite(scores)).sum())} "
-                             "non-finite score(s); this is a bug or degenerate input — please report it with the data shape")
+            raise InputError(
+                f"{type(self).__name__}: the computation produced {int((~np.isfinite(scores)).sum())} "
+                "non-finite score(s); this is a bug or degenerate input — please report it with the data shape"
+            )
         self.active_features_ = active
         self.scores_ = scores
         key = out.rank_key if out.rank_key is not None else out.scores
@@ -209,10 +227,23 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         self.objective_ = None if out.objective is None else np.asarray(out.objective)
         self.wall_time_ = time.perf_counter() - t0
         self._result = self._make_result(out, active, feature, source_attrs)
-        self._result_deferred = {name: functools.partial(_expand, fn, active, np.nan) for name, fn in out.deferred.items()}
-        log.info("%s: done in %.1f s%s", self.method_name, self.wall_time_,
-                 "" if out.n_iter is None else f" after {out.n_iter} iteration(s)"
-                 + ("" if out.converged is None else (", converged" if out.converged else ", NOT converged")))
+        self._result_deferred = {
+            name: functools.partial(_expand, fn, active, np.nan)
+            for name, fn in out.deferred.items()
+        }
+        log.info(
+            "%s: done in %.1f s%s",
+            self.method_name,
+            self.wall_time_,
+            ""
+            if out.n_iter is None
+            else f" after {out.n_iter} iteration(s)"
+            + (
+                ""
+                if out.converged is None
+                else (", converged" if out.converged else ", NOT converged")
+            ),
+        )
 
     @property
     def result_(self) -> xr.Dataset:
@@ -220,7 +251,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         check_is_fitted(self, "scores_")
         res = self.__dict__["_result"]
         pending = self.__dict__.get("_result_deferred")
-        if pending:   # variables that are computed only when asked for (e.g. p-values)
+        if pending:  # variables that are computed only when asked for (e.g. p-values)
             for name, fn in pending.items():
                 res[name] = ("feature", fn())
             self._result_deferred = {}
@@ -234,31 +265,40 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         """
         if not log.isEnabledFor(logging.INFO):
             return
-        parts = ", ".join(f"{k}={v:.6g}" if isinstance(v, (float, np.floating)) else f"{k}={v}"
-                          for k, v in values.items())
+        parts = ", ".join(
+            f"{k}={v:.6g}" if isinstance(v, (float, np.floating)) else f"{k}={v}"
+            for k, v in values.items()
+        )
         elapsed = time.perf_counter() - getattr(self, "_iter_t0", time.perf_counter())
         log.info("%s: iteration %d: %s (%.1f s)", self.method_name, it, parts, elapsed)
 
-    def _apply_screen(self, bad: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                      names: np.ndarray | None = None) -> np.ndarray:
+    def _apply_screen(
+        self, bad: np.ndarray, lo: np.ndarray, hi: np.ndarray, names: np.ndarray | None = None
+    ) -> np.ndarray:
         """Mask of active features from the screen's statistics (raises on NaN/Inf)."""
         if names is None:
             names = getattr(self, "feature_names_in_", None)
         if bad.sum():
             idx = np.flatnonzero(bad)
             shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
-            raise InputError(f"X contains {int(bad.sum())} NaN/Inf value(s) in {idx.size} feature(s) "
-                             f"(first: {shown}); impute or drop them first (e.g. `fsdask ingest "
-                             "--nan-policy zero|mean|drop-feature`)")
+            raise InputError(
+                f"X contains {int(bad.sum())} NaN/Inf value(s) in {idx.size} feature(s) "
+                f"(first: {shown}); impute or drop them first (e.g. `fsdask ingest "
+                "--nan-policy zero|mean|drop-feature`)"
+            )
         const = lo == hi
         if const.all():
-            raise InputError(f"all {const.size} features of X are constant; there is nothing to select")
+            raise InputError(
+                f"all {const.size} features of X are constant; there is nothing to select"
+            )
         policy = getattr(self, "on_constant", "drop")
         if const.any() and policy == "error":
             idx = np.flatnonzero(const)
             shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
-            raise InputError(f"X has {idx.size} constant feature(s) (first: {shown}); drop them or use "
-                             "on_constant='drop' (CLI: --param on_constant=drop) to give them weight 0")
+            raise InputError(
+                f"X has {idx.size} constant feature(s) (first: {shown}); drop them or use "
+                "on_constant='drop' (CLI: --param on_constant=drop) to give them weight 0"
+            )
         if const.any():
             log.info("%d constant feature(s) get weight 0 and are never selected", int(const.sum()))
         return ~const
@@ -275,7 +315,9 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             sup[active] = self._default_support(self.scores_[active])
             return sup
         if isinstance(k, str):
-            raise ParameterError(f"n_features_to_select={k!r} is not understood by {type(self).__name__}")
+            raise ParameterError(
+                f"n_features_to_select={k!r} is not understood by {type(self).__name__}"
+            )
         if isinstance(k, float) and 0 < k < 1:
             k = max(1, int(round(k * p)))
         if k > p:
@@ -292,19 +334,22 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         if isinstance(X, xr.Dataset):
             X = X["X"]
         if not isinstance(X, (xr.DataArray, da.Array)):
-            return super().transform(X)   # numpy, pandas, scipy.sparse: scikit-learn's checks
+            return super().transform(X)  # numpy, pandas, scipy.sparse: scikit-learn's checks
         if X.ndim != 2:
             raise InputError(f"X must be 2-D (n_samples, n_features); got shape {X.shape}")
         if X.shape[-1] != self.n_features_in_:
-            raise InputError(f"X has {X.shape[-1]} features, but {type(self).__name__} is expecting "
-                             f"{self.n_features_in_} features as input")
+            raise InputError(
+                f"X has {X.shape[-1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
         idx = np.flatnonzero(self.support_)
         if isinstance(X, xr.DataArray):
             return X.isel(feature=idx) if "feature" in X.dims else X[..., idx]
         return X[:, idx]
 
-    def _make_result(self, out: FitOutput, active: np.ndarray, feature: np.ndarray,
-                     source_attrs: dict) -> xr.Dataset:
+    def _make_result(
+        self, out: FitOutput, active: np.ndarray, feature: np.ndarray, source_attrs: dict
+    ) -> xr.Dataset:
         import distributed
         import zarr
 
@@ -329,25 +374,29 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             else:
                 attrs[name] = val
         ds = xr.Dataset(data_vars, coords={"feature": np.asarray(feature), **out.coords})
-        params = {k: (v if isinstance(v, (int, float, str, bool, type(None), list, tuple)) else repr(v))
-                  for k, v in self.get_params().items()}
-        attrs.update({
-            "method": self.method_name,
-            "estimator": type(self).__name__,
-            "parameters": params,
-            "n_iter": -1 if out.n_iter is None else int(out.n_iter),
-            "converged": "n/a" if out.converged is None else bool(out.converged),
-            "objective": [] if out.objective is None else [float(v) for v in out.objective],
-            "wall_time_s": round(self.wall_time_, 3),
-            "n_features": int(p),
-            "n_selected": int(self.support_.sum()),
-            "n_constant_features": int((~active).sum()),
-            "fsdask_version": __version__,
-            "dask_version": dask.__version__,
-            "distributed_version": distributed.__version__,
-            "zarr_version": zarr.__version__,
-            "xarray_version": xr.__version__,
-        })
+        params = {
+            k: (v if isinstance(v, (int, float, str, bool, type(None), list, tuple)) else repr(v))
+            for k, v in self.get_params().items()
+        }
+        attrs.update(
+            {
+                "method": self.method_name,
+                "estimator": type(self).__name__,
+                "parameters": params,
+                "n_iter": -1 if out.n_iter is None else int(out.n_iter),
+                "converged": "n/a" if out.converged is None else bool(out.converged),
+                "objective": [] if out.objective is None else [float(v) for v in out.objective],
+                "wall_time_s": round(self.wall_time_, 3),
+                "n_features": int(p),
+                "n_selected": int(self.support_.sum()),
+                "n_constant_features": int((~active).sum()),
+                "fsdask_version": __version__,
+                "dask_version": dask.__version__,
+                "distributed_version": distributed.__version__,
+                "zarr_version": zarr.__version__,
+                "xarray_version": xr.__version__,
+            }
+        )
         attrs.update({f"input_{k}": v for k, v in source_attrs.items()})
         attrs.update(out.attrs)
         ds.attrs = attrs
@@ -373,15 +422,20 @@ def _sklearn_feature_names(X: Any, names: np.ndarray | None) -> np.ndarray | Non
     return None
 
 
-def _expand(values: np.ndarray | Callable[[], np.ndarray], active: np.ndarray, fill: Any = 0) -> np.ndarray:
+def _expand(
+    values: np.ndarray | Callable[[], np.ndarray], active: np.ndarray, fill: Any = 0
+) -> np.ndarray:
     """A per-active-feature array (last axis; or a callable giving it) laid out over all
     features; inactive get ``fill``."""
     arr = np.asarray(values() if callable(values) else values)
-    if arr.shape[-1] == active.size:   # already over all features
+    if arr.shape[-1] == active.size:  # already over all features
         return arr
     kind = arr.dtype.kind
-    full = np.full(arr.shape[:-1] + (active.size,), fill,
-                   dtype=arr.dtype if kind in "fiub" and not (fill != 0 and kind != "f") else np.float64)
+    full = np.full(
+        arr.shape[:-1] + (active.size,),
+        fill,
+        dtype=arr.dtype if kind in "fiub" and not (fill != 0 and kind != "f") else np.float64,
+    )
     full[..., active] = arr
     return full
 
@@ -393,7 +447,7 @@ def _ranking_by(key: np.ndarray | tuple, active: np.ndarray) -> np.ndarray:
         full[active] = key
         return _ranking(full, active)
     fulls = [_expand(np.asarray(k, dtype=np.float64), active) for k in key]
-    order = np.lexsort(tuple(-k for k in reversed(fulls)) + (~active,))   # lexsort is stable
+    order = np.lexsort(tuple(-k for k in reversed(fulls)) + (~active,))  # lexsort is stable
     ranks = np.empty(active.size, dtype=np.int64)
     ranks[order] = np.arange(1, active.size + 1)
     return ranks
@@ -418,11 +472,11 @@ def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
     sk = key[order]
     tie = sk[1:] == sk[:-1]
     if tie.sum() > key.size // 16:  # heavily tied scores
-        run = np.concatenate(([0], np.cumsum(~tie)))          # dense rank of each sorted key
+        run = np.concatenate(([0], np.cumsum(~tie)))  # dense rank of each sorted key
         if run[-1] < _DENSE_MAX:
             dense = np.empty(key.size, np.uint16)
             dense[order] = run
-            order = np.argsort(dense, kind="stable")          # radix sort: O(p)
+            order = np.argsort(dense, kind="stable")  # radix sort: O(p)
         else:
             order = np.argsort(key, kind="stable")
     elif tie.any():
@@ -430,7 +484,7 @@ def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
         in_run[1:] |= tie
         in_run[:-1] |= tie
         pos = np.flatnonzero(in_run)
-        run = np.cumsum(np.concatenate(([True], ~tie)))[pos]   # id of each position's tie run
+        run = np.cumsum(np.concatenate(([True], ~tie)))[pos]  # id of each position's tie run
         sub = order[pos]
         order[pos] = sub[np.lexsort((sub, run))]
     ranks = np.empty(scores.size, dtype=np.int64)

@@ -43,7 +43,9 @@ from fsdask.errors import InputError, ParameterError
 
 FORMAT = 1
 _HEADER = "__header__"
-_SETTINGS: contextvars.ContextVar["Settings | None"] = contextvars.ContextVar("fsdask_checkpoint", default=None)
+_SETTINGS: contextvars.ContextVar[Settings | None] = contextvars.ContextVar(
+    "fsdask_checkpoint", default=None
+)
 
 
 # --------------------------------------------------------------------------- settings
@@ -57,7 +59,9 @@ def parse_every(every: Any) -> tuple[int | None, float | None]:
             return None, seconds
     elif re.fullmatch(r"\d+", text) and int(text) >= 1 and not isinstance(every, bool):
         return int(text), None
-    raise ParameterError(f"checkpoint every={every!r} (--checkpoint-every): use a number of iterations (5) or a time (60s, 10m, 1h)")
+    raise ParameterError(
+        f"checkpoint every={every!r} (--checkpoint-every): use a number of iterations (5) or a time (60s, 10m, 1h)"
+    )
 
 
 @dataclasses.dataclass
@@ -66,11 +70,13 @@ class Settings:
     every_iter: int | None
     every_s: float | None
     resume: bool
-    opened: "Checkpoint | None" = None
+    opened: Checkpoint | None = None
 
 
 @contextlib.contextmanager
-def checkpointing(path: str | os.PathLike, every: Any = "60s", *, resume: bool = True) -> Iterator[Settings]:
+def checkpointing(
+    path: str | os.PathLike, every: Any = "60s", *, resume: bool = True
+) -> Iterator[Settings]:
     """Checkpoint the iterative fits run inside this block to ``path``.
 
     ``every``: iterations (``5``) or a time (``"60s"``).  ``resume=True`` continues from a
@@ -126,17 +132,22 @@ def data_key(X: Any, y: Any = None) -> dict[str, Any]:
 
 def fit_key(estimator: Any, X: Any, y: Any = None) -> dict[str, Any]:
     import fsdask
-    return {"method": getattr(estimator, "method_name", type(estimator).__name__),
-            "estimator": type(estimator).__name__,
-            "params": _jsonable(estimator.get_params()),
-            "fsdask_version": fsdask.__version__,
-            "data": data_key(X, y)}
+
+    return {
+        "method": getattr(estimator, "method_name", type(estimator).__name__),
+        "estimator": type(estimator).__name__,
+        "params": _jsonable(estimator.get_params()),
+        "fsdask_version": fsdask.__version__,
+        "data": data_key(X, y),
+    }
 
 
 # --------------------------------------------------------------------------- the file
 def _refuse(path: str, what: str, cls=ParameterError) -> Exception:
-    return cls(f"checkpoint {path} {what}; remove it, or run with --restart (resume=False) to ignore "
-               "and overwrite it")
+    return cls(
+        f"checkpoint {path} {what}; remove it, or run with --restart (resume=False) to ignore "
+        "and overwrite it"
+    )
 
 
 def read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
@@ -148,7 +159,9 @@ def read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
     except FileNotFoundError:
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        raise _refuse(path, f"is corrupted or truncated ({type(exc).__name__})", InputError) from None
+        raise _refuse(
+            path, f"is corrupted or truncated ({type(exc).__name__})", InputError
+        ) from None
     if not isinstance(header, dict) or header.get("format") != FORMAT or "slots" not in header:
         raise _refuse(path, "is not an fsdask checkpoint of this format", InputError)
     return header, arrays
@@ -162,7 +175,11 @@ def peek(path: str) -> dict[str, int]:
 
 def _write(path: str, header: dict, arrays: dict[str, np.ndarray]) -> None:
     buf = io.BytesIO()
-    np.savez(buf, **{_HEADER: np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)}, **arrays)
+    np.savez(
+        buf,
+        **{_HEADER: np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8)},
+        **arrays,
+    )
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as fh:
@@ -173,23 +190,37 @@ def _write(path: str, header: dict, arrays: dict[str, np.ndarray]) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        raise InputError(f"cannot write the checkpoint {path} ({exc.strerror or exc}); make its folder "
-                         "writable") from None
+        raise InputError(
+            f"cannot write the checkpoint {path} ({exc.strerror or exc}); make its folder writable"
+        ) from None
 
 
 def _differs(old: dict, new: dict) -> str | None:
     if old.get("fsdask_version") != new["fsdask_version"]:
-        return f"was written by fsdask {old.get('fsdask_version')} (this is {new['fsdask_version']})"
+        return (
+            f"was written by fsdask {old.get('fsdask_version')} (this is {new['fsdask_version']})"
+        )
     if old.get("method") != new["method"] or old.get("estimator") != new["estimator"]:
         return f"is for the method {old.get('method')}, not {new['method']}"
     if old.get("data") != new["data"]:
-        names = {"x": "the source or content of X", "shape": "its shape", "dtype": "its dtype", "chunks": "its chunks",
-                 "y": "the labels y"}
-        what = [names.get(k, k) for k in new["data"] if (old.get("data") or {}).get(k) != new["data"][k]]
+        names = {
+            "x": "the source or content of X",
+            "shape": "its shape",
+            "dtype": "its dtype",
+            "chunks": "its chunks",
+            "y": "the labels y",
+        }
+        what = [
+            names.get(k, k) for k in new["data"] if (old.get("data") or {}).get(k) != new["data"][k]
+        ]
         return f"was written for other data ({', '.join(what)} differ)"
     if old.get("params") != new["params"]:
         p0, p1 = old.get("params") or {}, new["params"]
-        what = [f"{k}: {p0.get(k)!r} → {p1.get(k)!r}" for k in sorted(set(p0) | set(p1)) if p0.get(k) != p1.get(k)]
+        what = [
+            f"{k}: {p0.get(k)!r} → {p1.get(k)!r}"
+            for k in sorted(set(p0) | set(p1))
+            if p0.get(k) != p1.get(k)
+        ]
         return f"was written with other options ({'; '.join(what)})"
     return None
 
@@ -211,7 +242,7 @@ class Checkpoint:
                 raise _refuse(self.path, why, InputError if "data" in why else ParameterError)
             self.slots, self.arrays = header["slots"], arrays
 
-    def slot(self, name: str) -> "Slot":
+    def slot(self, name: str) -> Slot:
         return Slot(self, name)
 
     def save(self) -> None:
@@ -239,8 +270,13 @@ class Slot:
         if self.name not in self.ck.resumed:
             self.ck.resumed[self.name] = meta["iteration"]
             import logging
-            logging.getLogger("fsdask").warning("resuming %s from the checkpoint %s at iteration %d",
-                                                self.name, self.ck.path, meta["iteration"])
+
+            logging.getLogger("fsdask").warning(
+                "resuming %s from the checkpoint %s at iteration %d",
+                self.name,
+                self.ck.path,
+                meta["iteration"],
+            )
         return state
 
     def due(self, iteration: int) -> bool:
@@ -249,7 +285,9 @@ class Slot:
             return iteration - self.last_iter >= s.every_iter
         return time.monotonic() - self.last_save >= s.every_s
 
-    def reached(self, iteration: int, state: Callable[[], dict[str, Any]], final: bool = False) -> None:
+    def reached(
+        self, iteration: int, state: Callable[[], dict[str, Any]], final: bool = False
+    ) -> None:
         """Save ``state()`` for ``iteration`` when the cadence says so (always when ``final``)."""
         if not (final or self.due(iteration)):
             return
@@ -262,8 +300,12 @@ class Slot:
         for k in [k for k in self.ck.arrays if k.startswith(self.name + "/")]:
             del self.ck.arrays[k]
         self.ck.arrays.update({f"{self.name}/{k}": v for k, v in arrays.items()})
-        self.ck.slots[self.name] = {"iteration": int(iteration), "final": bool(final),
-                                    "values": values, "arrays": sorted(arrays)}
+        self.ck.slots[self.name] = {
+            "iteration": int(iteration),
+            "final": bool(final),
+            "values": values,
+            "arrays": sorted(arrays),
+        }
         self.ck.save()
         self.last_save, self.last_iter = time.monotonic(), iteration
 

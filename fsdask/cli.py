@@ -20,17 +20,22 @@ from fsdask.commands import COMMANDS as SUBCOMMANDS
 from fsdask.errors import FsdaskError
 from fsdask.io.secrets import RedactingFilter, redact
 
-BUG_REPORT = ("this is a bug in fsdask; please report it with the command line and the output of "
-              "the same command with --debug (README.md, section Safety)")
+BUG_REPORT = (
+    "this is a bug in fsdask; please report it with the command line and the output of "
+    "the same command with --debug (README.md, section Safety)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fsdask",
         description="Out-of-core, distributed feature selection on chunked Zarr data.",
-        epilog="Run `fsdask COMMAND --help` for the options of each command.")
+        epilog="Run `fsdask COMMAND --help` for the options of each command.",
+    )
     parser.add_argument("--version", action="version", version=f"fsdask {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)"
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
@@ -61,13 +66,25 @@ def main(argv: list[str] | None = None) -> int:
     # only fsdask's own logger (and, with -vv, dask's) become verbose: the storage libraries
     # (botocore, s3fs, aiohttp, urllib3, fsspec) log request headers that carry credentials,
     # so they stay at WARNING whatever -v says
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     _install_redaction()
     logging.getLogger("fsdask").setLevel(level)
     for noisy in ("distributed", "dask", "bokeh", "tornado"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
-    for secret_bearing in ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "aiohttp", "gcsfs", "adlfs"):
+    for secret_bearing in (
+        "botocore",
+        "aiobotocore",
+        "s3fs",
+        "fsspec",
+        "urllib3",
+        "aiohttp",
+        "gcsfs",
+        "adlfs",
+    ):
         logging.getLogger(secret_bearing).setLevel(logging.WARNING)
     # a storage call that fails raises in fsdask's code, which reports it in one line; the
     # event loop's "exception never retrieved" notes about the cancelled retries are noise
@@ -77,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader went away (`fsdask info … | head`): stop quietly, as `cat` does
         import os
+
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
@@ -91,8 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line, where to report it, exit 1
         if args.debug:
             raise
-        print(redact(f"fsdask {args.command}: unexpected error: {type(exc).__name__}: {_one_line(exc)} — "
-                     f"{BUG_REPORT}"), file=sys.stderr)
+        print(
+            redact(
+                f"fsdask {args.command}: unexpected error: {type(exc).__name__}: {_one_line(exc)} — "
+                f"{BUG_REPORT}"
+            ),
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -42,6 +42,7 @@ log = logging.getLogger("fsdask")
 def quiet_distributed(level: int = logging.WARNING) -> None:
     """Silence distributed's INFO chatter (scheduler/nanny start and stop) unless -vv."""
     import distributed  # noqa: F401  (configures its loggers on import)
+
     if logging.getLogger("fsdask").getEffectiveLevel() <= logging.DEBUG:
         return
     for name in list(logging.root.manager.loggerDict):
@@ -49,10 +50,12 @@ def quiet_distributed(level: int = logging.WARNING) -> None:
             logging.getLogger(name).setLevel(level)
 
 
-MAX_WORKER_DEATHS = 3     # per worker slot, within DEATH_WINDOW seconds: a crash loop, not bad luck
+MAX_WORKER_DEATHS = 3  # per worker slot, within DEATH_WINDOW seconds: a crash loop, not bad luck
 DEATH_WINDOW = 120.0  # a busy machine restarts workers slowly: a shorter window can miss the loop
-WORKER_TIMEOUT = 300.0    # seconds a jobqueue cluster may take to start its first worker
-MIN_WORKER_MEMORY = 256 * 2**20  # a worker holds ~210 MiB once it has imported fsdask's stack, before any data
+WORKER_TIMEOUT = 300.0  # seconds a jobqueue cluster may take to start its first worker
+MIN_WORKER_MEMORY = (
+    256 * 2**20
+)  # a worker holds ~210 MiB once it has imported fsdask's stack, before any data
 
 
 def _check_memory_limit(memory_limit: str | None) -> None:
@@ -64,22 +67,33 @@ def _check_memory_limit(memory_limit: str | None) -> None:
     if memory_limit is None:
         return
     from distributed.worker_memory import parse_memory_limit
+
     try:
         limit = parse_memory_limit(memory_limit, 1, logger=log)
     except (ValueError, TypeError) as exc:
-        raise ParameterError(f"--memory-limit {memory_limit!r} not understood; give bytes per worker "
-                             "such as 2GB, a fraction of the machine's memory such as 0.25, or auto") from exc
+        raise ParameterError(
+            f"--memory-limit {memory_limit!r} not understood; give bytes per worker "
+            "such as 2GB, a fraction of the machine's memory such as 0.25, or auto"
+        ) from exc
     if limit is not None and limit < MIN_WORKER_MEMORY:
-        raise ParameterError(f"--memory-limit {memory_limit} is below what one worker process needs to run "
-                             f"fsdask (~210 MiB after its imports); give at least 256MiB per worker or leave it unset")
+        raise ParameterError(
+            f"--memory-limit {memory_limit} is below what one worker process needs to run "
+            f"fsdask (~210 MiB after its imports); give at least 256MiB per worker or leave it unset"
+        )
 
 
 def _local_cluster(n_workers: int | None, memory_limit: str | None, threads_per_worker: int = 1):
     from distributed import LocalCluster
+
     n = n_workers or os.cpu_count() or 1
-    return LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
-                        memory_limit=memory_limit or "auto", dashboard_address=":0",
-                        silence_logs=logging.CRITICAL)  # task errors reach the client as one line
+    return LocalCluster(
+        n_workers=n,
+        threads_per_worker=threads_per_worker,
+        processes=True,
+        memory_limit=memory_limit or "auto",
+        dashboard_address=":0",
+        silence_logs=logging.CRITICAL,
+    )  # task errors reach the client as one line
 
 
 def shipped_configs() -> dict[str, str]:
@@ -89,6 +103,7 @@ def shipped_configs() -> dict[str, str]:
     same files as ``cluster/`` in the source tree.
     """
     from importlib import resources
+
     root = resources.files("fsdask") / "cluster_configs"
     out: dict[str, str] = {}
     stack = [(root, "")]
@@ -102,8 +117,15 @@ def shipped_configs() -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
-                    "htcondor": "HTCondorCluster", "oar": "OARCluster", "moab": "MoabCluster"}
+JOBQUEUE_CLASSES = {
+    "slurm": "SLURMCluster",
+    "pbs": "PBSCluster",
+    "sge": "SGECluster",
+    "lsf": "LSFCluster",
+    "htcondor": "HTCondorCluster",
+    "oar": "OARCluster",
+    "moab": "MoabCluster",
+}
 
 
 def read_cluster_yaml(path: str) -> tuple[str, int, dict]:
@@ -114,19 +136,24 @@ def read_cluster_yaml(path: str) -> tuple[str, int, dict]:
     ``walltime``, ``queue``, ``account``, ``job_extra_directives``, …).  See ``cluster/``.
     """
     import yaml
+
     try:
         with open(path) as fh:
             spec = yaml.safe_load(fh) or {}
     except OSError as exc:
         raise ParameterError(f"--scheduler {path}: cannot read the cluster file ({exc})") from None
     except yaml.YAMLError as exc:
-        raise ParameterError(f"--scheduler {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise ParameterError(
+            f"--scheduler {path}: not valid YAML ({str(exc).splitlines()[0]})"
+        ) from None
     if not isinstance(spec, dict):
         raise ParameterError(f"{path}: expected a mapping of options (jobqueue: slurm, cores: …)")
     spec = dict(spec)
     kind = str(spec.pop("jobqueue", spec.pop("kind", ""))).lower()
     if kind not in JOBQUEUE_CLASSES:
-        raise ParameterError(f"{path}: 'jobqueue' must be one of {', '.join(JOBQUEUE_CLASSES)}; got {kind!r}")
+        raise ParameterError(
+            f"{path}: 'jobqueue' must be one of {', '.join(JOBQUEUE_CLASSES)}; got {kind!r}"
+        )
     try:
         jobs = int(spec.pop("jobs", 1))
     except (TypeError, ValueError):
@@ -139,6 +166,7 @@ def read_cluster_yaml(path: str) -> tuple[str, int, dict]:
 
 def _yaml_worker_timeout(path: str) -> float | None:
     import yaml
+
     with open(path) as fh:
         value = (yaml.safe_load(fh) or {}).get("worker_timeout")
     return None if value is None else _positive_seconds(value, f"{path}: worker_timeout")
@@ -163,7 +191,9 @@ def jobqueue_cluster(path: str, *, scale: bool = True):
     try:
         import dask_jobqueue
     except ImportError as exc:
-        raise ParameterError(f"{path}: a jobqueue cluster needs dask-jobqueue: pip install 'fsdask[jobqueue]'") from exc
+        raise ParameterError(
+            f"{path}: a jobqueue cluster needs dask-jobqueue: pip install 'fsdask[jobqueue]'"
+        ) from exc
     kwargs.setdefault("scheduler_options", {}).setdefault("dashboard_address", ":0")
     try:
         cluster = getattr(dask_jobqueue, cls_name)(**kwargs)
@@ -195,7 +225,10 @@ def _submit(cluster, jobs: int, path: str) -> None:
     """
     for name in ("tornado.application", "asyncio"):
         logging.getLogger(name).addFilter(_DROP_SUBMISSIONS)
-    async def scale_and_wait() -> None:  # on the cluster's loop, so the task awaited is the submitting one
+
+    async def scale_and_wait() -> (
+        None
+    ):  # on the cluster's loop, so the task awaited is the submitting one
         cluster.scale(jobs=jobs)
         await cluster._correct_state()
 
@@ -203,7 +236,9 @@ def _submit(cluster, jobs: int, path: str) -> None:
         cluster.sync(scale_and_wait)
     except RuntimeError as exc:
         _close_after_failed_submission(cluster)
-        raise ClusterError(f"{path}: the batch system refused the worker job: {_batch_error(exc)}") from None
+        raise ClusterError(
+            f"{path}: the batch system refused the worker job: {_batch_error(exc)}"
+        ) from None
 
 
 def _close_after_failed_submission(cluster) -> None:
@@ -232,7 +267,11 @@ def _batch_error(exc: BaseException) -> str:
 
 
 def _job_ids(cluster) -> list[str]:
-    return [str(job.job_id) for job in getattr(cluster, "workers", {}).values() if getattr(job, "job_id", None)]
+    return [
+        str(job.job_id)
+        for job in getattr(cluster, "workers", {}).values()
+        if getattr(job, "job_id", None)
+    ]
 
 
 def _job_report(cluster, path: str) -> str:
@@ -240,12 +279,17 @@ def _job_report(cluster, path: str) -> str:
     import glob
     import shutil
     import subprocess
+
     ids = _job_ids(cluster)
     parts = [f"job(s) {', '.join(ids) or '(none submitted)'}"]
     if ids and shutil.which("squeue"):
         try:
-            out = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T %r"], capture_output=True,
-                                 text=True, timeout=10).stdout.split()
+            out = subprocess.run(
+                ["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T %r"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.split()
             if out:
                 parts.append("squeue: " + " ".join(out))
         except (OSError, subprocess.SubprocessError):
@@ -277,8 +321,12 @@ class _Watchdog:
     name = "fsdask-watchdog"
 
     def __init__(self, n_slots: int, what: Any, scheduler: Any, on_removal: bool):
-        self.limit, self.what, self.scheduler, self.on_removal = MAX_WORKER_DEATHS * max(n_slots, 1), what, \
-            scheduler, on_removal
+        self.limit, self.what, self.scheduler, self.on_removal = (
+            MAX_WORKER_DEATHS * max(n_slots, 1),
+            what,
+            scheduler,
+            on_removal,
+        )
         self.deaths: list[float] = []
         self.memory_kills = 0
         self.reason: str | None = None
@@ -295,11 +343,16 @@ class _Watchdog:
         now = time.monotonic()
         self.deaths = [t for t in self.deaths if now - t < DEATH_WINDOW] + [now]
         if len(self.deaths) > self.limit and self.reason is None:
-            cause = (f"{self.memory_kills} of them killed by their nanny for exceeding the memory limit"
-                     if self.memory_kills else "they crashed or were killed")
+            cause = (
+                f"{self.memory_kills} of them killed by their nanny for exceeding the memory limit"
+                if self.memory_kills
+                else "they crashed or were killed"
+            )
             what = self.what() if callable(self.what) else self.what
-            self.reason = f"worker processes died {len(self.deaths)} times within {DEATH_WINDOW:.0f} s " \
-                          f"({cause}); {what}"
+            self.reason = (
+                f"worker processes died {len(self.deaths)} times within {DEATH_WINDOW:.0f} s "
+                f"({cause}); {what}"
+            )
             self.cancel(self.scheduler)
 
     # SchedulerPlugin hooks
@@ -315,7 +368,9 @@ class _Watchdog:
         for client, cs in list(scheduler.clients.items()):
             keys = [ts.key for ts in cs.wants_what]
             if keys:
-                scheduler.stimulus_cancel(keys, client, force=True, reason="fsdask", msg=self.reason)
+                scheduler.stimulus_cancel(
+                    keys, client, force=True, reason="fsdask", msg=self.reason
+                )
 
 
 @contextlib.contextmanager
@@ -336,7 +391,9 @@ def _watchdog(cluster, n_slots: int, what: str, *, local: bool) -> Iterator[_Wat
     # the nannies of a LocalCluster made here live in this process: their restart tracebacks
     # go to the watchdog only (it ends the run with a one-line reason), not to stderr
     hide = local and log.getEffectiveLevel() > logging.DEBUG  # -vv shows them
-    quiet = [logging.getLogger(n) for n in ("distributed.nanny", "distributed.utils")] if hide else []
+    quiet = (
+        [logging.getLogger(n) for n in ("distributed.nanny", "distributed.utils")] if hide else []
+    )
     propagate = [lg.propagate for lg in quiet]
     if local:
         nanny_log.addHandler(handler)
@@ -354,14 +411,21 @@ def _wait_for_first_worker(client, cluster, timeout: float, path: str) -> None:
     deadline = time.monotonic() + timeout
     while not client.scheduler_info(n_workers=1)["workers"]:
         if time.monotonic() > deadline:
-            raise ClusterError(f"{path}: no worker connected within {timeout:.0f} s (--worker-timeout); "
-                               f"{_job_report(cluster, path)}")
+            raise ClusterError(
+                f"{path}: no worker connected within {timeout:.0f} s (--worker-timeout); "
+                f"{_job_report(cluster, path)}"
+            )
         time.sleep(0.5)
 
 
 @contextlib.contextmanager
-def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
-              timeout: float = 30.0, worker_timeout: float | None = None) -> Iterator[Any]:
+def scheduler(
+    spec: str | None = "threads",
+    *,
+    memory_limit: str | None = None,
+    timeout: float = 30.0,
+    worker_timeout: float | None = None,
+) -> Iterator[Any]:
     """Context manager that makes ``spec`` the scheduler for everything computed inside.
 
     Yields the ``distributed.Client`` (or None for ``threads``/``sync``); clusters made here
@@ -380,6 +444,7 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
             yield None
         return
     from distributed import Client
+
     quiet_distributed()
     cluster = None
     if worker_timeout is None and os.environ.get("FSDASK_WORKER_TIMEOUT"):
@@ -392,15 +457,20 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
             try:
                 n = int(spec.split(":", 1)[1])
             except ValueError as exc:
-                raise ParameterError(f"--scheduler {spec!r}: use local:N with N a number of worker processes") from exc
+                raise ParameterError(
+                    f"--scheduler {spec!r}: use local:N with N a number of worker processes"
+                ) from exc
             if n < 1:
                 raise ParameterError(f"--scheduler {spec!r}: N must be ≥ 1")
         _check_memory_limit(memory_limit)
         cluster = _local_cluster(n, memory_limit)
         address: Any = cluster
         slots = len(cluster.workers)
-        what = (f"raise --memory-limit {memory_limit} or use fewer workers" if memory_limit else
-                "run again with -vv to see the workers' own messages")
+        what = (
+            f"raise --memory-limit {memory_limit} or use fewer workers"
+            if memory_limit
+            else "run again with -vv to see the workers' own messages"
+        )
     elif spec.startswith(("tcp://", "tls://", "ucx://", "ws://", "inproc://")):
         _probe_scheduler(spec, timeout)
         address = spec
@@ -408,30 +478,49 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
         if not os.path.exists(spec):
             shipped = shipped_configs()
             hint = shipped.get(os.path.basename(spec))
-            hint = f"; fsdask ships an example at {hint} — copy it and edit queue/account" if hint else ""
-            raise ParameterError(f"--scheduler {spec}: no such cluster file{hint}; see cluster/README.md")
+            hint = (
+                f"; fsdask ships an example at {hint} — copy it and edit queue/account"
+                if hint
+                else ""
+            )
+            raise ParameterError(
+                f"--scheduler {spec}: no such cluster file{hint}; see cluster/README.md"
+            )
         if worker_timeout is None:
             worker_timeout = _yaml_worker_timeout(spec) or WORKER_TIMEOUT
         cluster = jobqueue_cluster(spec)
         address = cluster
-        slots = len(cluster.worker_spec) * max(1, int(getattr(cluster, "_dummy_job").worker_processes or 1)) \
-            if hasattr(cluster, "_dummy_job") else len(cluster.worker_spec)
+        slots = (
+            len(cluster.worker_spec) * max(1, int(cluster._dummy_job.worker_processes or 1))
+            if hasattr(cluster, "_dummy_job")
+            else len(cluster.worker_spec)
+        )
         what = lambda: _job_report(cluster, spec)  # noqa: E731  (job ids at the time of the failure)
     else:
-        raise ParameterError(f"--scheduler {spec!r} not understood; use threads, sync, local, local:N, "
-                             "tcp://host:port or a cluster YAML file")
+        raise ParameterError(
+            f"--scheduler {spec!r} not understood; use threads, sync, local, local:N, "
+            "tcp://host:port or a cluster YAML file"
+        )
     try:
         client = Client(address, timeout=timeout, set_as_default=True)
     except (OSError, TimeoutError) as exc:
         if cluster is not None:
             cluster.close()
-        raise ClusterError(f"could not reach the Dask scheduler at {spec} ({exc}); check that it is running "
-                           "and reachable from here") from exc
+        raise ClusterError(
+            f"could not reach the Dask scheduler at {spec} ({exc}); check that it is running "
+            "and reachable from here"
+        ) from exc
     log.info("running on %s", client)
     try:
         with contextlib.ExitStack() as stack:
-            local = cluster is not None and address is cluster and not spec.endswith((".yaml", ".yml"))
-            dog = stack.enter_context(_watchdog(cluster, slots, what, local=local)) if cluster else None
+            local = (
+                cluster is not None and address is cluster and not spec.endswith((".yaml", ".yml"))
+            )
+            dog = (
+                stack.enter_context(_watchdog(cluster, slots, what, local=local))
+                if cluster
+                else None
+            )
             try:
                 if spec.endswith((".yaml", ".yml")):
                     _wait_for_first_worker(client, cluster, worker_timeout, spec)
@@ -442,7 +531,9 @@ def scheduler(spec: str | None = "threads", *, memory_limit: str | None = None,
                 raise
     finally:
         # closing after a failed task: the nanny's "still alive, killing" is not the user's news
-        with _quiet("distributed", "distributed.nanny", "distributed.scheduler", "distributed.core"):
+        with _quiet(
+            "distributed", "distributed.nanny", "distributed.scheduler", "distributed.core"
+        ):
             client.close()
             if cluster is not None:
                 cluster.close()
@@ -490,15 +581,21 @@ def _probe_scheduler(address: str, timeout: float) -> None:
     if isinstance(ident, dict) and ident.get("type") == "Scheduler":
         return
     if isinstance(exc, OSError) and not isinstance(exc, TimeoutError):
-        raise ClusterError(f"could not reach the Dask scheduler at {address} ({exc}); check that it is "
-                           "running and reachable from here") from None
+        raise ClusterError(
+            f"could not reach the Dask scheduler at {address} ({exc}); check that it is "
+            "running and reachable from here"
+        ) from None
     if exc is None and not outcome:
         exc = TimeoutError()
-    what = ("did not answer the Dask handshake within "
-            f"{timeout:.0f} s" if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) else
-            "answered, but not in the Dask protocol")
-    raise ClusterError(f"--scheduler {address}: {what}; is this the scheduler's address "
-                       "(usually port 8786) and not another service?")
+    what = (
+        f"did not answer the Dask handshake within {timeout:.0f} s"
+        if isinstance(exc, (TimeoutError, asyncio.TimeoutError))
+        else "answered, but not in the Dask protocol"
+    )
+    raise ClusterError(
+        f"--scheduler {address}: {what}; is this the scheduler's address "
+        "(usually port 8786) and not another service?"
+    )
 
 
 def _tcp_reachable(address: str, timeout: float) -> None:
@@ -514,8 +611,10 @@ def _tcp_reachable(address: str, timeout: float) -> None:
     try:
         socket.create_connection((parts.hostname, parts.port), timeout=timeout).close()
     except OSError as exc:
-        raise ClusterError(f"could not reach the Dask scheduler at {address} ({exc}); check that it "
-                           "is running and reachable from here") from None
+        raise ClusterError(
+            f"could not reach the Dask scheduler at {address} ({exc}); check that it "
+            "is running and reachable from here"
+        ) from None
 
 
 def _interval(interval: float | None) -> float:
@@ -562,13 +661,17 @@ class _LogProgress:
         if force or now - self.last >= self.interval:
             self.last = now
             pct = 100.0 * self.done / max(self.total, 1)
-            print(f"fsdask: {self.done}/{self.total} tasks ({pct:.0f}%) after {now - self.t0:.0f} s",
-                  file=self.stream, flush=True)
+            print(
+                f"fsdask: {self.done}/{self.total} tasks ({pct:.0f}%) after {now - self.t0:.0f} s",
+                file=self.stream,
+                flush=True,
+            )
 
 
 @contextlib.contextmanager
-def progress(client: Any = None, enabled: bool = True, *, interval: float | None = None,
-             stream: Any = None) -> Iterator[None]:
+def progress(
+    client: Any = None, enabled: bool = True, *, interval: float | None = None, stream: Any = None
+) -> Iterator[None]:
     """Show progress of the computations run inside the block.
 
     * local schedulers (``client`` is None): dask's progress bar on a terminal; otherwise a
@@ -580,6 +683,7 @@ def progress(client: Any = None, enabled: bool = True, *, interval: float | None
     Lines go to ``stream`` (stderr by default), so stdout stays clean for results.
     """
     import sys
+
     stream = stream or sys.stderr
     if not enabled:
         yield
@@ -588,6 +692,7 @@ def progress(client: Any = None, enabled: bool = True, *, interval: float | None
     if client is None:
         if getattr(stream, "isatty", lambda: False)():
             from dask.diagnostics import ProgressBar
+
             with ProgressBar(minimum=2.0, dt=0.5, out=stream):
                 yield
             return
@@ -604,10 +709,13 @@ def progress(client: Any = None, enabled: bool = True, *, interval: float | None
                 c = client.run_on_scheduler(_scheduler_counts)
             except Exception:  # the cluster is going away; progress is best effort
                 return
-            print(f"fsdask: {c.get('memory', 0)} tasks done, {c.get('processing', 0)} running, "
-                  f"{c.get('waiting', 0) + c.get('no-worker', 0) + c.get('queued', 0)} waiting on "
-                  f"{c.get('workers', 0)} worker(s) after {time.perf_counter() - t0:.0f} s",
-                  file=stream, flush=True)
+            print(
+                f"fsdask: {c.get('memory', 0)} tasks done, {c.get('processing', 0)} running, "
+                f"{c.get('waiting', 0) + c.get('no-worker', 0) + c.get('queued', 0)} waiting on "
+                f"{c.get('workers', 0)} worker(s) after {time.perf_counter() - t0:.0f} s",
+                file=stream,
+                flush=True,
+            )
 
     thread = threading.Thread(target=poll, name="fsdask-progress", daemon=True)
     thread.start()

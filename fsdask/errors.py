@@ -29,10 +29,6 @@ class StoreError(FsdaskError, OSError):
     """A store is missing, unreachable, empty, incomplete or not an fsdask dataset."""
 
 
-class ClusterError(FsdaskError, ConnectionError):
-    """The Dask scheduler or cluster cannot be reached, or its workers do not start."""
-
-
 class ConvergenceWarning(UserWarning):
     """An iterative method stopped at ``max_iter`` before meeting its tolerance."""
 

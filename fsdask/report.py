@@ -44,18 +44,23 @@ PATH_DIM = re.compile(r"^(lambda|lambdas|rho|rhos|iteration|iterations|iter|step
 def _plt():
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
         from fsdask.evaluate.protocol import MissingDependencyError
-        raise MissingDependencyError("reports need matplotlib, an optional dependency: "
-                                     "pip install 'fsdask[eval]'") from exc
+
+        raise MissingDependencyError(
+            "reports need matplotlib, an optional dependency: pip install 'fsdask[eval]'"
+        ) from exc
     return plt
 
 
 def path_variables(result: xr.Dataset) -> list[str]:
     """Names of the result variables that have a path dimension (see the module docstring)."""
-    return [str(v) for v in result.data_vars if any(PATH_DIM.search(str(d)) for d in result[v].dims)]
+    return [
+        str(v) for v in result.data_vars if any(PATH_DIM.search(str(d)) for d in result[v].dims)
+    ]
 
 
 def _save(fig, path: Path) -> str:
@@ -68,8 +73,9 @@ def _save(fig, path: Path) -> str:
 def _thin_ranks(p: int, n_points: int = 3000) -> np.ndarray:
     if p <= n_points:
         return np.arange(p)
-    return np.unique(np.concatenate([np.arange(min(p, 200)),
-                                     np.geomspace(1, p, n_points).astype(np.int64) - 1]))
+    return np.unique(
+        np.concatenate([np.arange(min(p, 200)), np.geomspace(1, p, n_points).astype(np.int64) - 1])
+    )
 
 
 def plot_weights(result: xr.Dataset, out: Path) -> str:
@@ -82,11 +88,15 @@ def plot_weights(result: xr.Dataset, out: Path) -> str:
     ax.plot(idx + 1, w[idx], ".-", ms=2, lw=0.8, color="#1f5fa8")
     if 0 < k < w.size:
         ax.axvline(k + 0.5, color="#c0392b", ls="--", lw=1)
-        ax.text(k + 0.5, ax.get_ylim()[1], f"  cut: {k} selected", color="#c0392b", va="top", fontsize=8)
+        ax.text(
+            k + 0.5, ax.get_ylim()[1], f"  cut: {k} selected", color="#c0392b", va="top", fontsize=8
+        )
     ax.set_xscale("log")
     ax.set_xlabel("rank (log scale)")
     ax.set_ylabel("weight")
-    ax.set_title(f"{result.attrs.get('method', 'result')}: weights sorted in decreasing order", fontsize=10)
+    ax.set_title(
+        f"{result.attrs.get('method', 'result')}: weights sorted in decreasing order", fontsize=10
+    )
     ax.grid(alpha=0.3)
     return _save(fig, out / "weights.png")
 
@@ -121,8 +131,11 @@ def plot_path(result: xr.Dataset, var: str, out: Path, n_lines: int = 15) -> str
         ax.set_ylabel(var)
     elif da_.ndim == 2 and "feature" in da_.dims:
         vals = da_.transpose(pdim, "feature").values
-        order = np.argsort(result["rank"].values, kind="stable")[:n_lines] if "rank" in result else \
-            np.argsort(-np.abs(vals[-1]))[:n_lines]
+        order = (
+            np.argsort(result["rank"].values, kind="stable")[:n_lines]
+            if "rank" in result
+            else np.argsort(-np.abs(vals[-1]))[:n_lines]
+        )
         feats = result["feature"].values
         for j in order:
             ax.plot(x, vals[:, j], lw=1, label=str(feats[j]))
@@ -133,8 +146,11 @@ def plot_path(result: xr.Dataset, var: str, out: Path, n_lines: int = 15) -> str
         ax.plot(x, vals[:, :n_lines], lw=1)
         ax.set_ylabel(var)
     ax.set_xlabel(str(pdim))
-    if np.issubdtype(np.asarray(x).dtype, np.number) and np.all(np.asarray(x) > 0) and \
-            np.ptp(np.log10(np.asarray(x, float))) > 2:
+    if (
+        np.issubdtype(np.asarray(x).dtype, np.number)
+        and np.all(np.asarray(x) > 0)
+        and np.ptp(np.log10(np.asarray(x, float))) > 2
+    ):
         ax.set_xscale("log")
     ax.set_title(f"{var} along {pdim}", fontsize=10)
     ax.grid(alpha=0.3)
@@ -157,15 +173,22 @@ def plot_cv(evaluations: Sequence[Any], out: Path) -> str:
     return _save(fig, out / "cv.png")
 
 
-def plot_heatmap(Xtop: np.ndarray, names: Sequence[str], y: np.ndarray | None, class_names: Sequence[str] | None,
-                 out: Path) -> str:
+def plot_heatmap(
+    Xtop: np.ndarray,
+    names: Sequence[str],
+    y: np.ndarray | None,
+    class_names: Sequence[str] | None,
+    out: Path,
+) -> str:
     plt = _plt()
     Z = np.asarray(Xtop, dtype=np.float64)
     sd = Z.std(axis=0)
     Z = (Z - Z.mean(axis=0)) / np.where(sd > 0, sd, 1)
     order = np.argsort(y, kind="stable") if y is not None else np.arange(Z.shape[0])
     fig, ax = plt.subplots(figsize=(8, 0.18 * len(names) + 1.4))
-    im = ax.imshow(Z[order].T, aspect="auto", cmap="RdBu_r", vmin=-2.5, vmax=2.5, interpolation="nearest")
+    im = ax.imshow(
+        Z[order].T, aspect="auto", cmap="RdBu_r", vmin=-2.5, vmax=2.5, interpolation="nearest"
+    )
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels([str(n)[:28] for n in names], fontsize=6)
     ax.set_xlabel("samples" + (" (grouped by class)" if y is not None else ""))
@@ -178,7 +201,11 @@ def plot_heatmap(Xtop: np.ndarray, names: Sequence[str], y: np.ndarray | None, c
         ends = np.concatenate([bounds + 0.5, [ys.size]])
         for s, e in zip(starts, ends):
             lab = ys[int(s)]
-            if class_names is not None and np.issubdtype(np.asarray(lab).dtype, np.integer) and 0 <= lab < len(class_names):
+            if (
+                class_names is not None
+                and np.issubdtype(np.asarray(lab).dtype, np.integer)
+                and 0 <= lab < len(class_names)
+            ):
                 lab = class_names[int(lab)]
             ax.text((s + e) / 2 - 0.5, -0.8, str(lab), ha="center", va="bottom", fontsize=7)
     fig.colorbar(im, ax=ax, fraction=0.03, label="z-score")
@@ -195,10 +222,25 @@ border:1px solid #eee}.note{color:#555;font-size:.9em}.sel{color:#1e8449;font-we
 
 def _meta_rows(result: xr.Dataset) -> list[tuple[str, str]]:
     from fsdask.io.secrets import redact
+
     a = result.attrs
-    keys = ["method", "estimator", "parameters", "n_features", "n_selected", "n_iter", "converged", "wall_time_s",
-            "n_constant_features", "input_store", "input_fingerprint", "scheduler", "fsdask_version",
-            "dask_version", "xarray_version"]
+    keys = [
+        "method",
+        "estimator",
+        "parameters",
+        "n_features",
+        "n_selected",
+        "n_iter",
+        "converged",
+        "wall_time_s",
+        "n_constant_features",
+        "input_store",
+        "input_fingerprint",
+        "scheduler",
+        "fsdask_version",
+        "dask_version",
+        "xarray_version",
+    ]
     rows = []
     for k in keys:
         if k in a:
@@ -211,16 +253,27 @@ def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], num: Sequence[i
     h = "".join(f"<th>{html.escape(str(c))}</th>" for c in header)
     body = []
     for r in rows:
-        cells = "".join(f"<td class='num'>{html.escape(str(v))}</td>" if i in num else f"<td>{v}</td>"
-                        for i, v in enumerate(r))
+        cells = "".join(
+            f"<td class='num'>{html.escape(str(v))}</td>" if i in num else f"<td>{v}</td>"
+            for i, v in enumerate(r)
+        )
         body.append(f"<tr>{cells}</tr>")
     return f"<table><tr>{h}</tr>{''.join(body)}</table>"
 
 
-def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Dataset | None = None,
-                evaluations: Sequence[Any] = (), csv: bool = False, top: int = 30,
-                title: str | None = None, overwrite: bool = False, inputs: Sequence[str] = (),
-                extra: Any = None) -> Path:
+def make_report(
+    result: xr.Dataset,
+    out_dir: str | os.PathLike,
+    *,
+    data: xr.Dataset | None = None,
+    evaluations: Sequence[Any] = (),
+    csv: bool = False,
+    top: int = 30,
+    title: str | None = None,
+    overwrite: bool = False,
+    inputs: Sequence[str] = (),
+    extra: Any = None,
+) -> Path:
     """Write ``out_dir/index.html`` and its PNGs for ``result``; return the HTML path.
 
     ``extra(folder)``, if given, writes more pages into the report folder before it is published.
@@ -245,41 +298,78 @@ def make_report(result: xr.Dataset, out_dir: str | os.PathLike, *, data: xr.Data
         How many top features to list (and draw in the heatmap).
     """
     from fsdask.io.outputs import REPORT_MARKER, publish
+
     if not all(v in result for v in ("weight", "rank", "selected")):
-        raise InputError("not a selection result: it needs 'weight', 'rank' and 'selected' over 'feature'")
+        raise InputError(
+            "not a selection result: it needs 'weight', 'rank' and 'selected' over 'feature'"
+        )
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise InputError(f"top={top!r}: expected a whole number ≥ 0")
     with publish(out_dir, kind="report", overwrite=overwrite, inputs=inputs) as tmp:
         os.makedirs(tmp)
-        _write_report(result, Path(tmp), data=data, evaluations=evaluations, csv=csv, top=top, title=title)
+        _write_report(
+            result, Path(tmp), data=data, evaluations=evaluations, csv=csv, top=top, title=title
+        )
         if extra is not None:  # more pages beside index.html (e.g. the run history)
             extra(Path(tmp))
-        with open(os.path.join(tmp, REPORT_MARKER), "w") as fh:  # last: marks the folder as a report
+        with open(
+            os.path.join(tmp, REPORT_MARKER), "w"
+        ) as fh:  # last: marks the folder as a report
             json.dump({"fsdask_kind": "report", "method": str(result.attrs.get("method", ""))}, fh)
     return Path(os.path.abspath(os.fspath(out_dir))) / "index.html"
 
 
-def _write_report(result: xr.Dataset, out: Path, *, data: xr.Dataset | None, evaluations: Sequence[Any],
-                  csv: bool, top: int, title: str | None) -> Path:
+def _write_report(
+    result: xr.Dataset,
+    out: Path,
+    *,
+    data: xr.Dataset | None,
+    evaluations: Sequence[Any],
+    csv: bool,
+    top: int,
+    title: str | None,
+) -> Path:
     from fsdask.evaluate.protocol import EvaluationResult, check_result_matches
+
     figs: list[tuple[str, str, str]] = []  # (section, file, caption)
-    figs.append(("Weights", plot_weights(result, out),
-                 "Weights in decreasing order; the dashed line is the method's selection cut."))
+    figs.append(
+        (
+            "Weights",
+            plot_weights(result, out),
+            "Weights in decreasing order; the dashed line is the method's selection cut.",
+        )
+    )
     obj = result.attrs.get("objective")
     if isinstance(obj, (list, tuple, np.ndarray)) and len(obj) > 0:
-        figs.append(("Convergence", plot_convergence(obj, out),
-                     f"Objective per iteration ({len(obj)} recorded; converged: "
-                     f"{html.escape(str(result.attrs.get('converged', 'n/a')))})."))
+        figs.append(
+            (
+                "Convergence",
+                plot_convergence(obj, out),
+                f"Objective per iteration ({len(obj)} recorded; converged: "
+                f"{html.escape(str(result.attrs.get('converged', 'n/a')))}).",
+            )
+        )
     for var in path_variables(result):
-        figs.append(("Paths", plot_path(result, var, out), f"Variable <code>{html.escape(var)}</code> along its "
-                     "path dimension."))
+        figs.append(
+            (
+                "Paths",
+                plot_path(result, var, out),
+                f"Variable <code>{html.escape(var)}</code> along its path dimension.",
+            )
+        )
     evs = list(evaluations)
     if "cv_error_rate" in result:
-        evs.append(EvaluationResult.from_dataset(result[[v for v in result.data_vars if str(v).startswith("cv_")]]
-                                                 .assign_attrs({k: v for k, v in result.attrs.items()
-                                                                if str(k).startswith("cv_")})))
+        evs.append(
+            EvaluationResult.from_dataset(
+                result[[v for v in result.data_vars if str(v).startswith("cv_")]].assign_attrs(
+                    {k: v for k, v in result.attrs.items() if str(k).startswith("cv_")}
+                )
+            )
+        )
     if evs:
-        figs.append(("Cross-validation", plot_cv(evs, out), "<br>".join(html.escape(e.label) for e in evs)))
+        figs.append(
+            ("Cross-validation", plot_cv(evs, out), "<br>".join(html.escape(e.label) for e in evs))
+        )
 
     order = np.argsort(result["rank"].values, kind="stable")[:top]
     feats = result["feature"].values
@@ -289,17 +379,26 @@ def _write_report(result: xr.Dataset, out: Path, *, data: xr.Dataset | None, eva
     class_means = None
     truth_html = ""
     relevant = None
-    if data is not None and isinstance(data, xr.Dataset) and data.attrs.get("relevant_features") is not None:
+    if (
+        data is not None
+        and isinstance(data, xr.Dataset)
+        and data.attrs.get("relevant_features") is not None
+    ):
         from fsdask.evaluate import false_discovery_rate, sparsity_gap
+
         relevant = set(int(i) for i in data.attrs["relevant_features"])
         if 0 < len(relevant) < sel.size:
             k = len(relevant)
             fdr_sel = false_discovery_rate(sel, sorted(relevant))
-            fdr_top = false_discovery_rate(np.argsort(result["rank"].values, kind="stable")[:k], sorted(relevant))
+            fdr_top = false_discovery_rate(
+                np.argsort(result["rank"].values, kind="stable")[:k], sorted(relevant)
+            )
             gap = sparsity_gap(weights, sorted(relevant))
-            truth_html = (f"<h2>Against the truth</h2><p>The dataset names {k} relevant features. "
-                          f"False-discovery rate of the selection: {fdr_sel:.3f}; of the top {k}: {fdr_top:.3f}. "
-                          f"Sparsity gap (mean weight relevant / irrelevant): {gap:.3g}.</p>")
+            truth_html = (
+                f"<h2>Against the truth</h2><p>The dataset names {k} relevant features. "
+                f"False-discovery rate of the selection: {fdr_sel:.3f}; of the top {k}: {fdr_top:.3f}. "
+                f"Sparsity gap (mean weight relevant / irrelevant): {gap:.3g}.</p>"
+            )
     if data is not None:
         Xd = data["X"] if isinstance(data, xr.Dataset) else data
         names = Xd["feature"].values if "feature" in Xd.coords else None
@@ -307,23 +406,39 @@ def _write_report(result: xr.Dataset, out: Path, *, data: xr.Dataset | None, eva
         Xtop = np.asarray(Xd.isel(feature=order).transpose("sample", "feature").values)
         y = data["y"].values if isinstance(data, xr.Dataset) and "y" in data else None
         cn = data.attrs.get("class_names") if isinstance(data, xr.Dataset) else None
-        figs.append(("Top features across samples", plot_heatmap(Xtop, [str(feats[i]) for i in order], y, cn, out),
-                     "Top features (rows, best first), z-scored per feature; samples grouped by class."))
+        figs.append(
+            (
+                "Top features across samples",
+                plot_heatmap(Xtop, [str(feats[i]) for i in order], y, cn, out),
+                "Top features (rows, best first), z-scored per feature; samples grouped by class.",
+            )
+        )
         if y is not None and y.dtype.kind in "iub" and np.unique(y).size <= 6:
             classes = np.unique(y)
-            class_cols = [f"mean ({cn[int(c)] if cn is not None and 0 <= int(c) < len(cn) else c})" for c in classes]
+            class_cols = [
+                f"mean ({cn[int(c)] if cn is not None and 0 <= int(c) < len(cn) else c})"
+                for c in classes
+            ]
             class_means = np.stack([Xtop[y == c].mean(axis=0) for c in classes], axis=1)
     rows = []
     for j, i in enumerate(order):
-        r = [int(result["rank"].values[i]), html.escape(str(feats[i])) + (" ★" if relevant and int(i) in relevant
-                                                                           else ""),
-             f"{weights[i]:.6g}", "<span class='sel'>yes</span>" if sel[i] else "–"]
+        r = [
+            int(result["rank"].values[i]),
+            html.escape(str(feats[i])) + (" ★" if relevant and int(i) in relevant else ""),
+            f"{weights[i]:.6g}",
+            "<span class='sel'>yes</span>" if sel[i] else "–",
+        ]
         if class_means is not None:
             r += [f"{v:.4g}" for v in class_means[j]]
         rows.append(r)
-    top_html = _table(rows, ["rank", "feature", "weight", "selected", *class_cols], num=(0, 2, *range(4, 4 + len(class_cols))))
+    top_html = _table(
+        rows,
+        ["rank", "feature", "weight", "selected", *class_cols],
+        num=(0, 2, *range(4, 4 + len(class_cols))),
+    )
     if csv:
         from fsdask.results import write_csv
+
         write_csv(result, str(out / "ranked.csv"))
 
     method = result.attrs.get("method", "selection")
@@ -331,25 +446,39 @@ def _write_report(result: xr.Dataset, out: Path, *, data: xr.Dataset | None, eva
     n_sel, p = int(sel.sum()), int(sel.size)
     sections: dict[str, list[str]] = {}
     for sec, f, cap in figs:
-        sections.setdefault(sec, []).append(f"<figure><img src='{html.escape(f)}' alt='{html.escape(sec)}'>"
-                                            f"<figcaption class='note'>{cap}</figcaption></figure>")
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-             f"<style>{_CSS}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>",
-             f"<p>{n_sel} of {p} features selected by <b>{html.escape(str(method))}</b>. Generated {now}.</p>"]
+        sections.setdefault(sec, []).append(
+            f"<figure><img src='{html.escape(f)}' alt='{html.escape(sec)}'>"
+            f"<figcaption class='note'>{cap}</figcaption></figure>"
+        )
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>{n_sel} of {p} features selected by <b>{html.escape(str(method))}</b>. Generated {now}.</p>",
+    ]
     if "Weights" in sections:
         parts += ["<h2>Weights</h2>", *sections.pop("Weights")]
     parts += [f"<h2>Top {len(order)} features</h2>", top_html]
     if relevant:
-        parts.append("<p class='note'>★ = a truly relevant feature (dataset attribute relevant_features)</p>")
+        parts.append(
+            "<p class='note'>★ = a truly relevant feature (dataset attribute relevant_features)</p>"
+        )
     parts.append(truth_html)
     if csv:
-        parts.append("<p class='note'>All features, ranked: <a href='ranked.csv'>ranked.csv</a></p>")
+        parts.append(
+            "<p class='note'>All features, ranked: <a href='ranked.csv'>ranked.csv</a></p>"
+        )
     for sec, items in sections.items():
         parts += [f"<h2>{html.escape(sec)}</h2>", *items]
-    parts += ["<h2>Run</h2>", _table([(html.escape(k), html.escape(v)) for k, v in _meta_rows(result)],
-                                     ["attribute", "value"]), "</body></html>"]
+    parts += [
+        "<h2>Run</h2>",
+        _table(
+            [(html.escape(k), html.escape(v)) for k, v in _meta_rows(result)],
+            ["attribute", "value"],
+        ),
+        "</body></html>",
+    ]
     index = out / "index.html"
     index.write_text("\n".join(parts), encoding="utf-8")
     return index

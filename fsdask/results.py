@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import xarray as xr
@@ -34,6 +34,9 @@ from fsdask.io.store import (
     plain_strings,
     safe_url,
 )
+
+if TYPE_CHECKING:
+    import pandas
 
 
 def _jsonable(value: Any) -> Any:
@@ -62,7 +65,9 @@ def clean_attrs(attrs: Mapping[str, Any]) -> dict:
 def _zarr_ready(ds: xr.Dataset) -> xr.Dataset:
     """A copy with JSON-able attributes and text variables as plain Python strings."""
     ds = ds.copy()
-    ds.attrs = clean_attrs({k: v for k, v in ds.attrs.items() if k not in (COMPLETE_ATTR, KIND_ATTR)})
+    ds.attrs = clean_attrs(
+        {k: v for k, v in ds.attrs.items() if k not in (COMPLETE_ATTR, KIND_ATTR)}
+    )
     for name in list(ds.variables):
         if ds[name].dtype == object or ds[name].dtype.kind in "UT":
             values = np.array([str(v) for v in np.asarray(ds[name].values).ravel()], dtype=object)
@@ -70,9 +75,15 @@ def _zarr_ready(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
-def write_store(ds: xr.Dataset, url: str | os.PathLike, *, kind: str,
-                storage_options: Mapping[str, Any] | None = None, overwrite: bool = False,
-                inputs: tuple = ()) -> str:
+def write_store(
+    ds: xr.Dataset,
+    url: str | os.PathLike,
+    *,
+    kind: str,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    inputs: tuple = (),
+) -> str:
     """Write a small Dataset (a result, an evaluation) as a checksummed Zarr v3 store.
 
     Publish-then-swap (:func:`fsdask.io.outputs.publish`): an existing output is replaced
@@ -84,43 +95,71 @@ def write_store(ds: xr.Dataset, url: str | os.PathLike, *, kind: str,
     remote = not _is_local(url)
     kwargs = _zarr_kwargs(url, storage_options) if remote else {}
     try:
-        with atomic_store(url, storage_options, overwrite=overwrite, kind=kind, inputs=inputs) as target:
-            ds.to_zarr(target, mode="w", zarr_format=3, consolidated=False,
-                       encoding=checksum_encoding(ds.variables), **kwargs)
+        with atomic_store(
+            url, storage_options, overwrite=overwrite, kind=kind, inputs=inputs
+        ) as target:
+            ds.to_zarr(
+                target,
+                mode="w",
+                zarr_format=3,
+                consolidated=False,
+                encoding=checksum_encoding(ds.variables),
+                **kwargs,
+            )
             zarr.open_group(target, mode="r+", zarr_format=3, **kwargs).attrs.update(
-                {COMPLETE_ATTR: True, KIND_ATTR: kind})
+                {COMPLETE_ATTR: True, KIND_ATTR: kind}
+            )
     except StoreError:
         raise
     except OSError as exc:
-        raise StoreError(f"{safe_url(url)}: could not write the {kind} ({type(exc).__name__}: {exc}); "
-                         "check the path, the free space and the permissions") from None
+        raise StoreError(
+            f"{safe_url(url)}: could not write the {kind} ({type(exc).__name__}: {exc}); "
+            "check the path, the free space and the permissions"
+        ) from None
     return safe_url(url) if remote else _local(url)
 
 
-def write_result(ds: xr.Dataset, url: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None,
-                 overwrite: bool = False, inputs: tuple = ()) -> str:
+def write_result(
+    ds: xr.Dataset,
+    url: str | os.PathLike,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    inputs: tuple = (),
+) -> str:
     """Write a result Dataset to a Zarr v3 store (local or fsspec URL), publish-then-swap.
 
     An existing path is refused unless ``overwrite`` is given and it holds an fsdask result.
     """
-    return write_store(ds, url, kind="result", storage_options=storage_options, overwrite=overwrite,
-                       inputs=inputs)
+    return write_store(
+        ds, url, kind="result", storage_options=storage_options, overwrite=overwrite, inputs=inputs
+    )
 
 
-def open_store(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None, *,
-               what: str = "result") -> xr.Dataset:
+def open_store(
+    url: str | os.PathLike,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    what: str = "result",
+) -> xr.Dataset:
     """Open a small fsdask store (loaded), JSON attributes decoded; StoreError when unreadable."""
     url = os.fspath(url)
     if _is_local(url) and not os.path.exists(_local(url)):
         raise StoreError(f"{url}: no such {what}")
     try:
-        ds = xr.open_zarr(_local(url) if _is_local(url) else url, consolidated=False, zarr_format=3,
-                          **_zarr_kwargs(url, storage_options)).load()
+        ds = xr.open_zarr(
+            _local(url) if _is_local(url) else url,
+            consolidated=False,
+            zarr_format=3,
+            **_zarr_kwargs(url, storage_options),
+        ).load()
     except StoreError:
         raise
     except Exception as exc:
         msg = str(exc).splitlines()[0] if str(exc) else ""
-        raise StoreError(f"{safe_url(url)}: not a readable fsdask {what} ({type(exc).__name__}: {msg})") from None
+        raise StoreError(
+            f"{safe_url(url)}: not a readable fsdask {what} ({type(exc).__name__}: {msg})"
+        ) from None
     for k, v in list(ds.attrs.items()):
         if isinstance(v, str) and v.startswith("{"):
             try:
@@ -130,15 +169,19 @@ def open_store(url: str | os.PathLike, storage_options: Mapping[str, Any] | None
     return plain_strings(ds)
 
 
-def open_result(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> xr.Dataset:
+def open_result(
+    url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None
+) -> xr.Dataset:
     """Open a result written by :func:`write_result`; refuse incomplete ones."""
     url = os.fspath(url)
     if _is_local(url) and not os.path.exists(_local(url)):
         raise StoreError(f"{url}: no such result; run `fsdask select … --output {url}` first")
     ds = open_store(url, storage_options, what="result")
     if "weight" not in ds or not ds.attrs.get(COMPLETE_ATTR):
-        raise StoreError(f"{safe_url(url)}: not a complete fsdask result (missing 'weight' or completion "
-                         "marker); re-run the selection")
+        raise StoreError(
+            f"{safe_url(url)}: not a complete fsdask result (missing 'weight' or completion "
+            "marker); re-run the selection"
+        )
     return ds
 
 
@@ -146,30 +189,49 @@ def top_table(result: xr.Dataset, k: int = 20) -> list[tuple[int, str, float, bo
     """(rank, feature id, weight, selected) for the ``k`` best-ranked features."""
     order = np.argsort(result["rank"].values, kind="stable")[:k]
     feats = result["feature"].values
-    return [(int(result["rank"].values[i]), str(feats[i]), float(result["weight"].values[i]),
-             bool(result["selected"].values[i])) for i in order]
+    return [
+        (
+            int(result["rank"].values[i]),
+            str(feats[i]),
+            float(result["weight"].values[i]),
+            bool(result["selected"].values[i]),
+        )
+        for i in order
+    ]
 
 
-def ranked_table(result: xr.Dataset) -> pandas.DataFrame:  # noqa: F821
+def ranked_table(result: xr.Dataset) -> pandas.DataFrame:
     """Every feature, best first: rank, feature, weight, selected."""
     import pandas as pd
+
     order = np.argsort(result["rank"].values, kind="stable")
-    return pd.DataFrame({"rank": result["rank"].values[order].astype(np.int64),
-                         "feature": np.asarray(result["feature"].values)[order].astype(str),
-                         "weight": result["weight"].values[order].astype(np.float64),
-                         "selected": result["selected"].values[order].astype(np.int8)})
+    return pd.DataFrame(
+        {
+            "rank": result["rank"].values[order].astype(np.int64),
+            "feature": np.asarray(result["feature"].values)[order].astype(str),
+            "weight": result["weight"].values[order].astype(np.float64),
+            "selected": result["selected"].values[order].astype(np.int8),
+        }
+    )
 
 
-def write_csv(result: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False,
-              inputs: tuple = ()) -> str:
+def write_csv(
+    result: xr.Dataset, path: str | os.PathLike, *, overwrite: bool = False, inputs: tuple = ()
+) -> str:
     """The ranked table as CSV (quoted where needed: ids with commas or quotes round-trip),
     published by rename: an existing file is replaced only if it is an fsdask table and
     ``overwrite`` is given."""
     return write_table(ranked_table(result), path, overwrite=overwrite, inputs=inputs, index=False)
 
 
-def write_table(df: pandas.DataFrame, path: str | os.PathLike, *, overwrite: bool = False,  # noqa: F821
-                inputs: tuple = (), index: bool = True) -> str:
+def write_table(
+    df: pandas.DataFrame,
+    path: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    inputs: tuple = (),
+    index: bool = True,
+) -> str:
     """Write ``df`` as CSV to a local ``path`` with :func:`fsdask.io.outputs.publish_file`."""
     path = os.fspath(path)
     with publish_file(path, kind="csv", overwrite=overwrite, inputs=inputs) as tmp:
@@ -180,7 +242,11 @@ def write_table(df: pandas.DataFrame, path: str | os.PathLike, *, overwrite: boo
 def print_top(result: xr.Dataset, k: int, relevant: set | None = None, file=None) -> None:
     """Print the ``k`` best-ranked features as a table (``relevant`` marks known true features)."""
     file = file or sys.stdout
-    print(f"{'rank':>6}  {'feature':<24} {'weight':>12}  selected" + ("  relevant" if relevant else ""), file=file)
+    print(
+        f"{'rank':>6}  {'feature':<24} {'weight':>12}  selected"
+        + ("  relevant" if relevant else ""),
+        file=file,
+    )
     for r, f, w, s in top_table(result, k):
         mark = ("  yes" if f in relevant else "   -") if relevant is not None else ""
         print(f"{r:>6}  {f:<24} {w:>12.6g}  {'yes' if s else ' - '}     {mark}", file=file)

@@ -21,6 +21,7 @@ TOTAL = {"received": 0, "sent": 0, "largest_frame": 0}
 
 def install() -> None:
     from distributed.comm import tcp
+
     if getattr(tcp, "_commcount_installed", False):
         return
     read_rw, write = tcp.read_bytes_rw, tcp.TCP.write

@@ -35,8 +35,11 @@ def s3_endpoint():
     """Start ``moto.server`` (S3 API over HTTP) on localhost; stop it after the session."""
     pytest.importorskip("s3fs")
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -45,14 +48,22 @@ def s3_endpoint():
                 break
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError("moto server exited at start-up")
+                raise RuntimeError("moto server exited at start-up") from None
             time.sleep(0.1)
     else:
         proc.kill()
         raise RuntimeError("moto server did not start within 30 s")
-    old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"})
+    old = {
+        k: os.environ.get(k)
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
+    }
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
     try:
         yield url
     finally:
@@ -72,6 +83,7 @@ def s3_endpoint():
 def s3(s3_endpoint):
     """A fresh bucket on the local S3 server: ``(\"s3://bucket\", storage_options)``."""
     import s3fs
+
     opts = {"endpoint_url": s3_endpoint, "key": "testing", "secret": "testing"}
     fs = s3fs.S3FileSystem(**opts)
     bucket = f"fsdask-{uuid.uuid4().hex[:10]}"
@@ -87,10 +99,17 @@ def s3(s3_endpoint):
 def cluster():
     """A real LocalCluster with 2 worker processes, shared by the session; yields the Client."""
     from distributed import Client, LocalCluster
+
     from fsdask.cluster import quiet_distributed
+
     quiet_distributed()
-    lc = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      memory_limit="3GB")
+    lc = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        memory_limit="3GB",
+    )
     client = Client(lc, set_as_default=False)
     try:
         yield client
@@ -128,11 +147,21 @@ class SlurmTestCluster:
         """A cluster file for ``--scheduler``: ``jobs`` jobs of 1 core / 1 worker on this cluster,
         running this interpreter and importing this source tree."""
         import yaml
-        spec = {"jobqueue": "slurm", "jobs": jobs, "cores": 1, "processes": 1, "memory": "1GB",
-                "walltime": "00:30:00", "python": sys.executable, "log_directory": str(self.logs),
-                "local_directory": str(self.dir / "work"), "worker_timeout": 120,
-                "interface": "lo",  # scheduler and workers on loopback only (this host)
-                "job_script_prologue": [f"export PYTHONPATH={ROOT}"]}
+
+        spec = {
+            "jobqueue": "slurm",
+            "jobs": jobs,
+            "cores": 1,
+            "processes": 1,
+            "memory": "1GB",
+            "walltime": "00:30:00",
+            "python": sys.executable,
+            "log_directory": str(self.logs),
+            "local_directory": str(self.dir / "work"),
+            "worker_timeout": 120,
+            "interface": "lo",  # scheduler and workers on loopback only (this host)
+            "job_script_prologue": [f"export PYTHONPATH={ROOT}"],
+        }
         spec.update(overrides)
         path = pathlib.Path(path)
         path.write_text(yaml.safe_dump(spec))
@@ -140,7 +169,9 @@ class SlurmTestCluster:
 
     def squeue(self) -> list[tuple[str, str]]:
         """(job id, state) of the jobs in the queue."""
-        out = subprocess.run(["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True, check=True
+        ).stdout
         return [tuple(line.split()) for line in out.splitlines() if line.strip()]
 
 
@@ -152,13 +183,19 @@ def slurm():
     reason where it cannot run (not root, no apt-get to install slurm-wlm/munge).
     """
     import tempfile
+
     if os.geteuid() != 0:
         pytest.skip("a test SLURM cluster needs root (cluster/testing/slurm-up.sh)")
     directory = pathlib.Path(tempfile.mkdtemp(prefix="fsdask-slurm."))
     env = {**os.environ, "SLURMCTLD_PORT": str(_free_port()), "SLURMD_PORT": str(_free_port())}
     try:
-        up = subprocess.run([str(SLURM_TESTING / "slurm-up.sh"), str(directory)], env=env, capture_output=True,
-                            text=True, timeout=900)
+        up = subprocess.run(
+            [str(SLURM_TESTING / "slurm-up.sh"), str(directory)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     except subprocess.TimeoutExpired:
         subprocess.run([str(SLURM_TESTING / "slurm-down.sh"), str(directory)], env=env)
         pytest.fail("slurm-up.sh did not finish within 15 min")
@@ -172,7 +209,9 @@ def slurm():
     try:
         yield SlurmTestCluster(directory)
     finally:
-        subprocess.run([str(SLURM_TESTING / "slurm-down.sh"), str(directory)], env=env, capture_output=True)
+        subprocess.run(
+            [str(SLURM_TESTING / "slurm-down.sh"), str(directory)], env=env, capture_output=True
+        )
         if old is None:
             os.environ.pop("SLURM_CONF", None)
         else:

@@ -22,14 +22,20 @@ from urllib.parse import urlsplit
 
 FAULTS = ("503", "reset", "truncate", "latency")
 KINDS = FAULTS + ("403",)
-SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-            b'<Message>Please reduce your request rate.</Message></Error>')
-DENIED = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code>'
-          b'<Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>')
+SLOWDOWN = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+    b"<Message>Please reduce your request rate.</Message></Error>"
+)
+DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code>'
+    b"<Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>"
+)
 
 
 class FaultProxy:
-    def __init__(self, upstream: str, rate: float = 0.0, faults=FAULTS, delay: float = 0.2, seed: int = 0):
+    def __init__(
+        self, upstream: str, rate: float = 0.0, faults=FAULTS, delay: float = 0.2, seed: int = 0
+    ):
         self.upstream = urlsplit(upstream)
         self.rate, self.faults, self.delay = rate, tuple(faults), delay
         self.random = random.Random(seed)
@@ -53,7 +59,7 @@ class FaultProxy:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         self.thread.start()
         return self
 
@@ -81,7 +87,9 @@ class FaultProxy:
             h.connection.close()
             return
         if fault in ("503", "403"):
-            status, reason, body = (503, "Slow Down", SLOWDOWN) if fault == "503" else (403, "Forbidden", DENIED)
+            status, reason, body = (
+                (503, "Slow Down", SLOWDOWN) if fault == "503" else (403, "Forbidden", DENIED)
+            )
             h.send_response(status, reason)
             h.send_header("Content-Type", "application/xml")
             h.send_header("Content-Length", str(len(body)))
@@ -93,7 +101,11 @@ class FaultProxy:
             time.sleep(self.delay)
         conn = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
         try:
-            headers = {k: v for k, v in h.headers.items() if k.lower() not in ("connection", "proxy-connection")}
+            headers = {
+                k: v
+                for k, v in h.headers.items()
+                if k.lower() not in ("connection", "proxy-connection")
+            }
             conn.request(h.command, h.path, body=body or None, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
@@ -101,7 +113,13 @@ class FaultProxy:
             conn.close()
         h.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
-            if k.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
+            if k.lower() not in (
+                "transfer-encoding",
+                "connection",
+                "content-length",
+                "server",
+                "date",
+            ):
                 h.send_header(k, v)
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()

@@ -22,9 +22,10 @@ def leading(G: np.ndarray) -> tuple[float, np.ndarray]:
     """Largest algebraic eigenpair of a symmetric matrix, vector with a positive sum."""
     import scipy.linalg
     import scipy.sparse.linalg
+
     n = G.shape[0]
     Gs = (G + G.T) / 2
-    if n > 800:   # the explicit dense G, with ARPACK instead of a full tridiagonalisation
+    if n > 800:  # the explicit dense G, with ARPACK instead of a full tridiagonalisation
         w, V = scipy.sparse.linalg.eigsh(Gs, k=1, which="LA", tol=1e-15, v0=np.ones(n))
     else:
         w, V = scipy.linalg.eigh(Gs, subset_by_index=[n - 1, n - 1])
@@ -60,8 +61,9 @@ def crit(A: np.ndarray, Q: np.ndarray) -> float:
     return float(np.trace(Q.T @ A @ A @ Q))
 
 
-def qalpha_dense(X: np.ndarray, k: int, variant: str = "power", n_iter: int = 10,
-                 Q0: np.ndarray | None = None) -> tuple[np.ndarray, list[float], np.ndarray]:
+def qalpha_dense(
+    X: np.ndarray, k: int, variant: str = "power", n_iter: int = 10, Q0: np.ndarray | None = None
+) -> tuple[np.ndarray, list[float], np.ndarray]:
     """Unsupervised Q-α: variants power (Def. 2), basic (§3), ritz (Def. 4), laplacian (Def. 5), gap (§2.1)."""
     M = preprocess(X)
     n, q = M.shape
@@ -69,17 +71,21 @@ def qalpha_dense(X: np.ndarray, k: int, variant: str = "power", n_iter: int = 10
     obj = []
     if variant == "laplacian":
         # Def. 5: d_i = max diag(m_i m_iᵀ); L_i = m_i m_iᵀ − diag(m_i m_iᵀ 1) + d I
-        d = (M ** 2).max(axis=1)
+        d = (M**2).max(axis=1)
         for _ in range(n_iter):
             Y = np.empty((n, q * k))
             for i in range(n):
-                L_i = np.outer(M[i], M[i]) - np.diag(np.outer(M[i], M[i]) @ np.ones(q)) + d[i] * np.eye(q)
+                L_i = (
+                    np.outer(M[i], M[i])
+                    - np.diag(np.outer(M[i], M[i]) @ np.ones(q))
+                    + d[i] * np.eye(q)
+                )
                 Y[i] = (L_i @ Q).ravel()
-            F = Y @ Y.T                                    # F_ij = trace(Qᵀ L_iᵀ L_j Q)
+            F = Y @ Y.T  # F_ij = trace(Qᵀ L_iᵀ L_j Q)
             _, alpha = leading(F)
             A = A_of(M, alpha)
-            dr = np.max(np.diag(A)) / alpha.sum()           # step 3
-            L = A - np.diag(A @ np.ones(q)) + alpha.sum() * dr * np.eye(q)   # steps 4–5
+            dr = np.max(np.diag(A)) / alpha.sum()  # step 3
+            L = A - np.diag(A @ np.ones(q)) + alpha.sum() * dr * np.eye(q)  # steps 4–5
             Q = orth(L @ Q)
             obj.append(crit(L, Q))
             d = np.full(n, dr)
@@ -88,7 +94,7 @@ def qalpha_dense(X: np.ndarray, k: int, variant: str = "power", n_iter: int = 10
         if variant == "gap":
             P = M @ Q
             K = M @ M.T
-            Gg = K * (2 * P @ P.T - K)                     # (MMᵀ)∘(M(Q₁Q₁ᵀ − Q₂Q₂ᵀ)Mᵀ)
+            Gg = K * (2 * P @ P.T - K)  # (MMᵀ)∘(M(Q₁Q₁ᵀ − Q₂Q₂ᵀ)Mᵀ)
             _, alpha = leading(Gg)
             A = A_of(M, alpha)
             Q = orth(A @ Q)
@@ -101,11 +107,11 @@ def qalpha_dense(X: np.ndarray, k: int, variant: str = "power", n_iter: int = 10
         elif variant == "basic":
             Q = top_abs_eigvecs(A, k)
         elif variant == "ritz":
-            Qb = orth(A @ Q)                                # steps 2–3
-            _, alpha = leading(G_of(M, Qb))                 # steps 4–5, Def. 2's G at Q̄
+            Qb = orth(A @ Q)  # steps 2–3
+            _, alpha = leading(G_of(M, Qb))  # steps 4–5, Def. 2's G at Q̄
             A = A_of(M, alpha)
-            S = Qb.T @ A @ Qb                               # step 6
-            Q = Qb @ top_abs_eigvecs(S, k)                  # steps 7–8
+            S = Qb.T @ A @ Qb  # step 6
+            Q = Qb @ top_abs_eigvecs(S, k)  # steps 7–8
         else:
             raise ValueError(variant)
         obj.append(crit(A, Q))
@@ -117,8 +123,15 @@ def preprocess_classes(X: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
     return [preprocess(X[y == c]) for c in np.unique(y)]
 
 
-def supervised_dense(X: np.ndarray, y: np.ndarray, gamma: float = 0.5, k_within: int = 2, k_between: int = 1,
-                     variant: str = "power", n_iter: int = 10) -> tuple[np.ndarray, list[float]]:
+def supervised_dense(
+    X: np.ndarray,
+    y: np.ndarray,
+    gamma: float = 0.5,
+    k_within: int = 2,
+    k_between: int = 1,
+    variant: str = "power",
+    n_iter: int = 10,
+) -> tuple[np.ndarray, list[float]]:
     """Def. 6 / §3.1: 𝒢 = Σ_l G^{ll} − γ Σ_{g≠h} G^{gh} over ordered pairs."""
     Ms = preprocess_classes(X, y)
     c = len(Ms)
@@ -127,7 +140,7 @@ def supervised_dense(X: np.ndarray, y: np.ndarray, gamma: float = 0.5, k_within:
     kk = {(g, h): (k_within if g == h else k_between) for g, h in pairs}
 
     def Agh(alpha, g, h):
-        return Ms[g].T @ (alpha[:, None] * Ms[h])          # q^g × q^h
+        return Ms[g].T @ (alpha[:, None] * Ms[h])  # q^g × q^h
 
     def right_sv(A, kq):
         return np.linalg.svd(A)[2][:kq].T
@@ -160,19 +173,18 @@ def supervised_dense(X: np.ndarray, y: np.ndarray, gamma: float = 0.5, k_within:
 def kernel_dense(X: np.ndarray, kernel, k: int, n_iter: int = 10) -> tuple[np.ndarray, list[float]]:
     """Def. 14 with E ← D V E R⁻¹ (the printed E ← E R⁻¹ breaks EᵀVE = I)."""
     M = preprocess(X)
-    n = M.shape[0]
-    V = kernel(M.T, M.T)                                   # v_ij = k(m_i, m_j)
+    V = kernel(M.T, M.T)  # v_ij = k(m_i, m_j)
     w, U = np.linalg.eigh(V)
     top = np.argsort(-w, kind="stable")[:k]
-    E = U[:, top] / np.sqrt(w[top])                        # Mᵀ E orthonormal: E ᵀ V E = I
+    E = U[:, top] / np.sqrt(w[top])  # Mᵀ E orthonormal: E ᵀ V E = I
     obj = []
     for _ in range(n_iter):
         B = V @ E
-        G = V * (B @ B.T)                                  # step 1
-        _, alpha = leading(G)                              # step 2
+        G = V * (B @ B.T)  # step 1
+        _, alpha = leading(G)  # step 2
         D = np.diag(alpha)
-        ZtZ = B.T @ D @ V @ D @ B                          # step 3: Zᵀ Z
-        R = np.linalg.cholesky(ZtZ).T                      # step 4: Zᵀ Z = Rᵀ R
-        E = D @ B @ np.linalg.inv(R)                       # step 5 (corrected)
+        ZtZ = B.T @ D @ V @ D @ B  # step 3: Zᵀ Z
+        R = np.linalg.cholesky(ZtZ).T  # step 4: Zᵀ Z = Rᵀ R
+        E = D @ B @ np.linalg.inv(R)  # step 5 (corrected)
         obj.append(float(np.trace(E.T @ V @ D @ V @ D @ V @ E)))
     return alpha, obj

@@ -19,20 +19,40 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_peers_quick_ranks_the_relevant_features(tmp_path):
     out = tmp_path / "peers.md"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "peers.py"), "--quick", "--datasets", "spiral",
-                        "--methods", "f_test", "fsdask.Filter", "--results", str(out)],
-                       capture_output=True, text=True, env=env, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "peers.py"),
+            "--quick",
+            "--datasets",
+            "spiral",
+            "--methods",
+            "f_test",
+            "fsdask.Filter",
+            "--results",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert text.startswith("# benchmarks/peers.py, ")
     assert re.search(r"^# commit: [0-9a-f]{7,}", text, re.M)
     assert "# machine: " in text and "load average before" in text
-    m = re.search(r"## spiral: 460 × (\d+), classification, relevant features at columns \[(\d+), (\d+)\]", text)
+    m = re.search(
+        r"## spiral: 460 × (\d+), classification, relevant features at columns \[(\d+), (\d+)\]",
+        text,
+    )
     assert m, text
     p = int(m.group(1))
     ranks = {}
     for name in ("f_test", "fsdask.Filter"):
-        row = re.search(rf"^\| {re.escape(name)} \| ([0-9.]+) / [^|]* \| (\d+) \| (\d+), (\d+) \|", text, re.M)
+        row = re.search(
+            rf"^\| {re.escape(name)} \| ([0-9.]+) / [^|]* \| (\d+) \| (\d+), (\d+) \|", text, re.M
+        )
         assert row, f"no ranks for {name}:\n{text}"
         ranks[name] = (int(row.group(3)), int(row.group(4)))
         assert all(1 <= k <= p for k in ranks[name])

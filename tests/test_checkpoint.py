@@ -23,12 +23,39 @@ import fsdask
 from fsdask import checkpoint
 from fsdask.cli import main
 
-QALPHA = ["--method", "qalpha", "--param", "k=3", "--param", "max_iter=10", "--param", "tol=0",
-          "--param", "n_features_to_select=10"]
-LOGO = ["--method", "logo", "--param", "max_iter=40", "--param", "theta=0.000000001", "--param", "n_features_to_select=10"]
-CPFS = ["--method", "cpfs", "--param", "n_lambdas=24", "--param", "lambda_min_ratio=0.85",
-        "--param", "max_features=null"]   # the path: 24 λ from λ_max down to 0.85 λ_max
-SHORT = [*QALPHA, "--param", "max_iter=4"]   # for the refusals: a finished fit's checkpoint suffices
+QALPHA = [
+    "--method",
+    "qalpha",
+    "--param",
+    "k=3",
+    "--param",
+    "max_iter=10",
+    "--param",
+    "tol=0",
+    "--param",
+    "n_features_to_select=10",
+]
+LOGO = [
+    "--method",
+    "logo",
+    "--param",
+    "max_iter=40",
+    "--param",
+    "theta=0.000000001",
+    "--param",
+    "n_features_to_select=10",
+]
+CPFS = [
+    "--method",
+    "cpfs",
+    "--param",
+    "n_lambdas=24",
+    "--param",
+    "lambda_min_ratio=0.85",
+    "--param",
+    "max_features=null",
+]  # the path: 24 λ from λ_max down to 0.85 λ_max
+SHORT = [*QALPHA, "--param", "max_iter=4"]  # for the refusals: a finished fit's checkpoint suffices
 #: options, max_iter (enough iterations left after k = 3 that the kill lands mid-fit)
 METHODS = {"qalpha": (QALPHA, 10), "logo": (LOGO, 40), "cpfs": (CPFS, 24)}
 
@@ -38,7 +65,9 @@ def make_store(path, seed=0, n=40, p=600):
     X = rng.standard_normal((n, p))
     y = np.repeat([0, 1], n // 2)
     X[y == 1, :6] += 1.0
-    fsdask.write_dataset(xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)}), path, block=p)
+    fsdask.write_dataset(
+        xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)}), path, block=p
+    )
     return path
 
 
@@ -48,8 +77,21 @@ def store(tmp_path_factory):
 
 
 def select(store, out, opts, *extra):
-    return main(["select", str(store), *opts, "-o", str(out), "--scheduler", "sync", "--no-progress",
-                 "--top", "0", *extra])
+    return main(
+        [
+            "select",
+            str(store),
+            *opts,
+            "-o",
+            str(out),
+            "--scheduler",
+            "sync",
+            "--no-progress",
+            "--top",
+            "0",
+            *extra,
+        ]
+    )
 
 
 def same_result(a, b):
@@ -64,10 +106,24 @@ def kill_at(store, out, opts, k, timeout=60.0, argv=None):
     """Start ``fsdask select`` (or ``argv``) in a subprocess; SIGKILL it once the checkpoint of
     ``out`` is at iteration ≥ k."""
     ck = f"{out}.fsdask-checkpoint"
-    argv = argv or ["select", str(store), *opts, "-o", str(out), "--scheduler", "sync", "--no-progress",
-                    "--checkpoint-every", "1"]
-    proc = subprocess.Popen([sys.executable, "-m", "fsdask.cli", *argv],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    argv = argv or [
+        "select",
+        str(store),
+        *opts,
+        "-o",
+        str(out),
+        "--scheduler",
+        "sync",
+        "--no-progress",
+        "--checkpoint-every",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fsdask.cli", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     t0 = time.monotonic()
     try:
         while time.monotonic() - t0 < timeout:
@@ -94,27 +150,44 @@ def test_killed_fit_resumes_to_the_uninterrupted_result(method, store, tmp_path,
     assert 3 <= max(reached.values()) < max_iter and not (tmp_path / "out.zarr").exists()
     with caplog.at_level(logging.WARNING, logger="fsdask"):
         assert select(store, tmp_path / "out.zarr", opts, "--resume") == 0
-    assert f"at iteration {max(reached.values())}" in caplog.text   # it continued, not started over
+    assert f"at iteration {max(reached.values())}" in caplog.text  # it continued, not started over
     same_result(tmp_path / "ref.zarr", tmp_path / "out.zarr")
-    assert not os.path.exists(f"{tmp_path / 'out.zarr'}.fsdask-checkpoint")   # removed once published
+    assert not os.path.exists(
+        f"{tmp_path / 'out.zarr'}.fsdask-checkpoint"
+    )  # removed once published
 
 
 def test_pipeline_rerun_continues_the_killed_fit(store, tmp_path, caplog):
     import yaml
+
     from fsdask.pipeline import run_pipeline
+
     params = {"max_iter": 40, "theta": 1e-9, "n_features_to_select": 10}
-    step = {"url": str(store), "method": "logo", "param": params, "output": "logo.zarr", "scheduler": "sync",
-            "no_progress": True, "top": 0}
+    step = {
+        "url": str(store),
+        "method": "logo",
+        "param": params,
+        "output": "logo.zarr",
+        "scheduler": "sync",
+        "no_progress": True,
+        "top": 0,
+    }
     cfg = tmp_path / "night.yaml"
-    cfg.write_text(yaml.safe_dump({"steps": [{"name": "logo", "select": {**step, "checkpoint_every": 1}}]}))
+    cfg.write_text(
+        yaml.safe_dump({"steps": [{"name": "logo", "select": {**step, "checkpoint_every": 1}}]})
+    )
     reached = kill_at(store, tmp_path / "logo.zarr", None, k=3, argv=["run", str(cfg)])
     assert 3 <= reached["logo"] < 40
     with caplog.at_level(logging.WARNING, logger="fsdask"):
         assert run_pipeline(cfg) == {"logo": "ran"}
-    assert f"resuming logo from the checkpoint {tmp_path / 'logo.zarr'}.fsdask-checkpoint at iteration " \
-           f"{reached['logo']}" in caplog.text
+    assert (
+        f"resuming logo from the checkpoint {tmp_path / 'logo.zarr'}.fsdask-checkpoint at iteration "
+        f"{reached['logo']}" in caplog.text
+    )
     ref = tmp_path / "ref.yaml"
-    ref.write_text(yaml.safe_dump({"steps": [{"name": "ref", "select": {**step, "output": "ref.zarr"}}]}))
+    ref.write_text(
+        yaml.safe_dump({"steps": [{"name": "ref", "select": {**step, "output": "ref.zarr"}}]})
+    )
     run_pipeline(ref)
     same_result(tmp_path / "ref.zarr", tmp_path / "logo.zarr")
     assert not os.path.exists(tmp_path / "logo.zarr.fsdask-checkpoint")
@@ -122,8 +195,9 @@ def test_pipeline_rerun_continues_the_killed_fit(store, tmp_path, caplog):
 
 def left_checkpoint(store, out, opts=SHORT):
     """A finished fit's checkpoint at ``out``'s place (the Python API leaves it; the CLI removes it)."""
-    from fsdask.methods import get_method
     from fsdask.commands import parse_kv
+    from fsdask.methods import get_method
+
     params = parse_kv([opts[i + 1] for i in range(len(opts)) if opts[i] == "--param"])
     path = f"{out}.fsdask-checkpoint"
     with checkpoint.checkpointing(path, every="1"):
@@ -132,14 +206,18 @@ def left_checkpoint(store, out, opts=SHORT):
     return path
 
 
-def test_checkpoint_of_other_data_options_or_version_is_refused(store, tmp_path, capsys, monkeypatch):
+def test_checkpoint_of_other_data_options_or_version_is_refused(
+    store, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "out.zarr"
     path = left_checkpoint(store, out)
     other = make_store(tmp_path / "other.zarr", seed=1)
     capsys.readouterr()
     assert select(other, out, SHORT) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"fsdask select: error: checkpoint {path} was written for other data (the source or content of X")
+    assert err.startswith(
+        f"fsdask select: error: checkpoint {path} was written for other data (the source or content of X"
+    )
     assert "--restart" in err and len(err.strip().splitlines()) == 1
     assert select(store, out, [*SHORT, "--param", "k=2"]) == 2
     assert "other options (k: 3 → 2)" in capsys.readouterr().err
@@ -147,8 +225,8 @@ def test_checkpoint_of_other_data_options_or_version_is_refused(store, tmp_path,
     assert select(store, out, SHORT) == 2
     assert "written by fsdask" in capsys.readouterr().err
     monkeypatch.undo()
-    assert not out.exists() and os.path.exists(path)          # refused: nothing written, nothing lost
-    assert select(other, out, SHORT, "--restart") == 0       # --restart ignores (and then removes) it
+    assert not out.exists() and os.path.exists(path)  # refused: nothing written, nothing lost
+    assert select(other, out, SHORT, "--restart") == 0  # --restart ignores (and then removes) it
     assert not os.path.exists(path)
     assert select(other, tmp_path / "ref.zarr", SHORT) == 0
     same_result(tmp_path / "ref.zarr", out)
@@ -169,6 +247,9 @@ def test_damaged_checkpoint_is_named(store, tmp_path, capsys):
 def test_checkpoint_every_is_checked(store, tmp_path, capsys):
     assert select(store, tmp_path / "o.zarr", SHORT, "--checkpoint-every", "often") == 2
     assert "--checkpoint-every): use a number of iterations" in capsys.readouterr().err
-    assert checkpoint.parse_every("5") == (5, None) and checkpoint.parse_every("2m") == (None, 120.0)
+    assert checkpoint.parse_every("5") == (5, None) and checkpoint.parse_every("2m") == (
+        None,
+        120.0,
+    )
     with pytest.raises(fsdask.ParameterError, match="60s"):
         checkpoint.parse_every("0")

@@ -22,7 +22,9 @@ def store(tmp_path, rng):
 
 def test_corrupted_chunk(capsys, store, tmp_path):
     (store / "X" / "c" / "0" / "1").write_bytes(b"garbage")
-    code, err = _run(capsys, "select", store, "--method", "ttest", "-o", tmp_path / "r.zarr", "--no-progress")
+    code, err = _run(
+        capsys, "select", store, "--method", "ttest", "-o", tmp_path / "r.zarr", "--no-progress"
+    )
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "cannot read X (features 16–31)" in err and "corrupted" in err and "d.zarr" in err
     assert not (tmp_path / "r.zarr").exists() and not list(tmp_path.glob(".r.zarr*"))
@@ -30,9 +32,13 @@ def test_corrupted_chunk(capsys, store, tmp_path):
 
 def test_foreign_empty_missing_and_nan(capsys, tmp_path, rng):
     import zarr
+
     zarr.open_group(str(tmp_path / "plain.zarr"), mode="w", zarr_format=3)
     for argv, msg in [
-        (["select", tmp_path / "plain.zarr", "--method", "f", "-o", tmp_path / "r.zarr"], "not an fsdask dataset"),
+        (
+            ["select", tmp_path / "plain.zarr", "--method", "f", "-o", tmp_path / "r.zarr"],
+            "not an fsdask dataset",
+        ),
         (["info", tmp_path / "nowhere.zarr"], "no such file"),
         (["ingest", tmp_path / "nowhere.csv", tmp_path / "o.zarr"], "no such file"),
     ]:
@@ -50,10 +56,30 @@ def test_foreign_empty_missing_and_nan(capsys, tmp_path, rng):
 
 
 def test_out_of_range_and_existing_output(capsys, store, tmp_path):
-    code, err = _run(capsys, "select", store, "--method", "ttest", "--param", "n_features_to_select=99",
-                     "-o", tmp_path / "r.zarr", "--no-progress")
+    code, err = _run(
+        capsys,
+        "select",
+        store,
+        "--method",
+        "ttest",
+        "--param",
+        "n_features_to_select=99",
+        "-o",
+        tmp_path / "r.zarr",
+        "--no-progress",
+    )
     assert code == 2 and "n_features_to_select=99 but X has only 40 features" in err
-    code, err = _run(capsys, "select", store, "--method", "ttest", "-o", tmp_path / "r.zarr", "--scheduler", "local:0")
+    code, err = _run(
+        capsys,
+        "select",
+        store,
+        "--method",
+        "ttest",
+        "-o",
+        tmp_path / "r.zarr",
+        "--scheduler",
+        "local:0",
+    )
     assert code == 2 and "N must be ≥ 1" in err
     code, err = _run(capsys, "ingest", store, store)
     assert code == 2 and "the input" in err and "destroy" in err

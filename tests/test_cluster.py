@@ -11,7 +11,7 @@ import pytest
 
 import fsdask
 from fsdask.cluster import jobqueue_cluster, progress, read_cluster_yaml, scheduler
-from fsdask.errors import ClusterError, ParameterError, StoreError
+from fsdask.errors import ClusterError, ParameterError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -55,8 +55,12 @@ def test_tcp_joins_an_existing_scheduler_and_leaves_it_running(cluster):
 
 
 def test_bad_specs():
-    for spec, msg in [("local:x", "local:N"), ("local:0", "≥ 1"), ("gpu-please", "not understood"),
-                      ("missing.yaml", "no such cluster file")]:
+    for spec, msg in [
+        ("local:x", "local:N"),
+        ("local:0", "≥ 1"),
+        ("gpu-please", "not understood"),
+        ("missing.yaml", "no such cluster file"),
+    ]:
         with pytest.raises(ParameterError, match=msg):
             with scheduler(spec):
                 pass
@@ -64,6 +68,7 @@ def test_bad_specs():
 
 def test_unreachable_scheduler():
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -75,6 +80,7 @@ def test_unreachable_scheduler():
 def test_slurm_yaml_makes_a_slurm_cluster_without_submitting():
     pytest.importorskip("dask_jobqueue")
     from dask_jobqueue import SLURMCluster
+
     cls, jobs, kwargs = read_cluster_yaml(ROOT / "cluster" / "slurm.yaml")
     assert (cls, jobs, kwargs["cores"], kwargs["processes"]) == ("SLURMCluster", 4, 8, 4)
     cluster = jobqueue_cluster(str(ROOT / "cluster" / "slurm.yaml"), scale=False)
@@ -127,6 +133,7 @@ def test_progress_lines_on_threads_and_cluster(cluster):
 
     out = io.StringIO()
     import time
+
     with dask.config.set(scheduler=cluster), progress(cluster, interval=0.05, stream=out):
         da.ones(100, chunks=10).map_blocks(lambda b: (time.sleep(0.1), b)[1]).sum().compute()
     assert "worker(s) after" in out.getvalue()
@@ -147,7 +154,7 @@ def test_per_iteration_log(caplog):
 
         def _fit(self, X, y):
             for t in range(3):
-                self._log_iteration(t + 1, objective=1.0 / (t + 1), change=0.5 ** t)
+                self._log_iteration(t + 1, objective=1.0 / (t + 1), change=0.5**t)
             return FitOutput(scores=np.arange(X.shape[1], dtype=float), n_iter=3, converged=True)
 
     with caplog.at_level(logging.INFO, logger="fsdask"):

@@ -1,7 +1,6 @@
 """CPFS (Masaeli et al. 2010): prox operators, two independent solvers, the duality-gap
 certificate recomputed densely in numpy, the λ path and bad input."""
 
-
 import dask
 import dask.array as da
 import numpy as np
@@ -48,19 +47,30 @@ def test_l1_projection_and_linf_prox(rng):
     # prox optimality: for τ ≥ 0, x = prox(v) minimises ½‖x − v‖² + τ‖x‖∞ (check random perturbations)
     v, tau = V[7], 3.0
     x = prox_linf_rows(v[None], tau)[0]
-    obj = lambda z: 0.5 * np.sum((z - v) ** 2) + tau * np.abs(z).max()
+
+    def obj(z):
+        return 0.5 * np.sum((z - v) ** 2) + tau * np.abs(z).max()
+
     assert all(obj(x) <= obj(x + 1e-3 * rng.normal(size=v.size)) + 1e-12 for _ in range(50))
 
 
 def test_linf_epigraph_projection(rng):
     from scipy.optimize import minimize_scalar
+
     V = rng.normal(size=(12, 90)) * 2
     s = rng.normal(size=12) * 3
     Pa, Pt = project_linf_epigraph_rows(V, s, top=4)
     for i in range(12):
-        g = lambda t: np.sum(np.maximum(np.abs(V[i]) - t, 0) ** 2) + (t - s[i]) ** 2
-        t_ref = minimize_scalar(g, bounds=(0, np.abs(V[i]).max() + abs(s[i]) + 1), method="bounded",
-                                options={"xatol": 1e-12}).x
+
+        def g(t, i=i):
+            return np.sum(np.maximum(np.abs(V[i]) - t, 0) ** 2) + (t - s[i]) ** 2
+
+        t_ref = minimize_scalar(
+            g,
+            bounds=(0, np.abs(V[i]).max() + abs(s[i]) + 1),
+            method="bounded",
+            options={"xatol": 1e-12},
+        ).x
         if np.abs(V[i]).max() <= s[i]:
             t_ref = s[i]
         assert Pt[i] == pytest.approx(t_ref, abs=1e-6)
@@ -74,14 +84,20 @@ def test_gram_factor_and_row_l1(rng):
     for kw in ({}, {"memory_budget": 0}, {"method": "tsqr"}):
         B, s = gram_factor(Xd, **kw)  # n × n Gram + pass, TSQR of Xᵀ (no room for the Gram), TSQR
         np.testing.assert_allclose(B.T @ B, X.T @ X, atol=1e-9)
-        np.testing.assert_allclose(s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8)
-    X = X[:, :15]                     # p ≤ n: the p × p Gram, whatever the budget
+        np.testing.assert_allclose(
+            s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8
+        )
+    X = X[:, :15]  # p ≤ n: the p × p Gram, whatever the budget
     for kw in ({}, {"memory_budget": 0}):
         B, s = gram_factor(da.from_array(X, chunks=(20, 7)), **kw)
         np.testing.assert_allclose(B.T @ B, X.T @ X, atol=1e-9)
-        np.testing.assert_allclose(s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8)
+        np.testing.assert_allclose(
+            s[: B.shape[0]], np.linalg.svd(X, compute_uv=False)[: B.shape[0]], rtol=1e-8
+        )
     M, E, C = rng.normal(size=(50, 7)), rng.normal(size=(7, 40)), rng.normal(size=(50, 40))
-    np.testing.assert_allclose(row_l1_norms(M, E, C, block_bytes=8 * 40 * 3), np.abs(M @ E - C).sum(1))
+    np.testing.assert_allclose(
+        row_l1_norms(M, E, C, block_bytes=8 * 40 * 3), np.abs(M @ E - C).sum(1)
+    )
 
 
 def _data(rng, n=60, p=14):
@@ -105,13 +121,16 @@ def test_two_solvers_agree_with_certificate(rng, lam_frac):
     X = _data(rng)
     lam_max = 2 * np.abs((X - X.mean(0)).T @ (X - X.mean(0))).sum(1).max()
     lam = lam_frac * lam_max
-    fits = {s: CPFS(lam=lam, solver=s, tol=1e-10, max_iter=100000, n_lambdas=4).fit(X) for s in ("fista", "qp", "bcd")}
+    fits = {
+        s: CPFS(lam=lam, solver=s, tol=1e-10, max_iter=100000, n_lambdas=4).fit(X)
+        for s in ("fista", "qp", "bcd")
+    }
     P = {}
     for s, e in fits.items():
         assert e.lambda_max_ == pytest.approx(lam_max, rel=1e-10)
         Pd, Dd = _certificate(X, e.coef_, lam)
-        assert Pd >= Dd - 1e-9 * Pd                      # weak duality
-        assert (Pd - Dd) / Pd <= 2e-10                   # the certificate, recomputed densely
+        assert Pd >= Dd - 1e-9 * Pd  # weak duality
+        assert (Pd - Dd) / Pd <= 2e-10  # the certificate, recomputed densely
         assert e.result_.attrs["duality_gap"] == pytest.approx((Pd - Dd) / Pd, abs=1e-11)
         assert e.result_.attrs["primal"] == pytest.approx(Pd, rel=1e-10)
         P[s] = Pd
@@ -121,7 +140,10 @@ def test_two_solvers_agree_with_certificate(rng, lam_frac):
     assert sup["fista"] == sup["qp"] == sup["bcd"]
     # local optimality of the returned A
     A = fits["fista"].coef_
-    obj = lambda A: _certificate(X, A, lam)[0]
+
+    def obj(A):
+        return _certificate(X, A, lam)[0]
+
     assert all(obj(A) <= obj(A + 1e-4 * rng.normal(size=A.shape)) for _ in range(20))
 
 
@@ -141,7 +163,7 @@ def test_extremes_and_path(rng):
     entry = path["entry_lambda"].values
     r = path["rank"].values
     assert entry[r == 1][0] == entry.max()
-    assert np.all(np.diff(entry[np.argsort(r)]) <= 0)   # ranking follows entry λ
+    assert np.all(np.diff(entry[np.argsort(r)]) <= 0)  # ranking follows entry λ
     rn = path["path_row_norm"].values
     for j in range(8):
         assert rn[lam > entry[j], j].max(initial=0) == 0
@@ -154,8 +176,10 @@ def test_n_features_to_select_finds_lambda(rng):
     assert e.result_.attrs["n_selected"] == 5
     assert np.count_nonzero(np.abs(e.coef_).max(1)) in (5, e.result_["path_n_active"].values.max())
     assert e.transform(X).shape == (60, 5)
-    assert set(np.flatnonzero(e.support_)) == set(np.argsort(e.ranking_)[:5]) or \
-        np.count_nonzero(np.abs(e.coef_).max(1)) == 5
+    assert (
+        set(np.flatnonzero(e.support_)) == set(np.argsort(e.ranking_)[:5])
+        or np.count_nonzero(np.abs(e.coef_).max(1)) == 5
+    )
     assert e.result_["path_row_norm"].dims == ("lambda", "feature")
     # sorted support by ranking_ is consistent with scores_ at λ_q
     assert np.all(e.scores_[e.support_] > 0)
@@ -187,8 +211,12 @@ def test_exactly_low_rank_uses_factor_products(rng):
     M = rng.normal(size=(S.size, 120))
     rows = _Rows(prob, S)
     assert rows.factored
-    np.testing.assert_allclose(rows.half_grad(rows.state(M)), B[:, S].T @ (B[:, S] @ M - B), rtol=1e-10, atol=1e-8)
-    e = CPFS(n_features_to_select=30, memory_budget=0, tol=1e-8, max_iter=50000).fit(da.from_array(X, chunks=(40, 50)))
+    np.testing.assert_allclose(
+        rows.half_grad(rows.state(M)), B[:, S].T @ (B[:, S] @ M - B), rtol=1e-10, atol=1e-8
+    )
+    e = CPFS(n_features_to_select=30, memory_budget=0, tol=1e-8, max_iter=50000).fit(
+        da.from_array(X, chunks=(40, 50))
+    )
     assert e.result_.attrs["rank"] == 4 and e.result_["path_n_active"].values.max() > 8
     assert e.support_.sum() == 30
     P, D = _certificate(X, e.coef_, e.lambda_)
@@ -220,17 +248,48 @@ def test_registry_and_lazy_export():
 def test_cli_select_cpfs_writes_path(tmp_path, rng):
     import subprocess
     import sys
+
     X = _data(rng, n=30, p=7)
     fsdask.ingest(X, tmp_path / "d.zarr")
     out = tmp_path / "r.zarr"
-    p = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "d.zarr"), "--method", "cpfs",
-                        "--param", "n_features_to_select=3", "-o", str(out)], capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(tmp_path / "d.zarr"),
+            "--method",
+            "cpfs",
+            "--param",
+            "n_features_to_select=3",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stderr
     res = fsdask.open_result(out)
     assert int(res["selected"].sum()) == 3
     assert res["path_diag"].dims == ("lambda", "feature") and res.attrs["duality_gap"] <= 1e-6
-    p = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "d.zarr"), "--method", "cpfs",
-                        "--param", "lam=-2", "-o", str(tmp_path / "bad.zarr")], capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(tmp_path / "d.zarr"),
+            "--method",
+            "cpfs",
+            "--param",
+            "lam=-2",
+            "-o",
+            str(tmp_path / "bad.zarr"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 2 and "'lam' parameter" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -239,7 +298,7 @@ def test_leave_order(rng):
     e = CPFS(tol=1e-8, lambda_min_ratio=1e-4, n_lambdas=15).fit(X)
     lo = e.leave_order_
     entry = e.result_["entry_lambda"].values
-    assert np.all(np.diff(entry[lo]) >= 0)          # first to leave = smallest entry λ
+    assert np.all(np.diff(entry[lo]) >= 0)  # first to leave = smallest entry λ
     assert lo[-1] == np.argmin(e.ranking_)
 
 
@@ -249,12 +308,17 @@ def test_qp_solver_at_small_lambda_with_p_above_n(rng):
     X = rng.normal(size=(12, 6)) @ rng.normal(size=(6, 30)) + 0.05 * rng.normal(size=(12, 30))
     Xc = X - X.mean(0)
     lam = 0.01 * 2 * np.abs(Xc.T @ Xc).sum(1).max()
-    fits = {s: CPFS(lam=lam, solver=s, tol=1e-9, max_iter=40000, n_lambdas=3).fit(X) for s in ("qp", "fista")}
+    fits = {
+        s: CPFS(lam=lam, solver=s, tol=1e-9, max_iter=40000, n_lambdas=3).fit(X)
+        for s in ("qp", "fista")
+    }
     for e in fits.values():
-        assert e.support_.sum() > np.linalg.matrix_rank(Xc)   # more active rows than the rank
+        assert e.support_.sum() > np.linalg.matrix_rank(Xc)  # more active rows than the rank
         Pd, Dd = _certificate(X, e.coef_, lam)
         assert (Pd - Dd) / Pd <= 1e-8
-    assert fits["qp"].result_.attrs["primal"] == pytest.approx(fits["fista"].result_.attrs["primal"], rel=1e-6)
+    assert fits["qp"].result_.attrs["primal"] == pytest.approx(
+        fits["fista"].result_.attrs["primal"], rel=1e-6
+    )
 
 
 def test_default_path_stops_where_it_says(rng):
@@ -265,8 +329,11 @@ def test_default_path_stops_where_it_says(rng):
     assert path.attrs["path_stop"] in ("max_features", "reconstruction", "grid_end")
     cut = cpfs_path(X, max_features=7, tol=1e-6)
     act = cut["path_n_active"].values
-    assert cut.attrs["path_stop"] == "max_features" and "max_features=7" in cut.attrs["path_stop_reason"]
-    assert act[-1] >= 7 and np.all(act[:-1] < 7)   # stopped at the first λ with ≥ 7 rows
+    assert (
+        cut.attrs["path_stop"] == "max_features"
+        and "max_features=7" in cut.attrs["path_stop_reason"]
+    )
+    assert act[-1] >= 7 and np.all(act[:-1] < 7)  # stopped at the first λ with ≥ 7 rows
     # tall, exactly rank 3: the reconstruction is complete long before the grid's end
     Xt = rng.normal(size=(60, 3)) @ rng.normal(size=(3, 12))
     e = CPFS(tol=1e-8, max_iter=20000).fit(Xt)
@@ -277,13 +344,16 @@ def test_default_path_stops_where_it_says(rng):
     n_active = e.result_["path_n_active"].values
     assert explained[-1] >= 0.999 or explained[-1] - explained[-2] < 1e-5
     assert np.all(explained[:-1][n_active[:-1] > 0] < 0.999)
-    assert e.lambda_ > e.lambda_max_ * 1e-4     # stopped before the grid's end
+    assert e.lambda_ > e.lambda_max_ * 1e-4  # stopped before the grid's end
     # a user's λ is reached whatever the defaults say
-    assert CPFS(lam=e.lambda_max_ * 1e-4, tol=1e-8, max_iter=20000).fit(Xt).result_.attrs["path_stop"] == "lam"
+    assert (
+        CPFS(lam=e.lambda_max_ * 1e-4, tol=1e-8, max_iter=20000).fit(Xt).result_.attrs["path_stop"]
+        == "lam"
+    )
 
 
 class TestCPFS(SelectorChecks):
-    cluster_exact = False   # the Gram / eigh run in threaded BLAS on the driver
+    cluster_exact = False  # the Gram / eigh run in threaded BLAS on the driver
 
     def make_estimator(self, **params):
         return CPFS(**{"n_features_to_select": 3, **params})
@@ -299,7 +369,7 @@ def test_duplicate_hashes_agree_across_processes_with_different_hash_seeds():
 
     from fsdask.methods.cpfs import column_hashes, duplicate_columns
 
-    class SeededNanny(Nanny):   # distributed gives every worker PYTHONHASHSEED=6640 by default
+    class SeededNanny(Nanny):  # distributed gives every worker PYTHONHASHSEED=6640 by default
         def __init__(self, *args, hash_seed: str, **kwargs):
             super().__init__(*args, **kwargs)
             self.pre_spawn_env = {**self.pre_spawn_env, "PYTHONHASHSEED": hash_seed}
@@ -307,24 +377,28 @@ def test_duplicate_hashes_agree_across_processes_with_different_hash_seeds():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20, 8))
     X[:, 6] = X[:, 1]
-    workers = {f"w{seed}": {"cls": SeededNanny, "options": {"nthreads": 1, "hash_seed": seed}}
-               for seed in ("11", "12345")}
+    workers = {
+        f"w{seed}": {"cls": SeededNanny, "options": {"nthreads": 1, "hash_seed": seed}}
+        for seed in ("11", "12345")
+    }
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0", "host": "127.0.0.1"}}
-    saved = os.environ.get("PYTHONHASHSEED")   # each nanny sets it in this process before spawning
+    saved = os.environ.get("PYTHONHASHSEED")  # each nanny sets it in this process before spawning
     try:
         with SpecCluster(scheduler=scheduler, workers={}) as spec, Client(spec) as client:
-            for n, (name, worker) in enumerate(workers.items(), start=1):   # one at a time: the
-                spec.worker_spec[name] = worker                               # seed is set per spawn
+            for n, (name, worker) in enumerate(workers.items(), start=1):  # one at a time: the
+                spec.worker_spec[name] = worker  # seed is set per spawn
                 spec.sync(spec._correct_state)
                 client.wait_for_workers(n)
             _check_hashes_on(client, X, column_hashes, duplicate_columns)
     finally:
-        os.environ.pop("PYTHONHASHSEED", None) if saved is None else os.environ.update(PYTHONHASHSEED=saved)
+        os.environ.pop("PYTHONHASHSEED", None) if saved is None else os.environ.update(
+            PYTHONHASHSEED=saved
+        )
 
 
 def _check_hashes_on(client, X, column_hashes, duplicate_columns):
     salted = client.run(lambda: hash(b"fsdask column"))
-    assert len(set(salted.values())) == 2            # the workers' hash() really differ
+    assert len(set(salted.values())) == 2  # the workers' hash() really differ
     first, second = client.run(column_hashes, X).values()
     np.testing.assert_array_equal(first, second)
     with dask.config.set(scheduler=client):

@@ -28,17 +28,21 @@ def test_logo_default_is_scale_free_and_standardize_false_is_the_paper(weston):
     a = fsdask.Logo().fit(X, y).scores_
     b = fsdask.Logo().fit(X * scale, y).scores_
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
-    c = fsdask.Logo(standardize=False).fit(X / X.std(0), y).scores_   # the paper's run on standardised data
+    c = (
+        fsdask.Logo(standardize=False).fit(X / X.std(0), y).scores_
+    )  # the paper's run on standardised data
     np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-6)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        d = fsdask.Logo(standardize=False, max_iter=3).fit(X * scale, y).scores_  # raw: weights follow the scales
+        d = (
+            fsdask.Logo(standardize=False, max_iter=3).fit(X * scale, y).scores_
+        )  # raw: weights follow the scales
     assert not np.allclose(a, d, rtol=1e-2)
 
 
 @pytest.mark.parametrize("method", ["logo", "hsic"])
 def test_defaults_find_relevant_features_on_raw_data_without_warning(weston, method):
-    X, y = weston      # 6 relevant features with sd ≈ 1–3 among noise of sd √20
+    X, y = weston  # 6 relevant features with sd ≈ 1–3 among noise of sd √20
     est = fsdask.get_method(method, n_features_to_select=10)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
@@ -49,16 +53,32 @@ def test_defaults_find_relevant_features_on_raw_data_without_warning(weston, met
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         raw.fit(X, y)
-    assert hits(raw, 6) < hits(est, 6)   # the paper's unscaled run ranks noise features among the top 6
+    assert hits(raw, 6) < hits(
+        est, 6
+    )  # the paper's unscaled run ranks noise features among the top 6
 
 
 def test_demo_defaults_no_warning(tmp_path, capsys):
     from fsdask.cli import main
     from fsdask.commands.demo import DEMO_METHODS
+
     assert all(set(p) <= {"n_features_to_select"} for _, p in DEMO_METHODS)  # defaults only
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        assert main(["demo", "--out", str(tmp_path / "d"), "--features", "3000", "--scheduler", "threads"]) == 0
+        assert (
+            main(
+                [
+                    "demo",
+                    "--out",
+                    str(tmp_path / "d"),
+                    "--features",
+                    "3000",
+                    "--scheduler",
+                    "threads",
+                ]
+            )
+            == 0
+        )
     found = re.findall(r"\[(\w+)\] [\d.]+ s — (\d) of 6 relevant", capsys.readouterr().out)
     assert [m for m, _ in found] == [m for m, _ in DEMO_METHODS]
     assert all(int(k) >= 4 for _, k in found), found

@@ -62,7 +62,9 @@ def data():
 
 def test_pipeline_gridsearch_clone_pickle(data):
     X, y = data
-    pipe = Pipeline([("scale", StandardScaler()), ("select", Filter("ttest")), ("clf", LogisticRegression())])
+    pipe = Pipeline(
+        [("scale", StandardScaler()), ("select", Filter("ttest")), ("clf", LogisticRegression())]
+    )
     grid = GridSearchCV(pipe, {"select__n_features_to_select": [1, 2, 4]}, cv=3).fit(X, y)
     assert grid.best_params_["select__n_features_to_select"] in (1, 2, 4)
     sel = grid.best_estimator_.named_steps["select"]
@@ -71,7 +73,9 @@ def test_pipeline_gridsearch_clone_pickle(data):
     last = Pipeline([("scale", StandardScaler()), ("select", Filter("f", n_features_to_select=2))])
     assert last.fit_transform(X, y).shape == (40, 2)
     twin = clone(Filter("f", n_features_to_select=2))
-    assert twin.get_params() == Filter("f", n_features_to_select=2).get_params() and not hasattr(twin, "scores_")
+    assert twin.get_params() == Filter("f", n_features_to_select=2).get_params() and not hasattr(
+        twin, "scores_"
+    )
     back = pickle.loads(pickle.dumps(last))
     np.testing.assert_array_equal(back.transform(X), last.transform(X))
 
@@ -83,13 +87,19 @@ def test_set_output_feature_names_and_inverse_transform(data):
     f = Filter("ttest", n_features_to_select=2).set_output(transform="pandas").fit(df, y)
     out = f.transform(df)
     assert isinstance(out, pd.DataFrame) and list(out.columns) == ["gene2", "gene7"]
-    assert list(f.feature_names_in_) == cols and list(f.get_feature_names_out()) == ["gene2", "gene7"]
+    assert list(f.feature_names_in_) == cols and list(f.get_feature_names_out()) == [
+        "gene2",
+        "gene7",
+    ]
     back = f.inverse_transform(out.to_numpy())
     assert back.shape == X.shape and np.all(back[:, [0, 1]] == 0)
     np.testing.assert_array_equal(back[:, [2, 7]], X[:, [2, 7]])
     xa = xr.DataArray(X, dims=("sample", "feature"), coords={"feature": cols})
     g = Filter("ttest", n_features_to_select=2).fit(xa, y)
-    assert list(g.feature_names_in_) == cols and list(g.transform(xa)["feature"].values) == ["gene2", "gene7"]
+    assert list(g.feature_names_in_) == cols and list(g.transform(xa)["feature"].values) == [
+        "gene2",
+        "gene7",
+    ]
     h = Filter("ttest", n_features_to_select=2).fit(X, y)
     assert not hasattr(h, "feature_names_in_") and list(h.get_feature_names_out()) == ["x2", "x7"]
 
@@ -111,18 +121,28 @@ def test_score_keyword_still_works_with_a_future_warning(data):
     with pytest.warns(FutureWarning, match="statistic"):
         old = Filter(score="snr", n_features_to_select=3)
     assert old.statistic == "snr" and "score" not in old.get_params()
-    np.testing.assert_array_equal(old.fit(X, y).scores_, Filter(statistic="snr", n_features_to_select=3)
-                                  .fit(X, y).scores_)
+    np.testing.assert_array_equal(
+        old.fit(X, y).scores_, Filter(statistic="snr", n_features_to_select=3).fit(X, y).scores_
+    )
     with pytest.raises(TypeError, match="scor"):
         Filter(scor="snr")
 
 
-@pytest.mark.parametrize("est, param, value", [
-    (Logo(), "sigma", np.nan), (Logo(), "lam", np.nan), (Logo(), "sigma", np.inf),
-    (QAlpha(), "tol", np.nan), (QAlpha(), "gamma", np.nan),
-    (SparseHSIC(), "tol", np.nan), (SparseHSIC(), "gamma", np.nan), (CPFS(), "lam", -np.inf),
-    (Logo(), "max_iter", 2.0), (Logo(), "eliminate", "false"),
-])
+@pytest.mark.parametrize(
+    "est, param, value",
+    [
+        (Logo(), "sigma", np.nan),
+        (Logo(), "lam", np.nan),
+        (Logo(), "sigma", np.inf),
+        (QAlpha(), "tol", np.nan),
+        (QAlpha(), "gamma", np.nan),
+        (SparseHSIC(), "tol", np.nan),
+        (SparseHSIC(), "gamma", np.nan),
+        (CPFS(), "lam", -np.inf),
+        (Logo(), "max_iter", 2.0),
+        (Logo(), "eliminate", "false"),
+    ],
+)
 def test_issue12_nan_inf_parameters_refused_by_name(data, est, param, value):
     X, y = data
     with pytest.raises(ParameterError, match=f"'{param}' parameter of {type(est).__name__}"):
@@ -132,7 +152,26 @@ def test_issue12_nan_inf_parameters_refused_by_name(data, est, param, value):
 def test_cli_bad_parameter_exits_2(tmp_path, data):
     X, y = data
     fsdask.ingest(X, tmp_path / "d.zarr", y=y)
-    p = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "d.zarr"), "--method", "logo",
-                        "--param", "sigma=.nan", "-o", str(tmp_path / "r.zarr")], capture_output=True, text=True)
-    assert p.returncode == 2 and "'sigma' parameter of Logo" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(tmp_path / "d.zarr"),
+            "--method",
+            "logo",
+            "--param",
+            "sigma=.nan",
+            "-o",
+            str(tmp_path / "r.zarr"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        p.returncode == 2
+        and "'sigma' parameter of Logo" in p.stderr
+        and "Traceback" not in p.stderr
+    )
     assert not (tmp_path / "r.zarr").exists()

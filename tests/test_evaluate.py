@@ -15,8 +15,18 @@ import xarray as xr
 
 from fsdask.errors import InputError, ParameterError
 from fsdask.evaluate import (
-    EvaluationResult, evaluate, evaluate_classifiers, evaluate_result, false_discovery_rate, jaccard_stability,
-    kuncheva_index, open_evaluation, pev, reconstruction_curve, reconstruction_error, sparsity_gap,
+    EvaluationResult,
+    evaluate,
+    evaluate_classifiers,
+    evaluate_result,
+    false_discovery_rate,
+    jaccard_stability,
+    kuncheva_index,
+    open_evaluation,
+    pev,
+    reconstruction_curve,
+    reconstruction_error,
+    sparsity_gap,
     write_evaluation,
 )
 from fsdask.evaluate.protocol import knn_predict_prefixes
@@ -25,6 +35,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------- metrics, by hand
+
 
 def test_false_discovery_rate_by_hand():
     assert false_discovery_rate([0, 1, 2, 3], [0, 1]) == 0.5
@@ -79,7 +90,7 @@ def test_reconstruction_error_matches_lstsq_over_blocks(rng):
     S = [3, 17, 40, 41, 55]
     Xc = X - X.mean(0)
     coef, *_ = np.linalg.lstsq(Xc[:, S], Xc, rcond=None)
-    want = ((Xc - Xc[:, S] @ coef) ** 2).sum() / (Xc ** 2).sum()
+    want = ((Xc - Xc[:, S] @ coef) ** 2).sum() / (Xc**2).sum()
     assert reconstruction_error(Xd, S) == pytest.approx(want, rel=1e-9)
     curve = reconstruction_curve(Xd, S)
     assert curve[-1] == pytest.approx(want, rel=1e-9)
@@ -90,8 +101,10 @@ def test_reconstruction_error_matches_lstsq_over_blocks(rng):
 
 # ---------------------------------------------------------------- classifiers
 
+
 def test_knn_prefixes_match_scikit_learn(rng):
     from sklearn.neighbors import KNeighborsClassifier
+
     Xtr, Xte = rng.normal(size=(40, 12)), rng.normal(size=(9, 12))
     ytr = rng.integers(0, 3, 40)
     ms = [1, 2, 5, 12]
@@ -130,8 +143,19 @@ def test_once_is_optimistic_on_pure_noise(rng):
     """Selecting on all samples leaks the test labels (Ambroise & McLachlan 2002)."""
     X = rng.normal(size=(30, 1500))
     y = np.repeat([0, 1], 15)
-    both = {sel: evaluate_classifiers(X, y, "ttest", protocol="kfold", n_splits=5, n_features=[5],
-                                      selection=sel, classifiers=("knn",))["knn"] for sel in ("inside", "once")}
+    both = {
+        sel: evaluate_classifiers(
+            X,
+            y,
+            "ttest",
+            protocol="kfold",
+            n_splits=5,
+            n_features=[5],
+            selection=sel,
+            classifiers=("knn",),
+        )["knn"]
+        for sel in ("inside", "once")
+    }
     assert both["once"].best_error < both["inside"].best_error - 0.15
     assert "ONCE" in both["once"].label and np.isnan(both["once"].stability["kuncheva"])
     assert both["inside"].best_error >= 0.3
@@ -139,15 +163,25 @@ def test_once_is_optimistic_on_pure_noise(rng):
 
 def test_kfold_and_dataset_input_and_roundtrip(rng, tmp_path):
     X, y, rel = _planted(rng, n=30, p=60)
-    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)},
-                    coords={"feature": [f"g{i}" for i in range(60)]})
-    r = evaluate(ds, method="f", protocol="kfold", n_splits=5, classifier="knn", n_features=[1, 3, 8])
-    assert list(r.curve.index) == [1, 3, 8] and r.n_splits == 5 and r.curve["n_tested"].iloc[0] == 30
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y)},
+        coords={"feature": [f"g{i}" for i in range(60)]},
+    )
+    r = evaluate(
+        ds, method="f", protocol="kfold", n_splits=5, classifier="knn", n_features=[1, 3, 8]
+    )
+    assert (
+        list(r.curve.index) == [1, 3, 8] and r.n_splits == 5 and r.curve["n_tested"].iloc[0] == 30
+    )
     assert r.top_features(3)[0].startswith("g")
     for name in ("ev.zarr", "ev.nc"):
         path = write_evaluation(r, str(tmp_path / name))
         back = open_evaluation(path)
-        assert back.best_error == r.best_error and back.protocol == "kfold" and back.selection == "inside"
+        assert (
+            back.best_error == r.best_error
+            and back.protocol == "kfold"
+            and back.selection == "inside"
+        )
         np.testing.assert_array_equal(back.fold_rankings, r.fold_rankings)
         assert back.top_features(2) == r.top_features(2)
     merged = xr.merge([ds.drop_vars("X"), r.to_dataset()], combine_attrs="drop_conflicts")
@@ -167,8 +201,11 @@ def test_folds_in_parallel_on_cluster(rng, cluster):
 
 def test_evaluate_result_and_mismatch(rng):
     import fsdask
+
     X, y, rel = _planted(rng, n=30, p=60)
-    da_ = xr.DataArray(X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(60)]})
+    da_ = xr.DataArray(
+        X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(60)]}
+    )
     result = fsdask.Filter(statistic="ttest").fit(da_, y).result_
     r = evaluate_result(da_, y, result, protocol="kfold", n_splits=5, n_features=5)
     assert r.selection == "once" and r.method == "ttest" and "ONCE" in r.label
@@ -181,11 +218,14 @@ def test_evaluate_result_and_mismatch(rng):
 
 # ---------------------------------------------------------------- bad input
 
+
 def test_bad_input_messages(rng):
     X, y, _ = _planted(rng, n=20, p=30)
     y_small = y.copy()
     y_small[:7] = 1  # class 0 has 3 samples
-    with pytest.raises(InputError, match="needs at least 5 samples in every class.*has 3.*--folds 3"):
+    with pytest.raises(
+        InputError, match="needs at least 5 samples in every class.*has 3.*--folds 3"
+    ):
         evaluate(X, y_small, "ttest", protocol="kfold", n_splits=5)
     with pytest.raises(InputError, match="unlabeled"):
         evaluate(X, None, "variance")
@@ -209,14 +249,18 @@ def test_bad_input_messages(rng):
 
 # ---------------------------------------------------------------- data + examples scaffolding
 
+
 def test_load_npz(shared_data):
     from fsdask.datasets import load_npz
+
     X, y, info = load_npz("leukemia_golub")
     assert X.shape == (72, 7129) and np.bincount(y).tolist() == [47, 25]
     assert info["feature_names"].shape == (7129,) and info["has_feature_names"]
     assert list(info["class_names"]) == ["ALL", "AML"]
     X, y, info = load_npz(shared_data / "colon_alon.npz")
-    assert X.shape == (62, 2000) and not info["has_feature_names"] and info["feature_names"][0] == "f0"
+    assert (
+        X.shape == (62, 2000) and not info["has_feature_names"] and info["feature_names"][0] == "f0"
+    )
     X, y, info = load_npz("nips_words")
     assert y is None and info["task"] == "unlabeled"
     with pytest.raises(OSError, match="no such dataset"):
@@ -233,8 +277,13 @@ def _common(monkeypatch, tmp_path):
 
 def test_examples_common(monkeypatch, tmp_path, capsys):
     mod = _common(monkeypatch, tmp_path)
-    path = mod.write_results_md("demo", "A title", ["method", "ours", "paper"],
-                                [["ttest", 0.0417, "1–5 errors"]], notes=["a note"])
+    path = mod.write_results_md(
+        "demo",
+        "A title",
+        ["method", "ours", "paper"],
+        [["ttest", 0.0417, "1–5 errors"]],
+        notes=["a note"],
+    )
     text = path.read_text()
     assert path == tmp_path / "results" / "demo.md"
     assert text.startswith("# A title") and "\n- command: python" in text and "UTC" in text
@@ -248,7 +297,9 @@ def test_examples_common(monkeypatch, tmp_path, capsys):
 
 def test_missing_scikit_learn_is_a_clear_error(monkeypatch, rng):
     import builtins
+
     from fsdask.evaluate import MissingDependencyError
+
     real_import = builtins.__import__
 
     def no_sklearn(name, *a, **k):

@@ -41,6 +41,7 @@ def test_welch_and_student_t(binary, chunk):
 
 def test_f_and_fisher_multiclass(multiclass):
     from sklearn.feature_selection import f_classif
+
     X, y = multiclass
     f = fsdask.Filter("f").fit(X, y)
     F, p = f_classif(X, y)
@@ -64,7 +65,9 @@ def test_pearson_continuous(rng):
 def test_ks_snr_fold_change_variance(binary):
     X, y = binary
     ks = fsdask.Filter("ks").fit(X, y)
-    np.testing.assert_allclose(ks.scores_, [ss.ks_2samp(X[y == 0, j], X[y == 1, j]).statistic for j in range(37)])
+    np.testing.assert_allclose(
+        ks.scores_, [ss.ks_2samp(X[y == 0, j], X[y == 1, j]).statistic for j in range(37)]
+    )
     snr = fsdask.Filter("snr").fit(X, y)
     m0, m1 = X[y == 0].mean(0), X[y == 1].mean(0)
     s0, s1 = X[y == 0].std(0, ddof=1), X[y == 1].std(0, ddof=1)
@@ -86,9 +89,13 @@ def test_api_support_transform_and_result(binary):
     Xd = da.from_array(X, chunks=(40, 10))
     out = f.transform(Xd)
     assert isinstance(out, da.Array) and out.shape == (40, 4)
-    da_x = xr.DataArray(X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(37)]})
+    da_x = xr.DataArray(
+        X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(37)]}
+    )
     f2 = fsdask.Filter("ttest", n_features_to_select=4).fit(da_x, y)
-    assert list(f2.transform(da_x)["feature"].values) == list(f2.result_["feature"].values[f2.support_])
+    assert list(f2.transform(da_x)["feature"].values) == list(
+        f2.result_["feature"].values[f2.support_]
+    )
     r = f.result_
     assert set(r.data_vars) >= {"weight", "rank", "selected", "pvalue"}
     assert r.attrs["method"] == "ttest" and r.attrs["n_selected"] == 4
@@ -118,6 +125,7 @@ def test_laplacian_score_prefers_cluster_structure(rng):
 
 def test_top_k_mask_matches_a_stable_sort(rng):
     from fsdask.base import _top_k_mask
+
     for _ in range(500):
         n = int(rng.integers(1, 40))
         s = rng.integers(0, 5, n).astype(float)  # many ties
@@ -133,6 +141,7 @@ def test_ranking_equals_stable_sort_with_ties(rng, monkeypatch, dense_max):
     when there are too many distinct keys for it) is exactly the stable order."""
     import fsdask.base
     from fsdask.base import _ranking
+
     monkeypatch.setattr(fsdask.base, "_DENSE_MAX", dense_max)
     for trial in range(60):
         p = int(rng.integers(1, 200)) if trial % 3 else int(rng.integers(2000, 3000))
@@ -151,18 +160,24 @@ def test_pvalues_computed_when_first_read(binary, monkeypatch, score):
     result_ (not in fit), once, with scipy's values; constant features get NaN; a refit and
     the scores without p-values carry no stale ones."""
     import fsdask.methods.filters as filters
+
     X, y = binary
     X = X.copy()
-    X[:, 5] = 3.0                                        # constant feature
+    X[:, 5] = 3.0  # constant feature
     calls = []
     real = filters.pvalues_from_stats
     monkeypatch.setattr(filters, "pvalues_from_stats", lambda *a: calls.append(a[0]) or real(*a))
     f = fsdask.Filter(score).fit(X, y)
     assert calls == []
     pv = f.pvalues_
-    assert calls == [score] and pv.shape == (37,) and np.isnan(pv[5]) and not np.isnan(np.delete(pv, 5)).any()
+    assert (
+        calls == [score]
+        and pv.shape == (37,)
+        and np.isnan(pv[5])
+        and not np.isnan(np.delete(pv, 5)).any()
+    )
     np.testing.assert_array_equal(f.result_["pvalue"].values, pv)
-    assert calls == [score]                              # computed once
+    assert calls == [score]  # computed once
     Xa = np.delete(X, 5, axis=1)
     if score == "ttest":
         ref = ss.ttest_ind(Xa[y == 0], Xa[y == 1], equal_var=False).pvalue
@@ -171,20 +186,23 @@ def test_pvalues_computed_when_first_read(binary, monkeypatch, score):
     else:
         ref = [ss.pearsonr(Xa[:, j], y).pvalue for j in range(36)]
     np.testing.assert_allclose(np.delete(pv, 5), ref, rtol=1e-8)
-    f.fit(X[:, :10], y)                                  # refit: new p-values, of the new shape
+    f.fit(X[:, :10], y)  # refit: new p-values, of the new shape
     assert f.pvalues_.shape == (10,) and len(calls) == 2
     g = fsdask.Filter("snr").fit(X, y)
     assert g.pvalues_ is None and "pvalue" not in g.result_
     with pytest.raises(AttributeError):
-        fsdask.Filter(score).pvalues_
+        _ = fsdask.Filter(score).pvalues_
 
 
 def test_threaded_pvalues_equal_serial(rng):
     from fsdask.methods.filters import _threaded_pvalues, pvalues_from_stats
+
     stats = np.abs(rng.normal(size=(2, 140_000))) * [[2.0], [40.0]] + [[0.0], [2.0]]
     for score in ("ttest", "f", "pearson"):
         st = stats if score == "ttest" else np.clip(stats[:1] / 8, 0, 1)
-        np.testing.assert_array_equal(_threaded_pvalues(score, st, 50, 3), pvalues_from_stats(score, st, 50, 3))
+        np.testing.assert_array_equal(
+            _threaded_pvalues(score, st, 50, 3), pvalues_from_stats(score, st, 50, 3)
+        )
     with pytest.raises(fsdask.errors.ParameterError, match="no p-value"):
         pvalues_from_stats("snr", stats, 50, 2)
 

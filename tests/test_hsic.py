@@ -40,11 +40,14 @@ def test_sparse_pm_matches_dense_reference(rng, rho, gamma):
     dense = ref.sparse_pm(A, gamma, rho)
     _same(hsic.sparse_pm(A, gamma, rho), dense)
     for chunks in (120, 17):  # streaming row-wise steps over a dask A
-        _same(hsic.sparse_pm(da.from_array(A, chunks=(chunks, -1)), gamma, rho, memory_budget=0), dense)
+        _same(
+            hsic.sparse_pm(da.from_array(A, chunks=(chunks, -1)), gamma, rho, memory_budget=0),
+            dense,
+        )
 
 
 def test_objective_trace_never_decreases(rng):
-    for trial in range(30):
+    for _ in range(30):
         m, c = rng.integers(5, 80), rng.integers(1, 9)
         A = rng.standard_normal((m, c)) * rng.uniform(0.1, 3, size=(m, 1))
         for rho in (0.0, 0.01, 0.3):
@@ -54,8 +57,16 @@ def test_objective_trace_never_decreases(rng):
             assert np.all(np.diff(t) >= -1e-12 * max(1.0, abs(t).max())), t
             # the separable trace equals (3.4) evaluated from its definition at the end
             if res.M.any():
-                f = ref.objective(A, np.flatnonzero(res.M), np.flatnonzero(res.N), res.u, res.sigma, res.v,
-                                  gamma, rho)
+                f = ref.objective(
+                    A,
+                    np.flatnonzero(res.M),
+                    np.flatnonzero(res.N),
+                    res.u,
+                    res.sigma,
+                    res.v,
+                    gamma,
+                    rho,
+                )
                 assert abs(f - t[-1]) <= 1e-10 * max(1.0, abs(f))
     # and a case where the trace really moves more than once
     A = _planted_A(rng, 200, 6)
@@ -98,7 +109,9 @@ def test_estimator_matches_dense_on_any_chunking(rng, chunk, dense_A):
     A = ref.hsic_A(X, ref.class_delta(y))
     rho = 2e-5
     M, N, u, sigma, v, trace = ref.sparse_pm(A, 1.1, rho)
-    est = fsdask.SparseHSIC(rho=rho, standardize=False, memory_budget=2**30 if dense_A else 600, rho_grid=None)
+    est = fsdask.SparseHSIC(
+        rho=rho, standardize=False, memory_budget=2**30 if dense_A else 600, rho_grid=None
+    )
     est.fit(da.from_array(X, chunks=(30, chunk)), y)
     np.testing.assert_array_equal(est.get_support(indices=True), M)
     np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
@@ -117,8 +130,12 @@ def test_estimator_on_cluster_and_threads(rng, cluster):
     for sched, dense_A in (("threads", False), (cluster, True), (cluster, False)):
         if True:
             with dask.config.set(scheduler=sched):
-                est = fsdask.SparseHSIC(rho=2e-5, standardize=False, memory_budget=2**30 if dense_A else 600,
-                                        rho_grid=None).fit(Xd, y)
+                est = fsdask.SparseHSIC(
+                    rho=2e-5,
+                    standardize=False,
+                    memory_budget=2**30 if dense_A else 600,
+                    rho_grid=None,
+                ).fit(Xd, y)
             np.testing.assert_array_equal(est.get_support(indices=True), M)
             np.testing.assert_allclose(est.components_[0], u, atol=1e-10, rtol=0)
             assert abs(est.sigma_[0] - sigma) < 1e-10
@@ -145,15 +162,20 @@ def test_responses_continuous_multivariate_rbf_standardize(rng):
     # standardize=True: A of the standardised features
     Xs = X * rng.uniform(0.1, 10, p)
     est = fsdask.SparseHSIC(rho=0.05, standardize=True).fit(Xs, y)
-    np.testing.assert_allclose(est.hsic_A_, ref.hsic_A(Xs / Xs.std(0, ddof=1), ys[None, :]), atol=1e-12)
+    np.testing.assert_allclose(
+        est.hsic_A_, ref.hsic_A(Xs / Xs.std(0, ddof=1), ys[None, :]), atol=1e-12
+    )
     # RBF: a factor of HBH of the documented rank, picking up a non-monotone dependence
     z = rng.uniform(-2, 2, 200)
     delta, kind, info = hsic.response_factor(z, "rbf")
     H = np.eye(200) - 1 / 200
     d = z[:, None] - z[None, :]
     zs = (z - z.mean()) / z.std(ddof=1)
-    B = np.exp(-(zs[:, None] - zs[None, :])**2 / (2 * info["kernel_width"]**2))
-    assert info["kernel_trace_kept"] >= hsic.RBF_TRACE_SHARE or info["kernel_rank"] == hsic.RBF_MAX_RANK
+    B = np.exp(-((zs[:, None] - zs[None, :]) ** 2) / (2 * info["kernel_width"] ** 2))
+    assert (
+        info["kernel_trace_kept"] >= hsic.RBF_TRACE_SHARE
+        or info["kernel_rank"] == hsic.RBF_MAX_RANK
+    )
     assert np.linalg.norm(H @ B @ H - delta.T @ delta) <= 0.05 * np.linalg.norm(H @ B @ H)
     Xz = rng.standard_normal((200, 10))
     Xz[:, 6] = z**2 + 0.1 * rng.standard_normal(200)  # invisible to a linear kernel on z
@@ -224,6 +246,7 @@ def test_constant_features_never_selected_and_single_pass(rng):
         if block.shape[0] == 30:  # (dask also calls it on tiny arrays to infer the dtype)
             reads.append(1)
         return block
+
     Xd = da.from_array(X, chunks=(30, 10)).map_blocks(load)
     fsdask.SparseHSIC(n_features_to_select=5, rho_grid=None).fit(Xd, y)
     assert len(reads) == 4
@@ -254,19 +277,27 @@ def test_bad_input_specific_to_hsic(rng):
 def test_cli_select(tmp_path, rng):
     from fsdask.cli import main
     from fsdask.datasets import write_synthetic, zarkoob_regression
+
     store = str(tmp_path / "z.zarr")
     write_synthetic(zarkoob_regression(n_samples=60, n_features=300, random_state=3), store)
     out = str(tmp_path / "r.zarr")
-    assert main(["select", store, "--method", "hsic", "--param", "n_features_to_select=3", "-o", out]) == 0
+    assert (
+        main(["select", store, "--method", "hsic", "--param", "n_features_to_select=3", "-o", out])
+        == 0
+    )
     import xarray as xr
+
     r = xr.open_zarr(out, consolidated=False)
     assert set(np.flatnonzero(r["selected"].values)) == {4, 9, 14}
 
 
 def test_fraction_transform_and_xarray(rng):
     import xarray as xr
+
     X, y = _problem(rng, n=30, p=50, classes=2)
-    Xa = xr.DataArray(X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(50)]})
+    Xa = xr.DataArray(
+        X, dims=("sample", "feature"), coords={"feature": [f"g{i}" for i in range(50)]}
+    )
     est = fsdask.SparseHSIC(n_features_to_select=0.1, rho_grid=None).fit(Xa, y)
     assert est.get_support().sum() == 5
     out = est.transform(Xa)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-
 from pathlib import Path
 
 import numpy as np
@@ -72,27 +71,64 @@ def test_a_silent_service_times_out_with_a_message(not_dask):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("reply", [b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
-                                   b"SSH-2.0-OpenSSH_9.2p1 Debian\r\n"])
+@pytest.mark.parametrize(
+    "reply",
+    [b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", b"SSH-2.0-OpenSSH_9.2p1 Debian\r\n"],
+)
 def test_cli_on_a_non_dask_service_exits_2_with_one_line(not_dask, tmp_path, reply):
     port = not_dask(reply)
     X = np.random.default_rng(0).normal(size=(10, 20)).astype(np.float32)
     fsdask.ingest(X, tmp_path / "x.zarr", y=np.repeat([0, 1], 5))
-    r = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "x.zarr"), "--method", "ttest",
-                        "-o", str(tmp_path / "out.zarr"), "--scheduler", f"tcp://127.0.0.1:{port}"],
-                       capture_output=True, text=True, timeout=100)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(tmp_path / "x.zarr"),
+            "--method",
+            "ttest",
+            "-o",
+            str(tmp_path / "out.zarr"),
+            "--scheduler",
+            f"tcp://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and f"tcp://127.0.0.1:{port}" in lines[0] and "Dask protocol" in lines[0], r.stderr
+    assert (
+        len(lines) == 1 and f"tcp://127.0.0.1:{port}" in lines[0] and "Dask protocol" in lines[0]
+    ), r.stderr
     assert not (tmp_path / "out.zarr").exists()
 
 
 def test_memory_limit_no_worker_can_run_under_is_refused_before_any_starts(tmp_path):
     X = np.random.default_rng(0).normal(size=(10, 200)).astype(np.float32)
     fsdask.ingest(X, tmp_path / "x.zarr", y=np.repeat([0, 1], 5))
-    r = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "x.zarr"), "--method", "ttest",
-                        "-o", str(tmp_path / "out.zarr"), "--scheduler", "local:2", "--memory-limit", "1MB",
-                        "--no-progress"], capture_output=True, text=True, timeout=100)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(tmp_path / "x.zarr"),
+            "--method",
+            "ttest",
+            "-o",
+            str(tmp_path / "out.zarr"),
+            "--scheduler",
+            "local:2",
+            "--memory-limit",
+            "1MB",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     assert r.returncode == 2, r.stderr[-3000:]
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--memory-limit 1MB" in lines[0] and "256MiB" in lines[0], r.stderr
@@ -107,14 +143,37 @@ def test_workers_that_keep_dying_stop_the_run_with_the_reason(tmp_path):
     X = np.random.default_rng(0).normal(size=(10, 200)).astype(np.float32)
     fsdask.ingest(X, tmp_path / "x.zarr", y=np.repeat([0, 1], 5), chunk_bytes=10 * 4 * 20)
     preload = Path(__file__).with_name("crashing_worker_preload.py")
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "DASK_DISTRIBUTED__WORKER__PRELOAD": f'["{preload}"]',
-           "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1000"}
-    r = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "x.zarr"), "--method", "ttest",
-                        "-o", str(tmp_path / "out.zarr"), "--scheduler", "local:2", "--no-progress"],
-                       capture_output=True, text=True, timeout=220, env=env)
+    env = {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "DASK_DISTRIBUTED__WORKER__PRELOAD": f'["{preload}"]',
+        "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1000",
+    }
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(tmp_path / "x.zarr"),
+            "--method",
+            "ttest",
+            "-o",
+            str(tmp_path / "out.zarr"),
+            "--scheduler",
+            "local:2",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=220,
+        env=env,
+    )
     assert r.returncode == 2, r.stderr[-3000:]
     last = r.stderr.strip().splitlines()[-1]
-    assert "worker processes died" in last and "crashed or were killed" in last and "-vv" in last, last
+    assert "worker processes died" in last and "crashed or were killed" in last and "-vv" in last, (
+        last
+    )
     assert r.stderr.count("Traceback") <= 2, r.stderr[-3000:]
     assert r.stderr.count("Restarting worker") < 20, "stopped after a few restarts, not hundreds"
     assert not (tmp_path / "out.zarr").exists()

@@ -28,16 +28,16 @@ import uuid
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 import fsdask
-from conftest import ROOT
 
 pytestmark = [pytest.mark.s3, pytest.mark.cluster, pytest.mark.infra, pytest.mark.slow]
 
 HERE = os.path.dirname(__file__)
-N, P = 400, 62_500             # float32: 100 MB
+N, P = 400, 62_500  # float32: 100 MB
 MATRIX = N * P * 4
-CHUNK = N * 4 * 6_250          # 10 MB blocks
+CHUNK = N * 4 * 6_250  # 10 MB blocks
 # the client's fsdask.memory-budget: below the matrix, as on a store that does not fit the client.
 # (With the default 1 GiB, Logo holds an X that fits on the client by design — and that copy
 # is gathered through the scheduler, the matrix travelling through both.)
@@ -91,24 +91,68 @@ def hosts(s3_endpoint, tmp_path_factory):
     except OSError as exc:
         pytest.skip(f"cannot bind 127.0.0.2 here ({exc})")
     from distributed import Client
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), HERE]),
-           "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error"}
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), HERE]),
+        "DASK_DISTRIBUTED__LOGGING__DISTRIBUTED": "error",
+    }
     port = _port("127.0.0.2")
     address = f"tcp://127.0.0.2:{port}"
     work = tmp_path_factory.mktemp("hosts")
-    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.2",
-                               "--port", str(port), "--dashboard-address", "127.0.0.2:0", "--preload", "commcount"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.2",
+                "--port",
+                str(port),
+                "--dashboard-address",
+                "127.0.0.2:0",
+                "--preload",
+                "commcount",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     try:
         _wait(procs[0], lambda: _listening("127.0.0.2", port), "dask scheduler")
         for host in ("127.0.0.3", "127.0.0.4"):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "distributed.cli.dask_worker", address, "--host", host, "--nworkers", "1",
-                 "--nthreads", "1", "--memory-limit", "1.5GB", "--no-dashboard", "--local-directory", str(work)],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        address,
+                        "--host",
+                        host,
+                        "--nworkers",
+                        "1",
+                        "--nthreads",
+                        "1",
+                        "--memory-limit",
+                        "1.5GB",
+                        "--no-dashboard",
+                        "--local-directory",
+                        str(work),
+                    ],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         client = Client(address, timeout=30, set_as_default=False)
         client.wait_for_workers(2, timeout=60)
-        assert {a.split(":")[1] for a in client.scheduler_info()["workers"]} == {"//127.0.0.3", "//127.0.0.4"}
+        assert {a.split(":")[1] for a in client.scheduler_info()["workers"]} == {
+            "//127.0.0.3",
+            "//127.0.0.4",
+        }
         yield address, client, env, procs[0].pid
     finally:
         try:
@@ -129,6 +173,7 @@ def stores(s3_endpoint):
     """100 MB float32 stores (wide and tall) and 1/64 ones, in one bucket deleted afterwards."""
     import dask.array as da
     import s3fs
+
     opts = {"endpoint_url": s3_endpoint, "key": "testing", "secret": "testing"}
     fs = s3fs.S3FileSystem(**opts)
     bucket = f"fsdask-hosts-{uuid.uuid4().hex[:8]}"
@@ -136,12 +181,21 @@ def stores(s3_endpoint):
     try:
         urls = {}
         for shape, (n, p) in SHAPES.items():
-            for name, (rows, cols) in (("big", (n, p)), ("small", (n, p // 64) if shape == "wide" else (n // 64, p))):
-                X = da.random.RandomState(7).standard_normal((rows, cols), chunks=(rows, max(1, CHUNK // (rows * 4))))
+            for name, (rows, cols) in (
+                ("big", (n, p)),
+                ("small", (n, p // 64) if shape == "wide" else (n // 64, p)),
+            ):
+                X = da.random.RandomState(7).standard_normal(
+                    (rows, cols), chunks=(rows, max(1, CHUNK // (rows * 4)))
+                )
                 X = X.astype(np.float32)
-                X[rows // 2:, :4] += 2  # informative features, so every method has something to find
+                X[rows // 2 :, :4] += (
+                    2  # informative features, so every method has something to find
+                )
                 url = f"s3://{bucket}/{shape}-{name}.zarr"
-                fsdask.ingest(X, url, y=np.repeat([0, 1], rows // 2), storage_options=opts, chunk_bytes=CHUNK)
+                fsdask.ingest(
+                    X, url, y=np.repeat([0, 1], rows // 2), storage_options=opts, chunk_bytes=CHUNK
+                )
                 urls[shape, name] = url
         yield urls, opts
     finally:
@@ -153,6 +207,7 @@ class Peak:
 
     def __init__(self, pid):
         import psutil
+
         self.proc, self.peak, self.stop = psutil.Process(pid), 0, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -176,18 +231,40 @@ class Peak:
 def _select(hosts, url, opts, method, out, tmp_path):
     """Run ``fsdask select`` in its own process (comm counter installed); return measures."""
     import psutil
+
     address, client, env, scheduler_pid = hosts
     counts = tmp_path / f"{method}-{uuid.uuid4().hex[:6]}.json"
-    code = ("import commcount, sys; commcount.install(); from fsdask.cli import main; sys.exit(main())")
-    args = [sys.executable, "-c", code, "select", url, "--method", method, "-o", out, "--no-progress",
-            "--scheduler", address, "--storage-option", f"endpoint_url={opts['endpoint_url']}"]
+    code = (
+        "import commcount, sys; commcount.install(); from fsdask.cli import main; sys.exit(main())"
+    )
+    args = [
+        sys.executable,
+        "-c",
+        code,
+        "select",
+        url,
+        "--method",
+        method,
+        "-o",
+        out,
+        "--no-progress",
+        "--scheduler",
+        address,
+        "--storage-option",
+        f"endpoint_url={opts['endpoint_url']}",
+    ]
     for param in METHODS[method]:
         args += ["--param", param]
     before = client.run_on_scheduler(lambda: __import__("commcount").totals())
     scheduler_rss = psutil.Process(scheduler_pid).memory_info().rss
     with Peak(scheduler_pid) as sched:
-        proc = subprocess.Popen(args, env={**env, "FSDASK_COMMCOUNT_OUT": str(counts), **CLIENT_BUDGET},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            args,
+            env={**env, "FSDASK_COMMCOUNT_OUT": str(counts), **CLIENT_BUDGET},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         with Peak(proc.pid) as cli:
             try:
                 stdout, stderr = proc.communicate(timeout=300)
@@ -197,10 +274,16 @@ def _select(hosts, url, opts, method, out, tmp_path):
                     proc.wait()
     after = client.run_on_scheduler(lambda: __import__("commcount").totals())
     assert proc.returncode == 0, stderr[-3000:]
-    return {"client_peak": cli.peak, "scheduler_growth": sched.peak - scheduler_rss,
-            "client": json.loads(counts.read_text()),
-            "scheduler": {"received": after["received"] - before["received"],
-                          "sent": after["sent"] - before["sent"], "largest_frame": after["largest_frame"]}}
+    return {
+        "client_peak": cli.peak,
+        "scheduler_growth": sched.peak - scheduler_rss,
+        "client": json.loads(counts.read_text()),
+        "scheduler": {
+            "received": after["received"] - before["received"],
+            "sent": after["sent"] - before["sent"],
+            "largest_frame": after["largest_frame"],
+        },
+    }
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -209,15 +292,21 @@ def test_no_full_matrix_through_client_or_scheduler(hosts, stores, method, tmp_p
     shape = SHAPE[method]
     matrix = SHAPES[shape][0] * SHAPES[shape][1] * 4
     bucket = urls[shape, "big"].rsplit("/", 1)[0]
-    small = _select(hosts, urls[shape, "small"], opts, method, f"{bucket}/{method}-small.out.zarr", tmp_path)
-    big = _select(hosts, urls[shape, "big"], opts, method, f"{bucket}/{method}-big.out.zarr", tmp_path)
+    small = _select(
+        hosts, urls[shape, "small"], opts, method, f"{bucket}/{method}-small.out.zarr", tmp_path
+    )
+    big = _select(
+        hosts, urls[shape, "big"], opts, method, f"{bucket}/{method}-big.out.zarr", tmp_path
+    )
     client_growth = big["client_peak"] - small["client_peak"]
-    print(f"\n{method} ({shape}): matrix {matrix / 2**20:.0f} MiB; client peak RSS {big['client_peak'] / 2**20:.0f} MiB "
-          f"(+{client_growth / 2**20:.0f} over the 1/64 store), comm recv {big['client']['received'] / 2**20:.1f} "
-          f"sent {big['client']['sent'] / 2**20:.1f} MiB; scheduler RSS +{big['scheduler_growth'] / 2**20:.0f} MiB, "
-          f"comm recv {big['scheduler']['received'] / 2**20:.1f} sent {big['scheduler']['sent'] / 2**20:.1f} MiB; "
-          f"largest frame received: client {big['client']['largest_frame'] / 2**20:.2f}, "
-          f"scheduler {big['scheduler']['largest_frame'] / 2**20:.2f} MiB")
+    print(
+        f"\n{method} ({shape}): matrix {matrix / 2**20:.0f} MiB; client peak RSS {big['client_peak'] / 2**20:.0f} MiB "
+        f"(+{client_growth / 2**20:.0f} over the 1/64 store), comm recv {big['client']['received'] / 2**20:.1f} "
+        f"sent {big['client']['sent'] / 2**20:.1f} MiB; scheduler RSS +{big['scheduler_growth'] / 2**20:.0f} MiB, "
+        f"comm recv {big['scheduler']['received'] / 2**20:.1f} sent {big['scheduler']['sent'] / 2**20:.1f} MiB; "
+        f"largest frame received: client {big['client']['largest_frame'] / 2**20:.2f}, "
+        f"scheduler {big['scheduler']['largest_frame'] / 2**20:.2f} MiB"
+    )
     # the run did go through the scheduler, and the result is the method's
     assert big["scheduler"]["received"] > 0 and big["client"]["sent"] > 0
     result = fsdask.open_result(f"{bucket}/{method}-big.out.zarr", storage_options=opts)

@@ -20,14 +20,16 @@ from fsdask.cluster import scheduler
 
 pytestmark = [pytest.mark.cluster, pytest.mark.infra, pytest.mark.slow]
 
-N, P = 100, 1_000_000            # 400 MB of float32: 4/5 of a worker's memory limit
-BLOCK = 16 * 2**20              # 16 MiB feature blocks (24 blocks)
-SIGNAL = 5                      # features shifted in class 1
+N, P = 100, 1_000_000  # 400 MB of float32: 4/5 of a worker's memory limit
+BLOCK = 16 * 2**20  # 16 MiB feature blocks (24 blocks)
+SIGNAL = 5  # features shifted in class 1
 
 METHODS = {
     "ttest": lambda: fsdask.Filter("ttest"),
     "hsic": lambda: fsdask.SparseHSIC(n_features_to_select=SIGNAL),
-    "qalpha": lambda: fsdask.QAlpha(random_state=0, max_iter=1),   # the default variant, one iteration
+    "qalpha": lambda: fsdask.QAlpha(
+        random_state=0, max_iter=1
+    ),  # the default variant, one iteration
 }
 
 
@@ -36,9 +38,15 @@ def lc():
     from distributed import Client, LocalCluster
 
     from fsdask.cluster import quiet_distributed
+
     quiet_distributed()
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           memory_limit="500MB")
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        memory_limit="500MB",
+    )
     client = Client(cluster, set_as_default=False)
     try:
         yield client
@@ -50,11 +58,16 @@ def lc():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     import dask.array as da
+
     y = np.repeat([0, 1], N // 2)
     shift = np.zeros(P, np.float32)
     shift[:SIGNAL] = 2.0
-    X = da.random.default_rng(0).standard_normal((N, P), chunks=(N, BLOCK // (4 * N)), dtype=np.float32)
-    X = X + da.from_array(y[:, None].astype(np.float32)) * da.from_array(shift[None, :], chunks=(1, X.chunks[1]))
+    X = da.random.default_rng(0).standard_normal(
+        (N, P), chunks=(N, BLOCK // (4 * N)), dtype=np.float32
+    )
+    X = X + da.from_array(y[:, None].astype(np.float32)) * da.from_array(
+        shift[None, :], chunks=(1, X.chunks[1])
+    )
     path = tmp_path_factory.mktemp("ooc") / "x.zarr"
     with scheduler("threads"):
         fsdask.ingest(X, path, y=y, chunk_bytes=BLOCK)
@@ -69,6 +82,7 @@ def test_fit_larger_than_a_worker_keeps_tasks_block_sized(lc, store, method):
     block_bytes = N * ds["X"].data.chunks[1][0] * 4
     pids = set(lc.run(lambda: __import__("os").getpid()).values())
     from distributed import get_task_stream
+
     with get_task_stream(lc) as stream, scheduler(lc.scheduler.address):
         res = METHODS[method]().fit(ds).result_
     max_nbytes, biggest = max((t.get("nbytes", 0), str(t["key"])) for t in stream.data)
@@ -79,7 +93,7 @@ def test_fit_larger_than_a_worker_keeps_tasks_block_sized(lc, store, method):
     w = res["weight"].values
     assert w.shape == (P,) and np.isfinite(w).all()
     assert set(np.argsort(-w)[:SIGNAL]) == set(range(SIGNAL)) or method == "qalpha"
-    if method == "ttest":   # the scores equal scipy's Welch t on a sample of features
+    if method == "ttest":  # the scores equal scipy's Welch t on a sample of features
         X = ds["X"].data
         y = ds["y"].values
         cols = np.r_[np.arange(SIGNAL), np.random.default_rng(1).choice(P, 200, replace=False)]

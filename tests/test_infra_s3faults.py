@@ -2,15 +2,14 @@
 moto S3 server: 503 SlowDown, connection resets, truncated bodies and latency.  Retries are
 the S3 client's own (``config_kwargs={"retries": …}`` in the storage options), not fsdask's."""
 
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from faultproxy import FaultProxy
 
 import fsdask
-from faultproxy import FaultProxy
 
 pytestmark = [pytest.mark.s3, pytest.mark.infra, pytest.mark.slow]
 
@@ -48,16 +47,32 @@ def test_100_percent_faults_exit_2_naming_the_store_and_publish_nothing(s3, s3_e
     X, y = _data()
     fsdask.ingest(X, f"{url}/x.zarr", y=y, storage_options=opts)
     with FaultProxy(s3_endpoint, rate=1.0, faults=("503", "reset"), seed=2) as proxy:
-        args = [sys.executable, "-m", "fsdask.cli", "select", f"{url}/x.zarr", "--method", "ttest",
-                "-o", f"{url}/out.zarr", "--no-progress", "--storage-option", f"endpoint_url={proxy.url}",
-                "--storage-option", "config_kwargs={retries: {max_attempts: 2, mode: standard}}"]
+        args = [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            f"{url}/x.zarr",
+            "--method",
+            "ttest",
+            "-o",
+            f"{url}/out.zarr",
+            "--no-progress",
+            "--storage-option",
+            f"endpoint_url={proxy.url}",
+            "--storage-option",
+            "config_kwargs={retries: {max_attempts: 2, mode: standard}}",
+        ]
         r = subprocess.run(args, capture_output=True, text=True, timeout=180)
     assert r.returncode == 2, r.stderr[-2000:]
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert lines[-1].startswith("fsdask select: error:") and f"{url}/x.zarr" in lines[-1], r.stderr[-2000:]
+    assert lines[-1].startswith("fsdask select: error:") and f"{url}/x.zarr" in lines[-1], r.stderr[
+        -2000:
+    ]
     # Known defect (issue 16): inside the full suite, aiobotocore sometimes prints a traceback
     # of its own ("Token … was created in a different Context") before the one line; no frame
     # of fsdask may appear in it, and alone this command prints exactly one line.
     assert not [ln for ln in lines if "/fsdask/" in ln], r.stderr[-2000:]
     import s3fs
+
     assert not s3fs.S3FileSystem(**opts).exists(f"{url}/out.zarr")

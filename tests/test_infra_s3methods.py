@@ -14,9 +14,9 @@ import uuid
 
 import numpy as np
 import pytest
+from faultproxy import FaultProxy
 
 import fsdask
-from faultproxy import FaultProxy
 from fsdask.cluster import scheduler
 
 pytestmark = [pytest.mark.s3, pytest.mark.cluster, pytest.mark.infra, pytest.mark.slow]
@@ -35,6 +35,7 @@ METHODS = {
 def store(s3_endpoint):
     """A small store in its own bucket (deleted afterwards): ``(url, storage_options)``."""
     import s3fs
+
     opts = {"endpoint_url": s3_endpoint, "key": "testing", "secret": "testing"}
     fs = s3fs.S3FileSystem(**opts)
     bucket = f"fsdask-methods-{uuid.uuid4().hex[:8]}"
@@ -52,7 +53,9 @@ def store(s3_endpoint):
 
 
 @pytest.mark.parametrize("method", list(METHODS))
-def test_20_percent_faults_on_the_cluster_give_the_fault_free_result(cluster, store, s3_endpoint, method):
+def test_20_percent_faults_on_the_cluster_give_the_fault_free_result(
+    cluster, store, s3_endpoint, method
+):
     url, opts = store
     address = cluster.scheduler.address  # by address: a Client in the dask config is unpicklable
     with scheduler(address):
@@ -71,8 +74,19 @@ def test_20_percent_faults_on_the_cluster_give_the_fault_free_result(cluster, st
 
 
 def _select(url, out, *extra, timeout=180):
-    args = [sys.executable, "-m", "fsdask.cli", "select", url, "--method", "ttest", "-o", out, "--no-progress",
-            *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "fsdask.cli",
+        "select",
+        url,
+        "--method",
+        "ttest",
+        "-o",
+        out,
+        "--no-progress",
+        *extra,
+    ]
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
 
 
@@ -92,18 +106,22 @@ def test_credentials_rejected_403(store, s3_endpoint):
     line = _one_line_naming(r, url)
     print(line)
     import s3fs
+
     assert not s3fs.S3FileSystem(**opts).exists(out)
 
 
 def test_bucket_that_does_not_exist(s3_endpoint):
     url = f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/x.zarr"
-    r = _select(url, f"{url.rsplit('/', 1)[0]}/out.zarr", "--storage-option", f"endpoint_url={s3_endpoint}")
+    r = _select(
+        url, f"{url.rsplit('/', 1)[0]}/out.zarr", "--storage-option", f"endpoint_url={s3_endpoint}"
+    )
     print(_one_line_naming(r, url))
 
 
 def test_store_deleted_mid_run(cluster, s3_endpoint, tmp_path):
     """The store's objects removed while ``fsdask select`` is reading it on the cluster."""
     import s3fs
+
     opts = {"endpoint_url": s3_endpoint, "key": "testing", "secret": "testing"}
     fs = s3fs.S3FileSystem(**opts)
     bucket = f"fsdask-deleted-{uuid.uuid4().hex[:8]}"
@@ -112,17 +130,41 @@ def test_store_deleted_mid_run(cluster, s3_endpoint, tmp_path):
         rng = np.random.default_rng(6)
         X = rng.normal(size=(40, 4000)).astype(np.float32)
         url = f"s3://{bucket}/x.zarr"
-        fsdask.ingest(X, url, y=np.repeat([0, 1], 20), storage_options=opts, chunk_bytes=40 * 4 * 100)  # 40 blocks
+        fsdask.ingest(
+            X, url, y=np.repeat([0, 1], 20), storage_options=opts, chunk_bytes=40 * 4 * 100
+        )  # 40 blocks
         out = f"s3://{bucket}/out.zarr"
-        args = [sys.executable, "-m", "fsdask.cli", "select", url, "--method", "qalpha", "--param", "max_iter=50",
-                "--param", "random_state=0", "-o", out, "--no-progress", "--scheduler", cluster.scheduler.address,
-                "--storage-option", f"endpoint_url={s3_endpoint}",
-                # the session cluster's workers may predate the AWS_* variables: name the keys
-                "--storage-option", "key=testing", "--storage-option", "secret=testing"]
+        args = [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            url,
+            "--method",
+            "qalpha",
+            "--param",
+            "max_iter=50",
+            "--param",
+            "random_state=0",
+            "-o",
+            out,
+            "--no-progress",
+            "--scheduler",
+            cluster.scheduler.address,
+            "--storage-option",
+            f"endpoint_url={s3_endpoint}",
+            # the session cluster's workers may predate the AWS_* variables: name the keys
+            "--storage-option",
+            "key=testing",
+            "--storage-option",
+            "secret=testing",
+        ]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         before = _tasks_seen(cluster)
         deadline = time.monotonic() + 120
-        while _tasks_seen(cluster) <= before and proc.poll() is None and time.monotonic() < deadline:
+        while (
+            _tasks_seen(cluster) <= before and proc.poll() is None and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         assert proc.poll() is None, "the run finished before the store could be deleted"
         fs.rm(url, recursive=True)

@@ -17,8 +17,13 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "fsdask.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(fsdask.__path__[0].rsplit("/", 1)[0])})
+    return subprocess.run(
+        [sys.executable, "-m", "fsdask.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(fsdask.__path__[0].rsplit("/", 1)[0])},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -32,16 +37,44 @@ def store(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("method,params", [("ttest", []), ("qalpha", ["--param", "random_state=0", "--param", "max_iter=5"]),
-                                           ("logo", [])])
+@pytest.mark.parametrize(
+    "method,params",
+    [
+        ("ttest", []),
+        ("qalpha", ["--param", "random_state=0", "--param", "max_iter=5"]),
+        ("logo", []),
+    ],
+)
 def test_select_on_slurm_equals_threaded(slurm, store, tmp_path, method, params):
     conf = slurm.jobqueue_yaml(tmp_path / "slurm.yaml")
-    threaded = _cli("select", store, "--method", method, *params, "-o", tmp_path / "threads.zarr", "--no-progress")
+    threaded = _cli(
+        "select",
+        store,
+        "--method",
+        method,
+        *params,
+        "-o",
+        tmp_path / "threads.zarr",
+        "--no-progress",
+    )
     assert threaded.returncode == 0, threaded.stderr
-    on_slurm = _cli("select", store, "--method", method, *params, "-o", tmp_path / "slurm.zarr", "--no-progress",
-                    "--scheduler", conf)
+    on_slurm = _cli(
+        "select",
+        store,
+        "--method",
+        method,
+        *params,
+        "-o",
+        tmp_path / "slurm.zarr",
+        "--no-progress",
+        "--scheduler",
+        conf,
+    )
     assert on_slurm.returncode == 0, on_slurm.stderr
-    a, b = fsdask.open_result(tmp_path / "threads.zarr"), fsdask.open_result(tmp_path / "slurm.zarr")
+    a, b = (
+        fsdask.open_result(tmp_path / "threads.zarr"),
+        fsdask.open_result(tmp_path / "slurm.zarr"),
+    )
     np.testing.assert_allclose(b["weight"].values, a["weight"].values, rtol=1e-6, atol=1e-12)
     np.testing.assert_array_equal(b["selected"].values, a["selected"].values)
     assert b.attrs["scheduler"] == str(conf)
@@ -65,8 +98,14 @@ def test_scancel_of_one_worker_job_mid_run_still_completes(slurm, store, tmp_pat
         fit = threading.Thread(target=lambda: out.update(w=fsdask.Logo(max_iter=5).fit(ds).result_))
         fit.start()
         deadline = time.monotonic() + 120
-        while not client.run_on_scheduler(lambda dask_scheduler: sum(
-                ts.state == "memory" for ts in dask_scheduler.tasks.values())) and time.monotonic() < deadline:
+        while (
+            not client.run_on_scheduler(
+                lambda dask_scheduler: sum(
+                    ts.state == "memory" for ts in dask_scheduler.tasks.values()
+                )
+            )
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         assert fit.is_alive(), "the fit ended before a job could be cancelled"
         subprocess.run(["scancel", jobs[0]], check=True)
@@ -79,18 +118,41 @@ def test_scancel_of_one_worker_job_mid_run_still_completes(slurm, store, tmp_pat
 def test_sbatch_rejecting_the_job_is_one_line_and_nothing_is_written(slurm, store, tmp_path):
     conf = slurm.jobqueue_yaml(tmp_path / "bad.yaml", queue="no-such-partition")
     t0 = time.monotonic()
-    r = _cli("select", store, "--method", "ttest", "-o", tmp_path / "out.zarr", "--scheduler", conf, timeout=120)
+    r = _cli(
+        "select",
+        store,
+        "--method",
+        "ttest",
+        "-o",
+        tmp_path / "out.zarr",
+        "--scheduler",
+        conf,
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert "refused the worker job" in lines[0] and "invalid partition" in lines[0].lower(), lines[0]
+    assert "refused the worker job" in lines[0] and "invalid partition" in lines[0].lower(), lines[
+        0
+    ]
     assert not (tmp_path / "out.zarr").exists() and time.monotonic() - t0 < 60
 
 
 def test_workers_never_arriving_time_out_naming_jobs_and_logs(slurm, store, tmp_path):
     conf = slurm.jobqueue_yaml(tmp_path / "never.yaml", python="/nonexistent/bin/python3")
-    r = _cli("select", store, "--method", "ttest", "-o", tmp_path / "out.zarr", "--scheduler", conf,
-             "--worker-timeout", "15", timeout=120)
+    r = _cli(
+        "select",
+        store,
+        "--method",
+        "ttest",
+        "-o",
+        tmp_path / "out.zarr",
+        "--scheduler",
+        conf,
+        "--worker-timeout",
+        "15",
+        timeout=120,
+    )
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr

@@ -32,10 +32,17 @@ METHODS = {
 def lc():
     """Its own cluster: the session one must not see workers die."""
     from distributed import Client, LocalCluster
+
     from fsdask.cluster import quiet_distributed
+
     quiet_distributed()
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                           memory_limit="600MB")
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        memory_limit="600MB",
+    )
     client = Client(cluster, set_as_default=False)
     try:
         yield client
@@ -56,8 +63,9 @@ def ds(tmp_path_factory):
 
 
 def _tasks_done(client) -> int:
-    return client.run_on_scheduler(lambda dask_scheduler: sum(ts.state == "memory"
-                                                               for ts in dask_scheduler.tasks.values()))
+    return client.run_on_scheduler(
+        lambda dask_scheduler: sum(ts.state == "memory" for ts in dask_scheduler.tasks.values())
+    )
 
 
 def _fit_while(client, make, ds, disturb):

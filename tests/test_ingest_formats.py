@@ -30,14 +30,20 @@ def test_csv_features_as_rows_streams_50000_rows(tmp_path, rng):
     src = tmp_path / "big.csv"
     _features_as_rows_csv(src, X)
     # small chunks and batches: many appends, a batch boundary inside a chunk
-    fp = fsdask.ingest(src, tmp_path / "big.zarr", orient="features", batch=7_000, chunk_bytes=n * 4 * 4_096)
+    fp = fsdask.ingest(
+        src, tmp_path / "big.zarr", orient="features", batch=7_000, chunk_bytes=n * 4 * 4_096
+    )
     ds = fsdask.open_dataset(tmp_path / "big.zarr")
     np.testing.assert_array_equal(ds["X"].values, X)
     assert ds["X"].chunks[1][:-1] == (4_096,) * (len(ds["X"].chunks[1]) - 1)
     assert ds["feature"].values[12_345] == "f12345" and ds["sample"].values[3] == "s3"
     assert ds["feature"].values.tolist() == [f"f{j}" for j in range(p)]
     # the streamed fingerprint equals the one of the same data written in one go
-    assert fp == fsdask.ingest(X, tmp_path / "same.zarr", chunk_bytes=n * 4 * 4_096) == ds.attrs["fingerprint"]
+    assert (
+        fp
+        == fsdask.ingest(X, tmp_path / "same.zarr", chunk_bytes=n * 4 * 4_096)
+        == ds.attrs["fingerprint"]
+    )
     assert ds.attrs["shape"] == [n, p] and ds.attrs["fsdask_complete"] is True
 
 
@@ -45,7 +51,9 @@ def test_csv_features_as_rows_label_row_and_tsv(tmp_path, rng):
     X = rng.normal(size=(6, 30)).astype(np.float32)
     lab = ["ALL", "AML", "ALL", "AML", "ALL", "ALL"]
     _features_as_rows_csv(tmp_path / "g.tsv", X, sep="\t", label=lab)
-    fsdask.ingest(tmp_path / "g.tsv", tmp_path / "g.zarr", label="label", batch=4)  # auto: label row → features
+    fsdask.ingest(
+        tmp_path / "g.tsv", tmp_path / "g.zarr", label="label", batch=4
+    )  # auto: label row → features
     ds = fsdask.open_dataset(tmp_path / "g.zarr")
     np.testing.assert_allclose(ds["X"].values, X)
     assert ds.attrs["class_names"] == ["ALL", "AML"] and list(ds["y"].values) == [0, 1, 0, 1, 0, 0]
@@ -83,7 +91,13 @@ def test_csv_non_numeric_columns_are_named(tmp_path, rng):
     lines[31] = lines[31].rsplit(",", 1)[0] + ",n/a?"
     (tmp_path / "f.csv").write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match=r"non-numeric value .* feature 'f30'"):
-        fsdask.ingest(tmp_path / "f.csv", tmp_path / "f.zarr", orient="features", batch=8, chunk_bytes=4 * 4 * 8)
+        fsdask.ingest(
+            tmp_path / "f.csv",
+            tmp_path / "f.zarr",
+            orient="features",
+            batch=8,
+            chunk_bytes=4 * 4 * 8,
+        )
     assert not (tmp_path / "f.zarr").exists() and not list(tmp_path.glob(".f.zarr*"))
 
 
@@ -100,6 +114,7 @@ def test_mat_v5_and_v73(tmp_path, rng):
     import h5py
     import scipy.io
     import scipy.sparse
+
     X = rng.normal(size=(9, 13))
     y = np.array([1, 2, 1, 2, 3, 3, 1, 2, 3])
     scipy.io.savemat(tmp_path / "v5.mat", {"X": X, "Y": y[:, None]})
@@ -109,7 +124,9 @@ def test_mat_v5_and_v73(tmp_path, rng):
     np.testing.assert_array_equal(ds["y"].values, y)
     scipy.io.savemat(tmp_path / "sp.mat", {"fea": scipy.sparse.csc_matrix(X), "gnd": y})
     fsdask.ingest(tmp_path / "sp.mat", tmp_path / "sp.zarr", x_key="fea")
-    np.testing.assert_allclose(fsdask.open_dataset(tmp_path / "sp.zarr")["X"].values, X.astype(np.float32))
+    np.testing.assert_allclose(
+        fsdask.open_dataset(tmp_path / "sp.zarr")["X"].values, X.astype(np.float32)
+    )
     # v7.3 = HDF5 with a MATLAB header; MATLAB stores arrays column-major (transposed in HDF5)
     path = tmp_path / "v73.mat"
     with h5py.File(path, "w", userblock_size=512) as f:
@@ -132,8 +149,11 @@ def test_mat_v5_and_v73(tmp_path, rng):
 def test_h5ad(tmp_path, rng):
     anndata = pytest.importorskip("anndata")
     import scipy.sparse
+
     X = rng.poisson(2.0, size=(10, 7)).astype(np.float32)
-    obs = pd.DataFrame({"cell_type": pd.Categorical(["T", "B"] * 5)}, index=[f"c{i}" for i in range(10)])
+    obs = pd.DataFrame(
+        {"cell_type": pd.Categorical(["T", "B"] * 5)}, index=[f"c{i}" for i in range(10)]
+    )
     var = pd.DataFrame(index=[f"gene{j}" for j in range(7)])
     anndata.AnnData(X=scipy.sparse.csr_matrix(X), obs=obs, var=var).write_h5ad(tmp_path / "a.h5ad")
     fsdask.ingest(tmp_path / "a.h5ad", tmp_path / "a.zarr", label="cell_type")
@@ -150,7 +170,9 @@ def test_in_memory_sources(tmp_path, rng):
     y = np.arange(10) % 2
     a = fsdask.ingest(X, tmp_path / "np.zarr", y=y)
     b = fsdask.ingest(da.from_array(X, chunks=(5, 7)), tmp_path / "da.zarr", y=y)
-    Xa = xr.DataArray(X.T, dims=("feature", "sample"), coords={"feature": [f"g{j}" for j in range(30)]})
+    Xa = xr.DataArray(
+        X.T, dims=("feature", "sample"), coords={"feature": [f"g{j}" for j in range(30)]}
+    )
     c = fsdask.ingest(Xa, tmp_path / "xa.zarr", y=y)
     ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)})
     d = fsdask.ingest(ds, tmp_path / "xd.zarr")
@@ -196,7 +218,9 @@ def test_corrupted_chunk_names_the_store(tmp_path, rng):
     assert chunk.exists()
     chunk.write_bytes(b"\x00garbage" * 7)
     ds = fsdask.open_dataset(tmp_path / "c.zarr")  # metadata is fine: opening works
-    with pytest.raises(StoreError, match=r"c\.zarr: cannot read X \(features 16–31\).*corrupted.*fsdask ingest"):
+    with pytest.raises(
+        StoreError, match=r"c\.zarr: cannot read X \(features 16–31\).*corrupted.*fsdask ingest"
+    ):
         fsdask.Filter("ttest").fit(ds)
     with pytest.raises(StoreError, match="corrupted"):
         ds["X"].sum().compute()
@@ -207,18 +231,23 @@ def test_corrupted_chunk_on_cluster(tmp_path, rng, cluster):
     fsdask.ingest(X, tmp_path / "c.zarr", y=[0, 1] * 5, chunk_bytes=10 * 4 * 16)
     (tmp_path / "c.zarr" / "X" / "c" / "0" / "2").write_bytes(b"junk")
     ds = fsdask.open_dataset(tmp_path / "c.zarr")
-    with dask.config.set(scheduler=cluster), pytest.raises(StoreError, match=r"features 32–39.*corrupted"):
+    with (
+        dask.config.set(scheduler=cluster),
+        pytest.raises(StoreError, match=r"features 32–39.*corrupted"),
+    ):
         fsdask.Filter("f").fit(ds)
 
 
 def test_store_that_is_not_a_fsdask_dataset(tmp_path):
     zarr.open_group(str(tmp_path / "plain.zarr"), mode="w", zarr_format=3).create_array(
-        "data", shape=(3, 3), dtype="f4")
+        "data", shape=(3, 3), dtype="f4"
+    )
     # foreign stores are opened (issue 14), but never by guessing which dim is which
     with pytest.raises(InputError, match=r"plain.zarr.*dims \('dim_0', 'dim_1'\).*--sample-dim"):
         fsdask.open_dataset(tmp_path / "plain.zarr")
-    xr.Dataset({"X": (("a", "b"), np.ones((2, 2)))}).to_zarr(tmp_path / "dims.zarr", zarr_format=3,
-                                                             consolidated=False)
+    xr.Dataset({"X": (("a", "b"), np.ones((2, 2)))}).to_zarr(
+        tmp_path / "dims.zarr", zarr_format=3, consolidated=False
+    )
     with pytest.raises(InputError, match=r"dims \('a', 'b'\), none named 'sample' or 'feature'"):
         fsdask.open_dataset(tmp_path / "dims.zarr")
     (tmp_path / "file.zarr").write_text("hello")

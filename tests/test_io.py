@@ -13,8 +13,13 @@ from fsdask.errors import InputError, StoreError
 def test_roundtrip_in_memory(tmp_path, rng):
     X = rng.normal(size=(12, 50)).astype(np.float32)
     y = np.repeat(["a", "b"], 6)
-    fp = fsdask.ingest(X, tmp_path / "d.zarr", y=y, feature_names=[f"g{i}" for i in range(50)],
-                       chunk_bytes=12 * 4 * 16)
+    fp = fsdask.ingest(
+        X,
+        tmp_path / "d.zarr",
+        y=y,
+        feature_names=[f"g{i}" for i in range(50)],
+        chunk_bytes=12 * 4 * 16,
+    )
     ds = fsdask.open_dataset(tmp_path / "d.zarr")
     np.testing.assert_array_equal(ds["X"].values, X)
     assert ds["X"].chunks[1] == (16, 16, 16, 2)
@@ -64,7 +69,9 @@ def test_npz_from_shared(tmp_path, shared_data):
 def test_open_errors(tmp_path, rng):
     with pytest.raises(StoreError, match="no such file"):
         fsdask.open_dataset(tmp_path / "missing.zarr")
-    xr.Dataset({"Z": ("a", np.arange(3))}).to_zarr(tmp_path / "other.zarr", zarr_format=3, consolidated=False)
+    xr.Dataset({"Z": ("a", np.arange(3))}).to_zarr(
+        tmp_path / "other.zarr", zarr_format=3, consolidated=False
+    )
     with pytest.raises(StoreError, match="not an fsdask dataset"):
         fsdask.open_dataset(tmp_path / "other.zarr")
     (tmp_path / "junk").mkdir()

@@ -5,10 +5,24 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from fsdask.linalg import (feature_dot, feature_kernel_matmul, khatri_rao, khatri_rao_gram, khatri_rao_gram_block,
-                           khatri_rao_matvec, khatri_rao_rmatvec, leading_eigh, map_and_sum, map_features, row_dot,
-                           row_dot_summary, sample_pairwise, sum_over_blocks, tall_skinny_qr,
-                           tall_skinny_svd)
+from fsdask.linalg import (
+    feature_dot,
+    feature_kernel_matmul,
+    khatri_rao,
+    khatri_rao_gram,
+    khatri_rao_gram_block,
+    khatri_rao_matvec,
+    khatri_rao_rmatvec,
+    leading_eigh,
+    map_and_sum,
+    map_features,
+    row_dot,
+    row_dot_summary,
+    sample_pairwise,
+    sum_over_blocks,
+    tall_skinny_qr,
+    tall_skinny_svd,
+)
 
 LAYOUTS = {"one block": 57, "many blocks": 5, "uneven last": 13}
 
@@ -30,8 +44,13 @@ def test_map_features(X):
 def test_sum_over_blocks_weighted_gram(X, rng, split_every):
     Xn, Xd = X
     w = rng.random(57)
-    G = sum_over_blocks(lambda b, wb: (b * wb) @ b.T, Xd, da.from_array(w, chunks=11), shape=(9, 9),
-                        split_every=split_every)
+    G = sum_over_blocks(
+        lambda b, wb: (b * wb) @ b.T,
+        Xd,
+        da.from_array(w, chunks=11),
+        shape=(9, 9),
+        split_every=split_every,
+    )
     np.testing.assert_allclose(G.compute(), (Xn * w) @ Xn.T)
 
 
@@ -61,12 +80,19 @@ def test_row_dot_summary(X, rng, dtype, r):
     ok = np.isfinite(Xn).all(axis=0)
     np.testing.assert_allclose(out[r + 1][ok], np.ptp(Xn[:, ok].astype(np.float64), axis=0))
     assert out[r + 1][3] == 0 and np.all(out[r + 1][ok & (np.arange(57) != 3)] > 0)
-    np.testing.assert_allclose(out[r + 2][ok], Xn[:, ok].astype(np.float64).std(axis=0, ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(
+        out[r + 2][ok], Xn[:, ok].astype(np.float64).std(axis=0, ddof=1), rtol=1e-6
+    )
     assert np.all(row_dot_summary(Xd, C).compute()[r + 2] == 0)
     # the float32 → float64 cast goes slab by slab of samples: several slabs, same product
     from fsdask.linalg.reductions import _ct_dot
-    np.testing.assert_allclose(_ct_dot(clean.astype(dtype), C.T.copy(), slab_bytes=2 * 8 * 57),
-                               C.T @ clean.astype(dtype).astype(np.float64), rtol=1e-12, atol=1e-12)
+
+    np.testing.assert_allclose(
+        _ct_dot(clean.astype(dtype), C.T.copy(), slab_bytes=2 * 8 * 57),
+        C.T @ clean.astype(dtype).astype(np.float64),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("metric", ["manhattan", "sqeuclidean", "dot"])
@@ -74,8 +100,11 @@ def test_sample_pairwise(X, rng, metric):
     Xn, Xd = X
     w = rng.random(57)
     diff = Xn[:, None, :] - Xn[None, :, :]
-    expected = {"manhattan": (np.abs(diff) * w).sum(-1), "sqeuclidean": (diff**2 * w).sum(-1),
-                "dot": (Xn * w) @ Xn.T}[metric]
+    expected = {
+        "manhattan": (np.abs(diff) * w).sum(-1),
+        "sqeuclidean": (diff**2 * w).sum(-1),
+        "dot": (Xn * w) @ Xn.T,
+    }[metric]
     np.testing.assert_allclose(sample_pairwise(Xd, metric, w).compute(), expected, atol=1e-10)
 
 
@@ -85,8 +114,12 @@ def test_feature_kernel_matmul_rbf(X, rng, tile):
     B = rng.normal(size=(57, 2))
     k = lambda a, b: np.exp(-((a[:, :, None] - b[:, None, :]) ** 2).sum(0) / 10)  # noqa: E731
     V = k(Xn, Xn)
-    np.testing.assert_allclose(feature_kernel_matmul(Xd, k, B, tile=tile).compute(), V @ B, rtol=1e-10)
-    np.testing.assert_allclose(feature_kernel_matmul(Xd, k, B[:, 0], tile=tile).compute(), V @ B[:, 0], rtol=1e-10)
+    np.testing.assert_allclose(
+        feature_kernel_matmul(Xd, k, B, tile=tile).compute(), V @ B, rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        feature_kernel_matmul(Xd, k, B[:, 0], tile=tile).compute(), V @ B[:, 0], rtol=1e-10
+    )
 
 
 def test_feature_kernel_matmul_rejects_bad_kernel(X):
@@ -139,12 +172,13 @@ def test_map_and_sum_one_pass(X, rng):
     def f(xb, wb):
         calls.append(xb.shape[1])
         return xb.sum(0) * wb, [(xb * wb) @ xb.T, xb.max(0).sum()[None]]
+
     mapped, (gram, mx) = map_and_sum(f, Xd, da.from_array(w, chunks=13), shapes=[(9, 9), (1,)])
     got = dask.compute(mapped, gram, mx, scheduler="sync")
     np.testing.assert_allclose(got[0], Xn.sum(0) * w)
     np.testing.assert_allclose(got[1], (Xn * w) @ Xn.T)
     np.testing.assert_allclose(got[2], [Xn.max(0).sum()])
-    assert sum(calls) == 57 and len(calls) == Xd.numblocks[1]      # every block read once
+    assert sum(calls) == 57 and len(calls) == Xd.numblocks[1]  # every block read once
 
 
 @pytest.mark.parametrize("n", [30, 200])
@@ -167,11 +201,14 @@ def test_ks_columns_matches_scipy(rng, data, n1, method):
     import scipy.stats
 
     from fsdask.linalg.twosample import ks_columns
+
     X = rng.normal(size=(41, 150)).astype(np.float32)
     if data == "ties":
         X = np.round(X * 2).astype(np.float32)
     elif data == "signed zeros":
-        X = np.where(X > 0.3, X, np.where(X > 0, np.float32(0.0), np.float32(-0.0))).astype(np.float32)
+        X = np.where(X > 0.3, X, np.where(X > 0, np.float32(0.0), np.float32(-0.0))).astype(
+            np.float32
+        )
     elif data == "float64":
         X = X.astype(np.float64)
     first = np.zeros(41, bool)
@@ -184,7 +221,10 @@ def test_ks_columns_matches_scipy(rng, data, n1, method):
     np.testing.assert_array_equal(out[3], X.max(0))
 
 
-@pytest.mark.parametrize("n1, n2", [(1, 1), (1, 2), (2, 1), (3, 5), (8, 8), (9, 7), (50, 50), (64, 1), (33, 95), (200, 130)])
+@pytest.mark.parametrize(
+    "n1, n2",
+    [(1, 1), (1, 2), (2, 1), (3, 5), (8, 8), (9, 7), (50, 50), (64, 1), (33, 95), (200, 130)],
+)
 def test_ks_network_kernel_equals_rowsort_and_scipy(rng, n1, n2):
     """The sorting-network kernel gives bit-identical D and screen to the row-sort kernel
     (and scipy's D), for uneven, one-sample and non-power-of-two groups, tiles of several
@@ -192,11 +232,12 @@ def test_ks_network_kernel_equals_rowsort_and_scipy(rng, n1, n2):
     import scipy.stats
 
     from fsdask.linalg.twosample import ks_columns
+
     n = n1 + n2
     w = 700 if n < 100 else 90
     X = rng.normal(size=(n, w)).astype(np.float32)
-    X[:, ::3] = np.round(X[:, ::3])                 # ties within and across samples
-    X[:, 1] = 2.5                                   # a constant column
+    X[:, ::3] = np.round(X[:, ::3])  # ties within and across samples
+    X[:, 1] = 2.5  # a constant column
     first = np.zeros(n, bool)
     first[rng.choice(n, n1, replace=False)] = True
     net = ks_columns(X, first, with_screen=True, method="network")
@@ -212,6 +253,7 @@ def test_ks_network_kernel_equals_rowsort_and_scipy(rng, n1, n2):
 def test_ks_columns_auto_kernel_by_sample_count(rng, monkeypatch):
     """``method="auto"`` takes the network kernel up to _NETWORK_MAX samples, the row sorts above."""
     import fsdask.linalg.twosample as ts
+
     real, used = ts._ks_by_network, []
 
     def spy(xb, *args):
@@ -223,7 +265,9 @@ def test_ks_columns_auto_kernel_by_sample_count(rng, monkeypatch):
         X = rng.normal(size=(n, 40)).astype(np.float32)
         first = np.arange(n) % 3 == 0
         out = ts.ks_columns(X, first, with_screen=True)
-        np.testing.assert_array_equal(out, ts.ks_columns(X, first, with_screen=True, method="rowsort"))
+        np.testing.assert_array_equal(
+            out, ts.ks_columns(X, first, with_screen=True, method="rowsort")
+        )
     assert used == [ts._NETWORK_MAX]
 
 
@@ -232,18 +276,23 @@ def test_batcher_network_sorts_every_01_input(m):
     """0–1 principle: a comparator network sorts everything iff it sorts all 0–1 inputs; the
     padding-resolved networks (sizes below a power of two) and the merge are checked too."""
     from fsdask.linalg.twosample import ks_network
+
     for n1, n2 in {(m, m), (max(1, m - 3), m), (m, max(1, m // 2 + 1))}:
         sort_c, merge_c, init, order = ks_network(n1, n2)
         n = n1 + n2
         assert sorted(order) == list(range(n))
-        seen = np.zeros(n, bool)             # a "fresh" merge comparator meets two unmerged rows
+        seen = np.zeros(n, bool)  # a "fresh" merge comparator meets two unmerged rows
         for a, b, fresh in merge_c:
-            assert fresh == (not seen[a] and not seen[b]) and (fresh or init[a] or seen[a]) and (fresh or init[b] or seen[b])
+            assert (
+                fresh == (not seen[a] and not seen[b])
+                and (fresh or init[a] or seen[a])
+                and (fresh or init[b] or seen[b])
+            )
             seen[a] = seen[b] = True
         assert np.all(init | seen)
         if n > 20:
             continue
-        codes = np.arange(2 ** n)
+        codes = np.arange(2**n)
         X = ((codes[None, :] >> np.arange(n)[:, None]) & 1).astype(np.int8)  # every 0–1 input
         lab = np.repeat((np.arange(n) < n1)[:, None], X.shape[1], axis=1)
         ones1 = X[:n1].sum(0)
@@ -260,6 +309,7 @@ def test_batcher_network_sorts_every_01_input(m):
 
 def test_ks_columns_screen_counts_nonfinite(rng):
     from fsdask.linalg.twosample import ks_columns
+
     X = rng.normal(size=(12, 5)).astype(np.float32)
     X[3, 1], X[0, 1], X[5, 4], X[7, 2] = np.nan, np.inf, -np.inf, -np.nan
     for method in ("network", "rowsort"):
@@ -275,8 +325,9 @@ def test_ks_columns_screen_counts_nonfinite(rng):
 def test_class_moments_match_numpy(rng, dtype):
     """Fused class moments (two-pass, float64) equal numpy's, over several column tiles."""
     from fsdask.linalg.moments import class_moments
+
     n, w, C = 23, 1300, 3
-    X = (rng.normal(size=(n, w)) * 3 + 1e4).astype(dtype)   # a large offset: must not cancel
+    X = (rng.normal(size=(n, w)) * 3 + 1e4).astype(dtype)  # a large offset: must not cancel
     X[:, 5] = 7.0
     X[2, 9] = np.nan
     X[4, 11] = -np.inf
@@ -301,15 +352,16 @@ def test_class_moments_match_numpy(rng, dtype):
 
 def test_l1_ball_thresholds_against_sort(rng):
     from fsdask.linalg import l1_ball_thresholds, project_l1_ball_rows, prox_linf_rows
+
     V = rng.normal(size=(40, 33))
-    V[:4] = 1.0                                      # ties
-    V[4] = 0.0                                       # zero row
-    V[5, :30] = 0.0                                  # mostly zeros
+    V[:4] = 1.0  # ties
+    V[4] = 0.0  # zero row
+    V[5, :30] = 0.0  # mostly zeros
     rad = rng.uniform(0, 20, size=40)
-    rad[:2] = 0.0                                    # radius 0: projection 0, prox = v
-    rad[6] = 1e6                                     # inside the ball: θ = 0
+    rad[:2] = 0.0  # radius 0: projection 0, prox = v
+    rad[6] = 1e6  # inside the ball: θ = 0
     th = l1_ball_thresholds(V, rad)
-    for i in range(40):                              # θ from the sorted magnitudes (Duchi et al. 2008)
+    for i in range(40):  # θ from the sorted magnitudes (Duchi et al. 2008)
         u = np.sort(np.abs(V[i]))[::-1]
         if u.sum() <= rad[i]:
             assert th[i] == 0
@@ -325,9 +377,10 @@ def test_l1_ball_thresholds_against_sort(rng):
 
 def test_prox_linf_grad_step_matches_numpy(rng):
     from fsdask.linalg.prox import extrapolate, prox_linf_grad_step, prox_linf_rows
+
     Y, G, A = (rng.normal(size=(7, 40)) for _ in range(3))
     c = rng.uniform(0.1, 1.0, 7)
-    tau = np.r_[0.0, 1e3, rng.uniform(0.5, 20.0, 5)]               # τ = 0 keeps the row; a huge τ zeroes it
+    tau = np.r_[0.0, 1e3, rng.uniform(0.5, 20.0, 5)]  # τ = 0 keeps the row; a huge τ zeroes it
     An, dots = prox_linf_grad_step(Y, G, A, c, tau)
     ref = prox_linf_rows(Y - c[:, None] * G, tau)
     np.testing.assert_allclose(An, ref, atol=1e-12)
@@ -338,21 +391,23 @@ def test_prox_linf_grad_step_matches_numpy(rng):
 
 def test_row_l1_norms_screened(rng):
     from fsdask.linalg import row_l1_norms_screened
+
     M = rng.normal(size=(300, 6)) * rng.uniform(0.01, 3, size=(300, 1))
     E = rng.normal(size=(6, 500))
     ref = np.abs(M @ E).sum(1)
     vals, exact = row_l1_norms_screened(M, E, above=np.quantile(ref, 0.8))
-    assert np.all(vals >= ref - 1e-9)                               # a safe upper bound everywhere
-    np.testing.assert_allclose(vals[exact], ref[exact])             # exact where computed
-    assert exact[ref > np.quantile(ref, 0.8)].all()                 # every row above the threshold is exact
-    assert 0 < exact.sum() < 300                                    # and the bound certified some rows
-    vals, exact = row_l1_norms_screened(M, E)                       # above=None: the maximum is exact
+    assert np.all(vals >= ref - 1e-9)  # a safe upper bound everywhere
+    np.testing.assert_allclose(vals[exact], ref[exact])  # exact where computed
+    assert exact[ref > np.quantile(ref, 0.8)].all()  # every row above the threshold is exact
+    assert 0 < exact.sum() < 300  # and the bound certified some rows
+    vals, exact = row_l1_norms_screened(M, E)  # above=None: the maximum is exact
     assert vals.max() == pytest.approx(ref.max()) and exact[np.argmax(ref)]
 
 
 def test_row_l1_norms_screened_from_a_reference(rng):
     """``upper`` = last values + the bound of the change: still safe, and far fewer exact rows."""
     from fsdask.linalg import row_l1_bound, row_l1_norms_screened
+
     M = rng.normal(size=(400, 5)) * rng.uniform(0.01, 3, size=(400, 1))
     E0 = rng.normal(size=(5, 300))
     E1 = E0 + 1e-3 * rng.normal(size=E0.shape)
@@ -376,15 +431,25 @@ def test_blas_threads_for_parallel_blocks_only():
     from fsdask.linalg.threads import blas_threads_for
 
     def blas_threads(*_):
-        return np.array([min(d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas")])
+        return np.array(
+            [
+                min(
+                    d["num_threads"]
+                    for d in threadpoolctl.threadpool_info()
+                    if d["user_api"] == "blas"
+                )
+            ]
+        )
 
     before = int(blas_threads()[0])
     many, one = da.ones((4, 100), chunks=(4, 25)), da.ones((4, 100), chunks=(4, 100))
-    inside = da.map_blocks(blas_threads, many, chunks=(1,), drop_axis=[0, 1], new_axis=None, dtype=int)
+    inside = da.map_blocks(
+        blas_threads, many, chunks=(1,), drop_axis=[0, 1], new_axis=None, dtype=int
+    )
     with dask.config.set(scheduler="threads", num_workers=2):
         with blas_threads_for(many):
-            assert set(inside.compute().tolist()) == {1}      # in the tasks
-            assert int(blas_threads()[0]) == before           # on the client, between computes
+            assert set(inside.compute().tolist()) == {1}  # in the tasks
+            assert int(blas_threads()[0]) == before  # on the client, between computes
         with blas_threads_for(one):
             assert set(inside.compute().tolist()) == {before}
     with dask.config.set(scheduler="sync"), blas_threads_for(many):

@@ -46,13 +46,23 @@ def _fit(X, y, chunks=10, **kw):
 @pytest.mark.parametrize("budget", [256 * 2**20, 0], ids=["in-memory", "chunked"])
 def test_matches_dense_algorithm_1(spiral, budget):
     X, y = spiral
-    w_ref, trace = logo_dense(X, y, sigma=3.0, lam=1.0, theta=0.01, max_iter=6 if budget == 0 else 30)
-    est = _fit(X, y, sigma=3.0, lam=1.0, theta=0.01, eliminate=False, memory_budget=budget,
-               max_iter=6 if budget == 0 else 30)
+    w_ref, trace = logo_dense(
+        X, y, sigma=3.0, lam=1.0, theta=0.01, max_iter=6 if budget == 0 else 30
+    )
+    est = _fit(
+        X,
+        y,
+        sigma=3.0,
+        lam=1.0,
+        theta=0.01,
+        eliminate=False,
+        memory_budget=budget,
+        max_iter=6 if budget == 0 else 30,
+    )
     np.testing.assert_allclose(est.scores_, w_ref, rtol=1e-6, atol=1e-6 * w_ref.max())
     np.testing.assert_allclose(est.result_.attrs["delta_trace"], trace, rtol=1e-6)
     assert est.n_iter_ == len(trace)
-    assert set(np.argsort(-est.scores_)[:2]) == {0, 1}        # the spiral's two features on top
+    assert set(np.argsort(-est.scores_)[:2]) == {0, 1}  # the spiral's two features on top
 
 
 def test_multiclass_eq20_matches_dense(three_class):
@@ -72,7 +82,7 @@ def test_probabilities_are_eqs_4_5():
     y = np.array([0, 0, 1, 1, 1, 2, 2])
     Pi = miss_hit_probabilities(D, y, 3.0)
     np.testing.assert_allclose(Pi, probabilities(D, y, 3.0), rtol=1e-12)
-    n = 2   # misses of sample 2 are all samples of classes 0 and 2 (eq. 20)
+    n = 2  # misses of sample 2 are all samples of classes 0 and 2 (eq. 20)
     miss = [0, 1, 5, 6]
     k = np.exp(-D[n, miss] / 3.0)
     np.testing.assert_allclose(Pi[n, miss], k / k.sum())
@@ -88,9 +98,11 @@ def test_gd_and_lbfgs_give_the_same_weights(spiral):
     D = np.abs(X[:, None] - X[None]).sum(2)
     Z = zbar(X, probabilities(D, y, 2.0))
     w1, f1, n1 = solve_lbfgs(InMemoryOperator(Z), 1.0, np.ones(Z.shape[1]))
-    w2, f2, n2 = solve_v2_gradient(InMemoryOperator(Z), 1.0, np.ones(Z.shape[1]), tol=1e-14, max_iter=50000)
+    w2, f2, n2 = solve_v2_gradient(
+        InMemoryOperator(Z), 1.0, np.ones(Z.shape[1]), tol=1e-14, max_iter=50000
+    )
     np.testing.assert_allclose(w2, w1, atol=1e-4 * w1.max())
-    assert abs(f1 - f2) < 1e-8 * abs(f1) and n1 < n2                # same optimum; L-BFGS-B needs fewer passes
+    assert abs(f1 - f2) < 1e-8 * abs(f1) and n1 < n2  # same optimum; L-BFGS-B needs fewer passes
     a = _fit(X, y, solver="lbfgs", theta=1e-4)
     b = _fit(X, y, solver="gd", theta=1e-4, inner_tol=1e-13, inner_max_iter=50000)
     np.testing.assert_allclose(b.scores_, a.scores_, atol=1e-3 * a.scores_.max())
@@ -104,7 +116,7 @@ def test_elimination_is_certified_and_a_wrongly_dropped_feature_rejoins(spiral, 
     real = logo_mod.solve_lbfgs
     calls = {"n": 0}
 
-    def sabotage(Z, lam, w0, **kw):      # the first inner solve wrongly sends feature 0 to 0
+    def sabotage(Z, lam, w0, **kw):  # the first inner solve wrongly sends feature 0 to 0
         w, f, n = real(Z, lam, w0, **kw)
         calls["n"] += 1
         if calls["n"] == 1:
@@ -114,7 +126,9 @@ def test_elimination_is_certified_and_a_wrongly_dropped_feature_rejoins(spiral, 
 
     monkeypatch.setattr(logo_mod, "solve_lbfgs", sabotage)
     lost = _fit(X, y, theta=1e-4, certify=False)
-    assert lost.scores_[0] == 0 and lost.result_.attrs["n_rejoined"] == 0   # the paper's rule never looks back
+    assert (
+        lost.scores_[0] == 0 and lost.result_.attrs["n_rejoined"] == 0
+    )  # the paper's rule never looks back
     calls["n"] = 0
     back = _fit(X, y, theta=1e-4, certify=True)
     assert back.result_.attrs["n_rejoined"] >= 1 and 0 in back.result_.attrs["rejoined_features"]
@@ -136,8 +150,10 @@ def test_estimator_api(spiral):
     X, y = spiral
     est = _fit(X, y, theta=1e-3)
     w = est.scores_
-    assert est.ranking_[np.argmax(w)] == 1 and sorted(est.ranking_) == list(range(1, X.shape[1] + 1))
-    np.testing.assert_array_equal(est.get_support(), w > 0.01 * w.max())    # the paper's rule
+    assert est.ranking_[np.argmax(w)] == 1 and sorted(est.ranking_) == list(
+        range(1, X.shape[1] + 1)
+    )
+    np.testing.assert_array_equal(est.get_support(), w > 0.01 * w.max())  # the paper's rule
     assert est.transform(X).shape == (X.shape[0], int(est.get_support().sum()))
     assert est.n_iter_ >= 1 and est.converged_
     res = est.result_
@@ -153,11 +169,30 @@ def test_cli_select_logo(tmp_path):
     store = tmp_path / "s.zarr"
     write_synthetic(syn, store)
     out = tmp_path / "r.zarr"
-    p = subprocess.run([sys.executable, "-m", "fsdask.cli", "select", str(store), "--method", "logo",
-                        "--param", "sigma=2", "--param", "n_features_to_select=2", "-o", str(out), "--top", "2"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(store),
+            "--method",
+            "logo",
+            "--param",
+            "sigma=2",
+            "--param",
+            "n_features_to_select=2",
+            "-o",
+            str(out),
+            "--top",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert p.returncode == 0, p.stderr
     from fsdask.results import open_result
+
     res = open_result(out)
     assert set(np.flatnonzero(res["selected"].values)) == {0, 1}
 
@@ -165,19 +200,22 @@ def test_cli_select_logo(tmp_path):
 def test_a_class_without_a_hit_is_refused(spiral):
     X, y = spiral
     y1 = y.copy()
-    y1[0] = 7                                               # class 7 has one sample: no hit
+    y1[0] = 7  # class 7 has one sample: no hit
     with pytest.raises(InputError, match="single sample.*nearest hit"):
         Logo().fit(X, y1)
 
 
 def test_working_set_solver_equals_the_full_solve():
     from fsdask.methods.logo import solve_working_set
+
     syn = fermat_spiral(300, n_per_class=20, random_state=1)
     X, y = syn.X.values.astype(np.float64), syn.y
     D = np.abs(X[:, None] - X[None]).sum(2)
     Z = zbar(X, probabilities(D, y, 2.0))
     full, f_full, _ = solve_lbfgs(InMemoryOperator(Z), 1.0, np.zeros(Z.shape[1]))
-    ws, f_ws, _ = solve_working_set(InMemoryOperator(Z), 1.0, np.ones(Z.shape[1]), solve_lbfgs, kkt_tol=1e-9, min_add=8)
+    ws, f_ws, _ = solve_working_set(
+        InMemoryOperator(Z), 1.0, np.ones(Z.shape[1]), solve_lbfgs, kkt_tol=1e-9, min_add=8
+    )
     np.testing.assert_allclose(ws, full, atol=1e-5 * full.max())
     assert abs(f_ws - f_full) <= 1e-8 * abs(f_full)
     assert 0 < np.count_nonzero(ws) < Z.shape[1]

@@ -10,14 +10,16 @@ from fsdask.io import open_dataset
 def test_spiral_matches_the_papers_description():
     syn = fermat_spiral(300, random_state=3)
     X, y = syn.X.values, syn.y
-    assert X.shape == (460, 302)                       # 230 samples per class, 2 + 300 features
+    assert X.shape == (460, 302)  # 230 samples per class, 2 + 300 features
     assert np.bincount(y).tolist() == [230, 230]
     assert syn.relevant.tolist() == [0, 1]
     a, b = X[y == 0, :2].astype(float), X[y == 1, :2].astype(float)
-    np.testing.assert_allclose(b, -a, rtol=1e-6)       # class 1 is the other branch of the spiral
+    np.testing.assert_allclose(b, -a, rtol=1e-6)  # class 1 is the other branch of the spiral
     r = np.hypot(a[:, 0], a[:, 1])
     theta = np.arctan2(a[:, 1], a[:, 0]) % (2 * np.pi)
-    np.testing.assert_allclose(r, 3.0 * np.sqrt(theta / (2 * np.pi)), atol=1e-5)  # r = c·sqrt(θ) (Fermat)
+    np.testing.assert_allclose(
+        r, 3.0 * np.sqrt(theta / (2 * np.pi)), atol=1e-5
+    )  # r = c·sqrt(θ) (Fermat)
     noise = X[:, 2:].astype(float)
     assert abs(noise.mean()) < 0.02 and abs(noise.std() - 1.0) < 0.02
     # irrelevant features carry no class information: class means agree
@@ -26,8 +28,9 @@ def test_spiral_matches_the_papers_description():
 
 
 def test_spiral_relevant_pair_separates_classes_only_jointly():
-    from sklearn.neighbors import KNeighborsClassifier
     from sklearn.model_selection import cross_val_score
+    from sklearn.neighbors import KNeighborsClassifier
+
     syn = fermat_spiral(2, random_state=0)
     X, y = syn.X.values.astype(float), syn.y
     both = cross_val_score(KNeighborsClassifier(3), X[:, :2], y, cv=5).mean()
@@ -38,7 +41,7 @@ def test_spiral_relevant_pair_separates_classes_only_jointly():
 def test_spiral_is_lazy_seeded_and_chunking_independent(tmp_path):
     big = fermat_spiral(1_000_000, random_state=1)
     assert big.X.shape == (460, 1_000_002)
-    assert len(big.X.data.chunks[1]) > 1               # nothing computed: a lazy block graph
+    assert len(big.X.data.chunks[1]) > 1  # nothing computed: a lazy block graph
     a = big.X.data[:, 500_000:500_010].compute()
     b = fermat_spiral(1_000_000, random_state=1).X.data[:, 500_000:500_010].compute()
     np.testing.assert_array_equal(a, b)
@@ -61,7 +64,7 @@ def test_add_noise_features_appends_lazy_standard_normals():
     Xn = syn.X
     assert Xn.shape == (80, 5007) and syn.relevant.tolist() == list(range(7))
     vals = Xn.values
-    np.testing.assert_array_equal(vals[:, :7], X)      # originals first, unchanged
+    np.testing.assert_array_equal(vals[:, :7], X)  # originals first, unchanged
     noise = vals[:, 7:].astype(float)
     assert abs(noise.mean()) < 0.01 and abs(noise.std() - 1.0) < 0.01
     np.testing.assert_array_equal(syn.y, y)
@@ -73,6 +76,7 @@ def test_add_noise_features_appends_lazy_standard_normals():
 
 def test_add_noise_features_to_a_dataset_streams(tmp_path):
     import xarray as xr
+
     X = np.arange(40, dtype=np.float64).reshape(10, 4)
     ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", np.arange(10) % 2)})
     syn = add_noise_features(ds, 2500, random_state=0)

@@ -22,7 +22,7 @@ N, P = 24, 40
 def data(rng):
     X = rng.normal(size=(N, P))
     y = np.repeat(["ctrl", "case"], N // 2)
-    X[y == "case", :3] += 2.0   # three informative features, so the ranking is not arbitrary
+    X[y == "case", :3] += 2.0  # three informative features, so the ranking is not arbitrary
     return X, y
 
 
@@ -40,9 +40,13 @@ def _where(kind, tmp_path, s3, name):
 
 def _xarray(X, y, url, so, fmt, consolidated, dtype=np.float64):
     """(gene, cell) orientation, as a single-cell user would save it."""
-    ds = xr.Dataset({"expr": (("gene", "cell"), X.T.astype(dtype)), "condition": ("cell", y)},
-                    coords={"gene": [f"g{j}" for j in range(P)], "cell": [f"c{i}" for i in range(N)]})
-    ds.chunk({"gene": 16}).to_zarr(url, zarr_format=fmt, consolidated=consolidated, storage_options=so)
+    ds = xr.Dataset(
+        {"expr": (("gene", "cell"), X.T.astype(dtype)), "condition": ("cell", y)},
+        coords={"gene": [f"g{j}" for j in range(P)], "cell": [f"c{i}" for i in range(N)]},
+    )
+    ds.chunk({"gene": 16}).to_zarr(
+        url, zarr_format=fmt, consolidated=consolidated, storage_options=so
+    )
 
 
 def _zarr_python(X, y, url, so, fmt):
@@ -70,18 +74,19 @@ def test_foreign_stores_equal_numpy(kind, writer, tmp_path, request, data):
         assert "opened read-only" in ds.attrs["foreign"] and "cell → sample" in ds.attrs["foreign"]
     elif writer == "zarr-v3":
         _zarr_python(X, y, url, so, 3)
-        ds = fsdask.open_dataset(url, **kw)         # dims named sample/feature; y found by name
+        ds = fsdask.open_dataset(url, **kw)  # dims named sample/feature; y found by name
     else:
         _zarr_python(X, y, url, so, 2)
         with pytest.raises(InputError, match=r"dims \('dim_0', 'dim_1'\).*--sample-dim"):
             fsdask.open_dataset(url, **kw)
         ds = fsdask.open_dataset(url, sample_dim="dim_0", **kw)
     np.testing.assert_array_equal(ds["X"].values, X)
-    assert len(ds["X"].chunks[0]) == 1            # every block holds all samples
+    assert len(ds["X"].chunks[0]) == 1  # every block holds all samples
     codes = ds["y"].values
     assert np.array_equal(codes == codes[-1], y == y[-1])
-    np.testing.assert_allclose(fsdask.Filter("ttest").fit(ds).result_["weight"].values, _ref_weights(X, y),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        fsdask.Filter("ttest").fit(ds).result_["weight"].values, _ref_weights(X, y), rtol=1e-10
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.int32, np.uint8])
@@ -92,9 +97,13 @@ def test_dtypes(dtype, tmp_path, data):
     ds = fsdask.open_dataset(tmp_path / "d.zarr", feature_dim="gene")
     assert ds["X"].dtype == (np.float32 if dtype == np.float16 else dtype)
     np.testing.assert_array_equal(ds["X"].values, Xt.astype(ds["X"].dtype))
-    np.testing.assert_allclose(fsdask.Filter("ttest").fit(ds, ds["y"].values if "y" in ds else
-                                                          np.unique(y, return_inverse=True)[1]).result_["weight"],
-                               _ref_weights(Xt.astype(np.float64), y), rtol=1e-6)
+    np.testing.assert_allclose(
+        fsdask.Filter("ttest")
+        .fit(ds, ds["y"].values if "y" in ds else np.unique(y, return_inverse=True)[1])
+        .result_["weight"],
+        _ref_weights(Xt.astype(np.float64), y),
+        rtol=1e-6,
+    )
 
 
 def _make_public(bucket, endpoint):
@@ -102,13 +111,33 @@ def _make_public(bucket, endpoint):
     import json
 
     import boto3
-    policy = {"Version": "2012-10-17", "Statement": [
-        {"Effect": "Allow", "Principal": "*", "Action": ["s3:GetObject"], "Resource": f"arn:aws:s3:::{bucket}/*"},
-        {"Effect": "Allow", "Principal": "*", "Action": ["s3:ListBucket"], "Resource": f"arn:aws:s3:::{bucket}"}]}
-    c = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-                     region_name="us-east-1")
+
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": ["s3:GetObject"],
+                "Resource": f"arn:aws:s3:::{bucket}/*",
+            },
+            {
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": ["s3:ListBucket"],
+                "Resource": f"arn:aws:s3:::{bucket}",
+            },
+        ],
+    }
+    c = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
     c.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
-    for obj in c.list_objects_v2(Bucket=bucket).get("Contents", []):   # objects uploaded public-read
+    for obj in c.list_objects_v2(Bucket=bucket).get("Contents", []):  # objects uploaded public-read
         c.put_object_acl(Bucket=bucket, Key=obj["Key"], ACL="public-read")
 
 
@@ -117,46 +146,68 @@ def test_public_bucket_anonymous(s3, data, s3_endpoint):
     bucket, opts = s3
     _xarray(X, y, f"{bucket}/pub.zarr", opts, 3, True)
     _make_public(bucket.removeprefix("s3://"), s3_endpoint)
-    ds = fsdask.open_dataset(f"{bucket}/pub.zarr", storage_options={"anon": True, "endpoint_url": s3_endpoint},
-                             sample_dim="cell")
+    ds = fsdask.open_dataset(
+        f"{bucket}/pub.zarr",
+        storage_options={"anon": True, "endpoint_url": s3_endpoint},
+        sample_dim="cell",
+    )
     np.testing.assert_array_equal(ds["X"].values, X)
 
 
 def test_chunked_by_samples_copy_and_on_the_fly(tmp_path, data, caplog):
     X, y = data
     g = zarr.open_group(str(tmp_path / "rows.zarr"), mode="w", zarr_format=3)
-    g.create_array("X", data=X, chunks=(5, P), dimension_names=("sample", "feature"))   # all features per chunk
+    g.create_array(
+        "X", data=X, chunks=(5, P), dimension_names=("sample", "feature")
+    )  # all features per chunk
     g.create_array("tiny", data=X, chunks=(5, 4), dimension_names=("sample", "feature"))
-    budget = 2 * N * 8 * 8 * 4   # an output block of ~8 features; a whole-row chunk is not re-blockable in it
+    budget = (
+        2 * N * 8 * 8 * 4
+    )  # an output block of ~8 features; a whole-row chunk is not re-blockable in it
     with caplog.at_level(logging.INFO, logger="fsdask"):
-        ds = fsdask.open_dataset(tmp_path / "rows.zarr", memory_budget=budget, chunk_bytes=N * 8 * 8)
+        ds = fsdask.open_dataset(
+            tmp_path / "rows.zarr", memory_budget=budget, chunk_bytes=N * 8 * 8
+        )
     assert "rechunked copy" in caplog.text and "Cost: one extra pass" in caplog.text
     np.testing.assert_array_equal(ds["X"].values, X)
     assert len(ds["X"].chunks[0]) == 1 and max(ds["X"].chunks[1]) <= 16
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="fsdask"):
-        ds = fsdask.open_dataset(tmp_path / "rows.zarr", variable="tiny", memory_budget=budget,
-                                 chunk_bytes=N * 8 * 8)
+        ds = fsdask.open_dataset(
+            tmp_path / "rows.zarr", variable="tiny", memory_budget=budget, chunk_bytes=N * 8 * 8
+        )
     assert "on the fly" in caplog.text and "rechunked copy" not in caplog.text
     np.testing.assert_array_equal(ds["X"].values, X)
-    assert ds["X"].chunks[1] == (8, 8, 8, 8, 8)      # whole stored chunks merged, none cut
+    assert ds["X"].chunks[1] == (8, 8, 8, 8, 8)  # whole stored chunks merged, none cut
     dest = tmp_path / "copy.zarr"
-    ds = fsdask.open_dataset(tmp_path / "rows.zarr", memory_budget=budget, chunk_bytes=N * 8 * 8,
-                             rechunk_to=str(dest))
+    ds = fsdask.open_dataset(
+        tmp_path / "rows.zarr", memory_budget=budget, chunk_bytes=N * 8 * 8, rechunk_to=str(dest)
+    )
     np.testing.assert_array_equal(ds["X"].values, X)
     assert (dest / "X").exists() and not (dest / "intermediate").exists()
     with pytest.raises(StoreError, match="already exists"):
-        fsdask.open_dataset(tmp_path / "rows.zarr", memory_budget=budget, chunk_bytes=N * 8 * 8,
-                            rechunk_to=str(dest))
+        fsdask.open_dataset(
+            tmp_path / "rows.zarr",
+            memory_budget=budget,
+            chunk_bytes=N * 8 * 8,
+            rechunk_to=str(dest),
+        )
 
 
 def test_rechunk_copy_on_s3(s3, data):
     X, _ = data
     bucket, opts = s3
     g = zarr.open_group(f"{bucket}/rows.zarr", mode="w", zarr_format=2, storage_options=opts)
-    g.create_array("X", data=X, chunks=(6, P), attributes={"_ARRAY_DIMENSIONS": ["sample", "feature"]})
-    ds = fsdask.open_dataset(f"{bucket}/rows.zarr", storage_options=opts, memory_budget=2 * N * 8 * 8 * 4,
-                             chunk_bytes=N * 8 * 8, rechunk_to=f"{bucket}/copy.zarr")
+    g.create_array(
+        "X", data=X, chunks=(6, P), attributes={"_ARRAY_DIMENSIONS": ["sample", "feature"]}
+    )
+    ds = fsdask.open_dataset(
+        f"{bucket}/rows.zarr",
+        storage_options=opts,
+        memory_budget=2 * N * 8 * 8 * 4,
+        chunk_bytes=N * 8 * 8,
+        rechunk_to=f"{bucket}/copy.zarr",
+    )
     np.testing.assert_array_equal(ds["X"].values, X)
     assert len(ds["X"].chunks[0]) == 1
 
@@ -164,10 +215,18 @@ def test_rechunk_copy_on_s3(s3, data):
 def test_bad_input_one_line_errors(tmp_path, data):
     X, y = data
     u = str(tmp_path / "bad.zarr")
-    xr.Dataset({"a": (("s", "f"), X), "b": (("s", "f"), X), "cube": (("s", "f", "k"), X[:, :, None]),
-                "txt": (("s", "f"), X.astype(str)), "dup": (("sample", "feature"), X),
-                "lab_nan": ("s", np.where(np.arange(N) == 3, np.nan, 1.0)), "short": ("k", [1.0]),
-                "good": ("s", y)}).to_zarr(u, zarr_format=3, consolidated=False)
+    xr.Dataset(
+        {
+            "a": (("s", "f"), X),
+            "b": (("s", "f"), X),
+            "cube": (("s", "f", "k"), X[:, :, None]),
+            "txt": (("s", "f"), X.astype(str)),
+            "dup": (("sample", "feature"), X),
+            "lab_nan": ("s", np.where(np.arange(N) == 3, np.nan, 1.0)),
+            "short": ("k", [1.0]),
+            "good": ("s", y),
+        }
+    ).to_zarr(u, zarr_format=3, consolidated=False)
     cases = [
         ({}, InputError, "several 2-D variables"),
         ({"variable": "cube"}, InputError, "3-D"),
@@ -175,7 +234,11 @@ def test_bad_input_one_line_errors(tmp_path, data):
         ({"variable": "a", "sample_dim": "s", "feature_dim": "s"}, InputError, "both 's'"),
         ({"variable": "a", "sample_dim": "nope"}, InputError, "not a dim"),
         ({"variable": "txt", "sample_dim": "s"}, InputError, "not numbers"),
-        ({"variable": "a", "sample_dim": "s", "label": "missing"}, InputError, "no label variable 'missing'"),
+        (
+            {"variable": "a", "sample_dim": "s", "label": "missing"},
+            InputError,
+            "no label variable 'missing'",
+        ),
         ({"variable": "a", "sample_dim": "s", "label": "lab_nan"}, InputError, "1 NaN/Inf"),
         ({"variable": "a", "sample_dim": "s", "label": "short"}, InputError, "shape"),
         ({"variable": "nothing"}, InputError, "no variable 'nothing'"),
@@ -215,11 +278,33 @@ def test_cli_info_select_ingest_foreign(tmp_path, data, capsys):
     assert main(["info", u, "--sample-dim", "cell", "--label", "condition"]) == 0
     out = capsys.readouterr().out
     assert "foreign" in out and "read-only" in out and "24 samples × 40 features" in out
-    assert main(["select", u, "--feature-dim", "gene", "--label", "condition", "--method", "ttest",
-                 "-o", str(tmp_path / "r.zarr"), "--no-progress"]) == 0
-    np.testing.assert_allclose(fsdask.open_result(tmp_path / "r.zarr")["weight"].values, _ref_weights(X, y),
-                               rtol=1e-6)
-    assert main(["ingest", u, str(tmp_path / "c.zarr"), "--sample-dim", "cell", "--label", "condition"]) == 0
+    assert (
+        main(
+            [
+                "select",
+                u,
+                "--feature-dim",
+                "gene",
+                "--label",
+                "condition",
+                "--method",
+                "ttest",
+                "-o",
+                str(tmp_path / "r.zarr"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    np.testing.assert_allclose(
+        fsdask.open_result(tmp_path / "r.zarr")["weight"].values, _ref_weights(X, y), rtol=1e-6
+    )
+    assert (
+        main(
+            ["ingest", u, str(tmp_path / "c.zarr"), "--sample-dim", "cell", "--label", "condition"]
+        )
+        == 0
+    )
     ds = fsdask.open_dataset(tmp_path / "c.zarr")
     assert "foreign" not in ds.attrs and ds.attrs["class_names"] == ["case", "ctrl"]
     np.testing.assert_allclose(ds["X"].values, X.astype(np.float32))

@@ -64,15 +64,18 @@ def test_spca_selects_q_nonzero_loadings(X):
 
 def test_cpfs_beats_or_ties_jolliffe_i_on_reconstruction(X):
     from fsdask.evaluate import reconstruction_error
+
     for q in (3, 6):
         c = fsdask.CPFS(n_features_to_select=q).fit(X)
         j = fsdask.JolliffeI(n_features_to_select=q).fit(X)
-        assert reconstruction_error(X, c.get_support(indices=True)) <= \
-            reconstruction_error(X, j.get_support(indices=True)) + 0.05
+        assert (
+            reconstruction_error(X, c.get_support(indices=True))
+            <= reconstruction_error(X, j.get_support(indices=True)) + 0.05
+        )
 
 
 class _PCAChecks(SelectorChecks):
-    cluster_exact = False   # the Gram / eigh run in threaded BLAS on the driver
+    cluster_exact = False  # the Gram / eigh run in threaded BLAS on the driver
 
     cls = "JolliffeI"
 

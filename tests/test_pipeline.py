@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import yaml
 
-import fsdask
 from fsdask.errors import ParameterError
 from fsdask.pipeline import StepFailed, load_config, run_pipeline
 
@@ -23,11 +22,29 @@ def project(tmp_path, rng):
     cfg = {
         "scheduler": "threads",
         "steps": [
-            {"name": "ingest", "ingest": {"source": "d.npz", "url": "out/d.zarr", "overwrite": True}},
-            {"name": "ttest", "select": {"url": "out/d.zarr", "method": "ttest", "output": "out/t.zarr",
-                                         "param": {"n_features_to_select": 2}, "csv": "out/t.csv"}},
-            {"name": "snr", "select": {"url": "out/d.zarr", "method": "snr", "output": "out/s.zarr",
-                                       "param": {"n_features_to_select": 5}}},
+            {
+                "name": "ingest",
+                "ingest": {"source": "d.npz", "url": "out/d.zarr", "overwrite": True},
+            },
+            {
+                "name": "ttest",
+                "select": {
+                    "url": "out/d.zarr",
+                    "method": "ttest",
+                    "output": "out/t.zarr",
+                    "param": {"n_features_to_select": 2},
+                    "csv": "out/t.csv",
+                },
+            },
+            {
+                "name": "snr",
+                "select": {
+                    "url": "out/d.zarr",
+                    "method": "snr",
+                    "output": "out/s.zarr",
+                    "param": {"n_features_to_select": 5},
+                },
+            },
         ],
     }
     path = tmp_path / "pipe.yaml"
@@ -38,6 +55,7 @@ def project(tmp_path, rng):
 def test_crash_mid_pipeline_then_resume(project, monkeypatch, capsys):
     path, _ = project
     import fsdask.results
+
     real_write = fsdask.results.write_result
     calls = []
 
@@ -48,7 +66,9 @@ def test_crash_mid_pipeline_then_resume(project, monkeypatch, capsys):
         return real_write(ds, url, **kw)
 
     monkeypatch.setattr(fsdask.results, "write_result", crashing_write)
-    with pytest.raises(StepFailed, match=r"step 3 \(snr\) failed unexpectedly: RuntimeError: simulated crash"):
+    with pytest.raises(
+        StepFailed, match=r"step 3 \(snr\) failed unexpectedly: RuntimeError: simulated crash"
+    ):
         run_pipeline(path)
     out = path.parent / "out"
     assert (out / "t.zarr").exists() and (out / "t.csv").exists() and not (out / "s.zarr").exists()
@@ -72,6 +92,7 @@ def test_crash_mid_pipeline_then_resume(project, monkeypatch, capsys):
     assert run_pipeline(path) == {"ingest": "skipped", "ttest": "ran", "snr": "ran"}
     # a lost output makes its step run again
     import shutil
+
     shutil.rmtree(out / "d.zarr")
     assert run_pipeline(path)["ingest"] == "ran"
     assert run_pipeline(path, restart=True) == {"ingest": "ran", "ttest": "ran", "snr": "ran"}
@@ -81,7 +102,9 @@ def test_cli_failure_is_one_line(project):
     path, cfg = project
     cfg["steps"][0]["ingest"]["source"] = "missing.npz"
     path.write_text(yaml.safe_dump(cfg))
-    p = subprocess.run([sys.executable, "-m", "fsdask.cli", "run", str(path)], capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "fsdask.cli", "run", str(path)], capture_output=True, text=True
+    )
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
     assert "step 1 (ingest): input missing.npz does not exist" in p.stderr
@@ -92,7 +115,9 @@ def test_bad_step_parameter_then_resume(project, capsys):
     path, cfg = project
     cfg["steps"][2]["select"]["param"] = {"n_features_to_select": -1}
     path.write_text(yaml.safe_dump(cfg))
-    with pytest.raises(StepFailed, match=r"step 3 \(snr\) failed: .*'n_features_to_select'.*Got -1") as err:
+    with pytest.raises(
+        StepFailed, match=r"step 3 \(snr\) failed: .*'n_features_to_select'.*Got -1"
+    ) as err:
         run_pipeline(path)
     assert err.value.exit_code == 2 and not (path.parent / "out" / "s.zarr").exists()
     cfg["steps"][2]["select"]["param"] = {"n_features_to_select": 4}
@@ -123,5 +148,6 @@ def test_bad_configs(tmp_path):
 
 def test_example_config_parses():
     import pathlib
+
     pipe = load_config(pathlib.Path(__file__).resolve().parents[1] / "examples" / "pipeline.yaml")
     assert [s.command for s in pipe.steps] == ["ingest", "select", "select", "select"]

@@ -24,8 +24,12 @@ def weston():
 
 def _phi_sessions(M):
     """§6's explicit feature map φ(m) = [vec(m^s m^sᵀ)]_s over sections of 8 samples: (D × features)."""
-    return np.concatenate([(M[s:s + 8, None, :] * M[None, s:s + 8, :]).reshape(-1, M.shape[1])
-                           for s in range(0, M.shape[0], 8)])
+    return np.concatenate(
+        [
+            (M[s : s + 8, None, :] * M[None, s : s + 8, :]).reshape(-1, M.shape[1])
+            for s in range(0, M.shape[0], 8)
+        ]
+    )
 
 
 def _sessions_kernel(A, B):
@@ -41,7 +45,7 @@ def _rbf(A, B):
 @pytest.mark.parametrize("variant", ["power", "basic", "ritz", "laplacian", "gap"])
 def test_unsupervised_variants_match_dense(weston, variant):
     X, _ = weston
-    if variant == "gap":   # W has qk + q² columns: keep q small
+    if variant == "gap":  # W has qk + q² columns: keep q small
         X = X[:20]
     a, obj, _ = dense.qalpha_dense(X, 2, variant, n_iter=6)
     est = QAlpha(k=2, variant=variant, tol=0, max_iter=6).fit(X)
@@ -74,12 +78,16 @@ def test_alpha_solvers_agree(weston, solver):
     np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
 
 
-@pytest.mark.parametrize("variant,solver", [("power", "auto"), ("basic", "auto"), ("power", "tsqr"),
-                                            ("power", "lanczos")])
+@pytest.mark.parametrize(
+    "variant,solver",
+    [("power", "auto"), ("basic", "auto"), ("power", "tsqr"), ("power", "lanczos")],
+)
 def test_supervised_matches_dense(weston, variant, solver):
     X, y = weston
     a, obj = dense.supervised_dense(X, y, gamma=0.5, variant=variant, n_iter=5)
-    est = QAlpha(variant=variant, tol=0, max_iter=5, alpha_solver=solver).fit(X, y)   # supervised: auto with y
+    est = QAlpha(variant=variant, tol=0, max_iter=5, alpha_solver=solver).fit(
+        X, y
+    )  # supervised: auto with y
     assert est.result_.attrs["variant"] == "supervised"
     np.testing.assert_allclose(est.scores_, a, atol=1e-8)
     np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
@@ -97,8 +105,9 @@ def test_supervised_three_classes_and_opt_out():
     np.testing.assert_allclose(unsup.scores_, a2, atol=1e-8)
 
 
-@pytest.mark.parametrize("kernel,fn", [("linear", lambda A, B: A.T @ B), ("rbf", _rbf),
-                                       ("sessions", _sessions_kernel)])
+@pytest.mark.parametrize(
+    "kernel,fn", [("linear", lambda A, B: A.T @ B), ("rbf", _rbf), ("sessions", _sessions_kernel)]
+)
 def test_kernel_matches_dense(weston, kernel, fn):
     X, _ = weston
     X = X[:48, :80]
@@ -113,7 +122,9 @@ def test_linear_kernel_reproduces_power_and_callable_kernel(weston):
     X = X[:, :90]
     p = QAlpha(k=2, tol=0, max_iter=4).fit(X)
     kl = QAlpha(k=2, kernel="linear", tol=0, max_iter=4).fit(X)
-    kc = QAlpha(k=2, kernel=lambda A, B, c=0.0: A.T @ B + c, kernel_params={"c": 0.0}, tol=0, max_iter=4).fit(X)
+    kc = QAlpha(
+        k=2, kernel=lambda A, B, c=0.0: A.T @ B + c, kernel_params={"c": 0.0}, tol=0, max_iter=4
+    ).fit(X)
     np.testing.assert_allclose(kl.scores_, p.scores_, atol=1e-8)
     np.testing.assert_allclose(kl.objective_, p.objective_, rtol=1e-9)
     np.testing.assert_allclose(kc.scores_, p.scores_, atol=1e-8)
@@ -123,13 +134,16 @@ def test_kernel_equals_linear_on_explicit_feature_map(weston):
     """Def. 14 with k(m_i, m_j) = φ(m_i)ᵀφ(m_j) is Def. 2 on the rows φ(m_i) (centred, unit norm)."""
     X = weston[0][:48, :40]
     M = normalize_block(X)
-    ks = QAlpha(k=2, kernel="sessions", tol=0, max_iter=4).fit(X)               # §6's kernel
+    ks = QAlpha(k=2, kernel="sessions", tol=0, max_iter=4).fit(X)  # §6's kernel
     ls = QAlpha(k=2, supervised=False, tol=0, max_iter=4).fit(_phi_sessions(M))
     np.testing.assert_allclose(ks.scores_, ls.scores_, atol=1e-8)
     np.testing.assert_allclose(ks.objective_, ls.objective_, rtol=1e-9)
-    square = lambda A, B: normalize_block(A ** 2).T @ normalize_block(B ** 2)   # φ(m) = m ∘ m
+
+    def square(A, B):  # φ(m) = m ∘ m
+        return normalize_block(A**2).T @ normalize_block(B**2)
+
     kq = QAlpha(k=2, kernel=square, tol=0, max_iter=4).fit(X)
-    lq = QAlpha(k=2, supervised=False, tol=0, max_iter=4).fit(M ** 2)
+    lq = QAlpha(k=2, supervised=False, tol=0, max_iter=4).fit(M**2)
     np.testing.assert_allclose(kq.scores_, lq.scores_, atol=1e-8)
     np.testing.assert_allclose(kq.objective_, lq.objective_, rtol=1e-9)
 
@@ -140,7 +154,9 @@ def test_power_objective_never_decreases(seed, k):
     est = QAlpha(k=k, tol=0, max_iter=15).fit(syn.X.values)
     assert np.all(np.diff(est.objective_) >= -1e-12 * est.objective_[-1])
     rng = np.random.default_rng(seed)
-    est = QAlpha(k=k, tol=0, max_iter=10, init="random", random_state=seed).fit(rng.standard_normal((40, 150)))
+    est = QAlpha(k=k, tol=0, max_iter=10, init="random", random_state=seed).fit(
+        rng.standard_normal((40, 150))
+    )
     assert np.all(np.diff(est.objective_) >= -1e-12 * est.objective_[-1])
 
 
@@ -153,7 +169,7 @@ def test_supervised_same_on_cluster(weston, cluster):
 
 def test_api_support_transform_result_and_constant_features(weston):
     X, y = weston
-    Xc = np.c_[X, np.full(X.shape[0], 3.0)]          # a constant feature at the end
+    Xc = np.c_[X, np.full(X.shape[0], 3.0)]  # a constant feature at the end
     est = QAlpha(n_features_to_select=6, n_init=4, max_iter=20, tol=1e-5).fit(Xc, y)
     assert est.scores_[-1] == 0 and est.ranking_[-1] == Xc.shape[1]
     assert est.get_support().sum() == 6
@@ -219,10 +235,25 @@ def test_cli_select(tmp_path):
     from fsdask.cli import main
     from fsdask.datasets import write_synthetic
     from fsdask.results import open_result
+
     syn = weston_linear(n_samples=60, n_features=300, random_state=0)
     write_synthetic(syn, tmp_path / "w.zarr")
-    rc = main(["select", str(tmp_path / "w.zarr"), "--method", "qalpha", "--param", "variant=supervised",
-               "--param", "n_features_to_select=6", "--param", "max_iter=5", "-o", str(tmp_path / "r.zarr")])
+    rc = main(
+        [
+            "select",
+            str(tmp_path / "w.zarr"),
+            "--method",
+            "qalpha",
+            "--param",
+            "variant=supervised",
+            "--param",
+            "n_features_to_select=6",
+            "--param",
+            "max_iter=5",
+            "-o",
+            str(tmp_path / "r.zarr"),
+        ]
+    )
     assert rc in (0, None)
     res = open_result(tmp_path / "r.zarr")
     assert int(res["selected"].sum()) == 6 and res.attrs["variant"] == "supervised"
@@ -230,4 +261,6 @@ def test_cli_select(tmp_path):
 
 class TestQAlpha(SelectorChecks):
     def make_estimator(self, **params):
-        return QAlpha(**{"k": 2, "tol": 0, "max_iter": 5, "init": "random", "random_state": 3, **params})
+        return QAlpha(
+            **{"k": 2, "tol": 0, "max_iter": 5, "init": "random", "random_state": 3, **params}
+        )

@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from fsdask.datasets import ben_dor, qalpha_clusters, qalpha_sessions, weston_nonlinear, write_synthetic
+from fsdask.datasets import (
+    ben_dor,
+    qalpha_clusters,
+    qalpha_sessions,
+    weston_nonlinear,
+    write_synthetic,
+)
 
 
 @pytest.mark.parametrize("n_c", [1, 2, 4, 7])
@@ -38,6 +44,7 @@ def test_clusters_seeded_and_streamed(tmp_path):
     c = qalpha_clusters(3, random_state=2).X.values
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     from fsdask import open_dataset
+
     syn = qalpha_clusters(3, n_irrelevant=3000, random_state=1)
     write_synthetic(syn, tmp_path / "c.zarr", chunk_bytes=60 * 4 * 700)  # many small chunks
     ds = open_dataset(tmp_path / "c.zarr")
@@ -75,13 +82,15 @@ def test_ben_dor_defaults_and_statistics():
     assert syn.relevant.size == round(0.28 * 600) == 168
     assert np.array_equal(np.bincount(syn.y), [25, 47])
     irr = X[:, 168:]
-    assert abs(irr.var() - 0.75) < 0.03 and abs(irr.mean()) < 0.02        # N(0, s), s a variance
+    assert abs(irr.var() - 0.75) < 0.03 and abs(irr.mean()) < 0.02  # N(0, s), s a variance
     rel = X[:, :168]
-    within = np.r_[rel[syn.y == 0].var(0) / np.abs(rel[syn.y == 0].mean(0)),
-                   rel[syn.y == 1].var(0) / np.abs(rel[syn.y == 1].mean(0))]
-    assert 0.6 < np.median(within) < 0.9                                  # variance |μ|·s
+    within = np.r_[
+        rel[syn.y == 0].var(0) / np.abs(rel[syn.y == 0].mean(0)),
+        rel[syn.y == 1].var(0) / np.abs(rel[syn.y == 1].mean(0)),
+    ]
+    assert 0.6 < np.median(within) < 0.9  # variance |μ|·s
     old = ben_dor(random_state=0, spread="std").X.values.astype(float)
-    assert abs(old[:, 168:].std() - 0.75) < 0.03                           # the std reading
+    assert abs(old[:, 168:].std() - 0.75) < 0.03  # the std reading
     with pytest.raises(ValueError, match="spread"):
         ben_dor(spread="sd")
     mA, mB = rel[syn.y == 0].mean(0), rel[syn.y == 1].mean(0)
@@ -98,6 +107,6 @@ def test_weston_nonlinear_xor_structure():
     assert X.shape == (2000, 52) and np.array_equal(syn.relevant, [0, 1])
     assert 0.45 < (y == 1).mean() < 0.55
     prod = X[:, 0] * X[:, 1]
-    assert (prod[y == 1] < 0).mean() > 0.85      # means (3, −3), (−3, 3)
-    assert (prod[y == -1] > 0).mean() > 0.6      # means (−3/4, −3), (3/4, 3)
+    assert (prod[y == 1] < 0).mean() > 0.85  # means (3, −3), (−3, 3)
+    assert (prod[y == -1] > 0).mean() > 0.6  # means (−3/4, −3), (3/4, 3)
     assert abs(X[:, 2:].var() - 20) < 1.0

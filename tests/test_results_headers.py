@@ -47,7 +47,9 @@ def parse_header(path: Path) -> dict[str, str]:
                 found[m.group(1).lower()] = m.group(2).strip()
     if "commit" in found:
         m = _SHA.search(found["commit"])
-        found["commit"] = m.group(0) if m and "+modified" not in found["commit"] else found["commit"]
+        found["commit"] = (
+            m.group(0) if m and "+modified" not in found["commit"] else found["commit"]
+        )
     return found
 
 
@@ -66,25 +68,38 @@ def _git(*args: str) -> subprocess.CompletedProcess:
 
 def test_parse_header_formats(tmp_path):
     md = tmp_path / "a.md"
-    md.write_text("# T\n\n- commit: 0123456789abcdef0123456789abcdef01234567\n- command: python x.py --quick\n")
-    assert parse_header(md) == {"commit": "0123456789abcdef0123456789abcdef01234567",
-                                "command": "python x.py --quick"}
+    md.write_text(
+        "# T\n\n- commit: 0123456789abcdef0123456789abcdef01234567\n- command: python x.py --quick\n"
+    )
+    assert parse_header(md) == {
+        "commit": "0123456789abcdef0123456789abcdef01234567",
+        "command": "python x.py --quick",
+    }
     txt = tmp_path / "b.txt"
-    txt.write_text("# benchmarks/x.py\n# commit: abc1234 (quiet)\n# command: `python benchmarks/x.py`\nrest\n")
+    txt.write_text(
+        "# benchmarks/x.py\n# commit: abc1234 (quiet)\n# command: `python benchmarks/x.py`\nrest\n"
+    )
     assert parse_header(txt) == {"commit": "abc1234", "command": "python benchmarks/x.py"}
     jl = tmp_path / "c.jsonl"
-    jl.write_text(json.dumps({"header": {"commit": "abc1234", "command": "python b.py"}}) + "\n{}\n")
+    jl.write_text(
+        json.dumps({"header": {"commit": "abc1234", "command": "python b.py"}}) + "\n{}\n"
+    )
     assert parse_header(jl)["commit"] == "abc1234"
     dirty = tmp_path / "d.md"
     dirty.write_text("- commit: abc1234+modified\n- command: python x.py\n")
-    assert parse_header(dirty)["commit"] == "abc1234+modified"  # not a commit: fails the ancestry check
+    assert (
+        parse_header(dirty)["commit"] == "abc1234+modified"
+    )  # not a commit: fails the ancestry check
     old = tmp_path / "e.md"
     old.write_text("# T\n\nProduced by `python x.py` on 2026-11-22 (no commit)\n")
     assert parse_header(old) == {}
 
 
-@pytest.mark.xfail(strict=True, reason="examples/results/ awaits one regeneration by "
-                   "examples/reproduce_all.py at one commit (issue 18)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="examples/results/ awaits one regeneration by "
+    "examples/reproduce_all.py at one commit (issue 18)",
+)
 def test_results_files_have_headers_from_one_commit():
     if _git("rev-parse", "HEAD").returncode != 0:
         pytest.skip("not a git checkout")
@@ -105,13 +120,19 @@ def test_results_files_have_headers_from_one_commit():
             continue
         sha = h["commit"]
         if not _SHA.fullmatch(sha):
-            problems.append(f"{f.name}: commit {sha!r} is not a clean commit hash (written from a modified tree?)")
+            problems.append(
+                f"{f.name}: commit {sha!r} is not a clean commit hash (written from a modified tree?)"
+            )
             continue
         if _git("merge-base", "--is-ancestor", sha, "HEAD").returncode != 0:
             problems.append(f"{f.name}: commit {sha} is not an ancestor of HEAD")
         commits.setdefault(_git("rev-parse", sha).stdout.strip() or sha, []).append(f.name)
     if len(commits) > 1:
-        problems.append("results come from several commits: " +
-                        "; ".join(f"{c[:10]}: {', '.join(n[:3])}{' …' if len(n) > 3 else ''}"
-                                  for c, n in commits.items()))
+        problems.append(
+            "results come from several commits: "
+            + "; ".join(
+                f"{c[:10]}: {', '.join(n[:3])}{' …' if len(n) > 3 else ''}"
+                for c, n in commits.items()
+            )
+        )
     assert not problems, "examples/results/ is not one regeneration:\n" + "\n".join(problems)

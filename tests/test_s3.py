@@ -29,12 +29,17 @@ def bucket(s3):
 
 def _fs(opts):
     import s3fs
+
     return s3fs.S3FileSystem(**opts)
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "fsdask.cli", *map(str, args)], capture_output=True,
-                          text=True, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "fsdask.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _data(rng, n=12, p=60):
@@ -70,8 +75,11 @@ def test_remote_overwrite_and_failed_write(bucket, rng):
     with pytest.raises(StoreError, match="already exists"):
         fsdask.ingest(X, f"{url}/x.zarr", y=y, storage_options=opts)
     with pytest.raises(StoreError, match="already exists"):
-        fsdask.write_dataset(fsdask.open_dataset(f"{url}/x.zarr", storage_options=opts), f"{url}/x.zarr",
-                             storage_options=opts)
+        fsdask.write_dataset(
+            fsdask.open_dataset(f"{url}/x.zarr", storage_options=opts),
+            f"{url}/x.zarr",
+            storage_options=opts,
+        )
     assert fsdask.ingest(X * 2, f"{url}/x.zarr", storage_options=opts, overwrite=True) != fp
 
     def block(j0, j1):
@@ -79,7 +87,9 @@ def test_remote_overwrite_and_failed_write(bucket, rng):
             raise RuntimeError("network cable unplugged")
         return X[:, j0:j1]
 
-    bad = xr.Dataset({"X": (("sample", "feature"), lazy_from_blocks(block, X.shape[0], X.shape[1], 10))})
+    bad = xr.Dataset(
+        {"X": (("sample", "feature"), lazy_from_blocks(block, X.shape[0], X.shape[1], 10))}
+    )
     with dask.config.set(scheduler="sync"), pytest.raises(RuntimeError, match="unplugged"):
         fsdask.write_dataset(bad, f"{url}/bad.zarr", storage_options=opts, block=10)
     with pytest.raises(StoreError):
@@ -102,13 +112,29 @@ def test_cli_with_storage_options_never_leaks_credentials(bucket, rng, tmp_path)
     """Credentials given on the command line appear neither in the logs (-vv) nor in the result."""
     url, opts = bucket
     X, y = _data(rng)
-    np.savez(tmp_path / "d.npz", X=X, y=y, feature_names=np.array([f"g{j}" for j in range(X.shape[1])]))
+    np.savez(
+        tmp_path / "d.npz", X=X, y=y, feature_names=np.array([f"g{j}" for j in range(X.shape[1])])
+    )
     ep = f"--storage-option=endpoint_url={opts['endpoint_url']}"
     # credentials from the environment (the fixture sets AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)
-    fsdask.ingest(tmp_path / "d.npz", f"{url}/d.zarr", storage_options={"endpoint_url": opts["endpoint_url"]})
+    fsdask.ingest(
+        tmp_path / "d.npz", f"{url}/d.zarr", storage_options={"endpoint_url": opts["endpoint_url"]}
+    )
     # credentials given explicitly on the command line this time
-    p = _cli("-vv", "select", f"{url}/d.zarr", "--method", "ttest", "--param", "n_features_to_select=3",
-             "-o", f"{url}/r.zarr", ep, f"--storage-option=key={KEY}", f"--storage-option=secret={SECRET}")
+    p = _cli(
+        "-vv",
+        "select",
+        f"{url}/d.zarr",
+        "--method",
+        "ttest",
+        "--param",
+        "n_features_to_select=3",
+        "-o",
+        f"{url}/r.zarr",
+        ep,
+        f"--storage-option=key={KEY}",
+        f"--storage-option=secret={SECRET}",
+    )
     assert p.returncode == 0, p.stderr
     assert "3 of 60 features selected" in p.stdout
     for text in (p.stdout, p.stderr):
@@ -124,12 +150,26 @@ def test_unreachable_storage(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens here once the socket is closed
     opts = {"endpoint_url": f"http://127.0.0.1:{port}", "key": KEY, "secret": SECRET}
-    with pytest.raises(StoreError, match=f"storage unreachable: nothing answers at http://127.0.0.1:{port}"):
+    with pytest.raises(
+        StoreError, match=f"storage unreachable: nothing answers at http://127.0.0.1:{port}"
+    ):
         fsdask.open_dataset("s3://bucket/x.zarr", storage_options=opts)
     with pytest.raises(StoreError, match="unreachable"):
         fsdask.ingest(np.ones((3, 4)), "s3://bucket/x.zarr", storage_options=opts)
-    p = _cli("select", "s3://bucket/x.zarr", "--method", "variance", "-o", tmp_path / "r.zarr",
-             f"--storage-option=endpoint_url=http://127.0.0.1:{port}", f"--storage-option=secret={SECRET}")
+    p = _cli(
+        "select",
+        "s3://bucket/x.zarr",
+        "--method",
+        "variance",
+        "-o",
+        tmp_path / "r.zarr",
+        f"--storage-option=endpoint_url=http://127.0.0.1:{port}",
+        f"--storage-option=secret={SECRET}",
+    )
     assert p.returncode == 2
-    assert p.stderr.count("\n") == 1 and "storage unreachable" in p.stderr and "Traceback" not in p.stderr
+    assert (
+        p.stderr.count("\n") == 1
+        and "storage unreachable" in p.stderr
+        and "Traceback" not in p.stderr
+    )
     assert SECRET not in p.stderr and not (tmp_path / "r.zarr").exists()

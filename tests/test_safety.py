@@ -406,9 +406,23 @@ def test_corrupt_chunk_on_a_local_cluster_is_one_line_without_worker_tracebacks(
     the nannies' shutdown chatter must not bury the one-line error."""
     _flip(data / "X" / "c" / "0" / "1")
     p = subprocess.run(
-        [sys.executable, "-m", "fsdask.cli", "select", str(data), "--method", "ttest",
-         "--scheduler", "local:2", "-o", str(tmp_path / "r.zarr"), "--no-progress"],
-        capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(data),
+            "--method",
+            "ttest",
+            "--scheduler",
+            "local:2",
+            "-o",
+            str(tmp_path / "r.zarr"),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2, p.stderr

@@ -62,7 +62,13 @@ def _qalpha_reads(variant: str, max_iter: int) -> tuple[float, int]:
     X[:, :6] += 2 * y[:, None]
     src = CountingArray(X)
     Xd = da.from_array(src, chunks=(24, 15), asarray=False, fancy=False, meta=np.empty((0, 0)))
-    kw = {"k": 2, "variant": variant, "max_iter": max_iter, "tol": 0.0, "supervised": variant == "supervised"}
+    kw = {
+        "k": 2,
+        "variant": variant,
+        "max_iter": max_iter,
+        "tol": 0.0,
+        "supervised": variant == "supervised",
+    }
     if variant == "kernel":
         kw["kernel"] = "linear"
     with dask.config.set(scheduler="threads"), pytest.warns(ConvergenceWarning):
@@ -74,7 +80,9 @@ def _qalpha_reads(variant: str, max_iter: int) -> tuple[float, int]:
 def _passes_per_iteration(variant: str) -> float:
     (r2, n2), (r4, n4) = _qalpha_reads(variant, 2), _qalpha_reads(variant, 4)
     # n_passes_ counts every pass but the input check (NaN/Inf, constant features)
-    assert (n2, n4) == (r2 - 1, r4 - 1), f"{variant}: n_passes_ {n2}, {n4} vs chunk reads {r2}, {r4}"
+    assert (n2, n4) == (r2 - 1, r4 - 1), (
+        f"{variant}: n_passes_ {n2}, {n4} vs chunk reads {r2}, {r4}"
+    )
     return (r4 - r2) / 2
 
 
@@ -84,7 +92,10 @@ def test_qalpha_one_pass_per_iteration(variant):
 
 
 @pytest.mark.parametrize("variant", sorted(QALPHA_TWO_PASS))
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: this variant's α-step still reads X twice or more "
-                                       "per iteration (Gram pass, then α = Wu and A_α)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 17 item 4: this variant's α-step still reads X twice or more "
+    "per iteration (Gram pass, then α = Wu and A_α)",
+)
 def test_qalpha_one_pass_per_iteration_pending(variant):
     assert _passes_per_iteration(variant) == 1

@@ -39,7 +39,9 @@ def test_streams_and_chunking_independent(tmp_path):
     np.testing.assert_array_equal(ds["X"].values, s.X.values)
     np.testing.assert_allclose(ds["y"].values, s.y)
     # the first 60 features do not depend on the total size
-    np.testing.assert_array_equal(zarkoob_regression(12, 60, random_state=2).X.values, s.X.values[:, :60])
+    np.testing.assert_array_equal(
+        zarkoob_regression(12, 60, random_state=2).X.values, s.X.values[:, :60]
+    )
     np.testing.assert_array_equal(zarkoob_regression(12, 60, random_state=2).y, s.y)
 
 

@@ -16,8 +16,18 @@ import yaml
 from fsdask.errors import ParameterError
 
 #: the subcommands, in the order ``fsdask --help`` lists them
-COMMANDS = ("ingest", "info", "select", "evaluate", "report", "export", "verify", "run", "history",
-            "demo")
+COMMANDS = (
+    "ingest",
+    "info",
+    "select",
+    "evaluate",
+    "report",
+    "export",
+    "verify",
+    "run",
+    "history",
+    "demo",
+)
 
 
 def parse_kv(items: list[str] | None, what: str = "--param") -> dict[str, Any]:
@@ -35,15 +45,21 @@ def parse_kv(items: list[str] | None, what: str = "--param") -> dict[str, Any]:
 
 
 def add_storage_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--storage-option", action="append", metavar="KEY=VALUE", default=[],
-                   help="fsspec storage option, repeatable (e.g. endpoint_url=http://localhost:9000, "
-                        "anon=false). Credentials are best given by environment variables; they are "
-                        "never logged or written into results.")
+    p.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        default=[],
+        help="fsspec storage option, repeatable (e.g. endpoint_url=http://localhost:9000, "
+        "anon=false). Credentials are best given by environment variables; they are "
+        "never logged or written into results.",
+    )
 
 
 def storage_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--storage-option`` values as a dict; their secrets are registered for redaction."""
     from fsdask.io.secrets import register
+
     opts = parse_kv(getattr(args, "storage_option", []), "--storage-option")
     register(opts)
     return opts
@@ -55,39 +71,66 @@ class _WorkerTimeout(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         import os
+
         os.environ["FSDASK_WORKER_TIMEOUT"] = str(values)
         setattr(namespace, self.dest, values)
 
 
 def add_scheduler(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scheduler", default="threads",
-                   help="where to run: threads (default), sync, local, local:N (LocalCluster of N "
-                        "processes), tcp://host:port (existing scheduler) or a cluster YAML file")
-    p.add_argument("--memory-limit", default=None, help="per-worker memory limit for local clusters (e.g. 2GB)")
-    p.add_argument("--worker-timeout", action=_WorkerTimeout, metavar="SECONDS",
-                   help="give up when a cluster file's batch jobs start no worker within this time "
-                        "(default: $FSDASK_WORKER_TIMEOUT, the file's worker_timeout, else 300)")
-    p.add_argument("--no-progress", action="store_true",
-                   help="do not show progress (a bar on a terminal, otherwise a line every "
-                        "$FSDASK_PROGRESS_INTERVAL seconds, default 10, on stderr)")
+    p.add_argument(
+        "--scheduler",
+        default="threads",
+        help="where to run: threads (default), sync, local, local:N (LocalCluster of N "
+        "processes), tcp://host:port (existing scheduler) or a cluster YAML file",
+    )
+    p.add_argument(
+        "--memory-limit", default=None, help="per-worker memory limit for local clusters (e.g. 2GB)"
+    )
+    p.add_argument(
+        "--worker-timeout",
+        action=_WorkerTimeout,
+        metavar="SECONDS",
+        help="give up when a cluster file's batch jobs start no worker within this time "
+        "(default: $FSDASK_WORKER_TIMEOUT, the file's worker_timeout, else 300)",
+    )
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="do not show progress (a bar on a terminal, otherwise a line every "
+        "$FSDASK_PROGRESS_INTERVAL seconds, default 10, on stderr)",
+    )
 
 
 def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
     """Options of every command that reads a dataset other tools may have written."""
     g = p.add_argument_group("data written by other tools (xarray, zarr-python, AnnData)")
-    g.add_argument("--variable", help="the matrix to read (default: X, else the only 2-D variable); "
-                                      "AnnData: X, raw or layers/NAME")
-    g.add_argument("--sample-dim", help="name of the dim holding samples (dims are matched by name, never "
-                                        "by position)")
+    g.add_argument(
+        "--variable",
+        help="the matrix to read (default: X, else the only 2-D variable); "
+        "AnnData: X, raw or layers/NAME",
+    )
+    g.add_argument(
+        "--sample-dim",
+        help="name of the dim holding samples (dims are matched by name, never by position)",
+    )
     g.add_argument("--feature-dim", help="name of the dim holding features")
     if label:
-        g.add_argument("--label", help="label variable along the sample dim; AnnData: obs column "
-                                       "(obs:cell_type). Default: y, label, class, target, cell_type")
-    g.add_argument("--rechunk-to", metavar="URL",
-                   help="where to write a rechunked copy when the store's chunking cannot be re-blocked "
-                        "in memory (default: a temporary directory, removed at exit)")
-    g.add_argument("--memory-budget", metavar="SIZE", help="memory one task may use while re-blocking "
-                                                            "(default 512MB)")
+        g.add_argument(
+            "--label",
+            help="label variable along the sample dim; AnnData: obs column "
+            "(obs:cell_type). Default: y, label, class, target, cell_type",
+        )
+    g.add_argument(
+        "--rechunk-to",
+        metavar="URL",
+        help="where to write a rechunked copy when the store's chunking cannot be re-blocked "
+        "in memory (default: a temporary directory, removed at exit)",
+    )
+    g.add_argument(
+        "--memory-budget",
+        metavar="SIZE",
+        help="memory one task may use while re-blocking (default 512MB)",
+    )
 
 
 def data_options(args: argparse.Namespace, *, label: bool = True) -> dict[str, Any]:
@@ -97,9 +140,12 @@ def data_options(args: argparse.Namespace, *, label: bool = True) -> dict[str, A
 
 
 def add_overwrite(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace the output if it exists and is an fsdask output of the same kind "
-                        "(never an input, a file or a folder fsdask did not write)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the output if it exists and is an fsdask output of the same kind "
+        "(never an input, a file or a folder fsdask did not write)",
+    )
 
 
 def check_count(value: Any, name: str, minimum: int = 0) -> int:

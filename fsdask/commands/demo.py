@@ -28,28 +28,57 @@ DEMO_METHODS: list[tuple[str, dict]] = [
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("demo", help="run the end-to-end demo on a synthetic problem",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="fsdask-demo", help="folder for the data and results (default ./fsdask-demo)")
-    p.add_argument("--features", type=int, default=200_000, help="number of features (default 200000)")
+    p = sub.add_parser(
+        "demo",
+        help="run the end-to-end demo on a synthetic problem",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--out",
+        default="fsdask-demo",
+        help="folder for the data and results (default ./fsdask-demo)",
+    )
+    p.add_argument(
+        "--features", type=int, default=200_000, help="number of features (default 200000)"
+    )
     p.add_argument("--samples", type=int, default=100, help="number of samples (default 100)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--methods", default=None,
-                   help="comma-separated methods to run (default: " + ",".join(m for m, _ in DEMO_METHODS) + ")")
+    p.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated methods to run (default: "
+        + ",".join(m for m, _ in DEMO_METHODS)
+        + ")",
+    )
     add_scheduler(p)
     p.set_defaults(scheduler="local:2")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    demo(args.out, features=args.features, samples=args.samples, seed=args.seed,
-         methods=args.methods.split(",") if args.methods else None, scheduler=args.scheduler,
-         memory_limit=args.memory_limit)
+    demo(
+        args.out,
+        features=args.features,
+        samples=args.samples,
+        seed=args.seed,
+        methods=args.methods.split(",") if args.methods else None,
+        scheduler=args.scheduler,
+        memory_limit=args.memory_limit,
+    )
     return 0
 
 
-def demo(folder: str = "fsdask-demo", *, features: int = 200_000, samples: int = 100, seed: int = 0,
-         methods: list[str] | None = None, scheduler: str = "local:2", memory_limit: str | None = None) -> None:
+def demo(
+    folder: str = "fsdask-demo",
+    *,
+    features: int = 200_000,
+    samples: int = 100,
+    seed: int = 0,
+    methods: list[str] | None = None,
+    scheduler: str = "local:2",
+    memory_limit: str | None = None,
+) -> None:
     """Run the demo into ``folder`` (its data and results are replaced on a re-run; nothing else is)."""
     from types import SimpleNamespace
 
@@ -63,8 +92,15 @@ def demo(folder: str = "fsdask-demo", *, features: int = 200_000, samples: int =
 
     check_count(features, "--features", 6)
     check_count(samples, "--samples", 4)
-    args = SimpleNamespace(out=folder, features=features, samples=samples, seed=seed, scheduler=scheduler,
-                           memory_limit=memory_limit, methods=",".join(methods) if methods else None)
+    args = SimpleNamespace(
+        out=folder,
+        features=features,
+        samples=samples,
+        seed=seed,
+        scheduler=scheduler,
+        memory_limit=memory_limit,
+        methods=",".join(methods) if methods else None,
+    )
     store = os.path.join(args.out, "weston_linear.zarr")
     check_output(store, kind="dataset", overwrite=True)
     os.makedirs(args.out, exist_ok=True)
@@ -73,15 +109,23 @@ def demo(folder: str = "fsdask-demo", *, features: int = 200_000, samples: int =
     params = dict(DEMO_METHODS)
     t0 = time.perf_counter()
     with run_on(args.scheduler, memory_limit=args.memory_limit) as client:
-        where = "threads in this process" if client is None else f"{client.cluster.__class__.__name__ if client.cluster else 'cluster'} with {len(client.scheduler_info().get('workers', {}))} workers"
+        where = (
+            "threads in this process"
+            if client is None
+            else f"{client.cluster.__class__.__name__ if client.cluster else 'cluster'} with {len(client.scheduler_info().get('workers', {}))} workers"
+        )
         print(f"fsdask demo — running on {where}")
-        syn = weston_linear(n_samples=args.samples, n_features=args.features, random_state=args.seed)
+        syn = weston_linear(
+            n_samples=args.samples, n_features=args.features, random_state=args.seed
+        )
         write_synthetic(syn, store, overwrite=True)
         ds = open_dataset(store)
         relevant = {str(i) for i in syn.relevant}
-        print(f"wrote {store}: {args.samples} samples × {args.features} features "
-              f"({ds['X'].nbytes / 2**20:.0f} MiB, {len(ds['X'].chunks[1])} chunks) in {time.perf_counter() - t0:.1f} s; "
-              f"truly relevant: features {', '.join(sorted(relevant, key=int))}\n")
+        print(
+            f"wrote {store}: {args.samples} samples × {args.features} features "
+            f"({ds['X'].nbytes / 2**20:.0f} MiB, {len(ds['X'].chunks[1])} chunks) in {time.perf_counter() - t0:.1f} s; "
+            f"truly relevant: features {', '.join(sorted(relevant, key=int))}\n"
+        )
         for name in wanted:
             mod = REGISTRY.get(name, (None,))[0]
             try:
@@ -100,9 +144,13 @@ def demo(folder: str = "fsdask-demo", *, features: int = 200_000, samples: int =
             # column, and the planted features sit in the first columns
             found_mask = (res["rank"].values <= 10) & (res["weight"].values > 0)
             found = len(relevant & set(res["feature"].values[found_mask].astype(str)))
-            print(f"[{name}] {time.perf_counter() - t1:.1f} s — {found} of {len(relevant)} relevant "
-                  "features in the top 10 with a positive weight")
+            print(
+                f"[{name}] {time.perf_counter() - t1:.1f} s — {found} of {len(relevant)} relevant "
+                "features in the top 10 with a positive weight"
+            )
             print_top(est.result_, 10, relevant)
             print(f"result: {out}\n")
-    print(f"demo finished in {time.perf_counter() - t0:.1f} s; open a result with "
-          f"fsdask.open_result('{os.path.join(args.out, 'result_ttest.zarr')}') or `fsdask info …`")
+    print(
+        f"demo finished in {time.perf_counter() - t0:.1f} s; open a result with "
+        f"fsdask.open_result('{os.path.join(args.out, 'result_ttest.zarr')}') or `fsdask info …`"
+    )

@@ -35,8 +35,9 @@ class Synthetic:
         return self.dataset["y"].values if "y" in self.dataset else None
 
 
-def seeded_columns(seed: int, j0: int, j1: int, n_samples: int, sampler: ColumnSampler,
-                   dtype: Any = np.float32) -> np.ndarray:
+def seeded_columns(
+    seed: int, j0: int, j1: int, n_samples: int, sampler: ColumnSampler, dtype: Any = np.float32
+) -> np.ndarray:
     """Columns ``[j0, j1)``; group g (features g·SEED_BLOCK …) is drawn from rng([seed, g]).
 
     ``sampler(rng, g0, g1, n_samples)`` returns the (n_samples × (g1 − g0)) block for
@@ -52,27 +53,54 @@ def seeded_columns(seed: int, j0: int, j1: int, n_samples: int, sampler: ColumnS
     return np.concatenate(parts, axis=1).astype(dtype, copy=False)
 
 
-def lazy_matrix(seed: int, n_samples: int, n_features: int, sampler: ColumnSampler, dtype: Any = np.float32,
-                chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+def lazy_matrix(
+    seed: int,
+    n_samples: int,
+    n_features: int,
+    sampler: ColumnSampler,
+    dtype: Any = np.float32,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+):
     """Lazy dask (sample, feature) array drawn by ``sampler`` in seeded groups."""
     block = feature_block_size(n_samples, np.dtype(dtype).itemsize, chunk_bytes)
     block = max(SEED_BLOCK, (block // SEED_BLOCK) * SEED_BLOCK)
     block = min(block, n_features)
-    return lazy_from_blocks(lambda j0, j1: seeded_columns(seed, j0, j1, n_samples, sampler, dtype),
-                            n_samples, n_features, block, dtype)
+    return lazy_from_blocks(
+        lambda j0, j1: seeded_columns(seed, j0, j1, n_samples, sampler, dtype),
+        n_samples,
+        n_features,
+        block,
+        dtype,
+    )
 
 
-def write_synthetic(syn: Synthetic, url: str | os.PathLike, *, storage_options: Mapping[str, Any] | None = None,
-                    overwrite: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> str:
+def write_synthetic(
+    syn: Synthetic,
+    url: str | os.PathLike,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> str:
     """Stream a generated problem into a Zarr store, chunk by chunk; returns the fingerprint.
 
     The relevant indices and the generator parameters go into the store's attributes.
     """
     from fsdask.io import write_dataset
-    attrs = {"generator": syn.params.get("generator", "synthetic"),
-             "generator_params": {k: v for k, v in syn.params.items()},
-             "relevant_features": [int(i) for i in syn.relevant]}
+
+    attrs = {
+        "generator": syn.params.get("generator", "synthetic"),
+        "generator_params": {k: v for k, v in syn.params.items()},
+        "relevant_features": [int(i) for i in syn.relevant],
+    }
     from fsdask.results import clean_attrs
-    return write_dataset(syn.dataset, url, storage_options=storage_options, chunk_bytes=chunk_bytes,
-                         overwrite=overwrite, source=f"fsdask.datasets.{attrs['generator']}",
-                         attrs=clean_attrs(attrs))
+
+    return write_dataset(
+        syn.dataset,
+        url,
+        storage_options=storage_options,
+        chunk_bytes=chunk_bytes,
+        overwrite=overwrite,
+        source=f"fsdask.datasets.{attrs['generator']}",
+        attrs=clean_attrs(attrs),
+    )

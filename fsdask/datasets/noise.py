@@ -17,7 +17,9 @@ import xarray as xr
 from fsdask.datasets._stream import Synthetic, lazy_matrix
 
 
-def add_noise_features(X: Any, J: int, random_state: int = 0, y: Any = None, dtype: Any = None) -> Synthetic:
+def add_noise_features(
+    X: Any, J: int, random_state: int = 0, y: Any = None, dtype: Any = None
+) -> Synthetic:
     """Append ``J`` independent N(0, 1) features to ``X`` (n × p) lazily.
 
     Parameters
@@ -49,12 +51,27 @@ def add_noise_features(X: Any, J: int, random_state: int = 0, y: Any = None, dty
     n, p = Xd.shape
     parts = [Xd.astype(dtype).rechunk({0: -1})]
     if J:
-        parts.append(lazy_matrix(random_state, n, int(J),
-                                 lambda rng, g0, g1, n_s: rng.standard_normal(size=(n_s, g1 - g0)), dtype))
+        parts.append(
+            lazy_matrix(
+                random_state,
+                n,
+                int(J),
+                lambda rng, g0, g1, n_s: rng.standard_normal(size=(n_s, g1 - g0)),
+                dtype,
+            )
+        )
     Xn = da.concatenate(parts, axis=1)
     data = {"X": (("sample", "feature"), Xn)}
     if y is not None:
         data["y"] = ("sample", np.asarray(y))
     ds = xr.Dataset(data, coords={"sample": np.arange(n), "feature": np.arange(p + int(J))})
-    return Synthetic(ds, np.arange(p), {"generator": "add_noise_features", "n_original": int(p),
-                                        "n_noise": int(J), "random_state": random_state})
+    return Synthetic(
+        ds,
+        np.arange(p),
+        {
+            "generator": "add_noise_features",
+            "n_original": int(p),
+            "n_noise": int(J),
+            "random_state": random_state,
+        },
+    )

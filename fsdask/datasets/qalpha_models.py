@@ -25,8 +25,10 @@ from fsdask.datasets._stream import Synthetic, lazy_matrix
 
 
 def _dataset(X, y: np.ndarray, n_features: int) -> xr.Dataset:
-    return xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y.astype(np.int64))},
-                      coords={"sample": np.arange(y.size), "feature": np.arange(n_features)})
+    return xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y.astype(np.int64))},
+        coords={"sample": np.arange(y.size), "feature": np.arange(n_features)},
+    )
 
 
 def _permute_columns(rng: np.random.Generator, block: np.ndarray) -> np.ndarray:
@@ -35,8 +37,16 @@ def _permute_columns(rng: np.random.Generator, block: np.ndarray) -> np.ndarray:
     return np.take_along_axis(block, idx, axis=0)
 
 
-def _cluster_columns(rng: np.random.Generator, labels: np.ndarray, n_clusters: int, width: int,
-                     mean_low: float, mean_high: float, var_low: float, var_high: float) -> np.ndarray:
+def _cluster_columns(
+    rng: np.random.Generator,
+    labels: np.ndarray,
+    n_clusters: int,
+    width: int,
+    mean_low: float,
+    mean_high: float,
+    var_low: float,
+    var_high: float,
+) -> np.ndarray:
     """Columns whose values are N(centre_c, var_c) around per-column, per-cluster centres."""
     centres = rng.uniform(mean_low, mean_high, size=(n_clusters, width))
     variances = rng.uniform(var_low, var_high, size=(n_clusters, width))
@@ -44,8 +54,15 @@ def _cluster_columns(rng: np.random.Generator, labels: np.ndarray, n_clusters: i
     return centres[labels] + np.sqrt(variances[labels]) * noise
 
 
-def qalpha_clusters(n_clusters: int = 3, n_points: int = 60, n_relevant: int = 5, n_irrelevant: int = 120,
-                    max_variance: float = 0.02, random_state: int = 0, dtype=np.float32) -> Synthetic:
+def qalpha_clusters(
+    n_clusters: int = 3,
+    n_points: int = 60,
+    n_relevant: int = 5,
+    n_irrelevant: int = 120,
+    max_variance: float = 0.02,
+    random_state: int = 0,
+    dtype=np.float32,
+) -> Synthetic:
     """The cluster model of §6 (Fig. 3b): ``n_clusters`` classes, 5 relevant + 120 permuted coordinates.
 
     As in the paper: ``n_clusters`` centres drawn uniformly in [−1, 1]^5; per cluster a
@@ -57,7 +74,9 @@ def qalpha_clusters(n_clusters: int = 3, n_points: int = 60, n_relevant: int = 5
     permutation.  ``y`` is the cluster index; relevant features are 0 … ``n_relevant`` − 1.
     """
     if n_clusters < 1 or n_points < n_clusters:
-        raise ValueError(f"need 1 ≤ n_clusters ≤ n_points; got n_clusters={n_clusters}, n_points={n_points}")
+        raise ValueError(
+            f"need 1 ≤ n_clusters ≤ n_points; got n_clusters={n_clusters}, n_points={n_points}"
+        )
     per = math.ceil(n_points / n_clusters)
     labels = np.repeat(np.arange(n_clusters), per)
     n_features = n_relevant + n_irrelevant
@@ -69,14 +88,32 @@ def qalpha_clusters(n_clusters: int = 3, n_points: int = 60, n_relevant: int = 5
         return np.where(rel[None, :], block, permuted)
 
     X = lazy_matrix(random_state, labels.size, n_features, sampler, dtype)
-    return Synthetic(_dataset(X, labels, n_features), np.arange(n_relevant),
-                     {"generator": "qalpha_clusters", "n_clusters": n_clusters, "n_points": n_points,
-                      "n_samples": int(labels.size), "n_relevant": n_relevant, "n_irrelevant": n_irrelevant,
-                      "max_variance": max_variance, "random_state": random_state})
+    return Synthetic(
+        _dataset(X, labels, n_features),
+        np.arange(n_relevant),
+        {
+            "generator": "qalpha_clusters",
+            "n_clusters": n_clusters,
+            "n_points": n_points,
+            "n_samples": int(labels.size),
+            "n_relevant": n_relevant,
+            "n_irrelevant": n_irrelevant,
+            "max_variance": max_variance,
+            "random_state": random_state,
+        },
+    )
 
 
-def qalpha_sessions(lam: float = 0.05, n_samples: int = 120, n_features: int = 60, n_relevant: int = 12,
-                    n_clusters: int = 3, session: int = 8, random_state: int = 0, dtype=np.float32) -> Synthetic:
+def qalpha_sessions(
+    lam: float = 0.05,
+    n_samples: int = 120,
+    n_features: int = 60,
+    n_relevant: int = 12,
+    n_clusters: int = 3,
+    session: int = 8,
+    random_state: int = 0,
+    dtype=np.float32,
+) -> Synthetic:
     """The kernel experiment of §6 (Fig. 6): hidden ±1 "sessions" hide 12 relevant of 60 features.
 
     Relevant coordinates: ``n_clusters`` = 3 clusters of 40 points, Normal around a mean
@@ -99,18 +136,39 @@ def qalpha_sessions(lam: float = 0.05, n_samples: int = 120, n_features: int = 6
         permuted = _permute_columns(brng, block)
         rel = np.arange(g0, g1) < n_relevant
         block = np.where(rel[None, :], block, permuted)
-        hidden = np.repeat(brng.choice(np.array([-1.0, 1.0]), size=(n_sessions, width)), session, axis=0)[:n]
+        hidden = np.repeat(
+            brng.choice(np.array([-1.0, 1.0]), size=(n_sessions, width)), session, axis=0
+        )[:n]
         return block * hidden
 
     X = lazy_matrix(random_state, n_samples, n_features, sampler, dtype)
-    return Synthetic(_dataset(X, labels, n_features), np.arange(n_relevant),
-                     {"generator": "qalpha_sessions", "lam": lam, "n_samples": n_samples,
-                      "n_features": n_features, "n_relevant": n_relevant, "n_clusters": n_clusters,
-                      "session": session, "random_state": random_state})
+    return Synthetic(
+        _dataset(X, labels, n_features),
+        np.arange(n_relevant),
+        {
+            "generator": "qalpha_sessions",
+            "lam": lam,
+            "n_samples": n_samples,
+            "n_features": n_features,
+            "n_relevant": n_relevant,
+            "n_clusters": n_clusters,
+            "session": session,
+            "random_state": random_state,
+        },
+    )
 
 
-def ben_dor(m: int = 600, a: int = 25, b: int = 47, e: float = 0.72, d: float = 555.0, s: float = 0.75,
-            random_state: int = 0, spread: str = "variance", dtype=np.float32) -> Synthetic:
+def ben_dor(
+    m: int = 600,
+    a: int = 25,
+    b: int = 47,
+    e: float = 0.72,
+    d: float = 555.0,
+    s: float = 0.75,
+    random_state: int = 0,
+    spread: str = "variance",
+    dtype=np.float32,
+) -> Synthetic:
     """Ben-Dor et al. (2001) microarray model as described in Wolf & Shashua §6.
 
     ``a`` samples of class A (y = 0) then ``b`` of class B (y = 1); ``m`` features of which
@@ -149,6 +207,18 @@ def ben_dor(m: int = 600, a: int = 25, b: int = 47, e: float = 0.72, d: float = 
         return np.where(rel[None, :], informative, (s if spread == "std" else np.sqrt(s)) * noise)
 
     X = lazy_matrix(random_state, a + b, m, sampler, dtype)
-    return Synthetic(_dataset(X, labels, m), np.arange(n_rel),
-                     {"generator": "ben_dor", "m": m, "a": a, "b": b, "e": e, "d": d, "s": s, "spread": spread,
-                      "random_state": random_state})
+    return Synthetic(
+        _dataset(X, labels, m),
+        np.arange(n_rel),
+        {
+            "generator": "ben_dor",
+            "m": m,
+            "a": a,
+            "b": b,
+            "e": e,
+            "d": d,
+            "s": s,
+            "spread": spread,
+            "random_state": random_state,
+        },
+    )

@@ -23,8 +23,13 @@ import xarray as xr
 from fsdask.datasets._stream import Synthetic, lazy_matrix
 
 
-def spiral_points(n_per_class: int = 230, turns: float = 1.0, scale: float = 3.0, noise: float = 0.0,
-                  random_state: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def spiral_points(
+    n_per_class: int = 230,
+    turns: float = 1.0,
+    scale: float = 3.0,
+    noise: float = 0.0,
+    random_state: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """The two relevant features (2·n_per_class × 2, float64) and labels (0 then 1)."""
     rng = np.random.default_rng([int(random_state), 2**31 - 2])
     theta_max = 2.0 * np.pi * turns
@@ -38,8 +43,15 @@ def spiral_points(n_per_class: int = 230, turns: float = 1.0, scale: float = 3.0
     return pts, y
 
 
-def fermat_spiral(n_irrelevant: int = 50, n_per_class: int = 230, turns: float = 1.0, scale: float = 3.0,
-                  noise: float = 0.0, random_state: int = 0, dtype=np.float32) -> Synthetic:
+def fermat_spiral(
+    n_irrelevant: int = 50,
+    n_per_class: int = 230,
+    turns: float = 1.0,
+    scale: float = 3.0,
+    noise: float = 0.0,
+    random_state: int = 0,
+    dtype=np.float32,
+) -> Synthetic:
     """Fermat's spiral (features 0 and 1) plus ``n_irrelevant`` N(0, 1) features, lazy and seeded.
 
     Parameters
@@ -65,8 +77,20 @@ def fermat_spiral(n_irrelevant: int = 50, n_per_class: int = 230, turns: float =
         return block
 
     X = lazy_matrix(random_state, n, p, sampler, dtype)
-    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)},
-                    coords={"sample": np.arange(n), "feature": np.arange(p)})
-    return Synthetic(ds, np.arange(2), {"generator": "fermat_spiral", "n_irrelevant": int(n_irrelevant),
-                                        "n_per_class": n_per_class, "turns": turns, "scale": scale,
-                                        "noise": noise, "random_state": random_state})
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y)},
+        coords={"sample": np.arange(n), "feature": np.arange(p)},
+    )
+    return Synthetic(
+        ds,
+        np.arange(2),
+        {
+            "generator": "fermat_spiral",
+            "n_irrelevant": int(n_irrelevant),
+            "n_per_class": n_per_class,
+            "turns": turns,
+            "scale": scale,
+            "noise": noise,
+            "random_state": random_state,
+        },
+    )

@@ -14,8 +14,9 @@ import xarray as xr
 from fsdask.datasets._stream import Synthetic, lazy_matrix
 
 
-def weston_linear(n_samples: int = 100, n_features: int = 202, random_state: int = 0,
-                  dtype=np.float32) -> Synthetic:
+def weston_linear(
+    n_samples: int = 100, n_features: int = 202, random_state: int = 0, dtype=np.float32
+) -> Synthetic:
     """The Weston "linear" problem (6 relevant of ``n_features``), lazy and seeded."""
     if n_features < 6:
         raise ValueError("the Weston linear problem needs at least 6 features")
@@ -36,14 +37,25 @@ def weston_linear(n_samples: int = 100, n_features: int = 202, random_state: int
         return block
 
     X = lazy_matrix(random_state, n_samples, n_features, sampler, dtype)
-    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y.astype(np.int64))},
-                    coords={"sample": np.arange(n_samples), "feature": np.arange(n_features)})
-    return Synthetic(ds, np.arange(6), {"generator": "weston_linear", "n_samples": n_samples,
-                                        "n_features": n_features, "random_state": random_state})
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y.astype(np.int64))},
+        coords={"sample": np.arange(n_samples), "feature": np.arange(n_features)},
+    )
+    return Synthetic(
+        ds,
+        np.arange(6),
+        {
+            "generator": "weston_linear",
+            "n_samples": n_samples,
+            "n_features": n_features,
+            "random_state": random_state,
+        },
+    )
 
 
-def weston_nonlinear(n_samples: int = 100, n_features: int = 52, random_state: int = 0,
-                     dtype=np.float32) -> Synthetic:
+def weston_nonlinear(
+    n_samples: int = 100, n_features: int = 52, random_state: int = 0, dtype=np.float32
+) -> Synthetic:
     """The Weston et al. (2001) "non-linear" problem (2 relevant of ``n_features``), lazy, seeded.
 
     Wolf & Shashua (§6) only cite it ("the reader is referred to Weston et al."); this is
@@ -58,8 +70,12 @@ def weston_nonlinear(n_samples: int = 100, n_features: int = 52, random_state: i
     rng = np.random.default_rng([int(random_state), 2**31 - 2])
     y = rng.choice(np.array([-1, 1]), size=n_samples)
     second = rng.random(n_samples) < 0.5  # which of the two Gaussians of its class
-    means = {(-1, False): (-0.75, -3.0), (-1, True): (0.75, 3.0),
-             (1, False): (3.0, -3.0), (1, True): (-3.0, 3.0)}
+    means = {
+        (-1, False): (-0.75, -3.0),
+        (-1, True): (0.75, 3.0),
+        (1, False): (3.0, -3.0),
+        (1, True): (-3.0, 3.0),
+    }
     mu = np.array([means[(int(c), bool(s))] for c, s in zip(y, second)]).reshape(n_samples, 2)
 
     def sampler(brng: np.random.Generator, g0: int, g1: int, n: int) -> np.ndarray:
@@ -69,7 +85,17 @@ def weston_nonlinear(n_samples: int = 100, n_features: int = 52, random_state: i
         return block
 
     X = lazy_matrix(random_state, n_samples, n_features, sampler, dtype)
-    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y.astype(np.int64))},
-                    coords={"sample": np.arange(n_samples), "feature": np.arange(n_features)})
-    return Synthetic(ds, np.arange(2), {"generator": "weston_nonlinear", "n_samples": n_samples,
-                                        "n_features": n_features, "random_state": random_state})
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y.astype(np.int64))},
+        coords={"sample": np.arange(n_samples), "feature": np.arange(n_features)},
+    )
+    return Synthetic(
+        ds,
+        np.arange(2),
+        {
+            "generator": "weston_nonlinear",
+            "n_samples": n_samples,
+            "n_features": n_features,
+            "random_state": random_state,
+        },
+    )

@@ -26,8 +26,13 @@ def _uniform(rng: np.random.Generator, g0: int, g1: int, n: int) -> np.ndarray:
     return rng.random((n, g1 - g0))
 
 
-def zarkoob_regression(n_samples: int = 50, n_features: int = 60, noise_var: float = 0.01,
-                       random_state: int = 0, dtype=np.float32) -> Synthetic:
+def zarkoob_regression(
+    n_samples: int = 50,
+    n_features: int = 60,
+    noise_var: float = 0.01,
+    random_state: int = 0,
+    dtype=np.float32,
+) -> Synthetic:
     """The §3.4.1 problem: X ~ U[0, 1], y = sin(x₄) + sin(x₉) + x₁₄² + ε (0-based), lazy and seeded.
 
     Defaults are the thesis' sizes (50 samples × 60 features).  y is computed from the
@@ -35,16 +40,32 @@ def zarkoob_regression(n_samples: int = 50, n_features: int = 60, noise_var: flo
     generating the rest; ε ~ N(0, ``noise_var``).
     """
     if n_features < 15:
-        raise ValueError("the Zarkoob problem needs at least 15 features (its relevant ones are 5, 10, 15)")
+        raise ValueError(
+            "the Zarkoob problem needs at least 15 features (its relevant ones are 5, 10, 15)"
+        )
     if n_samples < 2:
         raise ValueError("n_samples must be at least 2")
-    first = seeded_columns(random_state, 0, min(n_features, SEED_BLOCK), n_samples, _uniform, np.float64)
+    first = seeded_columns(
+        random_state, 0, min(n_features, SEED_BLOCK), n_samples, _uniform, np.float64
+    )
     x = first.astype(dtype).astype(np.float64)  # y from the values as stored
-    eps = np.random.default_rng([int(random_state), 2**31 - 2]).normal(0.0, np.sqrt(noise_var), n_samples)
+    eps = np.random.default_rng([int(random_state), 2**31 - 2]).normal(
+        0.0, np.sqrt(noise_var), n_samples
+    )
     y = np.sin(x[:, 4]) + np.sin(x[:, 9]) + x[:, 14] ** 2 + eps
     X = lazy_matrix(random_state, n_samples, n_features, _uniform, dtype)
-    ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", y)},
-                    coords={"sample": np.arange(n_samples), "feature": np.arange(n_features)})
-    return Synthetic(ds, RELEVANT.copy(), {"generator": "zarkoob_regression", "n_samples": n_samples,
-                                           "n_features": n_features, "noise_var": noise_var,
-                                           "random_state": random_state})
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X), "y": ("sample", y)},
+        coords={"sample": np.arange(n_samples), "feature": np.arange(n_features)},
+    )
+    return Synthetic(
+        ds,
+        RELEVANT.copy(),
+        {
+            "generator": "zarkoob_regression",
+            "n_samples": n_samples,
+            "n_features": n_features,
+            "noise_var": noise_var,
+            "random_state": random_state,
+        },
+    )

@@ -33,8 +33,20 @@ from fsdask.evaluate.protocol import (
 )
 
 __all__ = [
-    "evaluate", "evaluate_classifiers", "evaluate_result", "EvaluationResult", "MissingDependencyError",
-    "write_evaluation", "open_evaluation", "check_labels", "ranking_of",
-    "false_discovery_rate", "sparsity_gap", "kuncheva_index", "jaccard_stability",
-    "reconstruction_error", "reconstruction_curve", "pev",
+    "evaluate",
+    "evaluate_classifiers",
+    "evaluate_result",
+    "EvaluationResult",
+    "MissingDependencyError",
+    "write_evaluation",
+    "open_evaluation",
+    "check_labels",
+    "ranking_of",
+    "false_discovery_rate",
+    "sparsity_gap",
+    "kuncheva_index",
+    "jaccard_stability",
+    "reconstruction_error",
+    "reconstruction_curve",
+    "pev",
 ]

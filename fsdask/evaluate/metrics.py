@@ -35,7 +35,9 @@ def _as_index_set(s: Any, n: int | None = None, name: str = "selected") -> np.nd
             raise InputError(f"{name}: boolean mask of length {a.size} but {n} features expected")
         return np.flatnonzero(a)
     if a.size and not np.issubdtype(a.dtype, np.integer):
-        raise InputError(f"{name} must be a boolean mask or integer feature indices (got dtype {a.dtype})")
+        raise InputError(
+            f"{name} must be a boolean mask or integer feature indices (got dtype {a.dtype})"
+        )
     a = np.unique(a.astype(np.int64).ravel())
     if a.size and a.min() < 0:
         raise InputError(f"{name} has negative feature indices")
@@ -76,8 +78,10 @@ def sparsity_gap(weights: Any, relevant: Any) -> float:
     w = np.asarray(weights, dtype=np.float64).ravel()
     R = _as_index_set(relevant, w.size, name="relevant")
     if R.size == 0 or R.size == w.size:
-        raise InputError(f"sparsity_gap needs both relevant and irrelevant features; got {R.size} relevant "
-                         f"of {w.size}")
+        raise InputError(
+            f"sparsity_gap needs both relevant and irrelevant features; got {R.size} relevant "
+            f"of {w.size}"
+        )
     mask = np.zeros(w.size, bool)
     mask[R] = True
     num, den = w[mask].mean(), w[~mask].mean()
@@ -103,13 +107,18 @@ def kuncheva_index(sets: Iterable[Any], n_features: int) -> float:
     S = _sets(sets)
     k = {s.size for s in S}
     if len(k) != 1:
-        raise ParameterError(f"kuncheva_index needs sets of one size; got sizes {sorted(k)} "
-                             "(use the top-k of each ranking)")
+        raise ParameterError(
+            f"kuncheva_index needs sets of one size; got sizes {sorted(k)} "
+            "(use the top-k of each ranking)"
+        )
     k = k.pop()
     n = int(n_features)
     if not 0 < k < n:
         raise ParameterError(f"kuncheva_index needs 0 < k < n_features; got k={k}, n_features={n}")
-    vals = [(np.intersect1d(a, b).size * n - k * k) / (k * (n - k)) for a, b in itertools.combinations(S, 2)]
+    vals = [
+        (np.intersect1d(a, b).size * n - k * k) / (k * (n - k))
+        for a, b in itertools.combinations(S, 2)
+    ]
     return float(np.mean(vals))
 
 
@@ -126,6 +135,7 @@ def jaccard_stability(sets: Iterable[Any]) -> float:
 # ---------------------------------------------------------------------------------------------
 # unsupervised: reconstruction error / PEV (Masaeli et al., SDM 2010, §7)
 # ---------------------------------------------------------------------------------------------
+
 
 def _orthonormal_prefix_basis(XS: np.ndarray, rtol: float = 1e-10) -> np.ndarray:
     """Orthonormal basis Q (n × r) built column by column (Gram–Schmidt, twice), so that
@@ -149,6 +159,7 @@ def _orthonormal_prefix_basis(XS: np.ndarray, rtol: float = 1e-10) -> np.ndarray
 
 def _as_dask(X: Any) -> da.Array:
     from fsdask._validation import check_array
+
     return check_array(X, name="X", check_finite=False)
 
 

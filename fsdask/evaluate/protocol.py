@@ -31,8 +31,8 @@ import pandas as pd
 import xarray as xr
 
 from fsdask.errors import FsdaskError, InputError, ParameterError
-from fsdask.linalg.execution import fits
 from fsdask.evaluate.metrics import jaccard_stability, kuncheva_index
+from fsdask.linalg.execution import fits
 
 log = logging.getLogger("fsdask")
 
@@ -52,14 +52,17 @@ def _sklearn():
         from sklearn.neighbors import KNeighborsClassifier
         from sklearn.svm import SVC
     except ImportError as exc:
-        raise MissingDependencyError("evaluation with a classifier needs scikit-learn, an optional dependency: "
-                                     "pip install 'fsdask[eval]'") from exc
+        raise MissingDependencyError(
+            "evaluation with a classifier needs scikit-learn, an optional dependency: "
+            "pip install 'fsdask[eval]'"
+        ) from exc
     return SVC, KNeighborsClassifier, LeaveOneOut, StratifiedKFold
 
 
 # ---------------------------------------------------------------------------------------------
 # the result
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class EvaluationResult:
@@ -113,15 +116,25 @@ class EvaluationResult:
     @property
     def label(self) -> str:
         """One line saying exactly how the numbers were obtained."""
-        prot = (f"LOO ({self.n_splits} folds)" if self.protocol == "loo"
-                else f"stratified {self.n_splits}-fold CV (random_state={self.random_state})")
-        sel = ("selection refit inside each training fold (honest)" if self.selection == "inside"
-               else "selection ONCE on all samples, only the classifier cross-validated (optimistic)")
+        prot = (
+            f"LOO ({self.n_splits} folds)"
+            if self.protocol == "loo"
+            else f"stratified {self.n_splits}-fold CV (random_state={self.random_state})"
+        )
+        sel = (
+            "selection refit inside each training fold (honest)"
+            if self.selection == "inside"
+            else "selection ONCE on all samples, only the classifier cross-validated (optimistic)"
+        )
         if self.classifier == "svm":
             clf = f"linear SVM (C={self.classifier_params.get('C', 1.0):g})"
         else:
             clf = f"{self.classifier_params.get('n_neighbors', 3)}-NN (Euclidean, majority vote)"
-        std = "features standardised within each training fold" if self.standardized else "raw features"
+        std = (
+            "features standardised within each training fold"
+            if self.standardized
+            else "raw features"
+        )
         return f"{prot}; {sel}; {clf}; {std}"
 
     def top_features(self, k: int = 10) -> list[str]:
@@ -133,10 +146,15 @@ class EvaluationResult:
 
     def summary(self) -> str:
         st = self.stability
-        stab = ("" if not np.isfinite(st.get("kuncheva", np.nan)) else
-                f"; stability of top-{st['k']}: Kuncheva {st['kuncheva']:.3f}, Jaccard {st['jaccard']:.3f}")
-        return (f"{self.method}: best error {self.best_error:.4f} ({self.best_n_errors}/{self.n_samples}) "
-                f"with the top {self.best_n_features} feature(s){stab}\n[{self.label}]")
+        stab = (
+            ""
+            if not np.isfinite(st.get("kuncheva", np.nan))
+            else f"; stability of top-{st['k']}: Kuncheva {st['kuncheva']:.3f}, Jaccard {st['jaccard']:.3f}"
+        )
+        return (
+            f"{self.method}: best error {self.best_error:.4f} ({self.best_n_errors}/{self.n_samples}) "
+            f"with the top {self.best_n_features} feature(s){stab}\n[{self.label}]"
+        )
 
     def to_markdown(self, rows: Sequence[int] | None = None) -> str:
         """Markdown: the protocol label, best error, stability, and the curve at ``rows``
@@ -146,13 +164,20 @@ class EvaluationResult:
             sel = list(c.index)
         else:
             wanted = rows or [1, 2, 3, 5, 10, 20, 30, 40, 50, 100, 200]
-            sel = sorted({m for m in wanted if m in c.index} | {self.best_n_features, int(c.index[-1])})
-        lines = [f"**{self.method}** — {self.label}", "",
-                 f"best error {self.best_error:.4f} ({self.best_n_errors}/{self.n_samples} errors) "
-                 f"at {self.best_n_features} feature(s)"]
+            sel = sorted(
+                {m for m in wanted if m in c.index} | {self.best_n_features, int(c.index[-1])}
+            )
+        lines = [
+            f"**{self.method}** — {self.label}",
+            "",
+            f"best error {self.best_error:.4f} ({self.best_n_errors}/{self.n_samples} errors) "
+            f"at {self.best_n_features} feature(s)",
+        ]
         if np.isfinite(self.stability.get("kuncheva", np.nan)):
-            lines[-1] += (f"; top-{self.stability['k']} stability across folds: Kuncheva "
-                          f"{self.stability['kuncheva']:.3f}, Jaccard {self.stability['jaccard']:.3f}")
+            lines[-1] += (
+                f"; top-{self.stability['k']} stability across folds: Kuncheva "
+                f"{self.stability['kuncheva']:.3f}, Jaccard {self.stability['jaccard']:.3f}"
+            )
         lines += ["", "| features | errors | error rate |", "|---:|---:|---:|"]
         for m in sel:
             lines.append(f"| {m} | {int(c.loc[m, 'n_errors'])} | {c.loc[m, 'error_rate']:.4f} |")
@@ -166,35 +191,54 @@ class EvaluationResult:
                 "cv_error_rate": ("cv_n_features", c["error_rate"].to_numpy(np.float64)),
                 "cv_n_errors": ("cv_n_features", c["n_errors"].to_numpy(np.int64)),
                 "cv_n_tested": ("cv_n_features", c["n_tested"].to_numpy(np.int64)),
-                "cv_fold_ranking": (("cv_fold", "cv_top"), np.asarray(self.fold_rankings, np.int64)),
+                "cv_fold_ranking": (
+                    ("cv_fold", "cv_top"),
+                    np.asarray(self.fold_rankings, np.int64),
+                ),
             },
             coords={"cv_n_features": c.index.to_numpy(np.int64)},
         )
         st = self.stability
         ds.attrs = {
-            "cv_protocol": self.protocol, "cv_n_splits": int(self.n_splits), "cv_selection": self.selection,
-            "cv_classifier": self.classifier, "cv_classifier_params": dict(self.classifier_params),
-            "cv_method": self.method, "cv_method_params": dict(self.method_params),
-            "cv_n_samples": int(self.n_samples), "cv_n_features_total": int(self.n_features_total),
+            "cv_protocol": self.protocol,
+            "cv_n_splits": int(self.n_splits),
+            "cv_selection": self.selection,
+            "cv_classifier": self.classifier,
+            "cv_classifier_params": dict(self.classifier_params),
+            "cv_method": self.method,
+            "cv_method_params": dict(self.method_params),
+            "cv_n_samples": int(self.n_samples),
+            "cv_n_features_total": int(self.n_features_total),
             "cv_standardized": int(bool(self.standardized)),
             "cv_random_state": -1 if self.random_state is None else int(self.random_state),
-            "cv_best_error": self.best_error, "cv_best_n_features": self.best_n_features,
-            "cv_stability_k": int(st.get("k", 0)), "cv_kuncheva": float(st.get("kuncheva", np.nan)),
-            "cv_jaccard": float(st.get("jaccard", np.nan)), "cv_label": self.label,
+            "cv_best_error": self.best_error,
+            "cv_best_n_features": self.best_n_features,
+            "cv_stability_k": int(st.get("k", 0)),
+            "cv_kuncheva": float(st.get("kuncheva", np.nan)),
+            "cv_jaccard": float(st.get("jaccard", np.nan)),
+            "cv_label": self.label,
             "cv_wall_time_s": round(float(self.wall_time_s), 3),
         }
         if self.feature_names is not None:
-            names = np.asarray([str(v) for v in np.asarray(self.feature_names).ravel()], dtype=object)
-            ds["cv_fold_ranking_feature"] = (("cv_fold", "cv_top"), names[np.asarray(self.fold_rankings)])
+            names = np.asarray(
+                [str(v) for v in np.asarray(self.feature_names).ravel()], dtype=object
+            )
+            ds["cv_fold_ranking_feature"] = (
+                ("cv_fold", "cv_top"),
+                names[np.asarray(self.fold_rankings)],
+            )
         return ds
 
     @classmethod
-    def from_dataset(cls, ds: xr.Dataset) -> "EvaluationResult":
+    def from_dataset(cls, ds: xr.Dataset) -> EvaluationResult:
         """Rebuild from :meth:`to_dataset` output (e.g. a store written by ``fsdask evaluate``)."""
         import json
+
         if "cv_error_rate" not in ds:
-            raise InputError("not an fsdask evaluation (no variable 'cv_error_rate'); make one with "
-                             "`fsdask evaluate DATA … --output EVAL`")
+            raise InputError(
+                "not an fsdask evaluation (no variable 'cv_error_rate'); make one with "
+                "`fsdask evaluate DATA … --output EVAL`"
+            )
         a = dict(ds.attrs)
         for k in ("cv_classifier_params", "cv_method_params"):
             if isinstance(a.get(k), str):
@@ -202,48 +246,86 @@ class EvaluationResult:
                     a[k] = json.loads(a[k])
                 except ValueError:
                     a[k] = {}
-        curve = pd.DataFrame({"error_rate": ds["cv_error_rate"].values, "n_errors": ds["cv_n_errors"].values,
-                              "n_tested": ds["cv_n_tested"].values},
-                             index=pd.Index(ds["cv_n_features"].values.astype(int), name="n_features"))
+        curve = pd.DataFrame(
+            {
+                "error_rate": ds["cv_error_rate"].values,
+                "n_errors": ds["cv_n_errors"].values,
+                "n_tested": ds["cv_n_tested"].values,
+            },
+            index=pd.Index(ds["cv_n_features"].values.astype(int), name="n_features"),
+        )
         names = None
         if "cv_fold_ranking_feature" in ds:
             n_tot = int(a.get("cv_n_features_total", 0))
             names_map = {}
-            for i, f in zip(ds["cv_fold_ranking"].values.ravel(), ds["cv_fold_ranking_feature"].values.ravel()):
+            for i, f in zip(
+                ds["cv_fold_ranking"].values.ravel(), ds["cv_fold_ranking_feature"].values.ravel()
+            ):
                 names_map[int(i)] = str(f)
             names = np.array([names_map.get(i, str(i)) for i in range(n_tot)], dtype=object)
         rs = int(a.get("cv_random_state", 0))
-        return cls(curve=curve, protocol=a.get("cv_protocol", "?"), n_splits=int(a.get("cv_n_splits", 0)),
-                   selection=a.get("cv_selection", "?"), classifier=a.get("cv_classifier", "?"),
-                   classifier_params=a.get("cv_classifier_params") or {}, method=a.get("cv_method", "?"),
-                   method_params=a.get("cv_method_params") or {}, n_samples=int(a.get("cv_n_samples", 0)),
-                   n_features_total=int(a.get("cv_n_features_total", 0)),
-                   stability={"k": int(a.get("cv_stability_k", 0)), "kuncheva": float(a.get("cv_kuncheva", np.nan)),
-                              "jaccard": float(a.get("cv_jaccard", np.nan))},
-                   fold_rankings=ds["cv_fold_ranking"].values, feature_names=names,
-                   standardized=bool(int(a.get("cv_standardized", 1))), random_state=None if rs < 0 else rs,
-                   wall_time_s=float(a.get("cv_wall_time_s", 0.0)))
+        return cls(
+            curve=curve,
+            protocol=a.get("cv_protocol", "?"),
+            n_splits=int(a.get("cv_n_splits", 0)),
+            selection=a.get("cv_selection", "?"),
+            classifier=a.get("cv_classifier", "?"),
+            classifier_params=a.get("cv_classifier_params") or {},
+            method=a.get("cv_method", "?"),
+            method_params=a.get("cv_method_params") or {},
+            n_samples=int(a.get("cv_n_samples", 0)),
+            n_features_total=int(a.get("cv_n_features_total", 0)),
+            stability={
+                "k": int(a.get("cv_stability_k", 0)),
+                "kuncheva": float(a.get("cv_kuncheva", np.nan)),
+                "jaccard": float(a.get("cv_jaccard", np.nan)),
+            },
+            fold_rankings=ds["cv_fold_ranking"].values,
+            feature_names=names,
+            standardized=bool(int(a.get("cv_standardized", 1))),
+            random_state=None if rs < 0 else rs,
+            wall_time_s=float(a.get("cv_wall_time_s", 0.0)),
+        )
 
 
-def write_evaluation(res: EvaluationResult | xr.Dataset, path: str, *, storage_options: dict | None = None,
-                     overwrite: bool = False, inputs: tuple = ()) -> str:
+def write_evaluation(
+    res: EvaluationResult | xr.Dataset,
+    path: str,
+    *,
+    storage_options: dict | None = None,
+    overwrite: bool = False,
+    inputs: tuple = (),
+) -> str:
     """Write an evaluation to ``path``: ``.nc`` (local netCDF) or anything else as a Zarr v3 store
     (local or fsspec URL), publish-then-swap; an existing path is replaced only when it is an
     fsdask evaluation and ``overwrite`` is given."""
     from fsdask.results import clean_attrs, write_store
+
     ds = res.to_dataset() if isinstance(res, EvaluationResult) else res.copy()
     ds.attrs = clean_attrs(ds.attrs)
     ds.attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in ds.attrs.items()}
     if not str(path).endswith(".nc"):
-        return write_store(ds, path, kind="evaluation", storage_options=storage_options, overwrite=overwrite,
-                           inputs=inputs)
+        return write_store(
+            ds,
+            path,
+            kind="evaluation",
+            storage_options=storage_options,
+            overwrite=overwrite,
+            inputs=inputs,
+        )
     from fsdask.errors import StoreError
     from fsdask.io.outputs import KIND_ATTR, _is_local, publish_file
+
     if not _is_local(str(path)):
-        raise StoreError(f"{path}: netCDF is written to local files only; use a .zarr URL for object storage")
+        raise StoreError(
+            f"{path}: netCDF is written to local files only; use a .zarr URL for object storage"
+        )
     if "cv_fold_ranking_feature" in ds:
         v = ds["cv_fold_ranking_feature"]
-        ds["cv_fold_ranking_feature"] = (v.dims, np.array([[str(x) for x in row] for row in v.values], dtype="U"))
+        ds["cv_fold_ranking_feature"] = (
+            v.dims,
+            np.array([[str(x) for x in row] for row in v.values], dtype="U"),
+        )
     ds.attrs[KIND_ATTR] = "evaluation"
     with publish_file(path, kind="evaluation", overwrite=overwrite, inputs=inputs) as tmp:
         ds.to_netcdf(tmp)
@@ -253,33 +335,45 @@ def write_evaluation(res: EvaluationResult | xr.Dataset, path: str, *, storage_o
 def open_evaluation(path: str, storage_options: dict | None = None) -> EvaluationResult:
     """Open an evaluation written by :func:`write_evaluation` / ``fsdask evaluate --output``."""
     import os
+
     from fsdask.errors import StoreError
     from fsdask.io.outputs import _is_local
+
     if _is_local(str(path)) and not os.path.exists(path):
-        raise StoreError(f"{path}: no such evaluation; write one with `fsdask evaluate … --output {path}`")
+        raise StoreError(
+            f"{path}: no such evaluation; write one with `fsdask evaluate … --output {path}`"
+        )
     if str(path).endswith(".nc"):
         try:
             ds = xr.open_dataset(path).load()
         except Exception as exc:
-            raise StoreError(f"{path}: not a readable evaluation ({type(exc).__name__}: {exc})") from None
+            raise StoreError(
+                f"{path}: not a readable evaluation ({type(exc).__name__}: {exc})"
+            ) from None
         from fsdask.io.store import plain_strings
+
         ds = plain_strings(ds)
     else:
         from fsdask.results import open_store
+
         ds = open_store(path, storage_options, what="evaluation")
     try:
         return EvaluationResult.from_dataset(ds)
     except Exception as exc:
-        raise StoreError(f"{path}: not an fsdask evaluation ({type(exc).__name__}: {exc})") from None
+        raise StoreError(
+            f"{path}: not an fsdask evaluation ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
 # input checks
 # ---------------------------------------------------------------------------------------------
 
+
 def _unpack(X: Any, y: Any) -> tuple[Any, np.ndarray | None, np.ndarray | None]:
     """(X as numpy/dask/DataArray data, y, feature names) from the accepted inputs."""
     from fsdask._validation import feature_names_of
+
     if isinstance(X, xr.Dataset):
         if "X" not in X:
             raise InputError(f"the Dataset has no variable 'X' (found {list(X.data_vars)})")
@@ -288,7 +382,11 @@ def _unpack(X: Any, y: Any) -> tuple[Any, np.ndarray | None, np.ndarray | None]:
         X = X["X"]
     names = feature_names_of(X)
     if isinstance(X, xr.DataArray):
-        X = X.transpose("sample", "feature").data if set(X.dims) == {"sample", "feature"} else X.data
+        X = (
+            X.transpose("sample", "feature").data
+            if set(X.dims) == {"sample", "feature"}
+            else X.data
+        )
     elif hasattr(X, "to_numpy") and not hasattr(X, "dask"):
         X = X.to_numpy()
     return X, (None if y is None else np.asarray(y)), names
@@ -297,36 +395,57 @@ def _unpack(X: Any, y: Any) -> tuple[Any, np.ndarray | None, np.ndarray | None]:
 def check_labels(y: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Class labels for a classifier, or a clear error; returns (classes, codes)."""
     if y is None:
-        raise InputError("the dataset is unlabeled (no y): a classifier cannot be evaluated on it; "
-                         "judge an unsupervised selection with fsdask.evaluate.reconstruction_error / pev")
+        raise InputError(
+            "the dataset is unlabeled (no y): a classifier cannot be evaluated on it; "
+            "judge an unsupervised selection with fsdask.evaluate.reconstruction_error / pev"
+        )
     y = np.asarray(y)
     if y.ndim != 1:
         y = y.ravel() if 1 in y.shape else None
         if y is None:
-            raise InputError("y has several columns (a multivariate response); a classifier needs one label per sample")
+            raise InputError(
+                "y has several columns (a multivariate response); a classifier needs one label per sample"
+            )
     if y.shape[0] != n:
         raise InputError(f"y has {y.shape[0]} entries but X has {n} samples")
     if y.dtype.kind in "iu" and np.all(y == -1):
-        raise InputError("the dataset is unlabeled (every y is -1): a classifier cannot be evaluated on it; "
-                         "judge an unsupervised selection with fsdask.evaluate.reconstruction_error / pev")
+        raise InputError(
+            "the dataset is unlabeled (every y is -1): a classifier cannot be evaluated on it; "
+            "judge an unsupervised selection with fsdask.evaluate.reconstruction_error / pev"
+        )
     if y.dtype.kind == "f":
         if not np.all(np.isfinite(y)):
             raise InputError(f"y has {int((~np.isfinite(y)).sum())} NaN/Inf label(s)")
         if not np.all(y == np.round(y)) or np.unique(y).size > max(20, n // 2):
-            raise InputError("y is a continuous response (regression); the classifiers of `fsdask evaluate` "
-                             "need class labels")
+            raise InputError(
+                "y is a continuous response (regression); the classifiers of `fsdask evaluate` "
+                "need class labels"
+            )
     classes, codes = np.unique(y, return_inverse=True)
     if classes.size < 2:
         raise InputError(f"y has a single class ({classes[0]!r}); a classifier needs at least two")
     return classes, codes
 
 
-def _check_params(protocol: str, selection: str, classifier: str, n_splits: int, n: int,
-                  classes: np.ndarray, codes: np.ndarray, C: float, n_neighbors: int) -> int:
+def _check_params(
+    protocol: str,
+    selection: str,
+    classifier: str,
+    n_splits: int,
+    n: int,
+    classes: np.ndarray,
+    codes: np.ndarray,
+    C: float,
+    n_neighbors: int,
+) -> int:
     if protocol not in PROTOCOLS:
-        raise ParameterError(f"protocol={protocol!r}; use 'loo' (leave-one-out) or 'kfold' (stratified k-fold)")
+        raise ParameterError(
+            f"protocol={protocol!r}; use 'loo' (leave-one-out) or 'kfold' (stratified k-fold)"
+        )
     if selection not in SELECTIONS:
-        raise ParameterError(f"selection={selection!r}; use 'inside' (refit in each fold) or 'once'")
+        raise ParameterError(
+            f"selection={selection!r}; use 'inside' (refit in each fold) or 'once'"
+        )
     if classifier not in CLASSIFIERS:
         raise ParameterError(f"classifier={classifier!r}; use 'svm' (linear SVM) or 'knn'")
     if not (isinstance(C, (int, float)) and C > 0):
@@ -340,16 +459,20 @@ def _check_params(protocol: str, selection: str, classifier: str, n_splits: int,
         raise ParameterError(f"n_splits={n_splits!r}; k-fold needs at least 2 folds")
     if n_splits > counts.min():
         c = classes[counts.argmin()]
-        raise InputError(f"stratified {n_splits}-fold CV needs at least {n_splits} samples in every class, but "
-                         f"class {c!r} has {counts.min()}; use fewer folds (--folds {counts.min()}) "
-                         "or --protocol loo")
+        raise InputError(
+            f"stratified {n_splits}-fold CV needs at least {n_splits} samples in every class, but "
+            f"class {c!r} has {counts.min()}; use fewer folds (--folds {counts.min()}) "
+            "or --protocol loo"
+        )
     return int(n_splits)
 
 
 def _n_features_list(n_features: int | Sequence[int], p: int) -> list[int]:
     if isinstance(n_features, (int, np.integer)):
         if n_features < 1:
-            raise ParameterError(f"n_features={n_features}; give a positive maximum or a list of sizes")
+            raise ParameterError(
+                f"n_features={n_features}; give a positive maximum or a list of sizes"
+            )
         ms = list(range(1, min(int(n_features), p) + 1))
     else:
         ms = sorted({int(m) for m in n_features})
@@ -367,18 +490,27 @@ def _clone(est: Any) -> Any:
 
 def _resolve_method(method: Any, params: dict | None) -> tuple[Any, str, dict]:
     from fsdask.methods import get_method
+
     params = dict(params or {})
     if isinstance(method, str):
         est = get_method(method, **params)
         return est, method, params
     if not hasattr(method, "fit"):
-        raise ParameterError(f"method={method!r}: give a registry name (see fsdask.available_methods()) "
-                             "or an unfitted estimator with fit()")
+        raise ParameterError(
+            f"method={method!r}: give a registry name (see fsdask.available_methods()) "
+            "or an unfitted estimator with fit()"
+        )
     est = _clone(method).set_params(**params) if params else method
     name = getattr(est, "method_name", type(est).__name__)
     gp = est.get_params() if hasattr(est, "get_params") else {}
-    return est, str(name), {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
-                            for k, v in gp.items()}
+    return (
+        est,
+        str(name),
+        {
+            k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
+            for k, v in gp.items()
+        },
+    )
 
 
 def ranking_of(est: Any) -> np.ndarray:
@@ -391,16 +523,25 @@ def ranking_of(est: Any) -> np.ndarray:
     if hasattr(est, "coef_"):
         coef = np.abs(np.atleast_2d(np.asarray(est.coef_))).sum(axis=0)
         return np.argsort(-coef, kind="stable")
-    raise ParameterError(f"{type(est).__name__} has no ranking_, scores_, feature_importances_ or coef_ "
-                         "after fit; cannot rank features")
+    raise ParameterError(
+        f"{type(est).__name__} has no ranking_, scores_, feature_importances_ or coef_ "
+        "after fit; cannot rank features"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # one fold
 # ---------------------------------------------------------------------------------------------
 
-def knn_predict_prefixes(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, ms: Sequence[int],
-                         n_neighbors: int = 3, batch_elems: int = 4_000_000) -> np.ndarray:
+
+def knn_predict_prefixes(
+    Xtr: np.ndarray,
+    ytr: np.ndarray,
+    Xte: np.ndarray,
+    ms: Sequence[int],
+    n_neighbors: int = 3,
+    batch_elems: int = 4_000_000,
+) -> np.ndarray:
     """k-NN predictions (Euclidean, uniform vote) using the first m columns, for every m in ``ms``.
 
     All prefixes at once: squared distances are cumulative sums over the feature axis.  Ties
@@ -414,19 +555,29 @@ def knn_predict_prefixes(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, ms: 
     M = int(ms_idx.max()) + 1
     step = max(1, batch_elems // max(1, Xtr.shape[0] * M))
     for s0 in range(0, Xte.shape[0], step):
-        te = Xte[s0:s0 + step, :M]
-        d2 = np.cumsum((te[:, None, :] - Xtr[None, :, :M]) ** 2, axis=2)[:, :, ms_idx]  # t × n_tr × |ms|
+        te = Xte[s0 : s0 + step, :M]
+        d2 = np.cumsum((te[:, None, :] - Xtr[None, :, :M]) ** 2, axis=2)[
+            :, :, ms_idx
+        ]  # t × n_tr × |ms|
         nn = np.argsort(d2, axis=1, kind="stable")[:, :k, :]  # t × k × |ms|
         votes = np.zeros((te.shape[0], len(ms_idx), classes.size), dtype=np.int64)
         lab = codes[nn]  # t × k × |ms|
         for c in range(classes.size):
             votes[:, :, c] = (lab == c).sum(axis=1)
-        out[:, s0:s0 + te.shape[0]] = votes.argmax(axis=2).T
+        out[:, s0 : s0 + te.shape[0]] = votes.argmax(axis=2).T
     return classes[out]
 
 
-def _classify(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, ms: list[int], classifiers: Sequence[str],
-              C: float, n_neighbors: int, standardize: bool) -> dict[str, np.ndarray]:
+def _classify(
+    Xtr: np.ndarray,
+    ytr: np.ndarray,
+    Xte: np.ndarray,
+    ms: list[int],
+    classifiers: Sequence[str],
+    C: float,
+    n_neighbors: int,
+    standardize: bool,
+) -> dict[str, np.ndarray]:
     """Predictions (len(ms) × n_test) for every classifier, feeding the first m columns."""
     Xtr = np.asarray(Xtr, dtype=np.float64)
     Xte = np.asarray(Xte, dtype=np.float64)
@@ -450,12 +601,25 @@ def _classify(Xtr: np.ndarray, ytr: np.ndarray, Xte: np.ndarray, ms: list[int], 
     return out
 
 
-def _run_fold(X: Any, codes: np.ndarray, train: np.ndarray, test: np.ndarray, est: Any,
-              fixed_top: np.ndarray | None, k_max: int, ms: list[int], classifiers: Sequence[str],
-              C: float, n_neighbors: int, standardize: bool, in_task: bool,
-              y_fit: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _run_fold(
+    X: Any,
+    codes: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    est: Any,
+    fixed_top: np.ndarray | None,
+    k_max: int,
+    ms: list[int],
+    classifiers: Sequence[str],
+    C: float,
+    n_neighbors: int,
+    standardize: bool,
+    in_task: bool,
+    y_fit: np.ndarray | None = None,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Select on the training part (unless ``fixed_top``), then classify the test part."""
     import dask.array as da
+
     if fixed_top is None:
         e = _clone(est)
         yf = codes if y_fit is None else y_fit
@@ -467,10 +631,12 @@ def _run_fold(X: Any, codes: np.ndarray, train: np.ndarray, test: np.ndarray, es
         top = fixed_top
     Xtop = X[:, top]
     if isinstance(Xtop, da.Array):
-        with (dask.config.set(scheduler="synchronous") if in_task else _nullcontext()):
+        with dask.config.set(scheduler="synchronous") if in_task else _nullcontext():
             Xtop = Xtop.compute()
     Xtop = np.asarray(Xtop)
-    preds = _classify(Xtop[train], codes[train], Xtop[test], ms, classifiers, C, n_neighbors, standardize)
+    preds = _classify(
+        Xtop[train], codes[train], Xtop[test], ms, classifiers, C, n_neighbors, standardize
+    )
     return np.asarray(top, dtype=np.int64), preds
 
 
@@ -486,7 +652,10 @@ class _nullcontext:
 # the protocols
 # ---------------------------------------------------------------------------------------------
 
-def _splits(protocol: str, n_splits: int, codes: np.ndarray, random_state: int | None) -> list[tuple]:
+
+def _splits(
+    protocol: str, n_splits: int, codes: np.ndarray, random_state: int | None
+) -> list[tuple]:
     _, _, LeaveOneOut, StratifiedKFold = _sklearn()
     idx = np.zeros(codes.size)
     if protocol == "loo":
@@ -534,7 +703,9 @@ def evaluate_classifiers(
     classifiers = list(classifiers)
     for c in classifiers:
         _check_params(protocol, selection, c, n_splits, n, classes, codes, C, n_neighbors)
-    k_folds = _check_params(protocol, selection, classifiers[0], n_splits, n, classes, codes, C, n_neighbors)
+    k_folds = _check_params(
+        protocol, selection, classifiers[0], n_splits, n, classes, codes, C, n_neighbors
+    )
     ms = _n_features_list(n_features, p)
     k_max = max(ms)
     _sklearn()  # fail early and clearly if scikit-learn is missing
@@ -548,7 +719,9 @@ def evaluate_classifiers(
     y_fit = yv if yv.dtype.kind in "iufb" else codes
 
     import dask.array as da
+
     from fsdask.cluster import scheduler as scheduler_ctx
+
     nbytes = n * p * np.dtype(getattr(Xa, "dtype", np.float64)).itemsize
     # X that fits the memory budget is loaded and folds run in parallel; else one after another
     in_memory = not isinstance(Xa, da.Array) or fits(nbytes)
@@ -572,25 +745,91 @@ def evaluate_classifiers(
             Xsmall = Xa[:, fixed_top]
             Xsmall = np.asarray(Xsmall.compute() if isinstance(Xsmall, da.Array) else Xsmall)
             local = np.arange(fixed_top.size)
-            if mode == "folds" and len(splits) > 1:  # only the classifier runs per fold: still parallel
+            if (
+                mode == "folds" and len(splits) > 1
+            ):  # only the classifier runs per fold: still parallel
                 Xdel = dask.delayed(Xsmall, pure=True, traverse=False)
-                tasks = [dask.delayed(_run_fold, pure=False)(Xdel, codes, tr, te, None, local, k_max, ms,
-                                                             classifiers, C, n_neighbors, standardize, True)
-                         for tr, te in splits]
+                tasks = [
+                    dask.delayed(_run_fold, pure=False)(
+                        Xdel,
+                        codes,
+                        tr,
+                        te,
+                        None,
+                        local,
+                        k_max,
+                        ms,
+                        classifiers,
+                        C,
+                        n_neighbors,
+                        standardize,
+                        True,
+                    )
+                    for tr, te in splits
+                ]
                 outs = list(dask.compute(*tasks))
             else:
-                outs = [_run_fold(Xsmall, codes, tr, te, None, local, k_max, ms, classifiers, C, n_neighbors,
-                                  standardize, False) for tr, te in splits]
+                outs = [
+                    _run_fold(
+                        Xsmall,
+                        codes,
+                        tr,
+                        te,
+                        None,
+                        local,
+                        k_max,
+                        ms,
+                        classifiers,
+                        C,
+                        n_neighbors,
+                        standardize,
+                        False,
+                    )
+                    for tr, te in splits
+                ]
             outs = [(fixed_top, pr) for _, pr in outs]
         elif mode == "folds":
             Xdel = dask.delayed(Xa, pure=True, traverse=False)
-            tasks = [dask.delayed(_run_fold, pure=False)(Xdel, codes, tr, te, est, None, k_max, ms, classifiers,
-                                                         C, n_neighbors, standardize, True, y_fit)
-                     for tr, te in splits]
+            tasks = [
+                dask.delayed(_run_fold, pure=False)(
+                    Xdel,
+                    codes,
+                    tr,
+                    te,
+                    est,
+                    None,
+                    k_max,
+                    ms,
+                    classifiers,
+                    C,
+                    n_neighbors,
+                    standardize,
+                    True,
+                    y_fit,
+                )
+                for tr, te in splits
+            ]
             outs = list(dask.compute(*tasks))
         else:
-            outs = [_run_fold(Xa, codes, tr, te, est, None, k_max, ms, classifiers, C, n_neighbors,
-                              standardize, False, y_fit) for tr, te in splits]
+            outs = [
+                _run_fold(
+                    Xa,
+                    codes,
+                    tr,
+                    te,
+                    est,
+                    None,
+                    k_max,
+                    ms,
+                    classifiers,
+                    C,
+                    n_neighbors,
+                    standardize,
+                    False,
+                    y_fit,
+                )
+                for tr, te in splits
+            ]
 
     tops = np.stack([o[0] for o in outs])
     if selection == "once" or _fixed_ranking is not None:
@@ -601,27 +840,46 @@ def evaluate_classifiers(
         rankings = tops
         k_st = min(stability_k or k_max, tops.shape[1])
         sets = [t[:k_st] for t in tops]
-        stability = {"k": int(k_st),
-                     "kuncheva": kuncheva_index(sets, p) if k_st < p else float("nan"),
-                     "jaccard": jaccard_stability(sets)}
+        stability = {
+            "k": int(k_st),
+            "kuncheva": kuncheva_index(sets, p) if k_st < p else float("nan"),
+            "jaccard": jaccard_stability(sets),
+        }
     wall = time.perf_counter() - t0
     results = {}
     for clf in classifiers:
         errors = np.zeros(len(ms), dtype=np.int64)
         tested = 0
-        for (tr, te), (_, preds) in zip(splits, outs):
+        for (_tr, te), (_, preds) in zip(splits, outs):
             errors += (preds[clf] != codes[te][None, :]).sum(axis=1)
             tested += te.size
-        curve = pd.DataFrame({"error_rate": errors / tested, "n_errors": errors,
-                              "n_tested": np.full(len(ms), tested)},
-                             index=pd.Index(ms, name="n_features"))
+        curve = pd.DataFrame(
+            {
+                "error_rate": errors / tested,
+                "n_errors": errors,
+                "n_tested": np.full(len(ms), tested),
+            },
+            index=pd.Index(ms, name="n_features"),
+        )
         cparams = {"C": C} if clf == "svm" else {"n_neighbors": n_neighbors}
         results[clf] = EvaluationResult(
-            curve=curve, protocol=protocol, n_splits=len(splits), selection=selection if _fixed_ranking is None else "once",
-            classifier=clf, classifier_params=cparams, method=mname, method_params=mparams, n_samples=n,
-            n_features_total=p, stability=stability, fold_rankings=rankings,
-            feature_names=None if names is None else np.asarray(names), standardized=standardize,
-            random_state=random_state if protocol == "kfold" else None, wall_time_s=wall)
+            curve=curve,
+            protocol=protocol,
+            n_splits=len(splits),
+            selection=selection if _fixed_ranking is None else "once",
+            classifier=clf,
+            classifier_params=cparams,
+            method=mname,
+            method_params=mparams,
+            n_samples=n,
+            n_features_total=p,
+            stability=stability,
+            fold_rankings=rankings,
+            feature_names=None if names is None else np.asarray(names),
+            standardized=standardize,
+            random_state=random_state if protocol == "kfold" else None,
+            wall_time_s=wall,
+        )
     return results
 
 
@@ -680,29 +938,49 @@ def evaluate(
     -------
     EvaluationResult
     """
-    return evaluate_classifiers(X, y, method, params, protocol=protocol, n_splits=n_splits,
-                                classifiers=(classifier,), n_neighbors=n_neighbors, C=C, n_features=n_features,
-                                selection=selection, random_state=random_state, standardize=standardize,
-                                stability_k=stability_k, scheduler=scheduler, parallel=parallel)[classifier]
+    return evaluate_classifiers(
+        X,
+        y,
+        method,
+        params,
+        protocol=protocol,
+        n_splits=n_splits,
+        classifiers=(classifier,),
+        n_neighbors=n_neighbors,
+        C=C,
+        n_features=n_features,
+        selection=selection,
+        random_state=random_state,
+        standardize=standardize,
+        stability_k=stability_k,
+        scheduler=scheduler,
+        parallel=parallel,
+    )[classifier]
 
 
 def check_result_matches(result: xr.Dataset, n_features: int, names: np.ndarray | None) -> None:
     """Refuse a result whose features are not those of the data (count and ids)."""
     if "rank" not in result or "feature" not in result.dims:
-        raise InputError("the result has no 'rank' over 'feature'; give a result written by `fsdask select`")
+        raise InputError(
+            "the result has no 'rank' over 'feature'; give a result written by `fsdask select`"
+        )
     pr = result.sizes["feature"]
     if pr != n_features:
-        raise InputError(f"the result ranks {pr} features but the data has {n_features}: the result was not "
-                         "computed on this dataset")
+        raise InputError(
+            f"the result ranks {pr} features but the data has {n_features}: the result was not "
+            "computed on this dataset"
+        )
     if names is not None and "feature" in result.coords:
         a = np.asarray([str(v) for v in result["feature"].values])
         b = np.asarray([str(v) for v in names])
         bad = np.flatnonzero(a != b)
         if bad.size:
             i = bad[0]
-            raise InputError(f"the result's feature ids do not match the data's: {bad.size} differ, first at "
-                             f"position {i} (result {a[i]!r}, data {b[i]!r}); evaluate a result on the dataset "
-                             "it was computed from")
+            raise InputError(
+                f"the result's feature ids do not match the data's: {bad.size} differ, first at "
+                f"position {i} (result {a[i]!r}, data {b[i]!r}); evaluate a result on the dataset "
+                "it was computed from"
+            )
 
 
 def evaluate_result(
@@ -727,6 +1005,7 @@ def evaluate_result(
     must be the data's (count, and names when both carry names), else :class:`InputError`.
     """
     from fsdask.results import open_result
+
     if result is None:
         raise ParameterError("give the result to evaluate")
     if not isinstance(result, xr.Dataset):
@@ -737,10 +1016,23 @@ def evaluate_result(
     ranking = np.argsort(result["rank"].values, kind="stable")
     params = result.attrs.get("parameters")
     res = evaluate_classifiers(
-        Xa, yv, None, protocol=protocol, n_splits=n_splits, classifiers=(classifier,), n_neighbors=n_neighbors,
-        C=C, n_features=n_features, selection="once", random_state=random_state, standardize=standardize,
-        scheduler=scheduler, _fixed_ranking=ranking, _method_name=str(result.attrs.get("method", "result")),
-        _method_params=params if isinstance(params, dict) else {})[classifier]
+        Xa,
+        yv,
+        None,
+        protocol=protocol,
+        n_splits=n_splits,
+        classifiers=(classifier,),
+        n_neighbors=n_neighbors,
+        C=C,
+        n_features=n_features,
+        selection="once",
+        random_state=random_state,
+        standardize=standardize,
+        scheduler=scheduler,
+        _fixed_ranking=ranking,
+        _method_name=str(result.attrs.get("method", "result")),
+        _method_params=params if isinstance(params, dict) else {},
+    )[classifier]
     if names is not None:
         res.feature_names = np.asarray(names)
     elif "feature" in result.coords:

@@ -60,8 +60,17 @@ class MatrixReader:
     distributed workers; h5py handles are not thread-safe, so reads of one file are serialised.
     """
 
-    def __init__(self, url: str | None, storage_options: Mapping[str, Any] | None, path: str, kind: str,
-                 shape: tuple[int, int], dtype: np.dtype, hdf5: bool, obj: Any = None):
+    def __init__(
+        self,
+        url: str | None,
+        storage_options: Mapping[str, Any] | None,
+        path: str,
+        kind: str,
+        shape: tuple[int, int],
+        dtype: np.dtype,
+        hdf5: bool,
+        obj: Any = None,
+    ):
         self.url, self.so, self.path, self.kind = url, dict(storage_options or {}), path, kind
         self.shape, self.dtype, self.hdf5, self.obj = shape, np.dtype(dtype), hdf5, obj
         self._node = None
@@ -75,7 +84,15 @@ class MatrixReader:
         self._node, self._lock = None, threading.Lock()
 
     def __dask_tokenize__(self):
-        return (type(self).__name__, self.url, self.path, self.kind, self.shape, str(self.dtype), id(self.obj))
+        return (
+            type(self).__name__,
+            self.url,
+            self.path,
+            self.kind,
+            self.shape,
+            str(self.dtype),
+            id(self.obj),
+        )
 
     def node(self) -> Any:
         if self._node is None:
@@ -84,6 +101,7 @@ class MatrixReader:
 
     def __call__(self, j0: int, j1: int) -> np.ndarray:
         from fsdask.io.store import safe_url
+
         try:
             with self._lock:
                 out = self._block(j0, j1)
@@ -91,9 +109,11 @@ class MatrixReader:
             raise
         except Exception as exc:
             msg = str(exc).splitlines()[0] if str(exc) else ""
-            raise StoreError(f"{safe_url(self.url or 'in-memory AnnData')}: cannot read {self.path} (features "
-                             f"{j0}–{j1 - 1}): {type(exc).__name__}: {msg}; check the file/storage and "
-                             "retry") from None
+            raise StoreError(
+                f"{safe_url(self.url or 'in-memory AnnData')}: cannot read {self.path} (features "
+                f"{j0}–{j1 - 1}): {type(exc).__name__}: {msg}; check the file/storage and "
+                "retry"
+            ) from None
         return out.astype(self.dtype, copy=False)
 
     def _block(self, j0: int, j1: int) -> np.ndarray:
@@ -109,7 +129,7 @@ class MatrixReader:
         if self.kind == "csc_matrix":
             a, b = int(indptr[j0]), int(indptr[j1])
             rows = np.asarray(node["indices"][a:b])
-            cols = np.repeat(np.arange(j1 - j0), np.diff(indptr[j0:j1 + 1]))
+            cols = np.repeat(np.arange(j1 - j0), np.diff(indptr[j0 : j1 + 1]))
             out[rows, cols] = np.asarray(node["data"][a:b])
             return out
         r0 = 0
@@ -120,7 +140,7 @@ class MatrixReader:
             idx = np.asarray(node["indices"][a:b])
             keep = (idx >= j0) & (idx < j1)
             if keep.any():
-                rows = np.repeat(np.arange(r0, r1), np.diff(indptr[r0:r1 + 1]))[keep]
+                rows = np.repeat(np.arange(r0, r1), np.diff(indptr[r0 : r1 + 1]))[keep]
                 out[rows, idx[keep] - j0] = np.asarray(node["data"][a:b])[keep]
             r0 = r1
         return out
@@ -135,21 +155,25 @@ class MatrixReader:
             return -1  # checked by the estimators' streaming pass
         data, total, step = node["data"], 0, CSR_BATCH
         for a in range(0, data.shape[0], step):
-            total += int((~np.isfinite(np.asarray(data[a:a + step]))).sum())
+            total += int((~np.isfinite(np.asarray(data[a : a + step]))).sum())
         return total
 
 
 def open_root(url: str, storage_options: Mapping[str, Any] | None, hdf5: bool) -> Any:
     """The root of an AnnData file (h5py) or store (zarr), local or fsspec URL."""
     from fsdask.io.store import _is_local, _local, _zarr_kwargs
+
     if not hdf5:
         import zarr
+
         target = _local(url) if _is_local(url) else url
         return zarr.open_group(target, mode="r", **_zarr_kwargs(url, storage_options))
     import h5py
+
     if _is_local(url):
         return h5py.File(_local(url), "r")
     import fsspec
+
     return h5py.File(fsspec.open(url, "rb", **dict(storage_options or {})).open(), "r")
 
 
@@ -158,15 +182,21 @@ def _element(root: Any, variable: str | None, where: str) -> tuple[str, str | No
     v = (variable or "X").strip("/")
     if v in ("raw", "raw/X"):
         if "raw" not in root:
-            raise InputError(f"{where}: the AnnData has no .raw; choose X or a layer with --variable")
+            raise InputError(
+                f"{where}: the AnnData has no .raw; choose X or a layer with --variable"
+            )
         return "raw/X", "raw/var"
     if v.startswith("layers/") or v == "X":
         if v not in root:
             layers = sorted(root["layers"].keys()) if "layers" in root else []
-            raise InputError(f"{where}: no {v!r} in the AnnData (layers: {layers}); use --variable X, raw "
-                             "or layers/NAME")
+            raise InputError(
+                f"{where}: no {v!r} in the AnnData (layers: {layers}); use --variable X, raw "
+                "or layers/NAME"
+            )
         return v, "var"
-    raise InputError(f"{where}: --variable {variable!r} is not an AnnData matrix; use X, raw or layers/NAME")
+    raise InputError(
+        f"{where}: --variable {variable!r} is not an AnnData matrix; use X, raw or layers/NAME"
+    )
 
 
 def _frame(root: Any, path: str) -> pd.DataFrame:
@@ -182,8 +212,10 @@ def _matrix_info(node: Any, where: str, path: str) -> tuple[str, tuple[int, int]
         if len(node.shape) != 2:
             raise InputError(f"{where}: {path} is {len(node.shape)}-D; expected a 2-D matrix")
         return "dense", tuple(int(s) for s in node.shape), np.dtype(node.dtype)
-    raise InputError(f"{where}: {path} is stored as {enc or 'an unknown encoding'}; fsdask reads dense, "
-                     "csr_matrix and csc_matrix")
+    raise InputError(
+        f"{where}: {path} is stored as {enc or 'an unknown encoding'}; fsdask reads dense, "
+        "csr_matrix and csc_matrix"
+    )
 
 
 def _block_for(kind: str, n: int, itemsize: int, chunk_bytes: int) -> int:
@@ -195,8 +227,12 @@ class BlockedCopy(MatrixReader):
     """Reader of the per-feature-block copy of a CSR matrix made by :func:`csr_to_blocks`: block
     ``k`` is three flat files (row, column within the block, value), read only by block ``k``."""
 
-    def __init__(self, folder: str, shape: tuple[int, int], dtype: np.dtype, block: int, source: str):
-        super().__init__(source, None, "X", "csr_matrix (copied per feature block)", shape, dtype, False)
+    def __init__(
+        self, folder: str, shape: tuple[int, int], dtype: np.dtype, block: int, source: str
+    ):
+        super().__init__(
+            source, None, "X", "csr_matrix (copied per feature block)", shape, dtype, False
+        )
         self.folder, self.block = folder, block
 
     def __dask_tokenize__(self):
@@ -207,15 +243,18 @@ class BlockedCopy(MatrixReader):
         f = os.path.join(self.folder, f"b{k}")
         out = np.zeros((self.shape[0], j1 - j0), dtype=self.dtype)
         if os.path.exists(f + ".vals"):
-            out[np.fromfile(f + ".rows", dtype=np.int32), np.fromfile(f + ".cols", dtype=np.int32)] = \
-                np.fromfile(f + ".vals", dtype=self.dtype)
+            out[
+                np.fromfile(f + ".rows", dtype=np.int32), np.fromfile(f + ".cols", dtype=np.int32)
+            ] = np.fromfile(f + ".vals", dtype=self.dtype)
         return out
 
     def nonfinite(self) -> int:
         return 0  # counted on the source before the copy
 
 
-def csr_to_blocks(reader: MatrixReader, block: int, where: str, rechunk_to: str | None = None) -> BlockedCopy:
+def csr_to_blocks(
+    reader: MatrixReader, block: int, where: str, rechunk_to: str | None = None
+) -> BlockedCopy:
     """One pass over a stored CSR matrix that files its non-zeros by feature block.
 
     Without it, every feature block of a CSR matrix would scan all non-zeros (rows are
@@ -229,6 +268,7 @@ def csr_to_blocks(reader: MatrixReader, block: int, where: str, rechunk_to: str 
     import time
 
     from fsdask.io.rechunk import _mib
+
     node = reader.node()
     n, p = reader.shape
     indptr = np.asarray(node["indptr"][...]).astype(np.int64)
@@ -237,32 +277,44 @@ def csr_to_blocks(reader: MatrixReader, block: int, where: str, rechunk_to: str 
         folder = tempfile.mkdtemp(prefix="fsdask-csr-")
         atexit.register(shutil.rmtree, folder, True)  # a folder fsdask made, removed at exit
     elif "://" in str(rechunk_to) or os.path.exists(rechunk_to):
-        raise StoreError(f"{rechunk_to}: the per-block copy of a CSR matrix needs a new local folder "
-                         "(it must not exist; fsdask never replaces what it did not write)")
+        raise StoreError(
+            f"{rechunk_to}: the per-block copy of a CSR matrix needs a new local folder "
+            "(it must not exist; fsdask never replaces what it did not write)"
+        )
     else:
         folder = os.fspath(rechunk_to)
         os.makedirs(folder)
     log = logging.getLogger("fsdask.io")
-    log.warning("%s: X is CSR (rows contiguous): filing its %d non-zeros by feature block in %s, so a "
-                "block reads only its own entries. Cost: one extra pass — reads %s, writes %s.", where, nnz,
-                "a temporary folder" if rechunk_to is None else folder,
-                _mib(nnz * (4 + reader.dtype.itemsize)), _mib(nnz * (8 + reader.dtype.itemsize)))
+    log.warning(
+        "%s: X is CSR (rows contiguous): filing its %d non-zeros by feature block in %s, so a "
+        "block reads only its own entries. Cost: one extra pass — reads %s, writes %s.",
+        where,
+        nnz,
+        "a temporary folder" if rechunk_to is None else folder,
+        _mib(nnz * (4 + reader.dtype.itemsize)),
+        _mib(nnz * (8 + reader.dtype.itemsize)),
+    )
     t0 = time.perf_counter()
     r0 = 0
     while r0 < n:
-        r1 = min(max(int(np.searchsorted(indptr, indptr[r0] + CSR_BATCH, side="right")) - 1, r0 + 1), n)
+        r1 = min(
+            max(int(np.searchsorted(indptr, indptr[r0] + CSR_BATCH, side="right")) - 1, r0 + 1), n
+        )
         a, b = int(indptr[r0]), int(indptr[r1])
         idx = np.asarray(node["indices"][a:b]).astype(np.int64)
         vals = np.asarray(node["data"][a:b]).astype(reader.dtype, copy=False)
-        rows = np.repeat(np.arange(r0, r1, dtype=np.int32), np.diff(indptr[r0:r1 + 1]))
+        rows = np.repeat(np.arange(r0, r1, dtype=np.int32), np.diff(indptr[r0 : r1 + 1]))
         bid = idx // block
         order = np.argsort(bid, kind="stable")
         starts = np.concatenate([[0], np.cumsum(np.bincount(bid, minlength=-(-p // block)))])
         for k in np.flatnonzero(np.diff(starts)):
-            sel = order[starts[k]:starts[k + 1]]
+            sel = order[starts[k] : starts[k + 1]]
             f = os.path.join(folder, f"b{k}")
-            for ext, arr in (("rows", rows[sel]), ("cols", (idx[sel] - k * block).astype(np.int32)),
-                             ("vals", vals[sel])):
+            for ext, arr in (
+                ("rows", rows[sel]),
+                ("cols", (idx[sel] - k * block).astype(np.int32)),
+                ("vals", vals[sel]),
+            ):
                 with open(f"{f}.{ext}", "ab") as fh:
                     arr.tofile(fh)
         r0 = r1
@@ -278,84 +330,139 @@ def _label(obs: pd.DataFrame, label: str | None, where: str) -> tuple[Any, Any, 
     else:
         name = label.removeprefix("obs:")
         if name not in obs.columns:
-            raise InputError(f"{where}: no obs column {name!r} (found {list(obs.columns)}); check --label")
+            raise InputError(
+                f"{where}: no obs column {name!r} (found {list(obs.columns)}); check --label"
+            )
     col = obs[name]
     if isinstance(col.dtype, pd.CategoricalDtype):
         if col.isna().any():
-            raise InputError(f"{where}: obs column {name!r} has {int(col.isna().sum())} missing value(s); "
-                             "fill or drop those cells")
+            raise InputError(
+                f"{where}: obs column {name!r} has {int(col.isna().sum())} missing value(s); "
+                "fill or drop those cells"
+            )
         return col.cat.codes.to_numpy().astype(np.int64), [str(c) for c in col.cat.categories], name
     y, classes = encode_labels(col.to_numpy(), where, name)
     return y, classes, name
 
 
-def _dataset(reader: MatrixReader, obs: pd.DataFrame, var: pd.DataFrame, *, label: str | None, where: str,
-             desc: str, chunk_bytes: int, nan_policy: str, rechunk_to: str | None = None) -> xr.Dataset:
+def _dataset(
+    reader: MatrixReader,
+    obs: pd.DataFrame,
+    var: pd.DataFrame,
+    *,
+    label: str | None,
+    where: str,
+    desc: str,
+    chunk_bytes: int,
+    nan_policy: str,
+    rechunk_to: str | None = None,
+) -> xr.Dataset:
     from fsdask.io.ingest import apply_nan_policy, lazy_from_blocks
+
     n, p = reader.shape
     if not var.index.is_unique:
         dup = var.index[var.index.duplicated()][0]
-        raise InputError(f"{where}: var_names are not unique (e.g. {dup!r}); make them unique "
-                         "(adata.var_names_make_unique()) and save again")
+        raise InputError(
+            f"{where}: var_names are not unique (e.g. {dup!r}); make them unique "
+            "(adata.var_names_make_unique()) and save again"
+        )
     if len(obs) != n or len(var) != p:
-        raise InputError(f"{where}: the matrix is {n}×{p} but obs has {len(obs)} and var {len(var)} rows")
+        raise InputError(
+            f"{where}: the matrix is {n}×{p} but obs has {len(obs)} and var {len(var)} rows"
+        )
     stored_csr = reader.kind == "csr_matrix" and reader.obj is None
-    block = feature_block_size(n, reader.dtype.itemsize, chunk_bytes) if stored_csr else \
-        _block_for(reader.kind, n, reader.dtype.itemsize, chunk_bytes)
+    block = (
+        feature_block_size(n, reader.dtype.itemsize, chunk_bytes)
+        if stored_csr
+        else _block_for(reader.kind, n, reader.dtype.itemsize, chunk_bytes)
+    )
     bad = reader.nonfinite() if reader.kind in SPARSE else 0
     if bad and nan_policy == "error":
-        raise InputError(f"{where}: {bad} NaN/Inf value(s) among the sparse matrix's stored values; "
-                         "choose a policy: --nan-policy zero|mean|drop-feature")
+        raise InputError(
+            f"{where}: {bad} NaN/Inf value(s) among the sparse matrix's stored values; "
+            "choose a policy: --nan-policy zero|mean|drop-feature"
+        )
     if stored_csr and -(-p // block) > 2:
         reader = csr_to_blocks(reader, block, where, rechunk_to)
     X = lazy_from_blocks(reader, n, p, block, dtype=reader.dtype)
     names = np.asarray(var.index).astype(str).astype(object)
     if bad:
         X, names, _ = apply_nan_policy(X, nan_policy, names, where=where)
-    ds = xr.Dataset({"X": (("sample", "feature"), X)},
-                    coords={"sample": np.asarray(obs.index).astype(str).astype(object), "feature": names})
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X)},
+        coords={"sample": np.asarray(obs.index).astype(str).astype(object), "feature": names},
+    )
     y, classes, lname = _label(obs, label, where)
     if y is not None:
         ds["y"] = ("sample", y)
     if classes is not None:
         ds.attrs["class_names"] = classes
-    ds.attrs["foreign"] = (f"{desc}, opened read-only: X = {reader.path} ({reader.kind}, "
-                           f"obs → sample, var → feature)" + (f", y = obs[{lname!r}]" if lname else ", no label"))
+    ds.attrs["foreign"] = (
+        f"{desc}, opened read-only: X = {reader.path} ({reader.kind}, "
+        f"obs → sample, var → feature)" + (f", y = obs[{lname!r}]" if lname else ", no label")
+    )
     ds.attrs["source"] = where
     return ds
 
 
-def open_anndata(url: str, storage_options: Mapping[str, Any] | None = None, *, hdf5: bool,
-                 variable: str | None = None, label: str | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 nan_policy: str = "error", rechunk_to: str | None = None) -> xr.Dataset:
+def open_anndata(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    hdf5: bool,
+    variable: str | None = None,
+    label: str | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    nan_policy: str = "error",
+    rechunk_to: str | None = None,
+) -> xr.Dataset:
     """An fsdask dataset (lazy, feature blocks) from an ``.h5ad`` file or an AnnData-on-Zarr store."""
     from fsdask.io.store import safe_url
+
     where = safe_url(url)
     try:
         root = open_root(url, storage_options, hdf5)
     except Exception as exc:
-        raise InputError(f"{where}: not a readable {'.h5ad' if hdf5 else 'AnnData Zarr'} file "
-                         f"({type(exc).__name__}: {exc})") from None
+        raise InputError(
+            f"{where}: not a readable {'.h5ad' if hdf5 else 'AnnData Zarr'} file "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     path, var_path = _element(root, variable, where)
     kind, shape, dtype = _matrix_info(root[path], where, path)
     dtype = check_numeric(dtype, where, path)
     if dtype.kind in "iub":  # counts: float32 is exact below 2**24 and half of int64/float64
         dtype = np.dtype(np.float32)
     reader = MatrixReader(url, storage_options, path, kind, shape, dtype, hdf5)
-    return _dataset(reader, _frame(root, "obs"), _frame(root, var_path), label=label, where=where,
-                    desc="AnnData " + (".h5ad file" if hdf5 else "Zarr store"), chunk_bytes=chunk_bytes,
-                    nan_policy=nan_policy, rechunk_to=rechunk_to)
+    return _dataset(
+        reader,
+        _frame(root, "obs"),
+        _frame(root, var_path),
+        label=label,
+        where=where,
+        desc="AnnData " + (".h5ad file" if hdf5 else "Zarr store"),
+        chunk_bytes=chunk_bytes,
+        nan_policy=nan_policy,
+        rechunk_to=rechunk_to,
+    )
 
 
-def from_anndata(adata: Any, *, variable: str | None = None, label: str | None = None,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, nan_policy: str = "error") -> xr.Dataset:
+def from_anndata(
+    adata: Any,
+    *,
+    variable: str | None = None,
+    label: str | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    nan_policy: str = "error",
+) -> xr.Dataset:
     """An fsdask dataset from an in-memory ``AnnData`` (X, a layer or raw; dense or scipy.sparse)."""
     where = "in-memory AnnData"
     v = (variable or "X").strip("/")
     var = adata.var
     if v in ("raw", "raw/X"):
         if adata.raw is None:
-            raise InputError(f"{where}: the AnnData has no .raw; choose X or a layer with --variable")
+            raise InputError(
+                f"{where}: the AnnData has no .raw; choose X or a layer with --variable"
+            )
         M, var = adata.raw.X, adata.raw.var
     elif v == "X":
         M = adata.X
@@ -365,10 +472,13 @@ def from_anndata(adata: Any, *, variable: str | None = None, label: str | None =
             raise InputError(f"{where}: no layer {name!r} (layers: {sorted(adata.layers.keys())})")
         M = adata.layers[name]
     else:
-        raise InputError(f"{where}: variable {variable!r} is not an AnnData matrix; use X, raw or layers/NAME")
+        raise InputError(
+            f"{where}: variable {variable!r} is not an AnnData matrix; use X, raw or layers/NAME"
+        )
     if M is None:
         raise InputError(f"{where}: {v} is empty (None)")
     import scipy.sparse
+
     if scipy.sparse.issparse(M):
         kind = "csc_matrix" if M.format == "csc" else "csr_matrix"
         M = M.tocsc() if M.format not in ("csr", "csc") else M
@@ -377,32 +487,49 @@ def from_anndata(adata: Any, *, variable: str | None = None, label: str | None =
     dtype = check_numeric(M.dtype, where, v)
     dtype = np.dtype(np.float32) if dtype.kind in "iub" else dtype
     reader = MatrixReader(None, None, v, kind, tuple(M.shape), dtype, False, obj=M)
-    return _dataset(reader, adata.obs, var, label=label, where=where, desc="in-memory AnnData",
-                    chunk_bytes=chunk_bytes, nan_policy=nan_policy)
+    return _dataset(
+        reader,
+        adata.obs,
+        var,
+        label=label,
+        where=where,
+        desc="in-memory AnnData",
+        chunk_bytes=chunk_bytes,
+        nan_policy=nan_policy,
+    )
 
 
 def sparse_blocks(S: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES, dtype: Any = None) -> Any:
     """A scipy.sparse matrix (sample × feature) as a dask array of dense feature blocks, each
     densified only when its task runs."""
     from fsdask.io.ingest import lazy_from_blocks
+
     fmt = S.format
     S = S if fmt in ("csr", "csc") else S.tocsc()
     kind = "csc_matrix" if S.format == "csc" else "csr_matrix"
     dt = np.dtype(dtype) if dtype is not None else check_numeric(S.dtype, "sparse matrix", "X")
     reader = MatrixReader(None, None, "X", kind, tuple(S.shape), dt, False, obj=S)
-    return lazy_from_blocks(reader, S.shape[0], S.shape[1], _block_for(kind, S.shape[0], dt.itemsize, chunk_bytes),
-                            dtype=dt)
+    return lazy_from_blocks(
+        reader,
+        S.shape[0],
+        S.shape[1],
+        _block_for(kind, S.shape[0], dt.itemsize, chunk_bytes),
+        dtype=dt,
+    )
 
 
 # ---- write-back ---------------------------------------------------------------------------------
+
 
 def _columns(result: xr.Dataset, var_names: pd.Index, where: str) -> pd.DataFrame:
     feats = pd.Index(np.asarray(result["feature"].values).astype(str))
     pos = pd.Index(var_names.astype(str)).get_indexer(feats)
     if (pos < 0).any():
         missing = feats[pos < 0]
-        raise InputError(f"{where}: {missing.size} feature(s) of the result are not in var_names (first: "
-                         f"{list(missing[:3])}); was the result computed on this AnnData (or on its .raw)?")
+        raise InputError(
+            f"{where}: {missing.size} feature(s) of the result are not in var_names (first: "
+            f"{list(missing[:3])}); was the result computed on this AnnData (or on its .raw)?"
+        )
     p = len(var_names)
     sel = np.zeros(p, dtype=bool)
     w = np.full(p, np.nan)
@@ -410,7 +537,9 @@ def _columns(result: xr.Dataset, var_names: pd.Index, where: str) -> pd.DataFram
     sel[pos] = np.asarray(result["selected"].values, dtype=bool)
     w[pos] = np.asarray(result["weight"].values, dtype=np.float64)
     r[pos] = np.asarray(result["rank"].values, dtype=np.int64)
-    return pd.DataFrame({"fsdask_selected": sel, "fsdask_weight": w, "fsdask_rank": r}, index=var_names)
+    return pd.DataFrame(
+        {"fsdask_selected": sel, "fsdask_weight": w, "fsdask_rank": r}, index=var_names
+    )
 
 
 def _provenance(result: xr.Dataset) -> dict:
@@ -422,7 +551,9 @@ def _provenance(result: xr.Dataset) -> dict:
     return out
 
 
-def annotate_anndata(result: xr.Dataset, adata_or_path: Any, out: str | os.PathLike | None = None) -> Any:
+def annotate_anndata(
+    result: xr.Dataset, adata_or_path: Any, out: str | os.PathLike | None = None
+) -> Any:
     """Add ``var["fsdask_selected"/"fsdask_weight"/"fsdask_rank"]`` and ``uns["fsdask"]``.
 
     An in-memory ``AnnData`` is annotated in place and returned.  A path (``.h5ad`` or
@@ -437,30 +568,43 @@ def annotate_anndata(result: xr.Dataset, adata_or_path: Any, out: str | os.PathL
         adata_or_path.uns["fsdask"] = _provenance(result)
         return adata_or_path
     if out is None:
-        raise InputError(f"{adata_or_path}: annotating a file needs an output path (out=…); the input is "
-                         "never modified")
+        raise InputError(
+            f"{adata_or_path}: annotating a file needs an output path (out=…); the input is "
+            "never modified"
+        )
     return _annotate_file(result, os.fspath(adata_or_path), os.fspath(out))
 
 
 def _annotate_file(result: xr.Dataset, src: str, out: str) -> str:
     if not os.path.exists(src):
-        raise InputError(f"{src}: no such file or store; give the .h5ad (or AnnData .zarr) the result was "
-                         "computed on")
+        raise InputError(
+            f"{src}: no such file or store; give the .h5ad (or AnnData .zarr) the result was "
+            "computed on"
+        )
     if os.path.exists(out):
-        raise StoreError(f"{out} already exists; choose another output path (fsdask never overwrites "
-                         "what it did not write)")
+        raise StoreError(
+            f"{out} already exists; choose another output path (fsdask never overwrites "
+            "what it did not write)"
+        )
     hdf5 = os.path.isfile(src)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), f".{os.path.basename(out)}.tmp-{uuid.uuid4().hex[:8]}")
+    tmp = os.path.join(
+        os.path.dirname(os.path.abspath(out)),
+        f".{os.path.basename(out)}.tmp-{uuid.uuid4().hex[:8]}",
+    )
     write_elem = _write_elem()
     try:
         (shutil.copyfile if hdf5 else shutil.copytree)(src, tmp)
         if hdf5:
             import h5py
+
             root = h5py.File(tmp, "r+")
         else:
             import zarr
+
             consolidated = zarr.open_group(tmp, mode="r").metadata.consolidated_metadata is not None
-            root = zarr.open_group(tmp, mode="r+", use_consolidated=False)  # edited, then re-consolidated
+            root = zarr.open_group(
+                tmp, mode="r+", use_consolidated=False
+            )  # edited, then re-consolidated
         try:
             if not is_anndata_group(root):
                 raise InputError(f"{src}: not an AnnData file (no encoding-type 'anndata')")
@@ -485,5 +629,6 @@ def _annotate_file(result: xr.Dataset, src: str, out: str) -> str:
 
 def _write_elem():
     import anndata
+
     io = getattr(anndata, "io", None)
     return getattr(io, "write_elem", None) or anndata.experimental.write_elem

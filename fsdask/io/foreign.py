@@ -46,19 +46,26 @@ def dims_of(arr: Any) -> tuple[str, ...]:
     return tuple(str(n) if n is not None else f"dim_{i}" for i, n in enumerate(names))
 
 
-def map_dims(dims: tuple[str, ...], sample_dim: str | None, feature_dim: str | None,
-             where: str) -> tuple[str, str]:
+def map_dims(
+    dims: tuple[str, ...], sample_dim: str | None, feature_dim: str | None, where: str
+) -> tuple[str, str]:
     """(sample dim, feature dim) among ``dims``, matched by name; an error says which option to use."""
     how = "pass --sample-dim NAME and/or --feature-dim NAME (Python: sample_dim=, feature_dim=)"
     if sample_dim is not None and sample_dim == feature_dim:
-        raise InputError(f"{where}: --sample-dim and --feature-dim are both {sample_dim!r}; they must name "
-                         f"the two different dims of {dims}")
+        raise InputError(
+            f"{where}: --sample-dim and --feature-dim are both {sample_dim!r}; they must name "
+            f"the two different dims of {dims}"
+        )
     for opt, given in (("--sample-dim", sample_dim), ("--feature-dim", feature_dim)):
         if given is not None and given not in dims:
-            raise InputError(f"{where}: {opt} {given!r} is not a dim of the matrix (dims: {dims}); {how}")
+            raise InputError(
+                f"{where}: {opt} {given!r} is not a dim of the matrix (dims: {dims}); {how}"
+            )
     if len(set(dims)) != 2:
-        raise InputError(f"{where}: the matrix's dims {dims} are ambiguous (the same name twice); "
-                         "rename them in the store")
+        raise InputError(
+            f"{where}: the matrix's dims {dims} are ambiguous (the same name twice); "
+            "rename them in the store"
+        )
     other = {dims[0]: dims[1], dims[1]: dims[0]}
     if sample_dim is None and feature_dim is None:
         if "sample" in dims:
@@ -66,8 +73,10 @@ def map_dims(dims: tuple[str, ...], sample_dim: str | None, feature_dim: str | N
         elif "feature" in dims:
             feature_dim = "feature"
         else:
-            raise InputError(f"{where}: the matrix has dims {dims}, none named 'sample' or 'feature', and "
-                             f"fsdask never guesses by position; {how}")
+            raise InputError(
+                f"{where}: the matrix has dims {dims}, none named 'sample' or 'feature', and "
+                f"fsdask never guesses by position; {how}"
+            )
     if sample_dim is None:
         sample_dim = other[feature_dim]
     if feature_dim is None:
@@ -81,13 +90,17 @@ def encode_labels(y: np.ndarray, where: str, name: str) -> tuple[np.ndarray, lis
     if y.dtype.kind in "OUST":
         missing = np.array([v is None or (isinstance(v, float) and np.isnan(v)) for v in y.ravel()])
         if missing.any():
-            raise InputError(f"{where}: label {name!r} has {int(missing.sum())} missing value(s); "
-                             "fill or drop those samples")
+            raise InputError(
+                f"{where}: label {name!r} has {int(missing.sum())} missing value(s); "
+                "fill or drop those samples"
+            )
         classes, codes = np.unique(y.astype(str), return_inverse=True)
         return codes.astype(np.int64), [str(c) for c in classes]
     if y.dtype.kind == "f" and not np.isfinite(y).all():
-        raise InputError(f"{where}: label {name!r} has {int((~np.isfinite(y)).sum())} NaN/Inf value(s); "
-                         "fill or drop those samples")
+        raise InputError(
+            f"{where}: label {name!r} has {int((~np.isfinite(y)).sum())} NaN/Inf value(s); "
+            "fill or drop those samples"
+        )
     if y.dtype.kind not in "fiub":
         raise InputError(f"{where}: label {name!r} has dtype {y.dtype}; expected numbers or text")
     return y, None
@@ -97,8 +110,10 @@ def check_numeric(dtype: np.dtype, where: str, name: str) -> np.dtype:
     """The dtype X is read as: float16 → float32; other non-numeric dtypes are refused."""
     dtype = np.dtype(dtype)
     if dtype.kind not in "fiub":
-        raise InputError(f"{where}: variable {name!r} has dtype {dtype}, not numbers; choose a numeric "
-                         "matrix with --variable")
+        raise InputError(
+            f"{where}: variable {name!r} has dtype {dtype}, not numbers; choose a numeric "
+            "matrix with --variable"
+        )
     return np.dtype(np.float32) if dtype == np.float16 else dtype
 
 
@@ -115,10 +130,13 @@ def _choose_variable(group: zarr.Group, variable: str | None, where: str) -> tup
         try:
             node = group[variable]
         except KeyError:
-            raise InputError(f"{where}: no variable {variable!r} (found {sorted(arrays)}); "
-                             "check --variable") from None
+            raise InputError(
+                f"{where}: no variable {variable!r} (found {sorted(arrays)}); check --variable"
+            ) from None
         if not isinstance(node, zarr.Array):
-            raise InputError(f"{where}: {variable!r} is a group, not an array; name an array with --variable")
+            raise InputError(
+                f"{where}: {variable!r} is a group, not an array; name an array with --variable"
+            )
         return variable, node
     if "X" in arrays and arrays["X"].ndim == 2:
         return "X", arrays["X"]
@@ -127,41 +145,71 @@ def _choose_variable(group: zarr.Group, variable: str | None, where: str) -> tup
         return two[0], arrays[two[0]]
     found = ", ".join(f"{k}{dims_of(a)}" for k, a in sorted(arrays.items())) or "nothing"
     if not two:
-        raise StoreError(f"{where}: no variable 'X' and no 2-D numeric variable (found {found}) — not an "
-                         "fsdask dataset nor a matrix fsdask can read; name it with --variable or create "
-                         "one with `fsdask ingest`")
-    raise InputError(f"{where}: several 2-D variables ({', '.join(two)}) and none named X; choose one "
-                     "with --variable NAME (Python: variable=)")
+        raise StoreError(
+            f"{where}: no variable 'X' and no 2-D numeric variable (found {found}) — not an "
+            "fsdask dataset nor a matrix fsdask can read; name it with --variable or create "
+            "one with `fsdask ingest`"
+        )
+    raise InputError(
+        f"{where}: several 2-D variables ({', '.join(two)}) and none named X; choose one "
+        "with --variable NAME (Python: variable=)"
+    )
 
 
-def _label(group: zarr.Group, label: str | None, sdim: str, n: int, where: str,
-           skip: set[str]) -> tuple[np.ndarray | None, list[str] | None, str | None]:
+def _label(
+    group: zarr.Group, label: str | None, sdim: str, n: int, where: str, skip: set[str]
+) -> tuple[np.ndarray | None, list[str] | None, str | None]:
     if label is not None:
         name = label.removeprefix("obs:")
         if name not in group or not isinstance(group[name], zarr.Array):
             cands = sorted(k for k, a in group.arrays() if a.ndim == 1)
-            raise InputError(f"{where}: no label variable {name!r} (1-D variables: {cands}); check --label")
+            raise InputError(
+                f"{where}: no label variable {name!r} (1-D variables: {cands}); check --label"
+            )
         arr = group[name]
         if arr.ndim != 1 or arr.shape[0] != n:
-            raise InputError(f"{where}: label {name!r} has shape {arr.shape}, but there are {n} samples "
-                             f"along {sdim!r}; give a 1-D variable along the sample dim")
+            raise InputError(
+                f"{where}: label {name!r} has shape {arr.shape}, but there are {n} samples "
+                f"along {sdim!r}; give a 1-D variable along the sample dim"
+            )
         d = dims_of(arr)[0]
         if not d.startswith("dim_") and d != sdim:
-            raise InputError(f"{where}: label {name!r} runs along {d!r}, not the sample dim {sdim!r}")
+            raise InputError(
+                f"{where}: label {name!r} runs along {d!r}, not the sample dim {sdim!r}"
+            )
     else:
-        name = next((k for k in LABEL_NAMES if k in group and k not in skip and isinstance(group[k], zarr.Array)
-                     and group[k].ndim == 1 and group[k].shape[0] == n
-                     and dims_of(group[k])[0] in (sdim, "dim_0")), None)
+        name = next(
+            (
+                k
+                for k in LABEL_NAMES
+                if k in group
+                and k not in skip
+                and isinstance(group[k], zarr.Array)
+                and group[k].ndim == 1
+                and group[k].shape[0] == n
+                and dims_of(group[k])[0] in (sdim, "dim_0")
+            ),
+            None,
+        )
         if name is None:
             return None, None, None
     y, classes = encode_labels(np.asarray(group[name][...]), where, name)
     return y, classes, name
 
 
-def open_foreign_zarr(node: Any, url: str, kwargs: Mapping[str, Any], *, variable: str | None,
-                      sample_dim: str | None, feature_dim: str | None, label: str | None) -> xr.Dataset:
+def open_foreign_zarr(
+    node: Any,
+    url: str,
+    kwargs: Mapping[str, Any],
+    *,
+    variable: str | None,
+    sample_dim: str | None,
+    feature_dim: str | None,
+    label: str | None,
+) -> xr.Dataset:
     """An fsdask dataset (lazy) from a Zarr group or array that fsdask did not write."""
     from fsdask.io.store import GuardedArray, safe_url
+
     where = safe_url(url)
     if isinstance(node, zarr.Array):
         group, name, arr = None, variable or "(root array)", node
@@ -171,16 +219,26 @@ def open_foreign_zarr(node: Any, url: str, kwargs: Mapping[str, Any], *, variabl
         group = node
         name, arr = _choose_variable(group, variable, where)
     if arr.ndim != 2:
-        raise InputError(f"{where}: variable {name!r} is {arr.ndim}-D (dims {dims_of(arr)}); fsdask needs a "
-                         "2-D (sample, feature) matrix; choose one with --variable")
+        raise InputError(
+            f"{where}: variable {name!r} is {arr.ndim}-D (dims {dims_of(arr)}); fsdask needs a "
+            "2-D (sample, feature) matrix; choose one with --variable"
+        )
     dtype = check_numeric(arr.dtype, where, name)
     dims = dims_of(arr)
     sdim, fdim = map_dims(dims, sample_dim, feature_dim, f"{where} (variable {name!r})")
     guarded = GuardedArray(arr, url if group is None else f"{url.rstrip('/')}/{name}")
     from dask.base import tokenize
-    X = da.from_array(guarded, chunks=arr.chunks, lock=False, asarray=False, fancy=False,
-                      meta=np.empty((0, 0), dtype=arr.dtype), inline_array=True,
-                      name="fsdask-foreign-" + tokenize(where, name, arr.shape, arr.chunks, str(arr.metadata)))
+
+    X = da.from_array(
+        guarded,
+        chunks=arr.chunks,
+        lock=False,
+        asarray=False,
+        fancy=False,
+        meta=np.empty((0, 0), dtype=arr.dtype),
+        inline_array=True,
+        name="fsdask-foreign-" + tokenize(where, name, arr.shape, arr.chunks, str(arr.metadata)),
+    )
     if dims.index(sdim) == 1:
         X = X.T
     if X.dtype != dtype:
@@ -192,7 +250,9 @@ def open_foreign_zarr(node: Any, url: str, kwargs: Mapping[str, Any], *, variabl
         coords = {"sample": _ids(group, sdim, n), "feature": _ids(group, fdim, p)}
         y, classes, lname = _label(group, label, sdim, n, where, skip={name})
     elif label is not None:
-        raise InputError(f"{where}: the store is a single array; there is no label variable {label!r}")
+        raise InputError(
+            f"{where}: the store is a single array; there is no label variable {label!r}"
+        )
     ds = xr.Dataset({"X": (("sample", "feature"), X)}, coords=coords)
     if y is not None:
         ds["y"] = ("sample", y)
@@ -201,8 +261,9 @@ def open_foreign_zarr(node: Any, url: str, kwargs: Mapping[str, Any], *, variabl
     if classes is not None:
         ds.attrs["class_names"] = classes
     fmt = arr.metadata.zarr_format
-    ds.attrs["foreign"] = (f"Zarr v{fmt} store not written by fsdask, opened read-only: X = {name!r} "
-                           f"({sdim} → sample, {fdim} → feature)"
-                           + (f", y = {lname!r}" if lname else ", no label"))
+    ds.attrs["foreign"] = (
+        f"Zarr v{fmt} store not written by fsdask, opened read-only: X = {name!r} "
+        f"({sdim} → sample, {fdim} → feature)" + (f", y = {lname!r}" if lname else ", no label")
+    )
     ds.attrs["source"] = where
     return ds

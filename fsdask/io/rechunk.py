@@ -47,6 +47,7 @@ def parse_bytes(value: Any) -> int | None:
     if value is None or isinstance(value, (int, np.integer)):
         return None if value is None else int(value)
     from dask.utils import parse_bytes as _pb
+
     try:
         return int(_pb(str(value)))
     except Exception:
@@ -73,9 +74,15 @@ def aligned_groups(stored: tuple[int, ...], block: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def to_feature_blocks(X: da.Array, *, where: str, memory_budget: int | None = None,
-                      chunk_bytes: int = DEFAULT_CHUNK_BYTES, rechunk_to: str | None = None,
-                      storage_options: Mapping[str, Any] | None = None) -> da.Array:
+def to_feature_blocks(
+    X: da.Array,
+    *,
+    where: str,
+    memory_budget: int | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    rechunk_to: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> da.Array:
     """``X`` (sample, feature) re-blocked to (all samples, feature block) within ``memory_budget``."""
     budget = memory_budget or DEFAULT_MEMORY_BUDGET
     n, p = X.shape
@@ -86,59 +93,91 @@ def to_feature_blocks(X: da.Array, *, where: str, memory_budget: int | None = No
     need = 2 * n * max(widths) * item  # the block and the concatenation that builds it
     if len(rows) == 1 and widths == cols:
         if need > budget:
-            raise InputError(f"{where}: a stored chunk of X is {_mib(n * max(cols) * item)}, over the memory "
-                             f"budget {_mib(budget)}; raise it (--memory-budget) or re-chunk the store")
+            raise InputError(
+                f"{where}: a stored chunk of X is {_mib(n * max(cols) * item)}, over the memory "
+                f"budget {_mib(budget)}; raise it (--memory-budget) or re-chunk the store"
+            )
         return X
     if need <= budget:
-        log.info("%s: re-blocking on the fly: stored chunks %s×%s → blocks of all %d samples × ~%d features "
-                 "(each stored chunk read once per pass)", where, rows[0], cols[0], n, widths[0])
+        log.info(
+            "%s: re-blocking on the fly: stored chunks %s×%s → blocks of all %d samples × ~%d features "
+            "(each stored chunk read once per pass)",
+            where,
+            rows[0],
+            cols[0],
+            n,
+            widths[0],
+        )
         return X.rechunk((n, widths))
-    return _copy(X, where=where, block=block, budget=budget, rechunk_to=rechunk_to,
-                 storage_options=storage_options)
+    return _copy(
+        X,
+        where=where,
+        block=block,
+        budget=budget,
+        rechunk_to=rechunk_to,
+        storage_options=storage_options,
+    )
 
 
 def _new_location(rechunk_to: str | None, storage_options) -> tuple[str, dict, bool]:
     """(URL, zarr kwargs, is_temporary) of the group that receives the copy."""
     from fsdask.io.store import _exists, _zarr_kwargs, safe_url
+
     if rechunk_to is None:
         tmp = tempfile.mkdtemp(prefix="fsdask-rechunk-")
         atexit.register(shutil.rmtree, tmp, True)  # a directory fsdask made, removed at exit
         return tmp, {}, True
     if _exists(rechunk_to, storage_options):
-        raise StoreError(f"{safe_url(rechunk_to)} already exists; --rechunk-to needs a new location "
-                         "(fsdask never replaces what it did not write)")
+        raise StoreError(
+            f"{safe_url(rechunk_to)} already exists; --rechunk-to needs a new location "
+            "(fsdask never replaces what it did not write)"
+        )
     return rechunk_to, _zarr_kwargs(rechunk_to, storage_options), False
 
 
 def _write(arr: da.Array, group: zarr.Group, name: str) -> zarr.Array:
-    out = group.create_array(name, shape=arr.shape, chunks=tuple(c[0] for c in arr.chunks), dtype=arr.dtype)
+    out = group.create_array(
+        name, shape=arr.shape, chunks=tuple(c[0] for c in arr.chunks), dtype=arr.dtype
+    )
     da.store(arr, out, lock=False)
     return out
 
 
-def _copy(X: da.Array, *, where: str, block: int, budget: int, rechunk_to: str | None,
-          storage_options) -> da.Array:
+def _copy(
+    X: da.Array, *, where: str, block: int, budget: int, rechunk_to: str | None, storage_options
+) -> da.Array:
     n, p = X.shape
     item = X.dtype.itemsize
     rows, cols = X.chunks
     stored = max(rows) * max(cols) * item
     if 2 * stored > budget:
-        raise InputError(f"{where}: a stored chunk of X is {_mib(stored)}, over half the memory budget "
-                         f"{_mib(budget)}; raise it (--memory-budget) or re-chunk the store with its own tool")
+        raise InputError(
+            f"{where}: a stored chunk of X is {_mib(stored)}, over half the memory budget "
+            f"{_mib(budget)}; raise it (--memory-budget) or re-chunk the store with its own tool"
+        )
     url, kwargs, temporary = _new_location(rechunk_to, storage_options)
     size = n * p * item
     stage1 = tuple(cols) != tuple([block] * (p // block) + ([p % block] if p % block else []))
     passes = 2 if stage1 else 1
-    log.warning("%s: X is stored in chunks of %d samples × %d features, not (all samples × feature block); "
-                "writing a rechunked copy to %s with dask.array.rechunk through an intermediate Zarr store "
-                "(memory per task ≤ %s). Cost: one extra pass — reads %s, writes %s. For many runs, "
-                "`fsdask ingest` the store once instead.", where, rows[0], cols[0],
-                "a temporary directory" if temporary else url, _mib(budget), _mib(passes * size),
-                _mib(passes * size))
+    log.warning(
+        "%s: X is stored in chunks of %d samples × %d features, not (all samples × feature block); "
+        "writing a rechunked copy to %s with dask.array.rechunk through an intermediate Zarr store "
+        "(memory per task ≤ %s). Cost: one extra pass — reads %s, writes %s. For many runs, "
+        "`fsdask ingest` the store once instead.",
+        where,
+        rows[0],
+        cols[0],
+        "a temporary directory" if temporary else url,
+        _mib(budget),
+        _mib(passes * size),
+        _mib(passes * size),
+    )
     t0 = time.perf_counter()
     group = zarr.open_group(url, mode="w-", zarr_format=3, **kwargs)
     src = X
-    if stage1:  # stage 1: feature chunking only — a task splits or merges stored chunks of one sample range
+    if (
+        stage1
+    ):  # stage 1: feature chunking only — a task splits or merges stored chunks of one sample range
         mid = _write(X.rechunk((rows, block)), group, "intermediate")
         src = da.from_array(mid, chunks=mid.chunks, lock=False, inline_array=True)
     final = _write(src.rechunk((n, block)), group, "X")  # stage 2: sample chunking only
@@ -146,6 +185,14 @@ def _copy(X: da.Array, *, where: str, block: int, budget: int, rechunk_to: str |
         del group["intermediate"]
     log.warning("%s: rechunked copy written in %.1f s", where, time.perf_counter() - t0)
     from fsdask.io.store import GuardedArray
+
     g = GuardedArray(final, os.path.join(url, "X") if temporary else f"{url.rstrip('/')}/X")
-    return da.from_array(g, chunks=final.chunks, lock=False, asarray=False, fancy=False,
-                         meta=np.empty((0, 0), dtype=final.dtype), inline_array=True)
+    return da.from_array(
+        g,
+        chunks=final.chunks,
+        lock=False,
+        asarray=False,
+        fancy=False,
+        meta=np.empty((0, 0), dtype=final.dtype),
+        inline_array=True,
+    )

@@ -42,7 +42,9 @@ def _zarr_kwargs(url: str, storage_options: Mapping[str, Any] | None) -> dict:
         try:
             import s3fs  # noqa: F401
         except ImportError as exc:
-            raise StoreError(f"{url}: s3:// needs s3fs; install the extra: pip install 'fsdask[s3]'") from exc
+            raise StoreError(
+                f"{url}: s3:// needs s3fs; install the extra: pip install 'fsdask[s3]'"
+            ) from exc
     return {"storage_options": dict(storage_options or {})}
 
 
@@ -64,7 +66,9 @@ def _endpoint(storage_options: Mapping[str, Any] | None) -> str | None:
     return so.get("endpoint_url") or (so.get("client_kwargs") or {}).get("endpoint_url")
 
 
-def check_reachable(url: str, storage_options: Mapping[str, Any] | None = None, timeout: float = 3.0) -> None:
+def check_reachable(
+    url: str, storage_options: Mapping[str, Any] | None = None, timeout: float = 3.0
+) -> None:
     """Fail fast with :class:`StoreError` when an explicit ``endpoint_url`` has nothing listening.
 
     Without this, botocore's and s3fs's retries take many seconds before reporting a
@@ -72,6 +76,7 @@ def check_reachable(url: str, storage_options: Mapping[str, Any] | None = None, 
     """
     import socket
     from urllib.parse import urlparse
+
     if _is_local(url):
         return
     ep = _endpoint(storage_options)
@@ -80,18 +85,23 @@ def check_reachable(url: str, storage_options: Mapping[str, Any] | None = None, 
     u = urlparse(ep)
     host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
     if not host:
-        raise StoreError(f"{safe_url(url)}: endpoint_url {ep!r} is not a URL; use e.g. http://host:9000")
+        raise StoreError(
+            f"{safe_url(url)}: endpoint_url {ep!r} is not a URL; use e.g. http://host:9000"
+        )
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass
     except OSError as exc:
-        raise StoreError(f"{safe_url(url)}: storage unreachable: nothing answers at {ep} "
-                         f"({type(exc).__name__}: {exc}); check endpoint_url and that the server "
-                         "is running and reachable from here") from None
+        raise StoreError(
+            f"{safe_url(url)}: storage unreachable: nothing answers at {ep} "
+            f"({type(exc).__name__}: {exc}); check endpoint_url and that the server "
+            "is running and reachable from here"
+        ) from None
 
 
 def _fs(url: str, storage_options: Mapping[str, Any] | None):
     import fsspec
+
     return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
 
 
@@ -105,14 +115,21 @@ def _exists(url: str, storage_options: Mapping[str, Any] | None) -> bool:
     except FileNotFoundError:
         return False
     except Exception as exc:
-        raise StoreError(f"{safe_url(url)}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
-                         f"{_storage_hint(url)}") from None
+        raise StoreError(
+            f"{safe_url(url)}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
+            f"{_storage_hint(url)}"
+        ) from None
 
 
 @contextlib.contextmanager
-def atomic_store(url: str, storage_options: Mapping[str, Any] | None = None, *,
-                 overwrite: bool = False, kind: str = "dataset",
-                 inputs: tuple = ()) -> Iterator[str]:
+def atomic_store(
+    url: str,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    overwrite: bool = False,
+    kind: str = "dataset",
+    inputs: tuple = (),
+) -> Iterator[str]:
     """Yield a place to write the store for ``url``; publish it only if the block succeeds.
 
     See :func:`fsdask.io.outputs.publish`: the existing output is replaced only if it is an
@@ -132,6 +149,7 @@ def checksum_encoding(names: Any, extra: Mapping[str, dict] | None = None) -> di
     whose bytes changed after writing fails to read instead of decoding to other numbers.
     """
     from zarr.codecs import ZstdCodec
+
     enc = {str(n): {"compressors": [ZstdCodec(level=0, checksum=True)]} for n in names}
     for n, e in (extra or {}).items():
         enc.setdefault(n, {}).update(e)
@@ -174,10 +192,14 @@ class GuardedArray:
         if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], slice)):
             return []
         from zarr.core.sync import sync
+
         start, stop, _ = key[1].indices(self.shape[1])
         width = self.array.chunks[1]
         store, prefix = self.array.store_path.store, self.array.store_path.path
-        keys = [self.array.metadata.encode_chunk_key((0, j)) for j in range(start // width, (stop - 1) // width + 1)]
+        keys = [
+            self.array.metadata.encode_chunk_key((0, j))
+            for j in range(start // width, (stop - 1) // width + 1)
+        ]
         keys = [f"{prefix}/{k}" if prefix else k for k in keys]
         return [k for k in keys if not sync(store.exists(k))]
 
@@ -185,35 +207,53 @@ class GuardedArray:
         try:
             block = np.asarray(self.array[key])
             # a chunk missing from the store reads as the fill value (NaN) without any error
-            missing = (self._missing_chunks(key) if block.size and block.dtype.kind == "f" and np.isnan(block).all()
-                       else [])
+            missing = (
+                self._missing_chunks(key)
+                if block.size and block.dtype.kind == "f" and np.isnan(block).all()
+                else []
+            )
             if missing:
-                raise StoreError(f"{self.url}: chunk(s) {', '.join(missing)} of X"
-                                 f"{self._where(key)} are missing from the store (deleted or never written); "
-                                 "re-create the store with `fsdask ingest`")
+                raise StoreError(
+                    f"{self.url}: chunk(s) {', '.join(missing)} of X"
+                    f"{self._where(key)} are missing from the store (deleted or never written); "
+                    "re-create the store with `fsdask ingest`"
+                )
             return block
         except (FsdaskError, MemoryError, KeyboardInterrupt):
             raise
         except Exception as exc:
             where = self._where(key)
             msg = str(exc).splitlines()[0] if str(exc) else ""
-            raise StoreError(f"{self.url}: cannot read X{where}: {type(exc).__name__}: {msg}; the chunk is "
-                             "corrupted or the storage failed — check the storage and retry, or re-create "
-                             "the store with `fsdask ingest`") from None
+            raise StoreError(
+                f"{self.url}: cannot read X{where}: {type(exc).__name__}: {msg}; the chunk is "
+                "corrupted or the storage failed — check the storage and retry, or re-create "
+                "the store with `fsdask ingest`"
+            ) from None
 
 
 def _storage_hint(url: str) -> str:
     if _is_local(url):
         return "check the path"
-    return ("check the URL, the endpoint and the credentials (environment variables or "
-            "--storage-option key=value), and that the bucket exists")
+    return (
+        "check the URL, the endpoint and the credentials (environment variables or "
+        "--storage-option key=value), and that the bucket exists"
+    )
 
 
-def open_dataset(url: Any, storage_options: Mapping[str, Any] | None = None, *,
-                 variable: str | None = None, sample_dim: str | None = None, feature_dim: str | None = None,
-                 label: str | None = None, rechunk_to: str | None = None, memory_budget: Any = None,
-                 nan_policy: str = "error", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 require_complete: bool = True) -> xr.Dataset:
+def open_dataset(
+    url: Any,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    variable: str | None = None,
+    sample_dim: str | None = None,
+    feature_dim: str | None = None,
+    label: str | None = None,
+    rechunk_to: str | None = None,
+    memory_budget: Any = None,
+    nan_policy: str = "error",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    require_complete: bool = True,
+) -> xr.Dataset:
     """Open a dataset lazily: an fsdask store, any Zarr v2/v3 store, an AnnData file/store or object.
 
     Parameters
@@ -250,42 +290,87 @@ def open_dataset(url: Any, storage_options: Mapping[str, Any] | None = None, *,
         attribute ``foreign`` saying so (shown by ``fsdask info``).
     """
     from fsdask.io import rechunk as _rechunk
+
     budget = _rechunk.parse_bytes(memory_budget)
     if not isinstance(url, (str, os.PathLike)):
         if type(url).__name__ == "AnnData":
             from fsdask.io.anndata import from_anndata
-            return from_anndata(url, variable=variable, label=label, chunk_bytes=chunk_bytes, nan_policy=nan_policy)
-        if hasattr(url, "tocsc") and hasattr(url, "nnz"):  # scipy.sparse: dense one feature block at a time
+
+            return from_anndata(
+                url, variable=variable, label=label, chunk_bytes=chunk_bytes, nan_policy=nan_policy
+            )
+        if hasattr(url, "tocsc") and hasattr(
+            url, "nnz"
+        ):  # scipy.sparse: dense one feature block at a time
             from fsdask.io.anndata import sparse_blocks
-            return xr.Dataset({"X": (("sample", "feature"), sparse_blocks(url, chunk_bytes))},
-                              coords={"sample": np.arange(url.shape[0]), "feature": np.arange(url.shape[1])},
-                              attrs={"source": f"in-memory {type(url).__name__}"})
-        raise InputError(f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
-                         f"got {type(url).__name__}")
+
+            return xr.Dataset(
+                {"X": (("sample", "feature"), sparse_blocks(url, chunk_bytes))},
+                coords={"sample": np.arange(url.shape[0]), "feature": np.arange(url.shape[1])},
+                attrs={"source": f"in-memory {type(url).__name__}"},
+            )
+        raise InputError(
+            f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
+            f"got {type(url).__name__}"
+        )
     url = os.fspath(url)
     shown = safe_url(url)
     if _is_local(url) and not os.path.exists(_local(url)):
-        raise StoreError(f"{url}: no such file or directory; give the path of a Zarr store, an .h5ad file "
-                         "or create a store with `fsdask ingest`")
+        raise StoreError(
+            f"{url}: no such file or directory; give the path of a Zarr store, an .h5ad file "
+            "or create a store with `fsdask ingest`"
+        )
     check_reachable(url, storage_options)
     if _is_hdf5(url):
         from fsdask.io.anndata import open_anndata
-        return open_anndata(url, storage_options, hdf5=True, variable=variable, label=label,
-                            chunk_bytes=chunk_bytes, nan_policy=nan_policy, rechunk_to=rechunk_to)
+
+        return open_anndata(
+            url,
+            storage_options,
+            hdf5=True,
+            variable=variable,
+            label=label,
+            chunk_bytes=chunk_bytes,
+            nan_policy=nan_policy,
+            rechunk_to=rechunk_to,
+        )
     node = _open_node(url, storage_options)
     attrs = dict(node.attrs) if node is not None else {}
     if node is None or COMPLETE_ATTR in attrs or FORMAT_ATTR in attrs or KIND_ATTR in attrs:
         return _open_fsdask(url, storage_options, require_complete=require_complete)
     from fsdask.io.anndata import is_anndata_group, open_anndata
+
     if is_anndata_group(node):
-        return open_anndata(url, storage_options, hdf5=False, variable=variable, label=label,
-                            chunk_bytes=chunk_bytes, nan_policy=nan_policy, rechunk_to=rechunk_to)
+        return open_anndata(
+            url,
+            storage_options,
+            hdf5=False,
+            variable=variable,
+            label=label,
+            chunk_bytes=chunk_bytes,
+            nan_policy=nan_policy,
+            rechunk_to=rechunk_to,
+        )
     from fsdask.io.foreign import open_foreign_zarr
+
     target = _local(url) if _is_local(url) else url
-    ds = open_foreign_zarr(node, target, _zarr_kwargs(url, storage_options), variable=variable,
-                           sample_dim=sample_dim, feature_dim=feature_dim, label=label)
-    X = _rechunk.to_feature_blocks(ds["X"].data, where=shown, memory_budget=budget, chunk_bytes=chunk_bytes,
-                                   rechunk_to=rechunk_to, storage_options=storage_options)
+    ds = open_foreign_zarr(
+        node,
+        target,
+        _zarr_kwargs(url, storage_options),
+        variable=variable,
+        sample_dim=sample_dim,
+        feature_dim=feature_dim,
+        label=label,
+    )
+    X = _rechunk.to_feature_blocks(
+        ds["X"].data,
+        where=shown,
+        memory_budget=budget,
+        chunk_bytes=chunk_bytes,
+        rechunk_to=rechunk_to,
+        storage_options=storage_options,
+    )
     ds["X"] = (("sample", "feature"), X)
     ds.attrs["store"] = shown
     return ds
@@ -311,13 +396,17 @@ def _open_node(url: str, storage_options: Mapping[str, Any] | None) -> Any:
         return None  # the fsdask path below reports why, with its established messages
 
 
-def _open_fsdask(url: str, storage_options: Mapping[str, Any] | None, *, require_complete: bool = True) -> xr.Dataset:
+def _open_fsdask(
+    url: str, storage_options: Mapping[str, Any] | None, *, require_complete: bool = True
+) -> xr.Dataset:
     """Open a store written by fsdask (Zarr v3, the completion marker checked)."""
     url = os.fspath(url)
     shown = safe_url(url)
     if _is_local(url) and not os.path.exists(_local(url)):
-        raise StoreError(f"{url}: no such file or directory; give the path of a Zarr store made by "
-                         "`fsdask ingest` or fsdask.write_dataset")
+        raise StoreError(
+            f"{url}: no such file or directory; give the path of a Zarr store made by "
+            "`fsdask ingest` or fsdask.write_dataset"
+        )
     check_reachable(url, storage_options)
     target = _local(url) if _is_local(url) else url
     kwargs = _zarr_kwargs(url, storage_options)
@@ -327,40 +416,59 @@ def _open_fsdask(url: str, storage_options: Mapping[str, Any] | None, *, require
         raise
     except (FileNotFoundError, KeyError) as exc:
         if _is_zarr_group(target, kwargs):
-            raise StoreError(f"{shown}: a Zarr store but not an fsdask dataset ({type(exc).__name__}: {exc}); "
-                             "create one with `fsdask ingest`") from None
-        raise StoreError(f"{shown}: not a Zarr v3 store ({type(exc).__name__}: {exc}); "
-                         f"{_storage_hint(url)}, or create it with `fsdask ingest`") from None
+            raise StoreError(
+                f"{shown}: a Zarr store but not an fsdask dataset ({type(exc).__name__}: {exc}); "
+                "create one with `fsdask ingest`"
+            ) from None
+        raise StoreError(
+            f"{shown}: not a Zarr v3 store ({type(exc).__name__}: {exc}); "
+            f"{_storage_hint(url)}, or create it with `fsdask ingest`"
+        ) from None
     except PermissionError as exc:
         raise StoreError(f"{shown}: access denied ({exc}); {_storage_hint(url)}") from None
     except OSError as exc:
-        raise StoreError(f"{shown}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
-                         f"{_storage_hint(url)}") from None
+        raise StoreError(
+            f"{shown}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
+            f"{_storage_hint(url)}"
+        ) from None
     except Exception as exc:
-        raise StoreError(f"{shown}: could not open as a Zarr v3 dataset ({type(exc).__name__}: {exc}); "
-                         f"{_storage_hint(url)}") from None
+        raise StoreError(
+            f"{shown}: could not open as a Zarr v3 dataset ({type(exc).__name__}: {exc}); "
+            f"{_storage_hint(url)}"
+        ) from None
     if "X" not in ds:
-        raise StoreError(f"{shown}: a Zarr store but not an fsdask dataset (no variable 'X'; found "
-                         f"{sorted(ds.data_vars) or 'nothing'}); create one with `fsdask ingest`")
+        raise StoreError(
+            f"{shown}: a Zarr store but not an fsdask dataset (no variable 'X'; found "
+            f"{sorted(ds.data_vars) or 'nothing'}); create one with `fsdask ingest`"
+        )
     if set(ds["X"].dims) != {"sample", "feature"}:
-        raise StoreError(f"{shown}: variable X has dims {ds['X'].dims}; expected ('sample', 'feature') — "
-                         "not an fsdask dataset; create one with `fsdask ingest`")
+        raise StoreError(
+            f"{shown}: variable X has dims {ds['X'].dims}; expected ('sample', 'feature') — "
+            "not an fsdask dataset; create one with `fsdask ingest`"
+        )
     if require_complete and not ds.attrs.get(COMPLETE_ATTR, False):
-        raise StoreError(f"{shown}: the store is incomplete (its write was interrupted or is still "
-                         "running); re-run the ingest/write that made it")
+        raise StoreError(
+            f"{shown}: the store is incomplete (its write was interrupted or is still "
+            "running); re-run the ingest/write that made it"
+        )
     ds["X"], verified = _guarded_X(ds, target, kwargs, url)
     for name in [v for v in ds.data_vars if v != "X"]:
         try:  # labels are small: read (and so verify) them now, with a clear error
             ds[name] = ds[name].load()
         except Exception as exc:
             msg = str(exc).splitlines()[0] if str(exc) else ""
-            raise StoreError(f"{shown}: cannot read {name!r} ({type(exc).__name__}: {msg}); the chunk is "
-                             "corrupted or the storage failed — re-create the store with `fsdask ingest`") from None
+            raise StoreError(
+                f"{shown}: cannot read {name!r} ({type(exc).__name__}: {msg}); the chunk is "
+                "corrupted or the storage failed — re-create the store with `fsdask ingest`"
+            ) from None
     ds.attrs["store"] = shown
     ds.attrs["verified"] = bool(verified)
     if not verified:
-        log.warning("%s: written without chunk checksums (before fsdask 0.2?): reads are unverified; "
-                    "`fsdask verify` checks it against its fingerprint, re-ingesting adds checksums", shown)
+        log.warning(
+            "%s: written without chunk checksums (before fsdask 0.2?): reads are unverified; "
+            "`fsdask verify` checks it against its fingerprint, re-ingesting adds checksums",
+            shown,
+        )
     return plain_strings(ds)
 
 
@@ -371,7 +479,9 @@ def plain_strings(ds: xr.Dataset) -> xr.Dataset:
     ("cannot cast dtype StringDType() to StrDType") and which older pandas code does not
     expect; feature and sample ids are converted once here, lazily for dask-backed variables.
     """
-    fixed = {name: var.astype(object) for name, var in ds.variables.items() if var.dtype.kind == "T"}
+    fixed = {
+        name: var.astype(object) for name, var in ds.variables.items() if var.dtype.kind == "T"
+    }
     if not fixed:
         return ds
     coords = {k: v for k, v in fixed.items() if k in ds.coords}
@@ -391,18 +501,31 @@ def _guarded_X(ds: xr.Dataset, target: str, kwargs: dict, url: str) -> tuple[xr.
     """X as a dask array read through :class:`GuardedArray` (chunks = the stored chunks), and
     whether its chunks are checksummed."""
     from dask.base import tokenize
+
     try:
         arr = zarr.open_group(target, mode="r", zarr_format=3, **kwargs)["X"]
     except Exception as exc:
-        raise StoreError(f"{safe_url(url)}: cannot open X ({type(exc).__name__}: {exc}); "
-                         f"{_storage_hint(url)}") from None
+        raise StoreError(
+            f"{safe_url(url)}: cannot open X ({type(exc).__name__}: {exc}); {_storage_hint(url)}"
+        ) from None
     dims = tuple(arr.metadata.dimension_names or ds["X"].dims)
     guarded = GuardedArray(arr, url)
-    name = "fsdask-X-" + tokenize(safe_url(url), ds.attrs.get("fingerprint"), ds.attrs.get("created"),
-                                  arr.shape, arr.chunks)
-    data = da.from_array(guarded, chunks=arr.chunks, name=name, lock=False, asarray=False, fancy=False,
-                         meta=np.empty((0, 0), dtype=guarded.dtype), inline_array=True)
-    X = xr.DataArray(data, dims=dims, coords={d: ds[d] for d in dims if d in ds.coords}, attrs=ds["X"].attrs)
+    name = "fsdask-X-" + tokenize(
+        safe_url(url), ds.attrs.get("fingerprint"), ds.attrs.get("created"), arr.shape, arr.chunks
+    )
+    data = da.from_array(
+        guarded,
+        chunks=arr.chunks,
+        name=name,
+        lock=False,
+        asarray=False,
+        fancy=False,
+        meta=np.empty((0, 0), dtype=guarded.dtype),
+        inline_array=True,
+    )
+    X = xr.DataArray(
+        data, dims=dims, coords={d: ds[d] for d in dims if d in ds.coords}, attrs=ds["X"].attrs
+    )
     X.encoding = ds["X"].encoding
     return X.transpose("sample", "feature"), is_checksummed(arr)
 
@@ -414,7 +537,10 @@ def _block_digests(X: da.Array) -> da.Array:
     def digest(b: np.ndarray) -> np.ndarray:
         h = hashlib.blake2b(np.ascontiguousarray(b).tobytes(), digest_size=16).digest()
         return np.frombuffer(h, dtype=np.uint8)[None, :]
-    return X.map_blocks(digest, chunks=((1,), (16,) * len(X.chunks[1])), dtype=np.uint8).reshape(-1, 16)
+
+    return X.map_blocks(digest, chunks=((1,), (16,) * len(X.chunks[1])), dtype=np.uint8).reshape(
+        -1, 16
+    )
 
 
 def combine_digests(digests: np.ndarray, shape: tuple, dtype: Any) -> str:
@@ -425,7 +551,9 @@ def combine_digests(digests: np.ndarray, shape: tuple, dtype: Any) -> str:
     return h.hexdigest()
 
 
-def verify_dataset(url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> dict:
+def verify_dataset(
+    url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None
+) -> dict:
     """Re-read every block of X and compare its digest with the one recorded at write time.
 
     Returns ``{"fingerprint", "blocks", "checksummed"}``; raises :class:`StoreError` naming the
@@ -435,21 +563,36 @@ def verify_dataset(url: str | os.PathLike, storage_options: Mapping[str, Any] | 
     shown = ds.attrs["store"]
     recorded = ds.attrs.get("fingerprint")
     if not recorded:
-        raise StoreError(f"{shown}: no recorded fingerprint, so there is nothing to verify against; "
-                         "re-create the store with `fsdask ingest`")
+        raise StoreError(
+            f"{shown}: no recorded fingerprint, so there is nothing to verify against; "
+            "re-create the store with `fsdask ingest`"
+        )
     X = ds["X"].data
     digests = _block_digests(X).compute()
     computed = combine_digests(digests, X.shape, X.dtype)
     if computed != recorded:
         bounds = np.cumsum((0,) + X.chunks[1])
         stored = ds.attrs.get("block_digests")
-        bad = [j for j in range(len(X.chunks[1]))
-               if stored and stored[32 * j:32 * (j + 1)] != digests[j].tobytes().hex()]
-        where = (", ".join(f"{bounds[j]}–{bounds[j + 1] - 1}" for j in bad[:5]) + (" …" if len(bad) > 5 else "")
-                 if bad else "unknown (no per-block digests recorded)")
-        raise StoreError(f"{shown}: content differs from what was written (fingerprint {computed} ≠ recorded "
-                         f"{recorded}); features {where}; re-create the store with `fsdask ingest`")
-    return {"fingerprint": computed, "blocks": len(X.chunks[1]), "checksummed": bool(ds.attrs["verified"])}
+        bad = [
+            j
+            for j in range(len(X.chunks[1]))
+            if stored and stored[32 * j : 32 * (j + 1)] != digests[j].tobytes().hex()
+        ]
+        where = (
+            ", ".join(f"{bounds[j]}–{bounds[j + 1] - 1}" for j in bad[:5])
+            + (" …" if len(bad) > 5 else "")
+            if bad
+            else "unknown (no per-block digests recorded)"
+        )
+        raise StoreError(
+            f"{shown}: content differs from what was written (fingerprint {computed} ≠ recorded "
+            f"{recorded}); features {where}; re-create the store with `fsdask ingest`"
+        )
+    return {
+        "fingerprint": computed,
+        "blocks": len(X.chunks[1]),
+        "checksummed": bool(ds.attrs["verified"]),
+    }
 
 
 def dataset_fingerprint(X: da.Array | np.ndarray) -> str:
@@ -460,9 +603,10 @@ def dataset_fingerprint(X: da.Array | np.ndarray) -> str:
 
 def _provenance(source: str, X: da.Array, extra: Mapping[str, Any] | None = None) -> dict:
     from fsdask import __version__
+
     attrs = {
         "source": str(source),
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "fsdask_version": __version__,
         "shape": [int(s) for s in X.shape],
         "dtype": str(X.dtype),
@@ -500,7 +644,11 @@ def write_dataset(
     n, p = X.shape
     block = block or feature_block_size(n, X.dtype.itemsize, chunk_bytes)
     block = min(block, p)
-    data = X.data if isinstance(X.data, da.Array) else da.from_array(np.asarray(X.data), chunks=(n, block))
+    data = (
+        X.data
+        if isinstance(X.data, da.Array)
+        else da.from_array(np.asarray(X.data), chunks=(n, block))
+    )
     data = data.rechunk((n, block))
     out = xr.Dataset(coords={k: v for k, v in ds.coords.items()})
     out["X"] = (("sample", "feature"), data)
@@ -514,29 +662,47 @@ def write_dataset(
             out = out.assign_coords({c: np.array([str(v) for v in out[c].values], dtype=object)})
     # the format attribute goes in first, so an interrupted write is recognisable as fsdask's
     # (and refused as incomplete) rather than opened as a foreign store
-    out.attrs = {**{k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR}, FORMAT_ATTR: FORMAT_VERSION}
+    out.attrs = {
+        **{k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR},
+        FORMAT_ATTR: FORMAT_VERSION,
+    }
     encoding = checksum_encoding(out.variables, {"X": {"chunks": (n, block)}})
     kwargs = _zarr_kwargs(url, storage_options)
     with atomic_store(url, storage_options, overwrite=overwrite, inputs=inputs) as target:
         try:
-            write = out.to_zarr(target, mode="w", zarr_format=3, consolidated=False, encoding=encoding,
-                                compute=False, **kwargs)
+            write = out.to_zarr(
+                target,
+                mode="w",
+                zarr_format=3,
+                consolidated=False,
+                encoding=encoding,
+                compute=False,
+                **kwargs,
+            )
             _, digests = dask.compute(write, _block_digests(data))
         except (PermissionError, OSError) as exc:
             if isinstance(exc, FsdaskError):
                 raise
-            raise StoreError(f"{safe_url(url)}: could not write ({type(exc).__name__}: {exc}); "
-                             f"{_storage_hint(url)}") from None
+            raise StoreError(
+                f"{safe_url(url)}: could not write ({type(exc).__name__}: {exc}); "
+                f"{_storage_hint(url)}"
+            ) from None
         fingerprint = combine_digests(digests, data.shape, data.dtype)
         final_attrs = _provenance(source, data, attrs)
-        final_attrs.update({"fingerprint": fingerprint, "chunk_features": int(block),
-                            "block_digests": np.ascontiguousarray(digests).tobytes().hex()})
+        final_attrs.update(
+            {
+                "fingerprint": fingerprint,
+                "chunk_features": int(block),
+                "block_digests": np.ascontiguousarray(digests).tobytes().hex(),
+            }
+        )
         mark_complete(target, kwargs, {**out.attrs, **final_attrs})
     return fingerprint
 
 
-def mark_complete(target: str, zarr_kwargs: Mapping[str, Any], attrs: Mapping[str, Any],
-                  kind: str = "dataset") -> None:
+def mark_complete(
+    target: str, zarr_kwargs: Mapping[str, Any], attrs: Mapping[str, Any], kind: str = "dataset"
+) -> None:
     """Write the final attributes and, last, the completion marker and the output's kind."""
     group = zarr.open_group(target, mode="r+", zarr_format=3, **zarr_kwargs)
     group.attrs.update(dict(attrs))
@@ -563,9 +729,15 @@ def describe(ds: xr.Dataset, url: str = "") -> str:
             names = ds.attrs.get("class_names")
             parts = []
             for v, c in zip(vals, counts):
-                label = names[int(v)] if names is not None and y.dtype.kind in "iu" and 0 <= v < len(names) else v
+                label = (
+                    names[int(v)]
+                    if names is not None and y.dtype.kind in "iu" and 0 <= v < len(names)
+                    else v
+                )
                 parts.append(f"{label}: {c}")
-            lines.append(f"y         {len(vals)} classes ({', '.join(parts[:12])}{' …' if len(parts) > 12 else ''})")
+            lines.append(
+                f"y         {len(vals)} classes ({', '.join(parts[:12])}{' …' if len(parts) > 12 else ''})"
+            )
         else:
             lines.append(f"y         continuous, mean {np.nanmean(y):.4g}, sd {np.nanstd(y):.4g}")
     else:

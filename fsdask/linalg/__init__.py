@@ -14,26 +14,42 @@
 Methods say *what* is computed; these functions say *how* the big matrix is swept.
 """
 
-from fsdask.linalg.reductions import (map_features, sum_over_blocks, map_and_sum, feature_dot, row_dot,
-                                      row_dot_summary, row_l1_bound, row_l1_norms,
-                                      row_l1_norms_screened)
-from fsdask.linalg.pairwise import (
-    sample_pairwise,
-    feature_kernel_matmul,
-    pairwise_block,
-)
 from fsdask.linalg.absdiff import (
-    weighted_manhattan,
+    absdiff_transform,
+    manhattan_over_blocks,
     pi_weighted_absdiff,
     weighted_absdiff_sum,
-    manhattan_over_blocks,
-    absdiff_transform,
+    weighted_manhattan,
 )
-from fsdask.linalg.tsqr import (tall_skinny_qr, tall_skinny_svd, khatri_rao, khatri_rao_gram, khatri_rao_gram_block,
-                                khatri_rao_matvec, khatri_rao_rmatvec, gram_factor)
-from fsdask.linalg.eigen import leading_eigh, dask_operator
-from fsdask.linalg.prox import l1_ball_thresholds, project_l1_ball_rows, prox_linf_rows
+from fsdask.linalg.eigen import dask_operator, leading_eigh
 from fsdask.linalg.execution import Execution, fits, memory_budget
+from fsdask.linalg.pairwise import (
+    feature_kernel_matmul,
+    pairwise_block,
+    sample_pairwise,
+)
+from fsdask.linalg.prox import l1_ball_thresholds, project_l1_ball_rows, prox_linf_rows
+from fsdask.linalg.reductions import (
+    feature_dot,
+    map_and_sum,
+    map_features,
+    row_dot,
+    row_dot_summary,
+    row_l1_bound,
+    row_l1_norms,
+    row_l1_norms_screened,
+    sum_over_blocks,
+)
+from fsdask.linalg.tsqr import (
+    gram_factor,
+    khatri_rao,
+    khatri_rao_gram,
+    khatri_rao_gram_block,
+    khatri_rao_matvec,
+    khatri_rao_rmatvec,
+    tall_skinny_qr,
+    tall_skinny_svd,
+)
 
 __all__ = [
     "map_features",

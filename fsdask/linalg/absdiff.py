@@ -144,8 +144,9 @@ def weighted_manhattan(x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray
     return _manhattan_sym(x, w, _TILE)
 
 
-def pi_weighted_absdiff(x: np.ndarray, Pi: np.ndarray, dtype=np.float64,
-                        drop_below: float = DROP_BELOW) -> np.ndarray:
+def pi_weighted_absdiff(
+    x: np.ndarray, Pi: np.ndarray, dtype=np.float64, drop_below: float = DROP_BELOW
+) -> np.ndarray:
     """``z_nj = Σ_i Π_ni |x_nj − x_ij|`` for one block x.
 
     Entries with ``|Π_ni| ≤ drop_below`` are skipped; when most are (a narrow kernel, or
@@ -176,7 +177,9 @@ def pi_weighted_absdiff(x: np.ndarray, Pi: np.ndarray, dtype=np.float64,
     return _pi_absdiff_t(xt, Pi).T.astype(dtype, copy=False)
 
 
-def weighted_absdiff_sum(x: np.ndarray, C: np.ndarray, drop_below: float = DROP_BELOW) -> np.ndarray:
+def weighted_absdiff_sum(
+    x: np.ndarray, C: np.ndarray, drop_below: float = DROP_BELOW
+) -> np.ndarray:
     """``g_j = Σ_n Σ_i C_ni |x_nj − x_ij|`` for one block x.
 
     E.g. ``C = diag(s) Π`` gives ``Σ_n s_n z̄_n(j)`` (Logo's gradient) without forming z̄.
@@ -203,8 +206,9 @@ def weighted_absdiff_sum(x: np.ndarray, C: np.ndarray, drop_below: float = DROP_
     return _weighted_absdiff_sum_dense(xt, np.ascontiguousarray(C))
 
 
-def manhattan_over_blocks(X: da.Array, w: np.ndarray | da.Array | None = None,
-                          split_every: int | None = 8) -> da.Array:
+def manhattan_over_blocks(
+    X: da.Array, w: np.ndarray | da.Array | None = None, split_every: int | None = 8
+) -> da.Array:
     """Weighted Manhattan distances of X, tree-summed over feature blocks (one pass).
 
     Parameters
@@ -219,9 +223,17 @@ def manhattan_over_blocks(X: da.Array, w: np.ndarray | da.Array | None = None,
     """
     n = X.shape[0]
     if w is None:
-        return sum_over_blocks(lambda xb: weighted_manhattan(xb), X, shape=(n, n), split_every=split_every)
-    wd = w if isinstance(w, da.Array) else da.from_array(np.asarray(w, dtype=np.float64), chunks=(X.chunks[1],))
-    return sum_over_blocks(lambda xb, wb: weighted_manhattan(xb, wb), X, wd, shape=(n, n), split_every=split_every)
+        return sum_over_blocks(
+            lambda xb: weighted_manhattan(xb), X, shape=(n, n), split_every=split_every
+        )
+    wd = (
+        w
+        if isinstance(w, da.Array)
+        else da.from_array(np.asarray(w, dtype=np.float64), chunks=(X.chunks[1],))
+    )
+    return sum_over_blocks(
+        lambda xb, wb: weighted_manhattan(xb, wb), X, wd, shape=(n, n), split_every=split_every
+    )
 
 
 def absdiff_transform(X: da.Array, Pi: np.ndarray, dtype=None) -> da.Array:
@@ -240,4 +252,6 @@ def absdiff_transform(X: da.Array, Pi: np.ndarray, dtype=None) -> da.Array:
     """
     dtype = np.dtype(dtype or np.result_type(X.dtype, np.float32))
     Pi = np.asarray(Pi, dtype=np.float64)
-    return map_features(lambda xb: pi_weighted_absdiff(xb, Pi, dtype), X, out_rows=X.shape[0], dtype=dtype)
+    return map_features(
+        lambda xb: pi_weighted_absdiff(xb, Pi, dtype), X, out_rows=X.shape[0], dtype=dtype
+    )

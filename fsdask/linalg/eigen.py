@@ -8,7 +8,9 @@ import numpy as np
 import scipy.sparse.linalg as sla
 
 
-def dask_operator(matvec: Callable[[np.ndarray], np.ndarray], n: int, dtype=np.float64) -> sla.LinearOperator:
+def dask_operator(
+    matvec: Callable[[np.ndarray], np.ndarray], n: int, dtype=np.float64
+) -> sla.LinearOperator:
     """A scipy ``LinearOperator`` (symmetric) whose ``matvec`` may run a dask graph.
 
     Parameters
@@ -23,6 +25,7 @@ def dask_operator(matvec: Callable[[np.ndarray], np.ndarray], n: int, dtype=np.f
     -------
     scipy.sparse.linalg.LinearOperator (n, n), with ``matmat`` as n mat-vecs.
     """
+
     def mv(v):
         return np.asarray(matvec(np.asarray(v).ravel()), dtype=dtype).ravel()
 
@@ -70,7 +73,11 @@ def leading_eigh(
     Memory: O(n·ncv) Lanczos vectors (n² for the tiny-n path); each mat-vec is one pass.
     """
     if n <= 64 or k >= n - 1:
-        A = matmat(np.eye(n)) if matmat is not None else np.column_stack([matvec(e) for e in np.eye(n)])
+        A = (
+            matmat(np.eye(n))
+            if matmat is not None
+            else np.column_stack([matvec(e) for e in np.eye(n)])
+        )
         A = (A + A.T) / 2
         w, V = np.linalg.eigh(A)
         key = {"LA": -w, "SA": w, "LM": -np.abs(w)}[which]

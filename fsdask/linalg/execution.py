@@ -188,8 +188,11 @@ class DaskBackend(ArrayBackend):
         return [da.from_array(np.asarray(v), chunks=(*v.shape[:-1], x.chunks[1])) for v in vectors]
 
     def map_columns(self, fn, x, *vectors, out_rows=None, dtype=np.float64):
-        return compute_blocks(map_features(   # joined on the client, not in one task
-            fn, x, *self._aligned(x, vectors), out_rows=out_rows, dtype=dtype))[0]
+        return compute_blocks(
+            map_features(  # joined on the client, not in one task
+                fn, x, *self._aligned(x, vectors), out_rows=out_rows, dtype=dtype
+            )
+        )[0]
 
     def sum_columns(self, fn, x, *vectors, shape):
         return sum_over_blocks(fn, x, *self._aligned(x, vectors), shape=shape).compute()

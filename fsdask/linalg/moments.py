@@ -51,7 +51,7 @@ def _moments_kernel(xb, codes, counts, w, mean, m2, dot, scr):  # pragma: no cov
         lo[:] = np.inf
         hi[:] = -np.inf
         for i in range(n):  # sweep 1: class sums, the weighted sum wᵀx, min, max
-            row = xb[i, j0:j0 + width]
+            row = xb[i, j0 : j0 + width]
             sc = s[codes[i]]
             wi = w[i]
             for t in range(width):
@@ -65,7 +65,7 @@ def _moments_kernel(xb, codes, counts, w, mean, m2, dot, scr):  # pragma: no cov
             for t in range(width):
                 s[c, t] *= inv
         for i in range(n):  # sweep 2: centred squares within each class (two-pass variance)
-            row = xb[i, j0:j0 + width]
+            row = xb[i, j0 : j0 + width]
             sc = s[codes[i]]
             qc = q[codes[i]]
             for t in range(width):
@@ -84,8 +84,12 @@ def _moments_kernel(xb, codes, counts, w, mean, m2, dot, scr):  # pragma: no cov
                 m2[c, j0 + t] = q[c, t]
 
 
-def class_moments(xb: np.ndarray, codes: np.ndarray | None = None, n_classes: int = 1,
-                  weights: np.ndarray | None = None) -> Moments:
+def class_moments(
+    xb: np.ndarray,
+    codes: np.ndarray | None = None,
+    n_classes: int = 1,
+    weights: np.ndarray | None = None,
+) -> Moments:
     """Moments of every column of the (samples × features) block ``xb``.
 
     Parameters

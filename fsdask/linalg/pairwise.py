@@ -34,8 +34,9 @@ def _weighted_manhattan(A: np.ndarray, B: np.ndarray, w: np.ndarray) -> np.ndarr
     return out
 
 
-def pairwise_block(A: np.ndarray, B: np.ndarray, metric: Metric = "sqeuclidean",
-                   weights: np.ndarray | None = None) -> np.ndarray:
+def pairwise_block(
+    A: np.ndarray, B: np.ndarray, metric: Metric = "sqeuclidean", weights: np.ndarray | None = None
+) -> np.ndarray:
     """Partial pairwise matrix between the rows of A and B over one block of columns.
 
     ``(D)_{ik} = Σ_j w_j d(a_ij, b_kj)`` with d = |·| (manhattan), (·)² (sqeuclidean) or the
@@ -57,7 +58,9 @@ def pairwise_block(A: np.ndarray, B: np.ndarray, metric: Metric = "sqeuclidean",
     B = np.asarray(B, dtype=np.float64)
     w = np.ones(A.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
     if metric == "manhattan":
-        return _weighted_manhattan(np.ascontiguousarray(A), np.ascontiguousarray(B), np.ascontiguousarray(w))
+        return _weighted_manhattan(
+            np.ascontiguousarray(A), np.ascontiguousarray(B), np.ascontiguousarray(w)
+        )
     if metric == "sqeuclidean":
         Aw = A * w
         d = (Aw * A).sum(1)[:, None] + (B * B * w).sum(1)[None, :] - 2.0 * Aw @ B.T
@@ -67,8 +70,12 @@ def pairwise_block(A: np.ndarray, B: np.ndarray, metric: Metric = "sqeuclidean",
     raise ValueError(f"unknown metric {metric!r}; use 'manhattan', 'sqeuclidean' or 'dot'")
 
 
-def sample_pairwise(X: da.Array, metric: Metric = "sqeuclidean", weights: da.Array | np.ndarray | None = None,
-                    split_every: int | None = 8) -> da.Array:
+def sample_pairwise(
+    X: da.Array,
+    metric: Metric = "sqeuclidean",
+    weights: da.Array | np.ndarray | None = None,
+    split_every: int | None = 8,
+) -> da.Array:
     """N × N matrix between samples, summed over feature blocks (one pass).
 
     ``weights`` (per feature) gives the weighted distances of Logo:
@@ -88,18 +95,33 @@ def sample_pairwise(X: da.Array, metric: Metric = "sqeuclidean", weights: da.Arr
     """
     n = X.shape[0]
     if weights is None:
-        return sum_over_blocks(lambda xb: pairwise_block(xb, xb, metric), X, shape=(n, n), split_every=split_every)
-    w = weights if isinstance(weights, da.Array) else da.from_array(np.asarray(weights, dtype=np.float64),
-                                                                    chunks=(X.chunks[1],))
-    return sum_over_blocks(lambda xb, wb: pairwise_block(xb, xb, metric, wb), X, w, shape=(n, n),
-                           split_every=split_every)
+        return sum_over_blocks(
+            lambda xb: pairwise_block(xb, xb, metric), X, shape=(n, n), split_every=split_every
+        )
+    w = (
+        weights
+        if isinstance(weights, da.Array)
+        else da.from_array(np.asarray(weights, dtype=np.float64), chunks=(X.chunks[1],))
+    )
+    return sum_over_blocks(
+        lambda xb, wb: pairwise_block(xb, xb, metric, wb),
+        X,
+        w,
+        shape=(n, n),
+        split_every=split_every,
+    )
 
 
 KernelFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def feature_kernel_matmul(X: da.Array, kernel: KernelFn, B: np.ndarray | da.Array, tile: int = 2048,
-                          split_every: int | None = 8) -> da.Array:
+def feature_kernel_matmul(
+    X: da.Array,
+    kernel: KernelFn,
+    B: np.ndarray | da.Array,
+    tile: int = 2048,
+    split_every: int | None = 8,
+) -> da.Array:
     """``V @ B`` where ``V[i, j] = kernel(X[:, i], X[:, j])`` — never storing V.
 
     Parameters
@@ -130,13 +152,16 @@ def feature_kernel_matmul(X: da.Array, kernel: KernelFn, B: np.ndarray | da.Arra
     def tile_fn(xi, xj, bj):
         v = np.asarray(kernel(xi, xj))
         if v.shape != (xi.shape[1], xj.shape[1]):
-            raise ValueError(f"kernel returned shape {v.shape}; expected ({xi.shape[1]}, {xj.shape[1]}) "
-                             "for two column blocks of (sample × features)")
+            raise ValueError(
+                f"kernel returned shape {v.shape}; expected ({xi.shape[1]}, {xj.shape[1]}) "
+                "for two column blocks of (sample × features)"
+            )
         return (v @ bj)[:, None, :]
 
     with warnings.catch_warnings():  # (tiles × tiles) tasks is the point here
         warnings.simplefilter("ignore", da.PerformanceWarning)
-        parts = blockwise_whole(tile_fn, "ijk", Xt, "si", Xt, "sj", Bt, "jk",
-                                adjust_chunks={"j": 1}, dtype=np.float64)
+        parts = blockwise_whole(
+            tile_fn, "ijk", Xt, "si", Xt, "sj", Bt, "jk", adjust_chunks={"j": 1}, dtype=np.float64
+        )
     out = parts.sum(axis=1, split_every=split_every)
     return out[:, 0] if squeeze else out

@@ -24,9 +24,9 @@ def _threshold(v: np.ndarray, tau: float, buf: np.ndarray) -> float:  # pragma: 
     for j in range(p):
         s += abs(v[j])
     if s <= tau:
-        return 0.0                          # inside the ball: θ = 0
+        return 0.0  # inside the ball: θ = 0
     th = (s - tau) / p
-    cnt = 0                                 # first pass: keep the entries above θ₀ in buf
+    cnt = 0  # first pass: keep the entries above θ₀ in buf
     s = 0.0
     for j in range(p):
         a = abs(v[j])
@@ -34,10 +34,10 @@ def _threshold(v: np.ndarray, tau: float, buf: np.ndarray) -> float:  # pragma: 
             buf[cnt] = a
             cnt += 1
             s += a
-    if cnt == 0:                            # all |v_j| equal and τ = 0: θ = that value
+    if cnt == 0:  # all |v_j| equal and τ = 0: θ = that value
         return th
     th = (s - tau) / cnt
-    while True:                             # later passes only over buf, compacted in place
+    while True:  # later passes only over buf, compacted in place
         c2 = 0
         s2 = 0.0
         for j in range(cnt):
@@ -138,8 +138,9 @@ def prox_linf_rows(V: np.ndarray, tau: float | np.ndarray) -> np.ndarray:
     return np.clip(V, -th, th)
 
 
-def prox_linf_grad_step(Y: np.ndarray, G: np.ndarray, A: np.ndarray, c: np.ndarray,
-                        tau: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def prox_linf_grad_step(
+    Y: np.ndarray, G: np.ndarray, A: np.ndarray, c: np.ndarray, tau: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """One proximal-gradient step on every row, fused into one pass.
 
     ``A⁺_i = prox_{τ_i‖·‖_∞}(Y_i − c_i G_i)`` (G the gradient at Y, c_i the step of row i),
@@ -153,8 +154,15 @@ def prox_linf_grad_step(Y: np.ndarray, G: np.ndarray, A: np.ndarray, c: np.ndarr
     An = np.empty((k, p))
     dots = np.empty(k)
     f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
-    _prox_grad_rows(f64(Y), f64(G), f64(A), f64(np.broadcast_to(c, (k,))),
-                    f64(np.broadcast_to(tau, (k,))), An, dots)
+    _prox_grad_rows(
+        f64(Y),
+        f64(G),
+        f64(A),
+        f64(np.broadcast_to(c, (k,))),
+        f64(np.broadcast_to(tau, (k,))),
+        An,
+        dots,
+    )
     return An, dots
 
 

@@ -15,9 +15,9 @@ from typing import Any, Callable, Sequence
 
 import dask
 import dask.array as da
-from dask.array.core import concatenate3
 import numba
 import numpy as np
+from dask.array.core import concatenate3
 
 #: up to this many columns of C, ``Cᵀ X_b`` and the range run as one fused numba sweep
 _FUSED_MAX_R = 8
@@ -34,14 +34,18 @@ def _whole(x: Any) -> Any:
     return np.ascontiguousarray(x) if isinstance(x, np.ndarray) else x
 
 
-def blockwise_whole(func: Callable[..., np.ndarray], out_ind: str, *arg_pairs: Any, **kwargs: Any) -> da.Array:
+def blockwise_whole(
+    func: Callable[..., np.ndarray], out_ind: str, *arg_pairs: Any, **kwargs: Any
+) -> da.Array:
     """``da.blockwise`` for inputs with ONE chunk along every contracted axis (samples).
 
     ``concatenate=True`` would call ``concatenate3`` on a one-element list — a full copy of
     every block; here the block is handed to ``func`` as it is.
     """
+
     def call(*blocks: Any, **kw: Any) -> np.ndarray:
         return func(*(_whole(b) for b in blocks), **kw)
+
     return da.blockwise(call, out_ind, *arg_pairs, concatenate=False, **kwargs)
 
 
@@ -58,7 +62,9 @@ def compute_blocks(*arrays: Any) -> tuple:
     """
     # split without optimising: arrays that share X keep sharing its read tasks (optimised
     # one by one, each would fuse its own read of every block: one pass per array)
-    grids = [a.to_delayed(optimize_graph=False) if isinstance(a, da.Array) else None for a in arrays]
+    grids = [
+        a.to_delayed(optimize_graph=False) if isinstance(a, da.Array) else None for a in arrays
+    ]
     flat = [d for g in grids if g is not None for d in g.ravel()]
     parts = iter(dask.compute(*flat) if flat else ())
     out = []
@@ -75,8 +81,10 @@ def compute_blocks(*arrays: Any) -> tuple:
 
 def _check_blocks(X: da.Array) -> None:
     if len(X.chunks[0]) != 1:
-        raise ValueError("X must be chunked as (all samples, feature block); "
-                         "use fsdask._validation.as_feature_blocks(X)")
+        raise ValueError(
+            "X must be chunked as (all samples, feature block); "
+            "use fsdask._validation.as_feature_blocks(X)"
+        )
 
 
 def map_features(
@@ -117,7 +125,9 @@ def map_features(
     else:
         ind = "rj"
         new_axes = {"r": out_rows}
-    return blockwise_whole(func, ind, *_arg_pairs(X, args), new_axes=new_axes, dtype=dtype, **kwargs)
+    return blockwise_whole(
+        func, ind, *_arg_pairs(X, args), new_axes=new_axes, dtype=dtype, **kwargs
+    )
 
 
 def _arg_pairs(X: da.Array, args: Sequence[da.Array]) -> list:
@@ -173,10 +183,13 @@ def sum_over_blocks(
         return out[None, ...]
 
     parts = blockwise_whole(
-        term, "j" + letters, *arg_pairs,
+        term,
+        "j" + letters,
+        *arg_pairs,
         new_axes=dict(zip(letters, shape)),
         adjust_chunks={"j": 1},
-        dtype=dtype, **kwargs,
+        dtype=dtype,
+        **kwargs,
     )
     return parts.sum(axis=0, split_every=split_every)
 
@@ -212,17 +225,35 @@ def map_and_sum(
     Memory: per task one block, its map and ``split_every`` partial sums of each shape.
     """
     _check_blocks(X)
-    parts = blockwise_whole(lambda *a: func(*a, **kwargs), "j", *_arg_pairs(X, args), dtype=object,
-                            meta=np.empty((0,), dtype=object))
-    mapped = da.blockwise(lambda t: np.asarray(t[0], dtype=dtype), "j", parts, "j", dtype=dtype,
-                          meta=np.empty((0,), dtype=dtype))
+    parts = blockwise_whole(
+        lambda *a: func(*a, **kwargs),
+        "j",
+        *_arg_pairs(X, args),
+        dtype=object,
+        meta=np.empty((0,), dtype=object),
+    )
+    mapped = da.blockwise(
+        lambda t: np.asarray(t[0], dtype=dtype),
+        "j",
+        parts,
+        "j",
+        dtype=dtype,
+        meta=np.empty((0,), dtype=dtype),
+    )
     sums = []
     for i, shape in enumerate(shapes):
         shape = tuple(int(s) for s in shape)
         letters = "abcdefgh"[: len(shape)]
-        term = da.blockwise(lambda t, i=i: np.asarray(t[1][i], dtype=dtype)[None], "j" + letters, parts, "j",
-                            new_axes=dict(zip(letters, shape)), adjust_chunks={"j": 1}, dtype=dtype,
-                            meta=np.empty((0,) * (len(shape) + 1), dtype=dtype))
+        term = da.blockwise(
+            lambda t, i=i: np.asarray(t[1][i], dtype=dtype)[None],
+            "j" + letters,
+            parts,
+            "j",
+            new_axes=dict(zip(letters, shape)),
+            adjust_chunks={"j": 1},
+            dtype=dtype,
+            meta=np.empty((0,) * (len(shape) + 1), dtype=dtype),
+        )
         sums.append(term.sum(axis=0, split_every=split_every))
     return mapped, sums
 
@@ -241,8 +272,13 @@ def feature_dot(X: da.Array, W: np.ndarray | da.Array) -> da.Array:
     """
     W = W if isinstance(W, da.Array) else da.from_array(np.asarray(W), chunks=(X.chunks[1], -1))
     r = W.shape[1]
-    return sum_over_blocks(lambda xb, wb: xb @ wb.T, X, W.T, shape=(X.shape[0], r),
-                           dtype=np.result_type(X.dtype, W.dtype))
+    return sum_over_blocks(
+        lambda xb, wb: xb @ wb.T,
+        X,
+        W.T,
+        shape=(X.shape[0], r),
+        dtype=np.result_type(X.dtype, W.dtype),
+    )
 
 
 def _ct_dot(xb: np.ndarray, Ct: np.ndarray, slab_bytes: int = 32 * 2**20) -> np.ndarray:
@@ -254,7 +290,7 @@ def _ct_dot(xb: np.ndarray, Ct: np.ndarray, slab_bytes: int = 32 * 2**20) -> np.
     step = max(1, slab_bytes // (Ct.itemsize * max(1, xb.shape[1])))
     out = Ct[:, :step] @ xb[:step].astype(Ct.dtype)
     for s in range(step, xb.shape[0], step):
-        out += Ct[:, s:s + step] @ xb[s:s + step].astype(Ct.dtype)
+        out += Ct[:, s : s + step] @ xb[s : s + step].astype(Ct.dtype)
     return out
 
 
@@ -290,9 +326,9 @@ def _dot_range(xb, Ct, prod, rng, tile):  # pragma: no cover - compiled
         w = min(p, j0 + tile) - j0
         lo[:w] = np.inf
         hi[:w] = -np.inf
-        prod[:, j0:j0 + w] = 0.0
+        prod[:, j0 : j0 + w] = 0.0
         for i in range(n):
-            row = xb[i, j0:j0 + w]
+            row = xb[i, j0 : j0 + w]
             for j in range(w):
                 v = np.float64(row[j])
                 if v < lo[j]:
@@ -301,7 +337,7 @@ def _dot_range(xb, Ct, prod, rng, tile):  # pragma: no cover - compiled
                     hi[j] = v
             for k in range(r):
                 c = Ct[k, i]
-                acc = prod[k, j0:j0 + w]
+                acc = prod[k, j0 : j0 + w]
                 for j in range(w):
                     acc[j] += c * row[j]
         for j in range(w):
@@ -357,12 +393,14 @@ def row_dot_summary(X: da.Array, C: np.ndarray, *, sd: bool = False) -> da.Array
     Memory: per task one block and (r + 3) × p_b float64.
     """
     Ct = np.ascontiguousarray(np.asarray(C, dtype=np.float64).T)
-    return map_features(_row_dot_summary_block, X, out_rows=Ct.shape[0] + 3, dtype=np.float64,
-                        Ct=Ct, sd=sd)
+    return map_features(
+        _row_dot_summary_block, X, out_rows=Ct.shape[0] + 3, dtype=np.float64, Ct=Ct, sd=sd
+    )
 
 
-def row_l1_norms(M: np.ndarray, E: np.ndarray, C: np.ndarray | None = None,
-                 block_bytes: int = 32 * 2**20) -> np.ndarray:
+def row_l1_norms(
+    M: np.ndarray, E: np.ndarray, C: np.ndarray | None = None, block_bytes: int = 32 * 2**20
+) -> np.ndarray:
     """``‖(M E − C)_i‖₁`` for every row i, never holding ``M E`` (p × q) whole.
 
     The inputs are the small factors of a big problem, e.g. ``Bᵀ`` (p × r) and a residual
@@ -387,10 +425,10 @@ def row_l1_norms(M: np.ndarray, E: np.ndarray, C: np.ndarray | None = None,
     step = max(1, int(block_bytes // max(1, 8 * q)))
     out = np.empty(p)
     for s in range(0, p, step):
-        blk = M[s:s + step] @ E
+        blk = M[s : s + step] @ E
         if C is not None:
-            blk -= C[s:s + step]
-        out[s:s + step] = np.abs(blk).sum(axis=1)
+            blk -= C[s : s + step]
+        out[s : s + step] = np.abs(blk).sum(axis=1)
     return out
 
 
@@ -417,9 +455,13 @@ def row_l1_bound(M: np.ndarray, E: np.ndarray) -> np.ndarray:
     return np.abs(M @ U) @ (s * np.abs(Vt).sum(axis=1))
 
 
-def row_l1_norms_screened(M: np.ndarray, E: np.ndarray, above: float | None = None,
-                          block_bytes: int = 32 * 2**20, upper: np.ndarray | None = None
-                          ) -> tuple[np.ndarray, np.ndarray]:
+def row_l1_norms_screened(
+    M: np.ndarray,
+    E: np.ndarray,
+    above: float | None = None,
+    block_bytes: int = 32 * 2**20,
+    upper: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """``‖(M E)_i‖₁`` computed exactly only where it may exceed ``above``; a safe upper bound elsewhere.
 
     The bound is :func:`row_l1_bound`, or the smaller of it and ``upper`` — any other upper

@@ -33,12 +33,14 @@ class _OneBlasThreadWhileComputing(Callback):
     def __init__(self) -> None:
         super().__init__()
         from threadpoolctl import ThreadpoolController
+
         self._controller = ThreadpoolController()
         self._limits: list[Any] = []
 
     def _start(self, dsk: Any) -> None:
-        self._limits.append(self._controller.limit(limits=1, user_api="blas")
-                            if _threaded_workers() >= 2 else None)
+        self._limits.append(
+            self._controller.limit(limits=1, user_api="blas") if _threaded_workers() >= 2 else None
+        )
 
     def _finish(self, dsk: Any, state: Any, errored: bool) -> None:
         lim = self._limits.pop() if self._limits else None

@@ -44,7 +44,9 @@ def tall_skinny_qr(A: da.Array) -> tuple[da.Array, da.Array]:
     return da.linalg.tsqr(A)
 
 
-def tall_skinny_svd(A: da.Array, method: Literal["tsqr", "gram"] = "tsqr") -> tuple[da.Array, np.ndarray, np.ndarray]:
+def tall_skinny_svd(
+    A: da.Array, method: Literal["tsqr", "gram"] = "tsqr"
+) -> tuple[da.Array, np.ndarray, np.ndarray]:
     """Thin SVD ``A = U diag(s) Vᵀ`` of a tall-skinny array.
 
     ``tsqr`` (default) is backward stable; ``gram`` eigen-decomposes the r × r Gram ``AᵀA``
@@ -94,12 +96,22 @@ def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
     """
     M, P = _tall(M), _tall(P)
     if M.shape[0] != P.shape[0]:
-        raise ValueError(f"M and P must have the same number of rows; got {M.shape[0]} and {P.shape[0]}")
+        raise ValueError(
+            f"M and P must have the same number of rows; got {M.shape[0]} and {P.shape[0]}"
+        )
     P = P.rechunk({0: M.chunks[0]})
     q, k = M.shape[1], P.shape[1]
-    return da.blockwise(lambda m, p: (m[:, :, None] * p[:, None, :]).reshape(m.shape[0], q * k),
-                        "ic", M, "ia", P, "ib", new_axes={"c": q * k}, concatenate=True,
-                        dtype=np.result_type(M.dtype, P.dtype))
+    return da.blockwise(
+        lambda m, p: (m[:, :, None] * p[:, None, :]).reshape(m.shape[0], q * k),
+        "ic",
+        M,
+        "ia",
+        P,
+        "ib",
+        new_axes={"c": q * k},
+        concatenate=True,
+        dtype=np.result_type(M.dtype, P.dtype),
+    )
 
 
 def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -121,8 +133,8 @@ def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
     """
     q, k = m.shape[1], p.shape[1]
     s_idx, t_idx = np.triu_indices(k)
-    C = p[:, s_idx] * p[:, t_idx]                                   # b × k(k+1)/2
-    Y = (C[:, :, None] * m[:, None, :]).reshape(m.shape[0], -1)     # b × (k(k+1)/2 · q)
+    C = p[:, s_idx] * p[:, t_idx]  # b × k(k+1)/2
+    Y = (C[:, :, None] * m[:, None, :]).reshape(m.shape[0], -1)  # b × (k(k+1)/2 · q)
     T = (Y.T @ m).reshape(s_idx.size, q, q)
     G = np.empty((q, k, q, k))
     G[:, s_idx, :, t_idx] = T
@@ -167,7 +179,7 @@ def _kr_gram_block(m: np.ndarray, p: np.ndarray, row_batch: int) -> np.ndarray:
     q, k = m.shape[1], p.shape[1]
     G = np.zeros((q * k, q * k))
     for s in range(0, m.shape[0], row_batch):
-        G += khatri_rao_gram_block(m[s:s + row_batch], p[s:s + row_batch])
+        G += khatri_rao_gram_block(m[s : s + row_batch], p[s : s + row_batch])
     return G
 
 
@@ -191,8 +203,9 @@ def khatri_rao_gram(M: da.Array, P: da.Array, row_batch: int = 8192) -> da.Array
     M, P = _tall(M), _tall(P)
     P = P.rechunk({0: M.chunks[0]})
     q, k = M.shape[1], P.shape[1]
-    return sum_over_blocks(lambda mb, pb: _kr_gram_block(mb.T, pb.T, row_batch), M.T, P.T,
-                           shape=(q * k, q * k))
+    return sum_over_blocks(
+        lambda mb, pb: _kr_gram_block(mb.T, pb.T, row_batch), M.T, P.T, shape=(q * k, q * k)
+    )
 
 
 def gram_factor(
@@ -249,8 +262,12 @@ def gram_factor(
         V = V[:, order]
     elif method == "auto" and ex.fits(8.0 * n * n, copies=TREE_SUM_COPIES):
         from fsdask.linalg.reductions import row_dot
-        K = np.asarray(sum_over_blocks(lambda xb: xb.astype(np.float64) @ xb.astype(np.float64).T, X,
-                                       shape=(n, n)).compute())
+
+        K = np.asarray(
+            sum_over_blocks(
+                lambda xb: xb.astype(np.float64) @ xb.astype(np.float64).T, X, shape=(n, n)
+            ).compute()
+        )
         w, U = np.linalg.eigh((K + K.T) / 2)
         order = np.argsort(w)[::-1]
         s = np.sqrt(np.clip(w[order], 0, None))

@@ -52,6 +52,7 @@ _SLICE = 2048
 
 # ---- sorting networks across features (n ≤ _NETWORK_MAX) -------------------------------
 
+
 def _batcher_pairs(m: int, merge_only: bool = False) -> list[tuple[int, int]]:
     """Comparators (i, j), i < j, of Batcher's odd–even merge sort of m = 2^k positions.
 
@@ -72,7 +73,9 @@ def _batcher_pairs(m: int, merge_only: bool = False) -> list[tuple[int, int]]:
     return pairs
 
 
-def _resolve_padding(pairs: list[tuple[int, int]], state: list[int | None]) -> tuple[list[tuple[int, int]], list[int | None]]:
+def _resolve_padding(
+    pairs: list[tuple[int, int]], state: list[int | None]
+) -> tuple[list[tuple[int, int]], list[int | None]]:
     """Run a network on positions holding data rows (ints) or +∞ padding (None), statically.
 
     A comparator whose upper position holds +∞ does nothing; one whose lower position holds
@@ -110,12 +113,14 @@ def ks_network(n1: int, n2: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     s1, st1 = _resolve_padding(_batcher_pairs(m1), list(range(n1)) + [None] * (m1 - n1))
     s2, st2 = _resolve_padding(_batcher_pairs(m2), [n1 + r for r in range(n2)] + [None] * (m2 - n2))
     assert st1[:n1] == list(range(n1)) and st2[:n2] == [n1 + r for r in range(n2)]
-    h = max(m1, m2)   # merge two sorted halves of h positions: sample 1 + ∞, sample 2 + ∞
-    merge, order = _resolve_padding(_batcher_pairs(2 * h, merge_only=True),
-                                    st1[:n1] + [None] * (h - n1) + st2[:n2] + [None] * (h - n2))
+    h = max(m1, m2)  # merge two sorted halves of h positions: sample 1 + ∞, sample 2 + ∞
+    merge, order = _resolve_padding(
+        _batcher_pairs(2 * h, merge_only=True),
+        st1[:n1] + [None] * (h - n1) + st2[:n2] + [None] * (h - n2),
+    )
     order = [r for r in order if r is not None]
     n = n1 + n2
-    known = [True] * n          # label still the sample's own: no merge comparator yet
+    known = [True] * n  # label still the sample's own: no merge comparator yet
     init = [False] * n
     fresh = []
     for a, b in merge:
@@ -126,8 +131,12 @@ def ks_network(n1: int, n2: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
         known[a] = known[b] = False
     init = [i or k for i, k in zip(init, known)]
     merge_c = np.array([(a, b, f) for (a, b), f in zip(merge, fresh)], np.int64).reshape(-1, 3)
-    return (np.array(s1 + s2, np.int64).reshape(-1, 2), merge_c, np.array(init, np.bool_),
-            np.array(order, np.int64))
+    return (
+        np.array(s1 + s2, np.int64).reshape(-1, 2),
+        merge_c,
+        np.array(init, np.bool_),
+        np.array(order, np.int64),
+    )
 
 
 @numba.njit(nogil=True, cache=True, inline="always")
@@ -138,7 +147,9 @@ def _key(b):
 
 
 @numba.njit(nogil=True, cache=True)
-def _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_screen):  # pragma: no cover - numba
+def _ks_network(
+    xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_screen
+):  # pragma: no cover - numba
     """D (and the screen) of every column of ``xb``, a tile of ``width`` features at a time.
 
     ``rows``: the block's rows of sample 1 then sample 2.  Every inner loop runs over the
@@ -149,21 +160,21 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_
     n2 = n - n1
     nn = np.int32(n)
     bits = xb.view(np.uint32)
-    K = np.empty((n, width), np.uint32)     # keys: row r of the tile
-    L = np.empty((n, width), np.int32)      # merge labels: 1 = sample 1
-    c1 = np.empty(width, np.int32)          # sample-1 values among the first r merged
-    best = np.empty(width, np.int32)        # max n₁n₂·|F₁ − F₂| so far
+    K = np.empty((n, width), np.uint32)  # keys: row r of the tile
+    L = np.empty((n, width), np.int32)  # merge labels: 1 = sample 1
+    c1 = np.empty(width, np.int32)  # sample-1 values among the first r merged
+    best = np.empty(width, np.int32)  # max n₁n₂·|F₁ − F₂| so far
     bad = np.empty(width, np.uint32)
     for j0 in range(0, p, width):
         w = min(width, p - j0)
-        for r in range(n):                      # keys, gathered by sample
-            src = bits[rows[r], j0:j0 + w]
+        for r in range(n):  # keys, gathered by sample
+            src = bits[rows[r], j0 : j0 + w]
             dst = K[r]
             for t in range(w):
                 dst[t] = _key(src[t])
             if init[r]:
                 L[r, :w] = np.int32(1) if r < n1 else np.int32(0)
-        for c in range(sort_c.shape[0]):        # sort each sample (keys only)
+        for c in range(sort_c.shape[0]):  # sort each sample (keys only)
             ra = K[sort_c[c, 0]]
             rb = K[sort_c[c, 1]]
             for t in range(w):
@@ -171,7 +182,7 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_
                 v = rb[t]
                 ra[t] = min(u, v)
                 rb[t] = max(u, v)
-        for c in range(merge_c.shape[0]):       # merge them, labels follow their keys
+        for c in range(merge_c.shape[0]):  # merge them, labels follow their keys
             a = merge_c[c, 0]
             b = merge_c[c, 1]
             ra = K[a]
@@ -181,7 +192,7 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_
             # The two loops below differ only in where x, y come from; they are written out
             # twice on purpose: a shared inline helper stopped numba vectorising them
             # (0.090 s per 64 MiB block instead of 0.039 s).
-            if merge_c[c, 2]:                   # both labels still their sample's
+            if merge_c[c, 2]:  # both labels still their sample's
                 x = np.int32(1) if a < n1 else np.int32(0)
                 y = np.int32(1) if b < n1 else np.int32(0)
                 for t in range(w):
@@ -206,7 +217,7 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_
         for t in range(w):
             c1[t] = 0
             best[t] = 0
-        for q in range(n - 1):                  # after the last value F₁ = F₂ = 1
+        for q in range(n - 1):  # after the last value F₁ = F₂ = 1
             kr = K[order[q]]
             kn = K[order[q + 1]]
             lr = L[order[q]]
@@ -236,8 +247,9 @@ def _ks_network(xb, rows, n1, sort_c, merge_c, init, order, width, d, scr, with_
                 scr[2, j0 + t] = k_hi[t]
 
 
-def _ks_by_network(xb: np.ndarray, first: np.ndarray, n1: int, n2: int,
-                   with_screen: bool) -> tuple[np.ndarray, np.ndarray]:
+def _ks_by_network(
+    xb: np.ndarray, first: np.ndarray, n1: int, n2: int, with_screen: bool
+) -> tuple[np.ndarray, np.ndarray]:
     sort_c, merge_c, init, order = ks_network(n1, n2)
     rows = np.concatenate([np.flatnonzero(first), np.flatnonzero(~first)])
     n, w = xb.shape
@@ -252,6 +264,7 @@ def _ks_by_network(xb: np.ndarray, first: np.ndarray, n1: int, n2: int,
 
 # ---- row sorts and a merge (n > _NETWORK_MAX) --------------------------------------------
 
+
 @numba.njit(nogil=True, cache=True)
 def _sortable_keys(xb: np.ndarray, first: np.ndarray, k1: np.ndarray, k2: np.ndarray) -> None:
     """k1[j, r] / k2[j, r]: sortable key of the r-th sample of class 1 / class 2 in column j."""
@@ -263,7 +276,9 @@ def _sortable_keys(xb: np.ndarray, first: np.ndarray, k1: np.ndarray, k2: np.nda
         r2 = 0
         for i in range(n):
             for j in range(j0, j1):
-                key = min(np.uint32(_key(bits[i, j])), np.uint32(0xFFFFFFFE))   # keep below the sentinel
+                key = min(
+                    np.uint32(_key(bits[i, j])), np.uint32(0xFFFFFFFE)
+                )  # keep below the sentinel
                 if first[i]:
                     k1[j, r1] = key
                 else:
@@ -295,7 +310,7 @@ def _merge_d(a: np.ndarray, b: np.ndarray, n1: int, n2: int, out: np.ndarray) ->
     waits at each step on the previous step's loads).
     """
     p = a.shape[0]
-    steps = n1 + n2 - 1          # after the last value F₁ = F₂ = 1
+    steps = n1 + n2 - 1  # after the last value F₁ = F₂ = 1
     p4 = p - p % 4
     for j in range(0, p4, 4):
         i0 = i1 = i2 = i3 = 0
@@ -339,8 +354,9 @@ def _keys_to_float32(keys: np.ndarray) -> np.ndarray:
     return bits.view(np.float32)
 
 
-def ks_columns(xb: np.ndarray, first: np.ndarray, with_screen: bool = False,
-               method: str = "auto") -> np.ndarray:
+def ks_columns(
+    xb: np.ndarray, first: np.ndarray, with_screen: bool = False, method: str = "auto"
+) -> np.ndarray:
     """Two-sample KS D of every column of ``xb`` between rows ``first`` and the others.
 
     Parameters
@@ -383,11 +399,13 @@ def ks_columns(xb: np.ndarray, first: np.ndarray, with_screen: bool = False,
     if method != "rowsort":
         raise ValueError(f"method={method!r}; use 'auto', 'network' or 'rowsort'")
     for s in range(0, w, _SLICE):
-        out[:, s:s + _SLICE] = _ks_by_rowsort(xb[:, s:s + _SLICE], first, n1, n2, with_screen)
+        out[:, s : s + _SLICE] = _ks_by_rowsort(xb[:, s : s + _SLICE], first, n1, n2, with_screen)
     return out
 
 
-def _ks_by_rowsort(xb: np.ndarray, first: np.ndarray, n1: int, n2: int, with_screen: bool) -> np.ndarray:
+def _ks_by_rowsort(
+    xb: np.ndarray, first: np.ndarray, n1: int, n2: int, with_screen: bool
+) -> np.ndarray:
     """:func:`ks_columns` of one slice by transposed keys, row sorts and a merge."""
     w = xb.shape[1]
     out = np.empty((4 if with_screen else 1, w))
@@ -412,7 +430,7 @@ def _ks_by_rowsort(xb: np.ndarray, first: np.ndarray, n1: int, n2: int, with_scr
 
 def _ks_argsort(xb: np.ndarray, first: np.ndarray, n1: int, n2: int) -> np.ndarray:
     """Reference path for any dtype: argsort each column, D at the ends of tie runs."""
-    xt = np.ascontiguousarray(xb.T)                     # features × samples
+    xt = np.ascontiguousarray(xb.T)  # features × samples
     order = np.argsort(xt, axis=1)
     xs = np.take_along_axis(xt, order, axis=1)
     lab = first[order]

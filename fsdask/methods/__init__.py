@@ -43,14 +43,20 @@ def get_method(name: str, **params: Any):
     """Instantiate the estimator registered as ``name`` with ``params``."""
     key = name.lower().replace("-", "_")
     if key not in REGISTRY:
-        raise ParameterError(f"unknown method {name!r}; available: {', '.join(available_methods())}")
+        raise ParameterError(
+            f"unknown method {name!r}; available: {', '.join(available_methods())}"
+        )
     mod, cls, fixed = REGISTRY[key]
     try:
         klass = getattr(importlib.import_module(mod), cls)
     except (ImportError, AttributeError) as exc:
-        raise ParameterError(f"method {name!r} is not available in this installation ({exc})") from exc
+        raise ParameterError(
+            f"method {name!r} is not available in this installation ({exc})"
+        ) from exc
     try:
         return klass(**{**fixed, **params})
     except TypeError as exc:
-        raise ParameterError(f"method {name!r}: bad parameter ({exc}); see `fsdask select --help` "
-                             f"and the docstring of fsdask.{cls}") from exc
+        raise ParameterError(
+            f"method {name!r}: bad parameter ({exc}); see `fsdask select --help` "
+            f"and the docstring of fsdask.{cls}"
+        ) from exc

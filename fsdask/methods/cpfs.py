@@ -102,7 +102,9 @@ class _Problem:
         self.G = self.B.T @ self.B if fits(8.0 * self.p**2, memory_budget) else None
         self.n_scans = 0
         self.n_exact_rows = 0
-        self._ref: tuple[np.ndarray, np.ndarray] | None = None   # last scan: E, ‖Bᵀ E‖₁ (exact or bounds)
+        self._ref: tuple[np.ndarray, np.ndarray] | None = (
+            None  # last scan: E, ‖Bᵀ E‖₁ (exact or bounds)
+        )
 
     def rows(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``G_SS`` (k × k) and ``G_S:`` (k × p)."""
@@ -132,14 +134,17 @@ class _Problem:
         upper = None
         if self._ref is not None:
             E_ref, v_ref = self._ref
-            upper = v_ref + row_l1_bound(self.B.T, E - E_ref)      # triangle inequality
-        vals, exact = row_l1_norms_screened(self.B.T, E, None if lam is None else lam / 2.0, upper=upper)
+            upper = v_ref + row_l1_bound(self.B.T, E - E_ref)  # triangle inequality
+        vals, exact = row_l1_norms_screened(
+            self.B.T, E, None if lam is None else lam / 2.0, upper=upper
+        )
         self._ref = (E, vals)
         self.n_exact_rows += int(exact.sum())
         return 2.0 * vals
 
-    def losses(self, S: np.ndarray, A: np.ndarray, gram: tuple[np.ndarray, np.ndarray] | None = None
-               ) -> tuple[float, float]:
+    def losses(
+        self, S: np.ndarray, A: np.ndarray, gram: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[float, float]:
         """``f = ‖X − XA‖²`` and ``⟨R, X⟩`` with ``R = X − XA``.
 
         With ``gram = (G_S:, G_SS A)`` in O(|S|·p): ``f = ‖X‖² − 2⟨A, G_S:⟩ + ⟨A, G_SS A⟩``,
@@ -157,8 +162,14 @@ class _Problem:
         f = float(np.sum(E * E))
         return f, f + float(np.sum(E * XA))  # ⟨R, X⟩ = ‖R‖² + ⟨R, XA⟩
 
-    def primal_dual(self, S: np.ndarray, A: np.ndarray, lam: float, gmax: float,
-                    fx: tuple[float, float] | None = None) -> tuple[float, float, float]:
+    def primal_dual(
+        self,
+        S: np.ndarray,
+        A: np.ndarray,
+        lam: float,
+        gmax: float,
+        fx: tuple[float, float] | None = None,
+    ) -> tuple[float, float, float]:
         """Primal P(A), dual D (the scaled residual Θ = −2cR) and loss f = ‖X − XA‖².
 
         ``fx = (f, ⟨R, X⟩)`` if already known (:meth:`_Rows.losses`), else from :meth:`losses`.
@@ -207,19 +218,20 @@ class _Rows:
         """``f = ‖X − XA‖²`` and ``⟨R, X⟩`` from Z of A (:meth:`_Problem.losses`)."""
         if not self.factored:
             return self.prob.losses(self.S, A, gram=(self.GS, Z))
-        E = self.prob.B - Z                                # the residual on B: XA ↔ B_S A = Z
+        E = self.prob.B - Z  # the residual on B: XA ↔ B_S A = Z
         f = float(np.sum(E * E))
         return f, f + float(np.sum(E * Z))
 
     def gap(self, A: np.ndarray, Z: np.ndarray, lam: float) -> float:
         """Relative duality gap with the rows S (the dual scaled by the max over S)."""
-        gmax = 2.0 * float(np.abs(self.half_grad(Z)).sum(axis=1).max())   # max_i ‖∇f_i‖₁ on S
+        gmax = 2.0 * float(np.abs(self.half_grad(Z)).sum(axis=1).max())  # max_i ‖∇f_i‖₁ on S
         P, D, _ = self.prob.primal_dual(self.S, A, lam, gmax, self.losses(A, Z))
         return _rel_gap(P, D, lam, self.prob.trG)
 
 
-def fista_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int,
-               check_every: int = 10) -> tuple[np.ndarray, int, float]:
+def fista_rows(
+    rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int, check_every: int = 10
+) -> tuple[np.ndarray, int, float]:
     """FISTA with adaptive restart on the rows S of A; stops at relative duality gap ≤ tol (on S).
 
     Steps are taken in the diagonal metric ``D = diag(G_SS)`` (a Jacobi preconditioner:
@@ -243,21 +255,21 @@ def fista_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: in
     step = 1.0 / (L * d)
     A = np.array(A0, dtype=np.float64)
     Y = A
-    ZA = rows.state(A)                                    # Z of A, carried along (one product per step)
+    ZA = rows.state(A)  # Z of A, carried along (one product per step)
     ZY = ZA
     t = 1.0
     gap = np.inf
     it = 0
     for it in range(1, max_iter + 1):
-        H = rows.half_grad(ZY)                            # ∇f = 2 G (A − I), rows S: 2(G_SS Y − G_S:)
-        An, dots = prox_linf_grad_step(Y, H, A, 2.0 * step, lam * step)   # prox step on λ Σ‖a_i‖_∞
+        H = rows.half_grad(ZY)  # ∇f = 2 G (A − I), rows S: 2(G_SS Y − G_S:)
+        An, dots = prox_linf_grad_step(Y, H, A, 2.0 * step, lam * step)  # prox step on λ Σ‖a_i‖_∞
         ZAn = rows.state(An)
-        if float(d @ dots) > 0:                           # adaptive restart: ⟨Y − A⁺, A⁺ − A⟩_D > 0
+        if float(d @ dots) > 0:  # adaptive restart: ⟨Y − A⁺, A⁺ − A⟩_D > 0
             t, Y, ZY = 1.0, An, ZAn
         else:
             tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
             beta = (t - 1.0) / tn
-            Y = extrapolate(An, A, beta)                  # Z of Y by linearity, no second product
+            Y = extrapolate(An, A, beta)  # Z of Y by linearity, no second product
             ZY = ZAn + beta * (ZAn - ZA)
             t = tn
         A, ZA = An, ZAn
@@ -268,7 +280,9 @@ def fista_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: in
     return A, it, gap
 
 
-def bcd_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int) -> tuple[np.ndarray, int, float]:
+def bcd_rows(
+    rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int
+) -> tuple[np.ndarray, int, float]:
     """Exact block-coordinate descent over rows; row i solves ``min G_ii‖a‖² − 2a·c + λ‖a‖_∞``.
 
     ``c = G_i: − Σ_{l≠i} G_il a_l``; the minimiser is ``prox_{λ/(2G_ii)‖·‖_∞}(c / G_ii)``.
@@ -282,7 +296,7 @@ def bcd_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int)
     d = np.diag(Gss).copy()
     gap = np.inf
     sweep = 0
-    for sweep in range(1, max_iter + 1):
+    for sweep in range(1, max_iter + 1):  # noqa: B007  (the count is returned)
         for i in range(S.size):
             if d[i] <= 0:
                 continue
@@ -298,7 +312,9 @@ def bcd_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int)
     return A, sweep, gap
 
 
-def project_linf_epigraph_rows(V: np.ndarray, s: np.ndarray, top: int = 64) -> tuple[np.ndarray, np.ndarray]:
+def project_linf_epigraph_rows(
+    V: np.ndarray, s: np.ndarray, top: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
     """Project every (row v_i, s_i) onto the cone ``{(a, t): ‖a‖_∞ ≤ t}`` — the feasible set of (5.5).
 
     For fixed t the nearest a is ``clip(v, −t, t)``; t then solves
@@ -318,7 +334,8 @@ def project_linf_epigraph_rows(V: np.ndarray, s: np.ndarray, top: int = 64) -> t
         while todo.size:
             Wt = W[todo]
             if m < p:
-                u = -np.sort(-(-np.partition(-Wt, m - 1, axis=1)[:, :m]), axis=1)
+                top_m = -np.partition(-Wt, m - 1, axis=1)[:, :m]  # the m largest, unordered
+                u = -np.sort(-top_m, axis=1)
             else:
                 u = -np.sort(-Wt, axis=1)
             cand = (sn[todo, None] + np.cumsum(u, axis=1)) / np.arange(2, m + 2)
@@ -333,8 +350,9 @@ def project_linf_epigraph_rows(V: np.ndarray, s: np.ndarray, top: int = 64) -> t
     return np.clip(V, -t[:, None], t[:, None]), t
 
 
-def qp_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int,
-            check_every: int = 10) -> tuple[np.ndarray, int, float]:
+def qp_rows(
+    rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int, check_every: int = 10
+) -> tuple[np.ndarray, int, float]:
     """Accelerated projected gradient on the paper's QP (5.5), with adaptive restart.
 
     Variables (A_S, s): ``min ‖X − XA‖² + λ Σ s_i  s.t. −s_i ≤ a_ij ≤ s_i`` — a smooth
@@ -364,9 +382,9 @@ def qp_rows(rows: _Rows, lam: float, A0: np.ndarray, tol: float, max_iter: int,
     gap = np.inf
     it = 0
     for it in range(1, max_iter + 1):
-        g = 2.0 * rows.half_grad(rows.state(YA))                           # ∂/∂A of ‖X − XA‖²
-        An, sn = project_linf_epigraph_rows(YA - g / L, Ys - lam / L)      # ∂/∂s of λΣs_i is λ
-        if np.vdot(YA - An, An - A) + np.dot(Ys - sn, sn - s) > 0:         # adaptive restart
+        g = 2.0 * rows.half_grad(rows.state(YA))  # ∂/∂A of ‖X − XA‖²
+        An, sn = project_linf_epigraph_rows(YA - g / L, Ys - lam / L)  # ∂/∂s of λΣs_i is λ
+        if np.vdot(YA - An, An - A) + np.dot(Ys - sn, sn - s) > 0:  # adaptive restart
             t, YA, Ys = 1.0, An, sn
         else:
             tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
@@ -385,9 +403,18 @@ _SOLVERS = {"fista": fista_rows, "qp": qp_rows, "bcd": bcd_rows}
 
 
 # --------------------------------------------------------------------------- one λ, active set
-def solve_lambda(prob: _Problem, lam: float, S: np.ndarray, A: np.ndarray, *, solver: str = "fista",
-                 tol: float = 1e-6, max_iter: int = 5000, max_outer: int = 50,
-                 gl1_zero: np.ndarray | None = None) -> dict[str, Any]:
+def solve_lambda(
+    prob: _Problem,
+    lam: float,
+    S: np.ndarray,
+    A: np.ndarray,
+    *,
+    solver: str = "fista",
+    tol: float = 1e-6,
+    max_iter: int = 5000,
+    max_outer: int = 50,
+    gl1_zero: np.ndarray | None = None,
+) -> dict[str, Any]:
     """Solve (4.2) at one λ from the warm start (S, A_S); grow S until the KKT scan passes.
 
     Returns the rows S, A_S, the scan ``gl1 = ‖∇f_i‖₁`` (all rows), primal, dual, relative
@@ -399,7 +426,7 @@ def solve_lambda(prob: _Problem, lam: float, S: np.ndarray, A: np.ndarray, *, so
     p = prob.p
     total_it = 0
     inner_gap = 0.0
-    for outer in range(1, max_outer + 1):
+    for outer in range(1, max_outer + 1):  # noqa: B007  (reported as kkt_rounds)
         if S.size:
             rows = _Rows(prob, S)
             A, it, inner_gap = inner(rows, lam, A, tol, max_iter)
@@ -418,11 +445,21 @@ def solve_lambda(prob: _Problem, lam: float, S: np.ndarray, A: np.ndarray, *, so
             A_new[np.searchsorted(S_new, S)] = A
         S, A = S_new, A_new
     gmax = float(gl1[prob.allowed].max())
-    fx = rows.losses(A, rows.state(A)) if S.size and viol.size == 0 else None   # rows is of this S
+    fx = rows.losses(A, rows.state(A)) if S.size and viol.size == 0 else None  # rows is of this S
     P, D, f = prob.primal_dual(S, A, lam, gmax, fx)
-    return {"S": S, "A": A, "gl1": gl1, "primal": P, "dual": D, "loss": f, "gap": _rel_gap(P, D, lam, prob.trG),
-            "inner_gap": inner_gap, "n_iter": total_it, "kkt_rounds": outer,
-            "kkt_ok": bool(np.all(gl1[prob.allowed & ~np.isin(np.arange(p), S)] <= lam * (1 + 1e-12)))}
+    return {
+        "S": S,
+        "A": A,
+        "gl1": gl1,
+        "primal": P,
+        "dual": D,
+        "loss": f,
+        "gap": _rel_gap(P, D, lam, prob.trG),
+        "inner_gap": inner_gap,
+        "n_iter": total_it,
+        "kkt_rounds": outer,
+        "kkt_ok": bool(np.all(gl1[prob.allowed & ~np.isin(np.arange(p), S)] <= lam * (1 + 1e-12))),
+    }
 
 
 def _row_norms(p: int, S: np.ndarray, A: np.ndarray) -> np.ndarray:
@@ -452,54 +489,107 @@ class _Path:
         self.lambda_max = float(allowed_g.max()) if allowed_g.size else 0.0
         self.lam_prev = self.lambda_max
         self.records: list[dict[str, Any]] = []
-        self.min_cap = 0   # the working set may start this large (the number of rows the path aims at)
+        self.min_cap = (
+            0  # the working set may start this large (the number of rows the path aims at)
+        )
         self.sols: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def solve(self, lam: float, warm: tuple[np.ndarray, np.ndarray, np.ndarray, float] | None = None) -> dict:
+    def solve(
+        self, lam: float, warm: tuple[np.ndarray, np.ndarray, np.ndarray, float] | None = None
+    ) -> dict:
         t0 = time.perf_counter()
-        S0, A0, gl1, lam_prev = warm if warm is not None else (self.S, self.A, self.gl1, self.lam_prev)
+        S0, A0, gl1, lam_prev = (
+            warm if warm is not None else (self.S, self.A, self.gl1, self.lam_prev)
+        )
         nz = S0[np.abs(A0).max(axis=1) > 0] if S0.size else S0
         strong = np.flatnonzero(self.prob.allowed & (gl1 >= 2 * lam - lam_prev))
         if lam >= self.lambda_max:  # A = 0 is optimal iff max_i ‖∇f_i(0)‖₁ ≤ λ: nothing to solve
             nz, strong = nz[:0], strong[:0]
-        cap = max(2 * nz.size + 10, self.min_cap)   # working-set cap: exactly low-rank X ties thousands of rows at the rule's
-        if strong.size > cap:    # threshold; the KKT rounds of solve_lambda still guarantee optimality
+        cap = max(
+            2 * nz.size + 10, self.min_cap
+        )  # working-set cap: exactly low-rank X ties thousands of rows at the rule's
+        if (
+            strong.size > cap
+        ):  # threshold; the KKT rounds of solve_lambda still guarantee optimality
             strong = strong[np.argsort(-gl1[strong], kind="stable")[:cap]]
         S = np.union1d(nz, strong).astype(np.int64)
         A = np.zeros((S.size, self.prob.p))
         if nz.size:
             A[np.searchsorted(S, nz)] = A0[np.searchsorted(S0, nz)]
-        res = solve_lambda(self.prob, lam, S, A, solver=self.solver, tol=self.tol, max_iter=self.max_iter,
-                           gl1_zero=self.gl1_zero)
+        res = solve_lambda(
+            self.prob,
+            lam,
+            S,
+            A,
+            solver=self.solver,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            gl1_zero=self.gl1_zero,
+        )
         keep = np.abs(res["A"]).max(axis=1) > 0 if res["S"].size else np.zeros(0, bool)
         S, A = res["S"][keep], res["A"][keep]
-        rec = {"lambda": lam, "row_norm": _row_norms(self.prob.p, S, A), "diag": _diag(self.prob.p, S, A),
-               "n_active": int(S.size), "primal": res["primal"], "dual": res["dual"], "loss": res["loss"],
-               "gap": res["gap"], "n_iter": res["n_iter"], "kkt_rounds": res["kkt_rounds"],
-               "kkt_max_ratio": float(res["gl1"][self.prob.allowed & (_row_norms(self.prob.p, S, A) == 0)].max(initial=0.0) / lam) if lam > 0 else 0.0,
-               "seconds": time.perf_counter() - t0}
+        rec = {
+            "lambda": lam,
+            "row_norm": _row_norms(self.prob.p, S, A),
+            "diag": _diag(self.prob.p, S, A),
+            "n_active": int(S.size),
+            "primal": res["primal"],
+            "dual": res["dual"],
+            "loss": res["loss"],
+            "gap": res["gap"],
+            "n_iter": res["n_iter"],
+            "kkt_rounds": res["kkt_rounds"],
+            "kkt_max_ratio": float(
+                res["gl1"][self.prob.allowed & (_row_norms(self.prob.p, S, A) == 0)].max(
+                    initial=0.0
+                )
+                / lam
+            )
+            if lam > 0
+            else 0.0,
+            "seconds": time.perf_counter() - t0,
+        }
         self.records.append(rec)
         self.sols[lam] = (S, A, res["gl1"])
         self.S, self.A, self.gl1, self.lam_prev = S, A, res["gl1"], lam
-        log.info("cpfs λ=%.4g: %d active rows, rel. gap %.2e, %d iterations, %d KKT round(s), %.2fs",
-                 lam, S.size, res["gap"], res["n_iter"], res["kkt_rounds"], rec["seconds"])
+        log.info(
+            "cpfs λ=%.4g: %d active rows, rel. gap %.2e, %d iterations, %d KKT round(s), %.2fs",
+            lam,
+            S.size,
+            res["gap"],
+            res["n_iter"],
+            res["kkt_rounds"],
+            rec["seconds"],
+        )
         return rec
 
     # ---- checkpoints: the records so far and the warm start of the next λ (never X)
     def state(self) -> dict[str, Any]:
         recs = [{k: v for k, v in r.items() if k not in ("row_norm", "diag")} for r in self.records]
-        return {"rec_row_norm": np.array([r["row_norm"] for r in self.records]),
-                "rec_diag": np.array([r["diag"] for r in self.records]), "records": recs,
-                "S": self.S, "A": self.A, "gl1": self.gl1, "lam_prev": self.lam_prev,
-                "n_scans": self.prob.n_scans, "n_exact_rows": self.prob.n_exact_rows}
+        return {
+            "rec_row_norm": np.array([r["row_norm"] for r in self.records]),
+            "rec_diag": np.array([r["diag"] for r in self.records]),
+            "records": recs,
+            "S": self.S,
+            "A": self.A,
+            "gl1": self.gl1,
+            "lam_prev": self.lam_prev,
+            "n_scans": self.prob.n_scans,
+            "n_exact_rows": self.prob.n_exact_rows,
+        }
 
     def restore(self, saved: dict[str, Any]) -> None:
-        self.records = [{**r, "row_norm": rn, "diag": d}
-                        for r, rn, d in zip(saved["records"], saved["rec_row_norm"], saved["rec_diag"])]
+        self.records = [
+            {**r, "row_norm": rn, "diag": d}
+            for r, rn, d in zip(saved["records"], saved["rec_row_norm"], saved["rec_diag"])
+        ]
         self.S, self.A, self.gl1 = saved["S"].astype(np.int64), saved["A"], saved["gl1"]
         self.lam_prev = float(saved["lam_prev"])
         self.sols[self.lam_prev] = (self.S, self.A, self.gl1)
-        self.prob.n_scans, self.prob.n_exact_rows = int(saved["n_scans"]), int(saved["n_exact_rows"])
+        self.prob.n_scans, self.prob.n_exact_rows = (
+            int(saved["n_scans"]),
+            int(saved["n_exact_rows"]),
+        )
 
     def warm_from(self, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         S, A, gl1 = self.sols[lam]
@@ -512,7 +602,17 @@ class _Path:
             "path_row_norm": (("lambda", "feature"), np.array([r["row_norm"] for r in recs])),
             "path_diag": (("lambda", "feature"), np.array([r["diag"] for r in recs])),
         }
-        for key in ("n_active", "primal", "dual", "loss", "gap", "n_iter", "kkt_rounds", "kkt_max_ratio", "seconds"):
+        for key in (
+            "n_active",
+            "primal",
+            "dual",
+            "loss",
+            "gap",
+            "n_iter",
+            "kkt_rounds",
+            "kkt_max_ratio",
+            "seconds",
+        ):
             data[f"path_{key}"] = ("lambda", np.array([r[key] for r in recs]))
         return xr.Dataset(data, coords={"lambda": lam, "feature": names})
 
@@ -624,13 +724,25 @@ class CPFS(Selector):
         "on_duplicate": [StrOptions({"drop", "keep", "error"})],
     }
 
-    def __init__(self, lam: float | None = None, n_features_to_select: int | None = None, *,
-                 n_lambdas: int = 20, lambda_min_ratio: float | str = "auto", lambdas: Sequence[float] | None = None,
-                 max_features: int | str | None = "auto", max_iter: int = 5000, tol: float = 1e-6,
-                 solver: Literal["fista", "qp", "bcd"] = "fista", scale: bool = False, energy_tol: float = 1e-12,
-                 memory_budget: Any = None, max_bisect: int = 12,
-                 on_constant: Literal["drop", "error"] = "drop",
-                 on_duplicate: Literal["drop", "keep", "error"] = "drop"):
+    def __init__(
+        self,
+        lam: float | None = None,
+        n_features_to_select: int | None = None,
+        *,
+        n_lambdas: int = 20,
+        lambda_min_ratio: float | str = "auto",
+        lambdas: Sequence[float] | None = None,
+        max_features: int | str | None = "auto",
+        max_iter: int = 5000,
+        tol: float = 1e-6,
+        solver: Literal["fista", "qp", "bcd"] = "fista",
+        scale: bool = False,
+        energy_tol: float = 1e-12,
+        memory_budget: Any = None,
+        max_bisect: int = 12,
+        on_constant: Literal["drop", "error"] = "drop",
+        on_duplicate: Literal["drop", "keep", "error"] = "drop",
+    ):
         self.lam = lam
         self.n_features_to_select = n_features_to_select
         self.n_lambdas = n_lambdas
@@ -650,18 +762,23 @@ class CPFS(Selector):
     # ---- the fit
     def _prepare(self, X: da.Array) -> tuple[_Problem, dict[str, Any]]:
         Xf = X.astype(np.float64)
-        Xc = Xf - Xf.mean(axis=0)                      # §3: columns zero-centred
+        Xc = Xf - Xf.mean(axis=0)  # §3: columns zero-centred
         if self.scale:
             Xc = Xc / Xc.std(axis=0, ddof=1)
         dup = duplicate_columns(X)
         if dup.any() and self.on_duplicate == "error":
-            raise InputError(f"X has {int(dup.sum())} column(s) that duplicate an earlier column "
-                             f"(first: #{int(np.flatnonzero(dup)[0])}); drop them or use on_duplicate='drop'")
+            raise InputError(
+                f"X has {int(dup.sum())} column(s) that duplicate an earlier column "
+                f"(first: #{int(np.flatnonzero(dup)[0])}); drop them or use on_duplicate='drop'"
+            )
         allowed = ~dup if self.on_duplicate == "drop" else np.ones(X.shape[1], bool)
         B, s = gram_factor(Xc, energy_tol=self.energy_tol, memory_budget=self.memory_budget)
         total = float(np.sum(s**2))
-        info = {"rank": int(B.shape[0]), "discarded_energy": float(np.sum(s[B.shape[0]:] ** 2) / total) if total else 0.0,
-                "n_duplicate_columns": int(dup.sum())}
+        info = {
+            "rank": int(B.shape[0]),
+            "discarded_energy": float(np.sum(s[B.shape[0] :] ** 2) / total) if total else 0.0,
+            "n_duplicate_columns": int(dup.sum()),
+        }
         return _Problem(B, allowed, self.memory_budget), info
 
     def _defaults(self, n: int, p: int) -> tuple[float, int | None, bool]:
@@ -672,7 +789,9 @@ class CPFS(Selector):
         ratio = self.lambda_min_ratio
         if isinstance(ratio, str):
             ratio = LAMBDA_MIN_RATIO_TALL if n > p else LAMBDA_MIN_RATIO_WIDE
-        default_path = self.lam is None and self.lambdas is None and self.n_features_to_select is None
+        default_path = (
+            self.lam is None and self.lambdas is None and self.n_features_to_select is None
+        )
         mf = self.max_features
         if isinstance(mf, str):
             mf = min(n, p, MAX_FEATURES_DEFAULT) if default_path else None
@@ -687,36 +806,58 @@ class CPFS(Selector):
         if lo <= 0:
             grid = lam_max * np.geomspace(1.0, self._ratio, max(self.n_lambdas - 1, 1))
             return np.append(grid, 0.0)
-        return lam_max * np.geomspace(1.0, lo / lam_max, self.n_lambdas) if self.n_lambdas > 1 else np.array([lo])
+        return (
+            lam_max * np.geomspace(1.0, lo / lam_max, self.n_lambdas)
+            if self.n_lambdas > 1
+            else np.array([lo])
+        )
 
     def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:
         n, p = X.shape
         q = self.n_features_to_select
         if self.lambdas is not None:
             lams = np.asarray(self.lambdas, dtype=float)
-            if lams.ndim != 1 or lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams < 0):
+            if (
+                lams.ndim != 1
+                or lams.size == 0
+                or not np.all(np.isfinite(lams))
+                or np.any(lams < 0)
+            ):
                 raise ParameterError("lambdas must be a non-empty list of finite numbers ≥ 0")
         prob, info = self._prepare(X)
         if q is not None and q > int(prob.allowed.sum()):
-            raise ParameterError(f"n_features_to_select={q} but X has only {int(prob.allowed.sum())} usable "
-                                 f"features ({p} non-constant, {info['n_duplicate_columns']} duplicate)")
+            raise ParameterError(
+                f"n_features_to_select={q} but X has only {int(prob.allowed.sum())} usable "
+                f"features ({p} non-constant, {info['n_duplicate_columns']} duplicate)"
+            )
         path = _Path(prob, self.solver, float(self.tol), int(self.max_iter))
         lam_max = path.lambda_max
         self._ratio, max_features, watch_fit = self._defaults(n, p)
         grid = list(self._grid(lam_max))
-        aim = None if self.lam is not None or self.lambdas is not None else (q if q is not None else max_features)
+        aim = (
+            None
+            if self.lam is not None or self.lambdas is not None
+            else (q if q is not None else max_features)
+        )
         final = None
         below = None  # (λ, n_active) with n_active < q
-        stop = ("lam", f"reached λ = {grid[-1]:.4g}") if self.lam is not None else (
-            "grid_end", f"end of the grid, λ = {grid[-1]:.4g}")
+        stop = (
+            ("lam", f"reached λ = {grid[-1]:.4g}")
+            if self.lam is not None
+            else ("grid_end", f"end of the grid, λ = {grid[-1]:.4g}")
+        )
         explained_prev = None
         k = 0
         path.min_cap = aim or 0
         slot = checkpoint.for_fit(self, X).slot("cpfs/path")
-        saved = slot.restore()     # a killed fit continues after the last λ it saved
+        saved = slot.restore()  # a killed fit continues after the last λ it saved
         if saved is not None:
-            grid, k, stop, explained_prev = [float(v) for v in saved["grid"]], saved["k"], tuple(saved["stop"]), \
-                saved["explained_prev"]
+            grid, k, stop, explained_prev = (
+                [float(v) for v in saved["grid"]],
+                saved["k"],
+                tuple(saved["stop"]),
+                saved["explained_prev"],
+            )
             path.restore(saved)
             final = path.records[-1]
             below = final if saved["below_is_last"] else None
@@ -726,31 +867,58 @@ class CPFS(Selector):
             rec = path.solve(float(lam))
             final = rec
             if q is not None and rec["n_active"] >= q:
-                stop = ("n_features_to_select", f"{rec['n_active']} active rows ≥ n_features_to_select={q}")
+                stop = (
+                    "n_features_to_select",
+                    f"{rec['n_active']} active rows ≥ n_features_to_select={q}",
+                )
                 break
             if aim is not None:
                 before, below = below, rec
                 if before is not None and k < len(grid):
                     lam_next = _toward_q(aim, before, rec, overshoot=q is not None)
                     if lam_next is not None and lam_next > grid[k]:
-                        grid.insert(k, lam_next)     # a shorter step than the grid's, aimed just past q
+                        grid.insert(
+                            k, lam_next
+                        )  # a shorter step than the grid's, aimed just past q
             if max_features is not None and rec["n_active"] >= max_features:
-                stop = ("max_features", f"{rec['n_active']} active rows ≥ max_features={max_features}")
+                stop = (
+                    "max_features",
+                    f"{rec['n_active']} active rows ≥ max_features={max_features}",
+                )
                 break
             explained = 1.0 - rec["loss"] / prob.trG if prob.trG > 0 else 1.0
             if watch_fit and rec["n_active"] > 0:
                 if explained >= EXPLAINED_STOP:
-                    stop = ("reconstruction", f"XA reconstructs {explained:.4%} ≥ {EXPLAINED_STOP:.1%} of ‖X‖²")
+                    stop = (
+                        "reconstruction",
+                        f"XA reconstructs {explained:.4%} ≥ {EXPLAINED_STOP:.1%} of ‖X‖²",
+                    )
                     break
                 if explained_prev is not None and explained - explained_prev < EXPLAINED_MIN_GAIN:
-                    stop = ("reconstruction", f"explained share of ‖X‖² grew by {explained - explained_prev:.2e} "
-                                              f"< {EXPLAINED_MIN_GAIN:g} from the previous λ")
+                    stop = (
+                        "reconstruction",
+                        f"explained share of ‖X‖² grew by {explained - explained_prev:.2e} "
+                        f"< {EXPLAINED_MIN_GAIN:g} from the previous λ",
+                    )
                     break
                 explained_prev = explained
-            slot.reached(len(path.records), lambda: {
-                **path.state(), "grid": grid, "k": k, "stop": list(stop), "explained_prev": explained_prev,
-                "below_is_last": below is rec})
-        log.info("cpfs: path stopped at λ=%.4g (%d active rows): %s", final["lambda"], final["n_active"], stop[1])
+            slot.reached(
+                len(path.records),
+                lambda: {
+                    **path.state(),
+                    "grid": grid,
+                    "k": k,
+                    "stop": list(stop),
+                    "explained_prev": explained_prev,
+                    "below_is_last": below is rec,
+                },
+            )
+        log.info(
+            "cpfs: path stopped at λ=%.4g (%d active rows): %s",
+            final["lambda"],
+            final["n_active"],
+            stop[1],
+        )
         if q is not None and self.lam is None and final["n_active"] != q and below is not None:
             final = self._bisect(path, q, below, final)
         lam_final = final["lambda"]
@@ -760,9 +928,12 @@ class CPFS(Selector):
         scores = _row_norms(p, S, A)
         converged = bool(np.all(pds["path_gap"].values <= self.tol * 1.0000001))
         if not converged:
-            warnings.warn(f"CPFS: the duality gap did not reach tol={self.tol} at every λ "
-                          f"(worst {float(pds['path_gap'].max()):.2e}); raise max_iter", ConvergenceWarning,
-                          stacklevel=4)
+            warnings.warn(
+                f"CPFS: the duality gap did not reach tol={self.tol} at every λ "
+                f"(worst {float(pds['path_gap'].max()):.2e}); raise max_iter",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         # ranking: by entry λ, then ‖a_i‖_∞, then the KKT ratio; selected: the nonzero rows, or
         # the first q by that ranking when no λ keeps exactly q rows
         support = scores > 0
@@ -773,22 +944,40 @@ class CPFS(Selector):
         self.lambda_ = lam_final
         self.lambda_max_ = lam_max
         self.duality_gap_ = final["gap"]
-        attrs = {"lambda": lam_final, "lambda_max": lam_max, "duality_gap": final["gap"],
-                 "primal": final["primal"], "dual": final["dual"], "kkt_max_ratio_inactive": final["kkt_max_ratio"],
-                 "certificate": "relative duality gap (P - D)/P of eq. 4.2 on the rank-r factor B",
-                 "solver": self.solver, "n_kkt_scans": prob.n_scans,
-                 "kkt_exact_rows_per_scan": prob.n_exact_rows / max(prob.n_scans, 1) if prob.G is None else float(prob.p),
-                 "gram_in_memory": prob.G is not None,
-                 "path_stop": stop[0], "path_stop_reason": stop[1], "lambda_min_ratio": self._ratio,
-                 "max_features": -1 if max_features is None else int(max_features),
-                 **info}
+        attrs = {
+            "lambda": lam_final,
+            "lambda_max": lam_max,
+            "duality_gap": final["gap"],
+            "primal": final["primal"],
+            "dual": final["dual"],
+            "kkt_max_ratio_inactive": final["kkt_max_ratio"],
+            "certificate": "relative duality gap (P - D)/P of eq. 4.2 on the rank-r factor B",
+            "solver": self.solver,
+            "n_kkt_scans": prob.n_scans,
+            "kkt_exact_rows_per_scan": prob.n_exact_rows / max(prob.n_scans, 1)
+            if prob.G is None
+            else float(prob.p),
+            "gram_in_memory": prob.G is not None,
+            "path_stop": stop[0],
+            "path_stop_reason": stop[1],
+            "lambda_min_ratio": self._ratio,
+            "max_features": -1 if max_features is None else int(max_features),
+            **info,
+        }
         path_vars = {v: pds[v].values for v in pds.data_vars}
-        return FitOutput(scores=scores, support=support, support_is_final=True, rank_key=(entry, scores, gl1),
-                         n_iter=int(pds["path_n_iter"].sum()), converged=converged,
-                         objective=[float(v) for v in pds["path_primal"].values],
-                         extras={**path_vars, "entry_lambda": entry},
-                         extra_dims={v: pds[v].dims for v in pds.data_vars},
-                         coords={"lambda": pds["lambda"].values}, attrs=attrs)
+        return FitOutput(
+            scores=scores,
+            support=support,
+            support_is_final=True,
+            rank_key=(entry, scores, gl1),
+            n_iter=int(pds["path_n_iter"].sum()),
+            converged=converged,
+            objective=[float(v) for v in pds["path_primal"].values],
+            extras={**path_vars, "entry_lambda": entry},
+            extra_dims={v: pds[v].dims for v in pds.data_vars},
+            coords={"lambda": pds["lambda"].values},
+            attrs=attrs,
+        )
 
     def _set_coef(self, S: np.ndarray, A: np.ndarray) -> None:
         """coef_ (p × p, or its nonzero rows above DENSE_COEF_MAX_FEATURES) over all features."""
@@ -814,7 +1003,7 @@ class CPFS(Selector):
         (ties, e.g. in exactly low-rank data) cannot be split by λ, and the first q by
         ``ranking_`` are then selected from the solution with more than q rows.
         """
-        hi, c_hi = below["lambda"], below["n_active"]          # count(hi) < q ≤ count(lo)
+        hi, c_hi = below["lambda"], below["n_active"]  # count(hi) < q ≤ count(lo)
         lo, c_lo = above["lambda"], above["n_active"]
         best = above
         for _ in range(int(self.max_bisect)):
@@ -858,13 +1047,27 @@ def column_hashes(xb: np.ndarray) -> np.ndarray:
     """A 64-bit BLAKE2b digest of each column's bytes, the same in every process (Python's
     ``hash`` of bytes is salted per process: equal columns on two workers would differ)."""
     xb = np.ascontiguousarray(xb.T)
-    return np.array([int.from_bytes(hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little", signed=True)
-                     for row in xb], dtype=np.int64)
+    return np.array(
+        [
+            int.from_bytes(
+                hashlib.blake2b(row.tobytes(), digest_size=8).digest(), "little", signed=True
+            )
+            for row in xb
+        ],
+        dtype=np.int64,
+    )
 
 
-def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float | str = "auto",
-              lambdas: Sequence[float] | None = None, max_features: int | str | None = "auto",
-              n_features_to_select: int | None = None, **params: Any) -> xr.Dataset:
+def cpfs_path(
+    X: Any,
+    n_lambdas: int = 20,
+    *,
+    lambda_min_ratio: float | str = "auto",
+    lambdas: Sequence[float] | None = None,
+    max_features: int | str | None = "auto",
+    n_features_to_select: int | None = None,
+    **params: Any,
+) -> xr.Dataset:
     """The CPFS regularisation path (Fig. 1 of the paper) as an ``xarray.Dataset``.
 
     Variables over ``lambda`` (decreasing) and ``feature``: ``path_row_norm`` (‖a_i‖_∞),
@@ -879,12 +1082,31 @@ def cpfs_path(X: Any, n_lambdas: int = 20, *, lambda_min_ratio: float | str = "a
     ``path_stop`` (max_features, reconstruction, grid_end, n_features_to_select, lam) and
     ``path_stop_reason`` say where and why it stopped.
     """
-    est = CPFS(n_features_to_select=n_features_to_select, n_lambdas=n_lambdas,
-               lambda_min_ratio=lambda_min_ratio, lambdas=lambdas, max_features=max_features, **params).fit(X)
+    est = CPFS(
+        n_features_to_select=n_features_to_select,
+        n_lambdas=n_lambdas,
+        lambda_min_ratio=lambda_min_ratio,
+        lambdas=lambdas,
+        max_features=max_features,
+        **params,
+    ).fit(X)
     ds = est.path_.copy()
-    ds.attrs = {k: est.result_.attrs[k] for k in ("lambda", "lambda_max", "duality_gap", "rank",
-                                                    "discarded_energy", "solver", "wall_time_s", "path_stop",
-                                                    "path_stop_reason", "lambda_min_ratio", "max_features")}
+    ds.attrs = {
+        k: est.result_.attrs[k]
+        for k in (
+            "lambda",
+            "lambda_max",
+            "duality_gap",
+            "rank",
+            "discarded_energy",
+            "solver",
+            "wall_time_s",
+            "path_stop",
+            "path_stop_reason",
+            "lambda_min_ratio",
+            "max_features",
+        )
+    }
     ds["rank"] = ("feature", est.ranking_)
     if n_features_to_select is not None:
         ds.attrs["lambda_q"] = est.lambda_

@@ -51,8 +51,9 @@ STAT_ROWS = {"ttest": 2, "fold_change": 2}
 PVALUE_SCORES = ("ttest", "f", "pearson")
 
 
-def _stats_from_moments(m: Moments, score: str, n: int, n_classes: int, yc: np.ndarray | None,
-                        equal_var: bool) -> np.ndarray:
+def _stats_from_moments(
+    m: Moments, score: str, n: int, n_classes: int, yc: np.ndarray | None, equal_var: bool
+) -> np.ndarray:
     """Per-feature statistics (rows, width) from the class moments; see :func:`stats_block`."""
     counts, mean, var = m.counts, m.mean, m.var
     if score == "variance":
@@ -78,7 +79,9 @@ def _stats_from_moments(m: Moments, score: str, n: int, n_classes: int, yc: np.n
             a, b = v1 / n1, v2 / n2
             se2 = a + b
             den = a**2 / (n1 - 1) + b**2 / (n2 - 1)
-            df = np.where(den > 0, se2**2 / np.where(den > 0, den, 1), n1 + n2 - 2)  # Welch–Satterthwaite
+            df = np.where(
+                den > 0, se2**2 / np.where(den > 0, den, 1), n1 + n2 - 2
+            )  # Welch–Satterthwaite
         se = np.sqrt(se2)
         t = np.abs(m1 - m2) / np.where(se > 0, se, np.inf)
         return np.stack([t, df])
@@ -90,8 +93,15 @@ def _stats_from_moments(m: Moments, score: str, n: int, n_classes: int, yc: np.n
     raise ParameterError(f"unknown score {score!r}")
 
 
-def stats_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes: int,
-                yc: np.ndarray | None, equal_var: bool, with_screen: bool = False) -> np.ndarray:
+def stats_block(
+    xb: np.ndarray,
+    score: str,
+    codes: np.ndarray | None,
+    n_classes: int,
+    yc: np.ndarray | None,
+    equal_var: bool,
+    with_screen: bool = False,
+) -> np.ndarray:
     """Per-feature statistics of one feature block, (rows, p_b).
 
     One row (the score) for most filters; ``ttest``: |t| and its degrees of freedom (for the
@@ -101,7 +111,9 @@ def stats_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes:
     """
     n, p_b = xb.shape
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if score == "ks":  # sorted-key kernel (it tiles the block); the screen comes from the same sort
+        if (
+            score == "ks"
+        ):  # sorted-key kernel (it tiles the block); the screen comes from the same sort
             return ks_columns(xb, codes == 0, with_screen)
         m = class_moments(xb, codes, n_classes if codes is not None else 1, yc)
         st = _stats_from_moments(m, score, n, n_classes, yc, equal_var)
@@ -134,8 +146,10 @@ def _threaded_pvalues(score: str, stats: np.ndarray, n: int, n_classes: int) -> 
         return pvalues_from_stats(score, stats, n, n_classes)
     bounds = np.linspace(0, p, parts + 1).astype(int)
     with ThreadPoolExecutor(parts) as ex:
-        pieces = ex.map(lambda j: pvalues_from_stats(score, stats[:, bounds[j]:bounds[j + 1]], n, n_classes),
-                        range(parts))
+        pieces = ex.map(
+            lambda j: pvalues_from_stats(score, stats[:, bounds[j] : bounds[j + 1]], n, n_classes),
+            range(parts),
+        )
         return np.concatenate(list(pieces))
 
 
@@ -147,8 +161,15 @@ def fold_change_scores(m1: np.ndarray, m2: np.ndarray, log_scale: bool) -> np.nd
         return np.abs(np.log2(m1 / m2))
 
 
-def score_block(xb: np.ndarray, score: str, codes: np.ndarray | None, n_classes: int,
-                yc: np.ndarray | None, equal_var: bool, log_scale: bool) -> np.ndarray:
+def score_block(
+    xb: np.ndarray,
+    score: str,
+    codes: np.ndarray | None,
+    n_classes: int,
+    yc: np.ndarray | None,
+    equal_var: bool,
+    log_scale: bool,
+) -> np.ndarray:
     """Scores of one feature block (pure numpy)."""
     st = stats_block(xb, score, codes, n_classes, yc, equal_var)
     if score == "fold_change":
@@ -192,15 +213,27 @@ class Filter(Selector):
         "on_constant": [StrOptions({"drop", "error"})],
     }
 
-    def __init__(self, statistic: str = "ttest", n_features_to_select: int | float | None = None,
-                 equal_var: bool = False, log_scale: bool | Literal["auto"] = "auto",
-                 on_constant: Literal["drop", "error"] = "drop", **deprecated: Any):
-        if "score" in deprecated:   # the former name shadowed scikit-learn's score()
-            warnings.warn("Filter(score=...) is renamed Filter(statistic=...); score= will be removed "
-                          "in the next release", FutureWarning, stacklevel=2)
+    def __init__(
+        self,
+        statistic: str = "ttest",
+        n_features_to_select: int | float | None = None,
+        equal_var: bool = False,
+        log_scale: bool | Literal["auto"] = "auto",
+        on_constant: Literal["drop", "error"] = "drop",
+        **deprecated: Any,
+    ):
+        if "score" in deprecated:  # the former name shadowed scikit-learn's score()
+            warnings.warn(
+                "Filter(score=...) is renamed Filter(statistic=...); score= will be removed "
+                "in the next release",
+                FutureWarning,
+                stacklevel=2,
+            )
             statistic = deprecated.pop("score")
         if deprecated:
-            raise TypeError(f"Filter got unexpected keyword argument(s) {', '.join(map(repr, deprecated))}")
+            raise TypeError(
+                f"Filter got unexpected keyword argument(s) {', '.join(map(repr, deprecated))}"
+            )
         self.statistic = statistic
         self.n_features_to_select = n_features_to_select
         self.equal_var = equal_var
@@ -213,7 +246,9 @@ class Filter(Selector):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        if self.statistic in BINARY_ONLY:   # two-class statistics: scikit-learn's checks give two classes
+        if (
+            self.statistic in BINARY_ONLY
+        ):  # two-class statistics: scikit-learn's checks give two classes
             tags.classifier_tags = ClassifierTags(multi_class=False)
         return tags
 
@@ -224,9 +259,13 @@ class Filter(Selector):
     @property
     def y_task(self) -> str:  # type: ignore[override]
         s = self.statistic
-        return "classification" if s in CLASS_SCORES else ("regression" if s == "pearson" else "any")
+        return (
+            "classification" if s in CLASS_SCORES else ("regression" if s == "pearson" else "any")
+        )
 
-    def _prepare(self, n: int, y: np.ndarray | None) -> tuple[np.ndarray | None, int, np.ndarray | None]:
+    def _prepare(
+        self, n: int, y: np.ndarray | None
+    ) -> tuple[np.ndarray | None, int, np.ndarray | None]:
         """Validate y for the statistic; return class codes, number of classes, centred response."""
         codes, n_classes, yc = None, 0, None
         stat = self.statistic
@@ -235,11 +274,15 @@ class Filter(Selector):
             n_classes = classes.size
             counts = np.bincount(codes)
             if stat in BINARY_ONLY and n_classes != 2:
-                raise InputError(f"statistic={stat!r} compares two classes but y has {n_classes} "
-                                 f"({list(classes[:6])}); use statistic='f' or 'fisher' for several classes")
+                raise InputError(
+                    f"statistic={stat!r} compares two classes but y has {n_classes} "
+                    f"({list(classes[:6])}); use statistic='f' or 'fisher' for several classes"
+                )
             if counts.min() < 2 and stat in ("ttest", "snr"):
-                raise InputError(f"class {classes[counts.argmin()]!r} has a single sample; the {stat} "
-                                 "needs a variance in each class (at least 2 samples)")
+                raise InputError(
+                    f"class {classes[counts.argmin()]!r} has a single sample; the {stat} "
+                    "needs a variance in each class (at least 2 samples)"
+                )
             if stat == "f" and n - n_classes < 1:
                 raise InputError("the F statistic needs more samples than classes")
         elif stat == "pearson":
@@ -250,9 +293,18 @@ class Filter(Selector):
         return codes, n_classes, yc
 
     def _lazy_stats(self, X, codes, n_classes, yc, with_screen: bool = False):
-        return map_features(stats_block, X, out_rows=STAT_ROWS.get(self.statistic, 1) + (3 if with_screen else 0),
-                            dtype=np.float64, score=self.statistic, codes=codes, n_classes=n_classes, yc=yc,
-                            equal_var=self.equal_var, with_screen=with_screen)
+        return map_features(
+            stats_block,
+            X,
+            out_rows=STAT_ROWS.get(self.statistic, 1) + (3 if with_screen else 0),
+            dtype=np.float64,
+            score=self.statistic,
+            codes=codes,
+            n_classes=n_classes,
+            yc=yc,
+            equal_var=self.equal_var,
+            with_screen=with_screen,
+        )
 
     def _finish(self, stats: np.ndarray, n: int, n_classes: int, data_min: float) -> FitOutput:
         """Scores (and, deferred, p-values) from the per-feature statistics of the active features."""
@@ -267,7 +319,9 @@ class Filter(Selector):
         deferred = {}
         if stat in PVALUE_SCORES:  # evaluated when result_ / pvalues_ is first read
             deferred["pvalue"] = functools.partial(_threaded_pvalues, stat, stats, n, n_classes)
-        return FitOutput(scores=scores, attrs={"score": stat, "log_scale": str(log_scale)}, deferred=deferred)
+        return FitOutput(
+            scores=scores, attrs={"score": stat, "log_scale": str(log_scale)}, deferred=deferred
+        )
 
     def _fit_lazy(self, X, y):
         """One pass: the screen and the statistics of every feature share a single read of X."""
@@ -293,7 +347,10 @@ class Filter(Selector):
 
 # the deprecated ``score=`` alias is not a parameter: scikit-learn's introspection sees statistic only
 Filter.__init__.__signature__ = inspect.signature(Filter.__init__).replace(
-    parameters=[p for p in inspect.signature(Filter.__init__).parameters.values() if p.kind != p.VAR_KEYWORD])
+    parameters=[
+        p for p in inspect.signature(Filter.__init__).parameters.values() if p.kind != p.VAR_KEYWORD
+    ]
+)
 
 
 class LaplacianScore(Selector):
@@ -320,8 +377,13 @@ class LaplacianScore(Selector):
         "on_constant": [StrOptions({"drop", "error"})],
     }
 
-    def __init__(self, n_neighbors: int = 5, t: float | None = None,
-                 n_features_to_select: int | float | None = None, on_constant: str = "drop"):
+    def __init__(
+        self,
+        n_neighbors: int = 5,
+        t: float | None = None,
+        n_features_to_select: int | float | None = None,
+        on_constant: str = "drop",
+    ):
         self.n_neighbors = n_neighbors
         self.t = t
         self.n_features_to_select = n_features_to_select
@@ -330,11 +392,13 @@ class LaplacianScore(Selector):
     def _fit(self, X, y) -> FitOutput:
         n = X.shape[0]
         if self.n_neighbors >= n:
-            raise ParameterError(f"n_neighbors={self.n_neighbors} must be < the number of samples ({n})")
+            raise ParameterError(
+                f"n_neighbors={self.n_neighbors} must be < the number of samples ({n})"
+            )
         D2 = np.clip(sample_pairwise(X, "sqeuclidean").compute(), 0, None)
         t = self.t or float(D2[np.triu_indices(n, 1)].mean())
         S = np.exp(-D2 / t)
-        nn = np.argsort(D2, axis=1)[:, 1:self.n_neighbors + 1]
+        nn = np.argsort(D2, axis=1)[:, 1 : self.n_neighbors + 1]
         mask = np.zeros((n, n), bool)
         mask[np.repeat(np.arange(n), self.n_neighbors), nn.ravel()] = True
         mask |= mask.T

@@ -37,7 +37,6 @@ import logging
 import warnings
 from typing import Any, Literal, Sequence
 
-import dask
 import dask.array as da
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
@@ -77,22 +76,33 @@ def infer_response(y: np.ndarray) -> str:
 
 def _standardise(y: np.ndarray, name: str) -> np.ndarray:
     if not np.issubdtype(y.dtype, np.number):
-        raise InputError(f"{name} must be numeric for a continuous response (dtype {y.dtype}); "
-                         "use response='categorical' for labels")
+        raise InputError(
+            f"{name} must be numeric for a continuous response (dtype {y.dtype}); "
+            "use response='categorical' for labels"
+        )
     y = y.astype(np.float64)
     bad = ~np.isfinite(y)
     if bad.any():
-        raise InputError(f"{name} has {int(bad.sum())} NaN/Inf value(s) (first at sample "
-                         f"{int(np.flatnonzero(bad.ravel())[0])}); drop or impute those samples")
+        raise InputError(
+            f"{name} has {int(bad.sum())} NaN/Inf value(s) (first at sample "
+            f"{int(np.flatnonzero(bad.ravel())[0])}); drop or impute those samples"
+        )
     sd = y.std(axis=0, ddof=1)
     if np.any(sd == 0):
-        raise InputError(f"{name} is constant{' in some column' if y.ndim == 2 else ''}; "
-                         "a response must vary across samples")
+        raise InputError(
+            f"{name} is constant{' in some column' if y.ndim == 2 else ''}; "
+            "a response must vary across samples"
+        )
     return (y - y.mean(axis=0)) / sd
 
 
-def response_factor(y: Any, response: Response = "auto", *, kernel_rank: int | None = None,
-                    kernel_width: float | None = None) -> tuple[np.ndarray, str, dict]:
+def response_factor(
+    y: Any,
+    response: Response = "auto",
+    *,
+    kernel_rank: int | None = None,
+    kernel_width: float | None = None,
+) -> tuple[np.ndarray, str, dict]:
     """Δ (c × n) with B = Δᵀ Δ the kernel on y, the response kind used, and facts about it.
 
     * ``categorical``: Δ_ki = 1/n_k if sample i is in class k (the "linear indicator matrix
@@ -109,31 +119,43 @@ def response_factor(y: Any, response: Response = "auto", *, kernel_rank: int | N
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim not in (1, 2):
-        raise InputError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets); got shape {y.shape}")
+        raise InputError(
+            f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets); got shape {y.shape}"
+        )
     n = y.shape[0]
     kind = infer_response(y) if response == "auto" else response
     info: dict = {"response": kind}
     if kind == "categorical":
         if y.ndim != 1:
-            raise InputError(f"a categorical y must be 1-D; got shape {y.shape} (use response='multivariate')")
+            raise InputError(
+                f"a categorical y must be 1-D; got shape {y.shape} (use response='multivariate')"
+            )
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-            raise InputError(f"y has {int((~np.isfinite(y)).sum())} NaN/Inf label(s); drop those samples")
+            raise InputError(
+                f"y has {int((~np.isfinite(y)).sum())} NaN/Inf label(s); drop those samples"
+            )
         classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
         if classes.size < 2:
-            raise InputError(f"y has a single class ({classes[0]!r}); SparseHSIC with a categorical "
-                             "response needs at least two classes")
+            raise InputError(
+                f"y has a single class ({classes[0]!r}); SparseHSIC with a categorical "
+                "response needs at least two classes"
+            )
         if classes.size > MAX_CLASS_SHARE * n:
-            raise InputError(f"y has {classes.size} distinct values among {n} samples "
-                             f"({int((counts == 1).sum())} classes with a single sample): it looks like a "
-                             "continuous response, not class labels; use response='continuous' (or 'rbf'), "
-                             "or pass integer class codes")
+            raise InputError(
+                f"y has {classes.size} distinct values among {n} samples "
+                f"({int((counts == 1).sum())} classes with a single sample): it looks like a "
+                "continuous response, not class labels; use response='continuous' (or 'rbf'), "
+                "or pass integer class codes"
+            )
         delta = np.zeros((classes.size, n))
         delta[codes, np.arange(n)] = 1.0 / counts[codes]
         info.update(classes=classes, class_counts=counts)
         return delta, kind, info
     if kind == "continuous":
         if y.ndim != 1:
-            raise InputError(f"a continuous y must be 1-D; got shape {y.shape} (use response='multivariate')")
+            raise InputError(
+                f"a continuous y must be 1-D; got shape {y.shape} (use response='multivariate')"
+            )
         return _standardise(y, "y")[None, :], kind, info
     if kind == "multivariate":
         Y = y if y.ndim == 2 else y[:, None]
@@ -144,15 +166,19 @@ def response_factor(y: Any, response: Response = "auto", *, kernel_rank: int | N
         ys = _standardise(y, "y")
         d = np.abs(ys[:, None] - ys[None, :])
         w = kernel_width if kernel_width is not None else float(np.median(d[d > 0]))
-        B = np.exp(-d**2 / (2 * w**2))
+        B = np.exp(-(d**2) / (2 * w**2))
         H = np.eye(n) - 1.0 / n
         lam, W = np.linalg.eigh(H @ B @ H)
         lam, W = lam[::-1].clip(min=0), W[:, ::-1]
         r = int(np.searchsorted(np.cumsum(lam) / lam.sum(), RBF_TRACE_SHARE) + 1)
         r = min(r, kernel_rank or RBF_MAX_RANK, n)
-        info.update(kernel_width=w, kernel_rank=r, kernel_trace_kept=float(lam[:r].sum() / lam.sum()))
+        info.update(
+            kernel_width=w, kernel_rank=r, kernel_trace_kept=float(lam[:r].sum() / lam.sum())
+        )
         return np.sqrt(lam[:r])[:, None] * W[:, :r].T, kind, info
-    raise ParameterError(f"response={response!r}; use 'auto', 'categorical', 'continuous', 'multivariate' or 'rbf'")
+    raise ParameterError(
+        f"response={response!r}; use 'auto', 'categorical', 'continuous', 'multivariate' or 'rbf'"
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -191,7 +217,7 @@ class SparsePMResult:
 def _np(*xs):
     """Compute dask arrays (together), pass NumPy through."""
     if any(isinstance(x, da.Array) for x in xs):
-        return compute_blocks(*xs)   # per-feature vectors joined on the client, not in a task
+        return compute_blocks(*xs)  # per-feature vectors joined on the client, not in a task
     return xs
 
 
@@ -220,9 +246,16 @@ def _col_step(A, A2, u: np.ndarray, M: np.ndarray, gamma: float, rho: float):
     return v_bar, c
 
 
-def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
-              max_iter: int = 200, memory_budget: Any = None,
-              row_norm2: np.ndarray | None = None) -> SparsePMResult:
+def sparse_pm(
+    A,
+    gamma: float = 1.1,
+    rho: float = 0.0,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 200,
+    memory_budget: Any = None,
+    row_norm2: np.ndarray | None = None,
+) -> SparsePMResult:
     """Algorithm ``[M, N, u, v, σ] = SparsePM(A)`` of §3.3.1, exactly as written.
 
     ``A`` is a NumPy array or a dask array chunked by rows (m × c).  Stagnation (step 14):
@@ -244,8 +277,16 @@ def sparse_pm(A, gamma: float = 1.1, rho: float = 0.0, *, tol: float = 1e-12,
     cand = np.flatnonzero(row_norm2 > rho)
     if cand.size == 0:  # the start row has f = ‖A_i0‖² − ρc ≤ 0: step 8 selects nothing
         i0 = int(np.argmax(row_norm2))
-        return SparsePMResult(np.zeros(m, bool), np.zeros(c, bool), np.zeros(m), 0.0, np.zeros(c),
-                              [float(row_norm2[i0] - rho * c), 0.0], 1, True)
+        return SparsePMResult(
+            np.zeros(m, bool),
+            np.zeros(c, bool),
+            np.zeros(m),
+            0.0,
+            np.zeros(c),
+            [float(row_norm2[i0] - rho * c), 0.0],
+            1,
+            True,
+        )
     Ac = A[cand] if cand.size < m else A
     if isinstance(Ac, da.Array) and fits(cand.size * c * 8, memory_budget):
         (Ac,) = compute_blocks(Ac)
@@ -270,8 +311,9 @@ def _row_norm2(A) -> np.ndarray:
     return np.asarray(norm2)
 
 
-def _sparse_pm_rows(A, row_norm2: np.ndarray, gamma: float, rho: float, tol: float,
-                    max_iter: int) -> SparsePMResult:
+def _sparse_pm_rows(
+    A, row_norm2: np.ndarray, gamma: float, rho: float, tol: float, max_iter: int
+) -> SparsePMResult:
     """SparsePM steps 1–14 on (candidate) rows A with their squared norms."""
     m, c = A.shape
     A2 = A * A
@@ -296,7 +338,9 @@ def _sparse_pm_rows(A, row_norm2: np.ndarray, gamma: float, rho: float, tol: flo
         M = r > 0
         if not M.any():
             trace.append(0.0)
-            return SparsePMResult(M, np.zeros(c, bool), np.zeros(m), 0.0, np.zeros(c), trace, it, True)
+            return SparsePMResult(
+                M, np.zeros(c, bool), np.zeros(m), 0.0, np.zeros(c), trace, it, True
+            )
         u = np.zeros(m)
         u[M] = u_bar[M] / np.sqrt(np.sum(u_bar[M] ** 2))
         trace.append(float(r[M].sum()))
@@ -305,14 +349,20 @@ def _sparse_pm_rows(A, row_norm2: np.ndarray, gamma: float, rho: float, tol: flo
         N = cc > 0
         if not N.any():
             trace.append(0.0)
-            return SparsePMResult(np.zeros(m, bool), N, np.zeros(m), 0.0, np.zeros(c), trace, it, True)
+            return SparsePMResult(
+                np.zeros(m, bool), N, np.zeros(m), 0.0, np.zeros(c), trace, it, True
+            )
         sigma = float(np.sqrt(np.sum(v_bar[N] ** 2)))
         v = np.where(N, v_bar, 0.0) / sigma
         trace.append(float(cc[N].sum()))
         # step 14: stagnation
-        if (np.array_equal(M, M_old) and np.array_equal(N, N_old)
-                and np.max(np.abs(u - u_old)) <= tol and np.max(np.abs(v - v_old)) <= tol
-                and abs(sigma - s_old) <= tol * max(sigma, 1.0)):
+        if (
+            np.array_equal(M, M_old)
+            and np.array_equal(N, N_old)
+            and np.max(np.abs(u - u_old)) <= tol
+            and np.max(np.abs(v - v_old)) <= tol
+            and abs(sigma - s_old) <= tol * max(sigma, 1.0)
+        ):
             converged = True
             break
     return SparsePMResult(M, N, u, sigma, v, trace, it, converged)
@@ -347,8 +397,15 @@ def _downdate(A, res: SparsePMResult):
     return A
 
 
-def r1d(A, n_components: int = 1, gamma: float = 1.1, rho: float = 0.0, *,
-        row_norm2: np.ndarray | None = None, **kw) -> list[SparsePMResult]:
+def r1d(
+    A,
+    n_components: int = 1,
+    gamma: float = 1.1,
+    rho: float = 0.0,
+    *,
+    row_norm2: np.ndarray | None = None,
+    **kw,
+) -> list[SparsePMResult]:
     """Rank-one downdate: SparsePM, subtract u_M σ v_Nᵀ, repeat ``n_components`` times.
 
     Stops early when a round selects no row.  A is not modified.
@@ -394,8 +451,16 @@ def rho_max(A, row_norm2: np.ndarray | None = None) -> float:
     return float(norm2.max() / A.shape[1])
 
 
-def rho_path(A, rhos: Sequence[float] | None = None, *, gamma: float = 1.1, n_components: int = 1,
-             n_rhos: int = 25, max_rows: int | None = PATH_MAX_ROWS, **kw) -> dict[str, np.ndarray]:
+def rho_path(
+    A,
+    rhos: Sequence[float] | None = None,
+    *,
+    gamma: float = 1.1,
+    n_components: int = 1,
+    n_rhos: int = 25,
+    max_rows: int | None = PATH_MAX_ROWS,
+    **kw,
+) -> dict[str, np.ndarray]:
     """Number of selected features and final objective (3.4) over a grid of ρ.
 
     Default grid: ``n_rhos`` log-spaced values from ρ_lo to ρ_max (:func:`rho_max`), where
@@ -428,8 +493,9 @@ def rho_path(A, rhos: Sequence[float] | None = None, *, gamma: float = 1.1, n_co
     return {"rho": rhos, "n_selected": counts, "objective": obj}
 
 
-def rho_for_k(A, k: int, *, gamma: float = 1.1, n_components: int = 1, max_bisect: int = 60,
-              **kw) -> tuple[float, list[SparsePMResult], int]:
+def rho_for_k(
+    A, k: int, *, gamma: float = 1.1, n_components: int = 1, max_bisect: int = 60, **kw
+) -> tuple[float, list[SparsePMResult], int]:
     """Bisect ρ (geometrically) for ``k`` selected features.
 
     The count is non-increasing in ρ for the first row step but not guaranteed overall
@@ -462,7 +528,8 @@ def rho_for_k(A, k: int, *, gamma: float = 1.1, n_components: int = 1, max_bisec
             raise ParameterError(
                 f"n_features_to_select={k}, but SparseHSIC selects at most {c_lo} features even with ρ → 0 "
                 f"(γ={gamma}, n_components={n_components}): rows of A far from the leading direction are "
-                "never accepted by (3.6); raise n_components, lower gamma towards 1, or ask for fewer features")
+                "never accepted by (3.6); raise n_components, lower gamma towards 1, or ask for fewer features"
+            )
         hi = lo
     best = (lo, res_lo, c_lo)
     if c_lo == k:
@@ -536,7 +603,7 @@ class SparseHSIC(Selector):
     requires_y = True
     y_task = "any"
     min_samples = 3
-    screen_in_fit = True   # NaN/Inf and constant features are found in the pass that computes A
+    screen_in_fit = True  # NaN/Inf and constant features are found in the pass that computes A
     _parameter_constraints: dict = {
         "gamma": [Real(1, None, closed="neither")],
         "rho": [Real(0, None)],
@@ -553,11 +620,22 @@ class SparseHSIC(Selector):
         "on_constant": [StrOptions({"drop", "error"})],
     }
 
-    def __init__(self, gamma: float = 1.1, rho: float = 0.015, n_components: int = 1,
-                 response: Response = "auto", n_features_to_select: int | float | None = None,
-                 standardize: bool = True, kernel_rank: int | None = None, kernel_width: float | None = None,
-                 max_iter: int = 200, tol: float = 1e-12, memory_budget: Any = None,
-                 rho_grid: Any = "auto", on_constant: str = "drop"):
+    def __init__(
+        self,
+        gamma: float = 1.1,
+        rho: float = 0.015,
+        n_components: int = 1,
+        response: Response = "auto",
+        n_features_to_select: int | float | None = None,
+        standardize: bool = True,
+        kernel_rank: int | None = None,
+        kernel_width: float | None = None,
+        max_iter: int = 200,
+        tol: float = 1e-12,
+        memory_budget: Any = None,
+        rho_grid: Any = "auto",
+        on_constant: str = "drop",
+    ):
         self.gamma = gamma
         self.rho = rho
         self.n_components = n_components
@@ -576,8 +654,9 @@ class SparseHSIC(Selector):
     def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
         n, p = X.shape
         self.__dict__.pop("rho_path_", None)  # a refit's path is computed afresh
-        delta, kind, info = response_factor(y, self.response, kernel_rank=self.kernel_rank,
-                                            kernel_width=self.kernel_width)  # step 1
+        delta, kind, info = response_factor(
+            y, self.response, kernel_rank=self.kernel_rank, kernel_width=self.kernel_width
+        )  # step 1
         c = delta.shape[0]
         stats = hsic_matrix(X, delta, standardize=self.standardize)  # step 2 (lazy)
         ex = Execution(self.memory_budget)
@@ -588,13 +667,17 @@ class SparseHSIC(Selector):
             A = np.ascontiguousarray(stats[:-3].T)
         else:
             (stats,) = ex.persist(stats)
-            nbad, rng_, sd = compute_blocks(stats[-3], stats[-2], stats[-1])   # of the persisted stats
+            nbad, rng_, sd = compute_blocks(
+                stats[-3], stats[-2], stats[-1]
+            )  # of the persisted stats
             A = stats[:-3].T.rechunk({0: ex.rows_per_chunk(8 * c), 1: -1})
-        active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))   # constant ⇔ range 0
+        active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))  # constant ⇔ range 0
         const = ~active
         if self.standardize:
             scale = np.where(sd > 0, 1.0 / np.where(sd > 0, sd, 1.0), 0.0)
-            A = A * (scale[:, None] if dense else da.from_array(scale[:, None], chunks=(A.chunks[0], 1)))
+            A = A * (
+                scale[:, None] if dense else da.from_array(scale[:, None], chunks=(A.chunks[0], 1))
+            )
         if const.any():  # exact zeros, not rounding residue
             keep = (~const).astype(np.float64)[:, None]
             A = A * (keep if dense else da.from_array(keep, chunks=(A.chunks[0], 1)))
@@ -607,16 +690,21 @@ class SparseHSIC(Selector):
             k = max(1, int(round(k * p)))
         if k is not None:
             if not isinstance(k, (int, np.integer)) or k < 1 or k > p:
-                raise ParameterError(f"n_features_to_select={self.n_features_to_select!r}; use an integer in "
-                                     f"[1, {p}], a fraction in (0, 1) or None")
-            rho, results, count = rho_for_k(A, int(k), gamma=self.gamma, n_components=self.n_components, **kw)
+                raise ParameterError(
+                    f"n_features_to_select={self.n_features_to_select!r}; use an integer in "
+                    f"[1, {p}], a fraction in (0, 1) or None"
+                )
+            rho, results, count = rho_for_k(
+                A, int(k), gamma=self.gamma, n_components=self.n_components, **kw
+            )
         else:
             rho = float(self.rho)
             results = r1d(A, self.n_components, self.gamma, rho, **kw)
             if not results:
                 raise ParameterError(
                     f"rho={rho:g} selects no feature: the largest row of A has ‖A_i‖²/c = {rho_max(A):.4g} "
-                    f"(A = X H Δᵀ/(n−1), c = {c}); use rho below that, or n_features_to_select=K")
+                    f"(A = X H Δᵀ/(n−1), c = {c}); use rho below that, or n_features_to_select=K"
+                )
         support, comp = _selection(results, p)
         U = np.array([r.u for r in results])
         scores = np.abs(U).max(axis=0)
@@ -625,8 +713,11 @@ class SparseHSIC(Selector):
         rank_key = np.where(support, 2.0 + scores, row_norm / (row_norm.max() or 1.0))
         for r in results:
             if not r.converged:
-                warnings.warn(f"SparsePM stopped at max_iter={self.max_iter} before stagnation; raise max_iter",
-                              ConvergenceWarning, stacklevel=4)
+                warnings.warn(
+                    f"SparsePM stopped at max_iter={self.max_iter} before stagnation; raise max_iter",
+                    ConvergenceWarning,
+                    stacklevel=4,
+                )
         self.rho_ = rho
         self.response_ = kind
         self.sigma_ = np.array([r.sigma for r in results])
@@ -634,32 +725,64 @@ class SparseHSIC(Selector):
         self.components_ = U.reshape(-1, p)
         self.hsic_A_ = A if dense else None
         self.n_components_ = len(results)
-        extras: dict = {"selected_by_component": comp, "hsic_row_norm": row_norm,
-                        "sigma": self.sigma_, "v": self.v_}
-        dims: dict = {"selected_by_component": ("feature",), "hsic_row_norm": ("feature",),
-                      "sigma": ("component",), "v": ("component", "response_component")}
+        extras: dict = {
+            "selected_by_component": comp,
+            "hsic_row_norm": row_norm,
+            "sigma": self.sigma_,
+            "v": self.v_,
+        }
+        dims: dict = {
+            "selected_by_component": ("feature",),
+            "hsic_row_norm": ("feature",),
+            "sigma": ("component",),
+            "v": ("component", "response_component"),
+        }
         coords: dict = {}
         grid = self.rho_grid
         self._path_args = (A, kw) if dense else None
         if not (grid is None or isinstance(grid, str) and grid == "auto"):
-            path = rho_path(A, None if isinstance(grid, str) else grid, gamma=self.gamma, n_components=self.n_components, **kw)
+            path = rho_path(
+                A,
+                None if isinstance(grid, str) else grid,
+                gamma=self.gamma,
+                n_components=self.n_components,
+                **kw,
+            )
             self.__dict__["rho_path_"] = path
             coords["rho"] = path["rho"]
-            extras.update(rho_path_n_selected=path["n_selected"], rho_path_objective=path["objective"])
+            extras.update(
+                rho_path_n_selected=path["n_selected"], rho_path_objective=path["objective"]
+            )
             dims.update(rho_path_n_selected=("rho",), rho_path_objective=("rho",))
-        attrs = {"rho": rho, "response": kind, "n_response_components": c, "n_components_found": len(results),
-                 "A_in_memory": bool(dense), "n_constant_features": int(const.sum()),
-                 "objective_traces": [r.objective for r in results],
-                 "sparsepm_iterations": [r.n_iter for r in results], "passes_over_X": ex.passes}
+        attrs = {
+            "rho": rho,
+            "response": kind,
+            "n_response_components": c,
+            "n_components_found": len(results),
+            "A_in_memory": bool(dense),
+            "n_constant_features": int(const.sum()),
+            "objective_traces": [r.objective for r in results],
+            "sparsepm_iterations": [r.n_iter for r in results],
+            "passes_over_X": ex.passes,
+        }
         for key in ("kernel_width", "kernel_rank", "kernel_trace_kept"):
             if key in info:
                 attrs[key] = info[key]
         if "classes" in info:
             attrs["classes"] = [str(v) for v in info["classes"]]
-        return FitOutput(scores=scores[active], support=support[active], rank_key=rank_key[active],
-                         active=active, n_iter=sum(r.n_iter for r in results),
-                         converged=all(r.converged for r in results), objective=results[0].objective,
-                         extras=extras, extra_dims=dims, coords=coords, attrs=attrs)
+        return FitOutput(
+            scores=scores[active],
+            support=support[active],
+            rank_key=rank_key[active],
+            active=active,
+            n_iter=sum(r.n_iter for r in results),
+            converged=all(r.converged for r in results),
+            objective=results[0].objective,
+            extras=extras,
+            extra_dims=dims,
+            coords=coords,
+            attrs=attrs,
+        )
 
     @property
     def rho_path_(self) -> dict[str, np.ndarray]:
@@ -667,8 +790,12 @@ class SparseHSIC(Selector):
         (``rho_grid="auto"``); with ``rho_grid="default"`` or a grid it was computed by ``fit``."""
         if "rho_path_" not in self.__dict__:
             if getattr(self, "_path_args", None) is None:
-                raise AttributeError("rho_path_: A was not kept in memory (memory_budget); call "
-                                     "fsdask.methods.hsic.rho_path on it, or fit with rho_grid='default'")
+                raise AttributeError(
+                    "rho_path_: A was not kept in memory (memory_budget); call "
+                    "fsdask.methods.hsic.rho_path on it, or fit with rho_grid='default'"
+                )
             A, kw = self._path_args
-            self.__dict__["rho_path_"] = rho_path(A, gamma=self.gamma, n_components=self.n_components, **kw)
+            self.__dict__["rho_path_"] = rho_path(
+                A, gamma=self.gamma, n_components=self.n_components, **kw
+            )
         return self.__dict__["rho_path_"]

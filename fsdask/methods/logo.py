@@ -102,11 +102,14 @@ def _single_threaded_blas():
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
         import contextlib
+
         return contextlib.nullcontext()
     return threadpool_limits(1, user_api="blas")
 
 
-def solve_lbfgs(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_iter: int = 2000) -> tuple[np.ndarray, float, int]:
+def solve_lbfgs(
+    Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_iter: int = 2000
+) -> tuple[np.ndarray, float, int]:
     """Eq. 7 by L-BFGS-B on w ≥ 0; returns (w, objective, number of f/g evaluations)."""
     nfev = 0
 
@@ -117,15 +120,26 @@ def solve_lbfgs(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_iter: int
         return _objective(m, w, lam), lam - Z.rmatvec(_sigmoid_neg(m))
 
     with _single_threaded_blas():
-        res = minimize(fg, np.asarray(w0, dtype=np.float64), jac=True, method="L-BFGS-B",
-                       bounds=[(0.0, None)] * len(w0),
-                       options={"maxiter": max_iter, "maxfun": 4 * max_iter, "ftol": 1e-15, "gtol": tol,
-                                "maxcor": 20})
+        res = minimize(
+            fg,
+            np.asarray(w0, dtype=np.float64),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, None)] * len(w0),
+            options={
+                "maxiter": max_iter,
+                "maxfun": 4 * max_iter,
+                "ftol": 1e-15,
+                "gtol": tol,
+                "maxcor": 20,
+            },
+        )
     return np.maximum(res.x, 0.0), float(res.fun), nfev
 
 
-def solve_v2_gradient(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_iter: int = 20000,
-                      v_floor: float = 1e-2) -> tuple[np.ndarray, float, int]:
+def solve_v2_gradient(
+    Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_iter: int = 20000, v_floor: float = 1e-2
+) -> tuple[np.ndarray, float, int]:
     """Eq. 9 by the paper's update (10) ``v ← v − η (λ1 − Σ_n σ(−ρ̄_n) z̄_n) ⊗ v``, ``w = v²``.
 
     η comes from a backtracking (Armijo) line search started at the Barzilai–Borwein step.
@@ -134,7 +148,7 @@ def solve_v2_gradient(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_ite
     gradient of (9) is kept here (the paper folds it into η).  Stops when the relative
     decrease of the objective and the KKT residual ``max_j |w_j g_j|`` are below ``tol``.
     """
-    v = np.sqrt(np.maximum(np.asarray(w0, dtype=np.float64), v_floor ** 2))
+    v = np.sqrt(np.maximum(np.asarray(w0, dtype=np.float64), v_floor**2))
     w = v * v
     m = Z.matvec(w)
     F = _objective(m, w, lam)
@@ -142,18 +156,18 @@ def solve_v2_gradient(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_ite
     eta = None
     prev_v = prev_gv = None
     for _ in range(max_iter):
-        gw = lam - Z.rmatvec(_sigmoid_neg(m))          # ∂(7)/∂w
-        gv = 2.0 * gw * v                               # ∂(9)/∂v  — the direction of eq. (10)
+        gw = lam - Z.rmatvec(_sigmoid_neg(m))  # ∂(7)/∂w
+        gv = 2.0 * gw * v  # ∂(9)/∂v  — the direction of eq. (10)
         if np.max(np.abs(w * gw)) <= tol * max(1.0, abs(F)):
             break
-        if prev_v is not None:                          # Barzilai–Borwein initial step
+        if prev_v is not None:  # Barzilai–Borwein initial step
             dv, dg = v - prev_v, gv - prev_gv
             denom = float(dv @ dg)
             eta = float(dv @ dv) / denom if denom > 0 else 2.0 * eta
         elif eta is None:
             eta = 1.0 / max(1e-12, float(np.abs(gv).max()))
         gg = float(gv @ gv)
-        while True:                                     # Armijo backtracking line search
+        while True:  # Armijo backtracking line search
             v_new = v - eta * gv
             w_new = v_new * v_new
             m_new = Z.matvec(w_new)
@@ -165,13 +179,24 @@ def solve_v2_gradient(Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_ite
         prev_v, prev_gv = v, gv
         done = (F - F_new) <= tol * max(1.0, abs(F))
         v, w, m, F = v_new, w_new, m_new, F_new
-        if done and np.max(np.abs(w * (lam - Z.rmatvec(_sigmoid_neg(m))))) <= 1e-6 * max(1.0, abs(F)):
+        if done and np.max(np.abs(w * (lam - Z.rmatvec(_sigmoid_neg(m))))) <= 1e-6 * max(
+            1.0, abs(F)
+        ):
             break
     return w, F, nfev
 
 
-def solve_working_set(Z, lam: float, w0: np.ndarray, inner, tol: float = 1e-10, max_iter: int = 2000,
-                      kkt_tol: float = 1e-6, min_add: int = 256, max_rounds: int = 100) -> tuple[np.ndarray, float, int]:
+def solve_working_set(
+    Z,
+    lam: float,
+    w0: np.ndarray,
+    inner,
+    tol: float = 1e-10,
+    max_iter: int = 2000,
+    kkt_tol: float = 1e-6,
+    min_add: int = 256,
+    max_rounds: int = 100,
+) -> tuple[np.ndarray, float, int]:
     """Eq. 7 for many columns: ``inner`` solves it on a working set W, a sweep certifies it.
 
     Eq. 7 is convex, so w (zero outside W, optimal on W) is optimal for all columns iff
@@ -191,7 +216,7 @@ def solve_working_set(Z, lam: float, w0: np.ndarray, inner, tol: float = 1e-10, 
     f = _objective(m, w, lam)
     nfev = 0
     for _ in range(max_rounds):
-        g = lam - Z.rmatvec(_sigmoid_neg(m))               # one sweep: gradient of eq. 7
+        g = lam - Z.rmatvec(_sigmoid_neg(m))  # one sweep: gradient of eq. 7
         outside = np.ones(J, bool)
         outside[W] = False
         viol = np.flatnonzero(outside & (g < -kkt_tol))
@@ -274,11 +299,25 @@ class Logo(Selector):
         "on_constant": [StrOptions({"drop", "error"})],
     }
 
-    def __init__(self, sigma: float = 2.0, lam: float = 1.0, theta: float = 0.01, max_iter: int = 30,
-                 solver: str = "lbfgs", n_features_to_select: Any = None, elim_tol: float = 1e-8,
-                 eliminate: bool = True,                 certify: bool = True, kkt_tol: float = 1e-6, inner_tol: float = 1e-10,
-                 inner_max_iter: int = 2000, support_threshold: float = 0.01,
-                 memory_budget: Any = None, on_constant: str = "drop", standardize: bool = True):
+    def __init__(
+        self,
+        sigma: float = 2.0,
+        lam: float = 1.0,
+        theta: float = 0.01,
+        max_iter: int = 30,
+        solver: str = "lbfgs",
+        n_features_to_select: Any = None,
+        elim_tol: float = 1e-8,
+        eliminate: bool = True,
+        certify: bool = True,
+        kkt_tol: float = 1e-6,
+        inner_tol: float = 1e-10,
+        inner_max_iter: int = 2000,
+        support_threshold: float = 0.01,
+        memory_budget: Any = None,
+        on_constant: str = "drop",
+        standardize: bool = True,
+    ):
         self.sigma = sigma
         self.lam = lam
         self.theta = theta
@@ -314,8 +353,8 @@ class Logo(Selector):
         X_full = _Source(ex, X)
         solve = solve_lbfgs if self.solver == "lbfgs" else solve_v2_gradient
 
-        w = np.ones(J)                                            # Algorithm 1, line 1
-        active = np.arange(J)                                     # the active set
+        w = np.ones(J)  # Algorithm 1, line 1
+        active = np.arange(J)  # the active set
         eliminated_any = False
         delta_trace: list[float] = []
         objective: list[float] = []
@@ -323,27 +362,37 @@ class Logo(Selector):
         inner_passes: list[int] = []
         rejoined: list[int] = []
         converged = False
-        check = None              # certification due at the next Π: "final" or "early"
-        certified_active = None   # the active set at the last certification
+        check = None  # certification due at the next Π: "final" or "early"
+        certified_active = None  # the active set at the last certification
         n_certifications = 0
         early_checks = True
         final_violators = np.zeros(0, dtype=np.int64)
         n_iter = 0
         slot = checkpoint.for_fit(self, X, y).slot("logo")
-        saved = slot.restore()                     # a killed fit continues after its last saved iteration
+        saved = slot.restore()  # a killed fit continues after its last saved iteration
         if saved is not None:
             w, active, n_iter = saved["w"], saved["active"], saved["iteration"]
-            eliminated_any, check, early_checks = saved["eliminated_any"], saved["check"], saved["early_checks"]
-            certified_active, n_certifications = saved.get("certified_active"), saved["n_certifications"]
+            eliminated_any, check, early_checks = (
+                saved["eliminated_any"],
+                saved["check"],
+                saved["early_checks"],
+            )
+            certified_active, n_certifications = (
+                saved.get("certified_active"),
+                saved["n_certifications"],
+            )
             delta_trace, objective = saved["delta_trace"].tolist(), saved["objective"].tolist()
-            active_sizes, inner_passes = saved["active_sizes"].tolist(), saved["inner_passes"].tolist()
+            active_sizes, inner_passes = (
+                saved["active_sizes"].tolist(),
+                saved["inner_passes"].tolist(),
+            )
             rejoined, ex.passes = list(saved["rejoined"]), saved["passes"]
         y = _check_classes(y)
         while True:
             XA = X_full.columns(active)
-            D = _distances(ex, XA, w[active])                     # line 3 (w_j = 0 adds nothing)
-            Pi = miss_hit_probabilities(D, y, sigma)              # line 4 (eqs. 4–5, 20)
-            Z = _zbar(ex, XA, Pi)                                       # eq. 3, one fused pass
+            D = _distances(ex, XA, w[active])  # line 3 (w_j = 0 adds nothing)
+            Pi = miss_hit_probabilities(D, y, sigma)  # line 4 (eqs. 4–5, 20)
+            Z = _zbar(ex, XA, Pi)  # eq. 3, one fused pass
             viol = None
             if check:
                 viol = self._violators(ex, X_full, Z, w, active, Pi, lam)
@@ -352,12 +401,12 @@ class Logo(Selector):
                     converged = True
                     break
                 if viol.size == 0:
-                    early_checks = False                          # elimination was right: check at the end only
+                    early_checks = False  # elimination was right: check at the end only
                 if viol.size:
                     rejoined.extend(int(j) for j in viol)
                     active = np.union1d(active, viol)
                     XA = X_full.columns(active)
-                    Z = _zbar(ex, XA, Pi)                               # w_viol = 0: D and Π unchanged
+                    Z = _zbar(ex, XA, Pi)  # w_viol = 0: D and Π unchanged
                 certified_active = active.copy()
             if n_iter >= self.max_iter:
                 if viol is not None:
@@ -366,29 +415,47 @@ class Logo(Selector):
                     final_violators = self._violators(ex, X_full, Z, w, active, Pi, lam)
                 break
             w_new = np.zeros(J)
-            if Z.shape[1] > _WS_MIN:                              # lines 5–6
-                w_new[active], f, _ = solve_working_set(Z, lam, w[active], solve, tol=self.inner_tol,
-                                                        max_iter=self.inner_max_iter, kkt_tol=self.kkt_tol)
+            if Z.shape[1] > _WS_MIN:  # lines 5–6
+                w_new[active], f, _ = solve_working_set(
+                    Z,
+                    lam,
+                    w[active],
+                    solve,
+                    tol=self.inner_tol,
+                    max_iter=self.inner_max_iter,
+                    kkt_tol=self.kkt_tol,
+                )
             else:
-                w_new[active], f, _ = solve(Z, lam, w[active], tol=self.inner_tol, max_iter=self.inner_max_iter)
+                w_new[active], f, _ = solve(
+                    Z, lam, w[active], tol=self.inner_tol, max_iter=self.inner_max_iter
+                )
             n_iter += 1
             inner_passes.append(Z.passes)
-            delta = float(np.linalg.norm(w_new - w))              # line 8
+            delta = float(np.linalg.norm(w_new - w))  # line 8
             delta_trace.append(delta)
             objective.append(f)
             w = w_new
-            keep = w[active] > self.elim_tol                      # §3.2: drop ~0 weights
+            keep = w[active] > self.elim_tol  # §3.2: drop ~0 weights
             if not self.eliminate:
                 keep[:] = True
             w[active[~keep]] = 0.0
             eliminated_any |= not keep.all()
             active = active[keep]
             active_sizes.append(int(active.size))
-            log.info("logo: iteration %d  ‖Δw‖=%.4g  objective=%.6g  active=%d", n_iter, delta, f, active.size)
+            log.info(
+                "logo: iteration %d  ‖Δw‖=%.4g  objective=%.6g  active=%d",
+                n_iter,
+                delta,
+                f,
+                active.size,
+            )
             del Z, XA
             if active.size == 0:
-                warnings.warn("logo: every weight fell to 0 (λ too large for this data?); "
-                              "try a smaller lam", ConvergenceWarning, stacklevel=4)
+                warnings.warn(
+                    "logo: every weight fell to 0 (λ too large for this data?); try a smaller lam",
+                    ConvergenceWarning,
+                    stacklevel=4,
+                )
                 converged = delta < self.theta
                 break
             check = None
@@ -397,39 +464,77 @@ class Logo(Selector):
                     converged = True
                     break
                 check = "final"
-            elif (self.certify and eliminated_any and early_checks and keep.all()
-                  and (certified_active is None or not np.array_equal(active, certified_active))):
+            elif (
+                self.certify
+                and eliminated_any
+                and early_checks
+                and keep.all()
+                and (certified_active is None or not np.array_equal(active, certified_active))
+            ):
                 # elimination has settled: certify now rather than converge to a fixed point
                 # that lacks a wrongly eliminated feature (the final check stays mandatory)
                 check = "early"
-            slot.reached(n_iter, lambda: {
-                "w": w, "active": active, "eliminated_any": eliminated_any, "check": check,
-                "early_checks": early_checks, "certified_active": certified_active,
-                "n_certifications": n_certifications, "delta_trace": np.asarray(delta_trace),
-                "objective": np.asarray(objective), "active_sizes": np.asarray(active_sizes, dtype=np.int64),
-                "inner_passes": np.asarray(inner_passes, dtype=np.int64), "rejoined": rejoined,
-                "passes": ex.passes})
+            slot.reached(
+                n_iter,
+                lambda: {
+                    "w": w,
+                    "active": active,
+                    "eliminated_any": eliminated_any,
+                    "check": check,
+                    "early_checks": early_checks,
+                    "certified_active": certified_active,
+                    "n_certifications": n_certifications,
+                    "delta_trace": np.asarray(delta_trace),
+                    "objective": np.asarray(objective),
+                    "active_sizes": np.asarray(active_sizes, dtype=np.int64),
+                    "inner_passes": np.asarray(inner_passes, dtype=np.int64),
+                    "rejoined": rejoined,
+                    "passes": ex.passes,
+                },
+            )
         if final_violators.size:
-            warnings.warn(f"logo: not converged, and {final_violators.size} eliminated feature(s) violate the "
-                          "optimality condition at the last w (first: "
-                          f"{', '.join(map(str, final_violators[:5]))}); their weight 0 is not certified — "
-                          "raise max_iter or sigma", ConvergenceWarning, stacklevel=4)
+            warnings.warn(
+                f"logo: not converged, and {final_violators.size} eliminated feature(s) violate the "
+                "optimality condition at the last w (first: "
+                f"{', '.join(map(str, final_violators[:5]))}); their weight 0 is not certified — "
+                "raise max_iter or sigma",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         elif not converged and active.size:
-            warnings.warn(f"logo: stopped after max_iter={self.max_iter} outer iterations with "
-                          f"‖Δw‖={delta_trace[-1]:.3g} ≥ θ={self.theta}; raise max_iter or sigma (a larger "
-                          "kernel width converges faster, paper §3.1)", ConvergenceWarning, stacklevel=4)
+            warnings.warn(
+                f"logo: stopped after max_iter={self.max_iter} outer iterations with "
+                f"‖Δw‖={delta_trace[-1]:.3g} ≥ θ={self.theta}; raise max_iter or sigma (a larger "
+                "kernel width converges faster, paper §3.1)",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         return FitOutput(
-            scores=w, n_iter=n_iter, converged=converged, objective=objective,
-            extras={"delta": np.asarray(delta_trace), "active_size": np.asarray(active_sizes, dtype=np.int64),
-                    "inner_passes": np.asarray(inner_passes, dtype=np.int64)},
-            extra_dims={"delta": ("iteration",), "active_size": ("iteration",), "inner_passes": ("iteration",)},
-            attrs={"delta_trace": [float(d) for d in delta_trace], "n_rejoined": len(rejoined),
-                   "rejoined_features": rejoined[:1000], "solver": self.solver,
-                   "certified": bool(self.certify and converged), "n_certifications": n_certifications,
-                   "uncertified_features": [int(j) for j in final_violators[:1000]],
-                   "passes_over_X": ex.passes},
+            scores=w,
+            n_iter=n_iter,
+            converged=converged,
+            objective=objective,
+            extras={
+                "delta": np.asarray(delta_trace),
+                "active_size": np.asarray(active_sizes, dtype=np.int64),
+                "inner_passes": np.asarray(inner_passes, dtype=np.int64),
+            },
+            extra_dims={
+                "delta": ("iteration",),
+                "active_size": ("iteration",),
+                "inner_passes": ("iteration",),
+            },
+            attrs={
+                "delta_trace": [float(d) for d in delta_trace],
+                "n_rejoined": len(rejoined),
+                "rejoined_features": rejoined[:1000],
+                "solver": self.solver,
+                "certified": bool(self.certify and converged),
+                "n_certifications": n_certifications,
+                "uncertified_features": [int(j) for j in final_violators[:1000]],
+                "passes_over_X": ex.passes,
+            },
         )
-
 
     def _violators(self, ex, X_full, Z, w, active, Pi, lam) -> np.ndarray:
         """Eliminated features whose weight 0 is not optimal for eq. 7 at w (one pass over them).
@@ -443,7 +548,11 @@ class Logo(Selector):
             return elim
         g = lam - _zbar_gradient(ex, X_full.columns(elim, cache=False), Pi, s)
         bad = np.flatnonzero(g < -self.kkt_tol)
-        log.info("logo: certification of %d eliminated features: %d violate optimality", elim.size, bad.size)
+        log.info(
+            "logo: certification of %d eliminated features: %d violate optimality",
+            elim.size,
+            bad.size,
+        )
         # the worst violators rejoin first (at most max(64, 2·|active|) per check); the check
         # is repeated after re-convergence, so none is left out of the final certificate
         cap = max(64, 2 * active.size)
@@ -459,9 +568,11 @@ def _check_classes(y: np.ndarray) -> np.ndarray:
         raise InputError(f"y has a single class ({classes[0]!r}); Logo needs at least two classes")
     if counts.min() < 2:
         lone = classes[counts < 2]
-        raise InputError(f"class(es) {', '.join(repr(c) for c in lone[:5])} of y have a single sample: Logo needs "
-                         "a nearest hit (another sample of the same class, eq. 5) for every sample; "
-                         "drop or merge those classes (or is y a continuous response?)")
+        raise InputError(
+            f"class(es) {', '.join(repr(c) for c in lone[:5])} of y have a single sample: Logo needs "
+            "a nearest hit (another sample of the same class, eq. 5) for every sample; "
+            "drop or merge those classes (or is y a continuous response?)"
+        )
     return codes.ravel()
 
 
@@ -488,7 +599,7 @@ class _Source:
 def _distances(ex: Execution, x, w: np.ndarray) -> np.ndarray:
     """N × N weighted Manhattan distances (Algorithm 1, line 3); columns with w_j = 0 add nothing."""
     nz = np.flatnonzero(w > 0)
-    if nz.size < w.size:                                       # rejoined features: w_j = 0
+    if nz.size < w.size:  # rejoined features: w_j = 0
         x, w = backend_of(x).take_columns(x, nz), w[nz]
     return ex.sum_columns(weighted_manhattan, x, w, shape=(x.shape[0],) * 2)
 
@@ -504,8 +615,13 @@ def _zbar(ex: Execution, x, Pi: np.ndarray) -> LinearOperator:
     (few non-zeros per row, e.g. the first iteration at 10⁶ features, where the nearest
     miss/hit dominates) — recomputed from X at every product, a cheap sparse sweep."""
     narrow = np.count_nonzero(np.abs(Pi) > DROP_BELOW) < _SPARSE_DENSITY * Pi.size
-    return ex.operator(lambda xb: pi_weighted_absdiff(xb, Pi), x, dtype=np.result_type(x.dtype, np.float32),
-                       rblock=lambda s: _gradient_block(s, Pi), recompute=narrow)
+    return ex.operator(
+        lambda xb: pi_weighted_absdiff(xb, Pi),
+        x,
+        dtype=np.result_type(x.dtype, np.float32),
+        rblock=lambda s: _gradient_block(s, Pi),
+        recompute=narrow,
+    )
 
 
 def _zbar_gradient(ex: Execution, x, Pi: np.ndarray, s: np.ndarray) -> np.ndarray:

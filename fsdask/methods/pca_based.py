@@ -68,8 +68,12 @@ class _PCABase(Selector):
         "on_constant": [StrOptions({"drop", "error"})],
     }
 
-    def __init__(self, n_features_to_select: int | None = None, scale: bool = False,
-                 on_constant: Literal["drop", "error"] = "drop"):
+    def __init__(
+        self,
+        n_features_to_select: int | None = None,
+        scale: bool = False,
+        on_constant: Literal["drop", "error"] = "drop",
+    ):
         self.n_features_to_select = n_features_to_select
         self.scale = scale
         self.on_constant = on_constant
@@ -93,13 +97,13 @@ class JolliffeI(_PCABase):
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeI")
         B, s, _ = _factor(X, self.scale)
-        K = B @ B.T                                            # r × r, = B_{-S} B_{-S}ᵀ after downdates
+        K = B @ B.T  # r × r, = B_{-S} B_{-S}ᵀ after downdates
         free = np.ones(p, bool)
         order = []
         last = np.zeros(p)
         for _ in range(q):
             w, W = np.linalg.eigh(K)
-            v = B.T @ W[:, -1]                                 # loadings of PC1 of X_{-S}, up to scale
+            v = B.T @ W[:, -1]  # loadings of PC1 of X_{-S}, up to scale
             v[~free] = 0
             last = np.abs(v)
             j = int(np.argmax(last))
@@ -173,9 +177,16 @@ class PFA(_PCABase):
         "max_iter": [Int(1)],
     }
 
-    def __init__(self, n_features_to_select: int | None = None, n_components: int | None = None,
-                 n_init: int = 10, random_state: int = 0, max_iter: int = 100, scale: bool = False,
-                 on_constant: Literal["drop", "error"] = "drop"):
+    def __init__(
+        self,
+        n_features_to_select: int | None = None,
+        n_components: int | None = None,
+        n_init: int = 10,
+        random_state: int = 0,
+        max_iter: int = 100,
+        scale: bool = False,
+        on_constant: Literal["drop", "error"] = "drop",
+    ):
         super().__init__(n_features_to_select, scale, on_constant)
         self.n_components = n_components
         self.n_init = n_init
@@ -212,8 +223,9 @@ class PFA(_PCABase):
         return FitOutput(scores=scores, support=sup, n_iter=n_iter, attrs={"n_components": int(k)})
 
 
-def _kmeans(Z: np.ndarray, k: int, rng: np.random.Generator,
-            max_iter: int) -> tuple[np.ndarray, np.ndarray, float, int]:
+def _kmeans(
+    Z: np.ndarray, k: int, rng: np.random.Generator, max_iter: int
+) -> tuple[np.ndarray, np.ndarray, float, int]:
     """Lloyd's k-means with k-means++ seeding (small, dense: p × k loadings); labels,
     centres, inertia and the number of Lloyd iterations."""
     p = Z.shape[0]
@@ -257,14 +269,21 @@ class SparsePCASelector(_PCABase):
         "random_state": [Int(0)],
     }
 
-    def __init__(self, n_features_to_select: int | None = None, max_bisect: int = 30, random_state: int = 0,
-                 scale: bool = False, on_constant: Literal["drop", "error"] = "drop"):
+    def __init__(
+        self,
+        n_features_to_select: int | None = None,
+        max_bisect: int = 30,
+        random_state: int = 0,
+        scale: bool = False,
+        on_constant: Literal["drop", "error"] = "drop",
+    ):
         super().__init__(n_features_to_select, scale, on_constant)
         self.max_bisect = max_bisect
         self.random_state = random_state
 
     def _fit(self, X: da.Array, y) -> FitOutput:
         from sklearn.decomposition import SparsePCA
+
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "SparsePCASelector")
         Xc = np.asarray(X.astype(np.float64).compute())
@@ -273,7 +292,9 @@ class SparsePCASelector(_PCABase):
             Xc = Xc / Xc.std(0, ddof=1)
 
         def load(alpha):
-            m = SparsePCA(n_components=1, alpha=alpha, random_state=self.random_state, max_iter=200).fit(Xc)
+            m = SparsePCA(
+                n_components=1, alpha=alpha, random_state=self.random_state, max_iter=200
+            ).fit(Xc)
             return m.components_[0]
 
         # largest useful α: all loadings vanish once α ≥ max_j |x_jᵀ u| for the unit code u
@@ -293,4 +314,8 @@ class SparsePCASelector(_PCABase):
         scores = np.abs(best)
         sup = np.zeros(p, bool)
         sup[np.argsort(-scores, kind="stable")[:q]] = True
-        return FitOutput(scores=scores, support=sup, attrs={"alpha": float(lo), "nnz": int(np.count_nonzero(best))})
+        return FitOutput(
+            scores=scores,
+            support=sup,
+            attrs={"alpha": float(lo), "nnz": int(np.count_nonzero(best))},
+        )

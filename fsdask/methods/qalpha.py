@@ -109,7 +109,7 @@ def prepped(xb: np.ndarray, prep: Callable[[np.ndarray], np.ndarray]):
     never holding a float64 copy of a whole (possibly 64 MiB float32) block.
     """
     for s in range(0, xb.shape[1], _ROW_BATCH):
-        yield s, prep(xb[:, s:s + _ROW_BATCH])
+        yield s, prep(xb[:, s : s + _ROW_BATCH])
 
 
 # --------------------------------------------------------------------------- tall matrices W
@@ -121,10 +121,15 @@ class TallSpec:
     The ``*_block`` methods take a *raw* block and ``prep`` and sweep it in batches.
     """
 
-    def __init__(self, rows: Callable[[np.ndarray], np.ndarray], r: int, signature: np.ndarray | None = None,
-                 gram: Callable[[np.ndarray], np.ndarray] | None = None,
-                 matvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
-                 rmatvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None):
+    def __init__(
+        self,
+        rows: Callable[[np.ndarray], np.ndarray],
+        r: int,
+        signature: np.ndarray | None = None,
+        gram: Callable[[np.ndarray], np.ndarray] | None = None,
+        matvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+        rmatvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    ):
         self.rows = rows
         self.r = r
         self.signature = signature  # None means S = I
@@ -151,7 +156,7 @@ class TallSpec:
         """Wᵀ a of the block (r,)."""
         out = np.zeros(self.r)
         for s, m in prepped(xb, prep):
-            out += self.rmatvec(m, a[s:s + m.shape[1]])
+            out += self.rmatvec(m, a[s : s + m.shape[1]])
         return out
 
     def normal_block(self, xb: np.ndarray, prep: Callable, v: np.ndarray) -> np.ndarray:
@@ -165,16 +170,19 @@ class TallSpec:
 
 def khatri_rao_rows(m: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """Rows m_i ⊗ p_i, p_i = Qᵀ m_i, for the columns m_i of ``m`` (q × b) → (b × qk)."""
-    p = Q.T @ m                                           # k × b
+    p = Q.T @ m  # k × b
     return (m.T[:, :, None] * p.T[:, None, :]).reshape(m.shape[1], -1)
 
 
 def standard_spec(Q: np.ndarray) -> TallSpec:
     """Def. 2: G = W Wᵀ, rows m_i ⊗ Qᵀm_i (WᵀW and W u without forming W)."""
-    return TallSpec(lambda m: khatri_rao_rows(m, Q), Q.shape[0] * Q.shape[1],
-                    gram=lambda m: khatri_rao_gram_block(m.T, (Q.T @ m).T),
-                    matvec=lambda m, u: khatri_rao_matvec(m.T, (Q.T @ m).T, u),
-                    rmatvec=lambda m, a: khatri_rao_rmatvec(m.T, (Q.T @ m).T, a))
+    return TallSpec(
+        lambda m: khatri_rao_rows(m, Q),
+        Q.shape[0] * Q.shape[1],
+        gram=lambda m: khatri_rao_gram_block(m.T, (Q.T @ m).T),
+        matvec=lambda m, u: khatri_rao_matvec(m.T, (Q.T @ m).T, u),
+        rmatvec=lambda m, a: khatri_rao_rmatvec(m.T, (Q.T @ m).T, a),
+    )
 
 
 def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
@@ -184,6 +192,7 @@ def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
     def rows(m):
         di = (m * m).max(axis=0) if d is None else np.full(m.shape[1], d)
         return khatri_rao_rows(m, Q) + di[:, None] * vq[None, :]
+
     return TallSpec(rows, Q.size)
 
 
@@ -194,6 +203,7 @@ def gap_spec(Q: np.ndarray) -> TallSpec:
 
     def rows(m):
         return np.concatenate([khatri_rao_rows(m, Q), khatri_rao_rows(m, eye)], axis=1)
+
     S = np.r_[np.full(q * k, 2.0), np.full(q * q, -1.0)]
     return TallSpec(rows, q * k + q * q, np.diag(S))
 
@@ -202,7 +212,9 @@ def supervised_spec(Qs: dict, slices: list[slice], gamma: float) -> TallSpec:
     """Def. 6: 𝒢 = Σ_l G^{ll} − γ Σ_{g≠h} G^{gh}; rows [m_i^g ⊗ Q^{gh}ᵀ m_i^h]_{(g,h)}."""
     keys = sorted(Qs)
     widths = [(slices[g].stop - slices[g].start) * Qs[g, h].shape[1] for g, h in keys]
-    sign = np.concatenate([np.full(w, 1.0 if g == h else -gamma) for (g, h), w in zip(keys, widths)])
+    sign = np.concatenate(
+        [np.full(w, 1.0 if g == h else -gamma) for (g, h), w in zip(keys, widths)]
+    )
 
     def rows(m):
         parts = []
@@ -211,6 +223,7 @@ def supervised_spec(Qs: dict, slices: list[slice], gamma: float) -> TallSpec:
             p = Qs[g, h].T @ mh
             parts.append((mg.T[:, :, None] * p.T[:, None, :]).reshape(m.shape[1], -1))
         return np.concatenate(parts, axis=1)
+
     return TallSpec(rows, int(sum(widths)), np.diag(sign))
 
 
@@ -219,7 +232,7 @@ def affinity_block(xb: np.ndarray, a: np.ndarray, prep: Callable) -> np.ndarray:
     """``A_α = Σ_i α_i m_i m_iᵀ`` over the features of one raw block."""
     out = np.zeros((xb.shape[0], xb.shape[0]))
     for s, m in prepped(xb, prep):
-        out += (m * a[s:s + m.shape[1]]) @ m.T
+        out += (m * a[s : s + m.shape[1]]) @ m.T
     return out
 
 
@@ -252,13 +265,15 @@ class AlphaStep:
         self.a_prev: np.ndarray | None = None
         self.rng = np.random.default_rng(random_state)
         self.n_passes = 0
-        self.ex = Execution()       # the memory budget of this fit (dask config fsdask.memory-budget)
+        self.ex = Execution()  # the memory budget of this fit (dask config fsdask.memory-budget)
 
     def _choose(self, spec: TallSpec) -> str:
         n = self.X.shape[1]
         if self.solver == "tsqr" and n >= spec.r:
             return "tsqr"
-        gram_fits = self.ex.fits(8.0 * spec.r**2, copies=TREE_SUM_COPIES)   # the tree-summed r × r Gram
+        gram_fits = self.ex.fits(
+            8.0 * spec.r**2, copies=TREE_SUM_COPIES
+        )  # the tree-summed r × r Gram
         if self.solver == "gram" or (self.solver in ("auto", "tsqr") and gram_fits):
             return "gram"
         # matrix-free: Lanczos on Wᵀ W in R^r (S = I: one pass per product), or on W S Wᵀ in R^n
@@ -269,7 +284,9 @@ class AlphaStep:
         prep, X = self.prep, self.X
         how = self._choose(spec)
         if how == "tsqr":
-            Wd = map_features(lambda xb: spec.rows(prep(xb)).T, X, out_rows=spec.r, dtype=np.float64).T
+            Wd = map_features(
+                lambda xb: spec.rows(prep(xb)).T, X, out_rows=spec.r, dtype=np.float64
+            ).T
             Qw, R = tall_skinny_qr(Wd)
             R = R.compute()
             self.n_passes += 1
@@ -278,16 +295,24 @@ class AlphaStep:
             alpha_d = (Qw @ h[:, None])[:, 0].rechunk((X.chunks[1],))
         else:
             if how == "gram":
-                K = sum_over_blocks(lambda xb: spec.gram_block(xb, prep), X, shape=(spec.r, spec.r)).compute()
+                K = sum_over_blocks(
+                    lambda xb: spec.gram_block(xb, prep), X, shape=(spec.r, spec.r)
+                ).compute()
                 self.n_passes += 1
                 lam, u = leading_from_gram(K, spec.signature)
             elif how == "lanczos":
-                v0 = self.v_prev if self.v_prev is not None and self.v_prev.size == spec.r else \
-                    self.rng.standard_normal(spec.r)
+                v0 = (
+                    self.v_prev
+                    if self.v_prev is not None and self.v_prev.size == spec.r
+                    else self.rng.standard_normal(spec.r)
+                )
 
                 def matvec(v):
                     self.n_passes += 1
-                    return sum_over_blocks(lambda xb: spec.normal_block(xb, prep, v), X, shape=(spec.r,)).compute()
+                    return sum_over_blocks(
+                        lambda xb: spec.normal_block(xb, prep, v), X, shape=(spec.r,)
+                    ).compute()
+
                 w, V = leading_eigh(matvec, spec.r, 1, which="LA", v0=v0, tol=1e-12)
                 lam, v = float(w[0]), V[:, 0]
                 self.v_prev = v
@@ -300,16 +325,26 @@ class AlphaStep:
                 def matvec_n(a):
                     self.n_passes += 2
                     a_d = da.from_array(a, chunks=(X.chunks[1],))
-                    c = sum_over_blocks(lambda xb, ab: spec.apply_block_T(xb, prep, ab), X, a_d,
-                                        shape=(spec.r,)).compute()
-                    return compute_blocks(map_features(lambda xb: spec.apply_block(xb, prep, S @ c), X, dtype=np.float64))[0]
+                    c = sum_over_blocks(
+                        lambda xb, ab: spec.apply_block_T(xb, prep, ab), X, a_d, shape=(spec.r,)
+                    ).compute()
+                    return compute_blocks(
+                        map_features(
+                            lambda xb: spec.apply_block(xb, prep, S @ c), X, dtype=np.float64
+                        )
+                    )[0]
+
                 w, U = leading_eigh(matvec_n, n, 1, which="LA", v0=a0, tol=1e-12)
                 lam = float(w[0])
                 alpha_d = da.from_array(U[:, 0], chunks=(X.chunks[1],))
             if how != "lanczos_n":
-                alpha_d = map_features(lambda xb: spec.apply_block(xb, prep, u), X, dtype=np.float64)
-        A_d = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, alpha_d, shape=(X.shape[0],) * 2)
-        alpha, A = compute_blocks(alpha_d, A_d)   # α joined on the client: tasks stay block-sized
+                alpha_d = map_features(
+                    lambda xb: spec.apply_block(xb, prep, u), X, dtype=np.float64
+                )
+        A_d = sum_over_blocks(
+            lambda xb, ab: affinity_block(xb, ab, prep), X, alpha_d, shape=(X.shape[0],) * 2
+        )
+        alpha, A = compute_blocks(alpha_d, A_d)  # α joined on the client: tasks stay block-sized
         self.n_passes += 1
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
@@ -317,8 +352,12 @@ class AlphaStep:
 
     # ---- checkpoints: what the next α-step reuses (warm starts, the RNG, the pass count)
     def state(self) -> dict[str, Any]:
-        return {"solver_v": self.v_prev, "solver_a": self.a_prev, "solver_rng": checkpoint.rng_state(self.rng),
-                "solver_passes": self.n_passes}
+        return {
+            "solver_v": self.v_prev,
+            "solver_a": self.a_prev,
+            "solver_rng": checkpoint.rng_state(self.rng),
+            "solver_passes": self.n_passes,
+        }
 
     def set_state(self, saved: dict[str, Any]) -> None:
         self.v_prev, self.a_prev = saved.get("solver_v"), saved.get("solver_a")
@@ -338,7 +377,9 @@ class AlphaStep:
     def _gram_terms(self, spec: TallSpec) -> list[da.Array]:
         r, prep = spec.r, self.prep
         K = sum_over_blocks(lambda xb: spec.gram_block(xb, prep), self.X, shape=(r, r))
-        c = sum_over_blocks(lambda xb: spec.apply_block_T(xb, prep, np.ones(xb.shape[1])), self.X, shape=(r,))
+        c = sum_over_blocks(
+            lambda xb: spec.apply_block_T(xb, prep, np.ones(xb.shape[1])), self.X, shape=(r,)
+        )
         return [K, c]
 
     def materialize(self, spec: TallSpec, u: np.ndarray, next_spec: TallSpec | None):
@@ -346,7 +387,7 @@ class AlphaStep:
         prep, q = self.prep, self.X.shape[0]
         r = 0 if next_spec is None else next_spec.r
 
-        def block(xb):   # each 2048-feature batch preprocessed once, used for all four terms
+        def block(xb):  # each 2048-feature batch preprocessed once, used for all four terms
             alpha_b, A_b, K_b, c_b = [], np.zeros((q, q)), np.zeros((r, r)), np.zeros(r)
             for _, m in prepped(xb, prep):
                 a = spec.matvec(m, u)
@@ -356,8 +397,9 @@ class AlphaStep:
                     K_b += next_spec.gram(m)
                     c_b += next_spec.rmatvec(m, np.ones(m.shape[1]))
             return (np.concatenate(alpha_b) if alpha_b else np.zeros(0)), [A_b, K_b, c_b]
+
         alpha_d, sums = map_and_sum(block, self.X, shapes=[(q, q), (r, r), (r,)])
-        alpha, A, K, c = compute_blocks(alpha_d, *sums)   # α joined on the client
+        alpha, A, K, c = compute_blocks(alpha_d, *sums)  # α joined on the client
         self.n_passes += 1
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
@@ -419,8 +461,8 @@ def auto_cut(alpha: np.ndarray) -> int:
         last = n - 1
     if last < 1:
         return 1
-    ratios = w[:last] / np.maximum(w[1:last + 1], w[0] * 1e-300)
-    ratios = np.where(w[1:last + 1] > 0, ratios, np.inf)
+    ratios = w[:last] / np.maximum(w[1 : last + 1], w[0] * 1e-300)
+    ratios = np.where(w[1 : last + 1] > 0, ratios, np.inf)
     return int(np.argmax(ratios) + 1)
 
 
@@ -439,7 +481,8 @@ def make_kernel(kernel: Any, params: dict | None) -> Callable[[np.ndarray, np.nd
 
         def rbf(a, b):
             d = (a * a).sum(0)[:, None] + (b * b).sum(0)[None, :] - 2 * a.T @ b
-            return np.exp(-np.maximum(d, 0) / (2 * sigma ** 2))
+            return np.exp(-np.maximum(d, 0) / (2 * sigma**2))
+
         return rbf
     if kernel == "poly":
         degree, coef0 = int(p.get("degree", 2)), float(p.get("coef0", 0.0))
@@ -449,7 +492,9 @@ def make_kernel(kernel: Any, params: dict | None) -> Callable[[np.ndarray, np.nd
         if block < 1:
             raise ParameterError(f"kernel_params block={block}; it must be ≥ 1")
         return lambda a, b: sessions_kernel(a, b, block)
-    raise ParameterError(f"kernel={kernel!r}; use one of {', '.join(KERNELS)}, a callable k(XI, XJ) or None")
+    raise ParameterError(
+        f"kernel={kernel!r}; use one of {', '.join(KERNELS)}, a callable k(XI, XJ) or None"
+    )
 
 
 def sessions_kernel(a: np.ndarray, b: np.ndarray, block: int = 8) -> np.ndarray:
@@ -464,19 +509,21 @@ def sessions_kernel(a: np.ndarray, b: np.ndarray, block: int = 8) -> np.ndarray:
     data (λ = 0.02) kernel Q-α found ≥ 10 of the 12 relevant features in 0 of 5 runs; with
     it in 5 of 5 (as Q-α on the element-wise squared data).
     """
+
     def raw(x, y):
         out = np.zeros((x.shape[1], y.shape[1]))
         for s in range(0, x.shape[0], block):
-            out += (x[s:s + block].T @ y[s:s + block]) ** 2
+            out += (x[s : s + block].T @ y[s : s + block]) ** 2
         return out
 
     def stats(x):
-        one = sum((x[s:s + block].sum(0)) ** 2 for s in range(0, x.shape[0], block))        # 1ᵀφ
-        sq = sum((x[s:s + block] ** 2).sum(0) ** 2 for s in range(0, x.shape[0], block))    # ‖φ‖²
+        one = sum((x[s : s + block].sum(0)) ** 2 for s in range(0, x.shape[0], block))  # 1ᵀφ
+        sq = sum((x[s : s + block] ** 2).sum(0) ** 2 for s in range(0, x.shape[0], block))  # ‖φ‖²
         return one, sq
+
     D = sum(min(block, a.shape[0] - s) ** 2 for s in range(0, a.shape[0], block))
     (oa, na), (ob, nb) = stats(a), stats(b)
-    na, nb = np.sqrt(np.maximum(na - oa ** 2 / D, 0)), np.sqrt(np.maximum(nb - ob ** 2 / D, 0))
+    na, nb = np.sqrt(np.maximum(na - oa**2 / D, 0)), np.sqrt(np.maximum(nb - ob**2 / D, 0))
     K = raw(a, b) - np.outer(oa, ob) / D
     return np.divide(K, np.outer(na, nb), out=np.zeros_like(K), where=np.outer(na, nb) > 0)
 
@@ -560,11 +607,25 @@ class QAlpha(Selector):
         "on_constant": [StrOptions({"drop", "error"})],
     }
 
-    def __init__(self, k: int = 2, variant: str = "power", init: Any = "pca", gamma: float = 0.5,
-                 kernel: Any = None, kernel_params: dict | None = None, max_iter: int = 100,
-                 tol: float = 1e-6, n_features_to_select: Any = None, supervised: Any = "auto",
-                 k_within: int = 2, k_between: int = 1, alpha_solver: str = "auto", n_init: int = 1,
-                 random_state: int | None = 0, on_constant: Literal["drop", "error"] = "drop"):
+    def __init__(
+        self,
+        k: int = 2,
+        variant: str = "power",
+        init: Any = "pca",
+        gamma: float = 0.5,
+        kernel: Any = None,
+        kernel_params: dict | None = None,
+        max_iter: int = 100,
+        tol: float = 1e-6,
+        n_features_to_select: Any = None,
+        supervised: Any = "auto",
+        k_within: int = 2,
+        k_between: int = 1,
+        alpha_solver: str = "auto",
+        n_init: int = 1,
+        random_state: int | None = 0,
+        on_constant: Literal["drop", "error"] = "drop",
+    ):
         self.k = k
         self.variant = variant
         self.init = init
@@ -594,20 +655,35 @@ class QAlpha(Selector):
     def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:
         q, n = X.shape
         if self.supervised is True and self.variant not in ("power", "basic", "supervised"):
-            raise ParameterError(f"supervised=True works with variant 'power' or 'basic', not {self.variant!r}")
-        use_sup = self.variant == "supervised" or (y is not None and self.supervised in ("auto", True)
-                                                   and self.variant in ("power", "basic")) or self.supervised is True
+            raise ParameterError(
+                f"supervised=True works with variant 'power' or 'basic', not {self.variant!r}"
+            )
+        use_sup = (
+            self.variant == "supervised"
+            or (
+                y is not None
+                and self.supervised in ("auto", True)
+                and self.variant in ("power", "basic")
+            )
+            or self.supervised is True
+        )
         if self.kernel is not None or self.variant == "kernel":
             out = self._fit_kernel(X)
         else:
             if use_sup and y is None:
                 raise InputError("the supervised Q-α (Def. 6) needs labels: fit(X, y)")
             if not use_sup and self.k >= q:
-                raise InputError(f"k={self.k} but X has only {q} samples; Q-α needs k < n_samples "
-                                 f"(centred rows span at most {q - 1} dimensions): lower k or add samples")
+                raise InputError(
+                    f"k={self.k} but X has only {q} samples; Q-α needs k < n_samples "
+                    f"(centred rows span at most {q - 1} dimensions): lower k or add samples"
+                )
             out, best, passes = None, None, 0
             for t in range(self.n_init):
-                res = self._fit_supervised(X, np.asarray(y), t) if use_sup else self._fit_unsupervised(X, t)
+                res = (
+                    self._fit_supervised(X, np.asarray(y), t)
+                    if use_sup
+                    else self._fit_unsupervised(X, t)
+                )
                 passes += self.n_passes_
                 if best is None or res.objective[-1] > best[0]:
                     best = (res.objective[-1], res, self.Q_)
@@ -622,7 +698,9 @@ class QAlpha(Selector):
     def _Q0(self, A0: np.ndarray, k: int, rng: np.random.Generator, restart: int) -> np.ndarray:
         q = A0.shape[0]
         if restart > 0:
-            return orth(np.random.default_rng([self.random_state or 0, restart]).standard_normal((q, k)))
+            return orth(
+                np.random.default_rng([self.random_state or 0, restart]).standard_normal((q, k))
+            )
         if isinstance(self.init, str):
             if self.init == "pca":
                 return top_abs_eigvecs(A0, k)
@@ -632,36 +710,59 @@ class QAlpha(Selector):
             raise ParameterError(f"init has shape {Q0.shape}; expected (n_samples, k) = ({q}, {k})")
         return orth(Q0)
 
-    def _iterate(self, step: Callable[[int], np.ndarray], max_iter: int, obj: list[float], slot=None,
-                 dump: Callable[[], dict] | None = None,
-                 load: Callable[[dict], None] | None = None) -> tuple[np.ndarray, int, bool]:
+    def _iterate(
+        self,
+        step: Callable[[int], np.ndarray],
+        max_iter: int,
+        obj: list[float],
+        slot=None,
+        dump: Callable[[], dict] | None = None,
+        load: Callable[[dict], None] | None = None,
+    ) -> tuple[np.ndarray, int, bool]:
         """Run ``step(r)`` until ‖Δα‖ < tol; ``slot`` checkpoints ``dump()`` (+ α, the objective)
         and a resumed fit starts after the saved iteration with ``load(saved)``."""
         alpha_prev = None
         converged = False
-        r, change = 0, np.inf
+        start, change = 0, np.inf
         saved = slot.restore() if slot is not None else None
         if saved is not None:
             load(saved)
-            alpha_prev, r, converged, change = saved["alpha"], saved["iteration"], saved["converged"], saved["change"]
+            alpha_prev, start, converged, change = (
+                saved["alpha"],
+                saved["iteration"],
+                saved["converged"],
+                saved["change"],
+            )
             obj[:] = [float(v) for v in saved["objective"]]
-        for r in range(r + 1, max_iter + 1 if not converged else r + 1):
+        r = start  # the iteration reached, also when a restored fit had already converged
+        for r in range(start + 1, max_iter + 1 if not converged else start + 1):
             alpha = step(r)
             change = np.inf if alpha_prev is None else float(np.linalg.norm(alpha - alpha_prev))
             log.info("Q-α iteration %d: objective %.10g, ‖Δα‖ %.3g", r, obj[-1], change)
             alpha_prev = alpha
             converged = change < self.tol
             if slot is not None:
-                slot.reached(r, lambda: {**dump(), "alpha": alpha_prev, "converged": converged, "change": change,
-                                         "objective": np.asarray(obj)},
-                             final=converged or r == max_iter)
+                slot.reached(
+                    r,
+                    lambda: {
+                        **dump(),
+                        "alpha": alpha_prev,
+                        "converged": converged,
+                        "change": change,
+                        "objective": np.asarray(obj),
+                    },
+                    final=converged or r == max_iter,
+                )
             if converged:
                 break
         if not converged:
-            warnings.warn(f"Q-α stopped at max_iter={max_iter} with ‖Δα‖ = {change:.2g} ≥ tol={self.tol} "
-                          "(converged_ is False); try a larger max_iter or tol — the ranking often settles "
-                          "long before ‖Δα‖ does (compare scores_ of two max_iter)", ConvergenceWarning,
-                          stacklevel=4)
+            warnings.warn(
+                f"Q-α stopped at max_iter={max_iter} with ‖Δα‖ = {change:.2g} ≥ tol={self.tol} "
+                "(converged_ is False); try a larger max_iter or tol — the ranking often settles "
+                "long before ‖Δα‖ does (compare scores_ of two max_iter)",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
         return alpha_prev, r, converged
 
     def _fit_unsupervised(self, X: da.Array, restart: int = 0) -> FitOutput:
@@ -670,14 +771,16 @@ class QAlpha(Selector):
         prep = normalize_block
         rng = np.random.default_rng(self.random_state)
         uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
-        A0 = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2).compute()
+        A0 = sum_over_blocks(
+            lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2
+        ).compute()
         Q = self._Q0(A0, k, rng, restart)
         solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
         obj: list[float] = []
         state = {"Q": Q, "d": None}
         fused = variant == "power" and solve.fusable(standard_spec(Q))
         if fused:
-            state["K"], state["c"] = solve.gram(standard_spec(Q))            # Gram of iteration 1
+            state["K"], state["c"] = solve.gram(standard_spec(Q))  # Gram of iteration 1
 
         def step(r: int) -> np.ndarray:
             Q = state["Q"]
@@ -688,15 +791,15 @@ class QAlpha(Selector):
                 # (step 3) are written out, in the pass that also sums the next iteration's Gram.
                 spec = standard_spec(Q)
                 u = gram_alpha(state["K"], state["c"])
-                Q = orth((state["K"] @ u).reshape(Q.shape))                 # steps 4–5
+                Q = orth((state["K"] @ u).reshape(Q.shape))  # steps 4–5
                 nxt = None if r == self.max_iter else standard_spec(Q)
                 alpha, A, state["K"], state["c"] = solve.materialize(spec, u, nxt)
                 obj.append(criterion(A, Q))
             elif variant == "laplacian":
-                alpha, A, _ = solve(laplacian_spec(Q, state["d"]))          # steps 1–2
-                d = float(np.max(np.diag(A)) / alpha.sum())                # step 3
-                L = A + alpha.sum() * d * np.eye(A.shape[0])               # steps 4–5 (D_α = 0)
-                Q = orth(L @ Q)                                            # steps 6–7
+                alpha, A, _ = solve(laplacian_spec(Q, state["d"]))  # steps 1–2
+                d = float(np.max(np.diag(A)) / alpha.sum())  # step 3
+                L = A + alpha.sum() * d * np.eye(A.shape[0])  # steps 4–5 (D_α = 0)
+                Q = orth(L @ Q)  # steps 6–7
                 state["d"] = d
                 obj.append(criterion(L, Q))
             elif variant == "gap":
@@ -704,15 +807,15 @@ class QAlpha(Selector):
                 Q = orth(A @ Q)
                 obj.append(2 * criterion(A, Q) - float(np.sum(A * A)))
             else:
-                alpha, A, _ = solve(standard_spec(Q))                       # Def. 2 steps 1–3
+                alpha, A, _ = solve(standard_spec(Q))  # Def. 2 steps 1–3
                 if variant == "power":
-                    Q = orth(A @ Q)                                        # steps 4–5
+                    Q = orth(A @ Q)  # steps 4–5
                 elif variant == "basic":
                     Q = top_abs_eigvecs(A, k)
                 elif variant == "ritz":
-                    Qb = orth(A @ Q)                                       # Def. 4 steps 2–3
-                    alpha, A, _ = solve(standard_spec(Qb))                 # steps 4–5 (Def. 2's G at Q̄)
-                    Q = Qb @ top_abs_eigvecs(Qb.T @ A @ Qb, k)             # steps 6–8
+                    Qb = orth(A @ Q)  # Def. 4 steps 2–3
+                    alpha, A, _ = solve(standard_spec(Qb))  # steps 4–5 (Def. 2's G at Q̄)
+                    Q = Qb @ top_abs_eigvecs(Qb.T @ A @ Qb, k)  # steps 6–8
                 obj.append(criterion(A, Q))
             state["Q"] = Q
             return alpha
@@ -725,39 +828,53 @@ class QAlpha(Selector):
             state.update({k: saved.get(k) for k in state})
             state["d"] = None if state["d"] is None else float(state["d"])
             solve.set_state(saved)
+
         slot = checkpoint.for_fit(self, X).slot(f"qalpha/{variant}/restart{restart}")
         alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot, dump, load)
         self.Q_ = state["Q"]
         self.n_passes_ = solve.n_passes + 1
-        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(obj),
-                         extras={"Q": self.Q_}, extra_dims={"Q": ("sample", "component")},
-                         attrs={"variant": variant, "k": int(k), "n_passes": int(self.n_passes_)})
+        return FitOutput(
+            scores=alpha,
+            n_iter=n_iter,
+            converged=converged,
+            objective=list(obj),
+            extras={"Q": self.Q_},
+            extra_dims={"Q": ("sample", "component")},
+            attrs={"variant": variant, "k": int(k), "n_passes": int(self.n_passes_)},
+        )
 
     def _fit_supervised(self, X: da.Array, y: np.ndarray, restart: int = 0) -> FitOutput:
         classes, codes = np.unique(y, return_inverse=True)
         if classes.size < 2:
-            raise InputError(f"y has a single class ({classes[0]!r}); the supervised Q-α (Def. 6) needs at "
-                             "least two classes — or fit without y for the unsupervised Q-α")
+            raise InputError(
+                f"y has a single class ({classes[0]!r}); the supervised Q-α (Def. 6) needs at "
+                "least two classes — or fit without y for the unsupervised Q-α"
+            )
         groups = [np.flatnonzero(codes == c) for c in range(classes.size)]
         sizes = [g.size for g in groups]
         need = max(self.k_within + 1, self.k_between)
         small = [str(classes[c]) for c, s in enumerate(sizes) if s < need]
         if small:
-            raise InputError(f"class(es) {', '.join(small)} have fewer than {need} samples; the supervised Q-α "
-                             f"needs k_within + 1 = {self.k_within + 1} samples per class (lower k_within)")
+            raise InputError(
+                f"class(es) {', '.join(small)} have fewer than {need} samples; the supervised Q-α "
+                f"needs k_within + 1 = {self.k_within + 1} samples per class (lower k_within)"
+            )
         bounds = np.r_[0, np.cumsum(sizes)]
         slices = [slice(int(bounds[c]), int(bounds[c + 1])) for c in range(classes.size)]
 
         def prep(xb):
             return class_normalize_block(xb, groups)
+
         n = X.shape[1]
         nc = classes.size
         pairs = [(g, h) for g in range(nc) for h in range(nc)]
         kk = {(g, h): (self.k_within if g == h else self.k_between) for g, h in pairs}
         uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
         qtot = X.shape[0]
-        A = sum_over_blocks(lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(qtot, qtot)).compute()
-        if restart > 0:   # a seeded random start (n_init > 1)
+        A = sum_over_blocks(
+            lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(qtot, qtot)
+        ).compute()
+        if restart > 0:  # a seeded random start (n_init > 1)
             rs = np.random.default_rng([self.random_state or 0, restart])
             Qs = {(g, h): orth(rs.standard_normal((sizes[h], kk[g, h]))) for g, h in pairs}
         else:
@@ -788,53 +905,96 @@ class QAlpha(Selector):
         def load(saved: dict) -> None:
             Qs.update({(g, h): saved[f"Q{g}_{h}"] for g, h in pairs})
             solve.set_state(saved)
+
         slot = checkpoint.for_fit(self, X, y).slot(f"qalpha/supervised/restart{restart}")
         alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot, dump, load)
-        self.Q_ = {(classes[g].item() if hasattr(classes[g], "item") else classes[g],
-                    classes[h].item() if hasattr(classes[h], "item") else classes[h]): Qs[g, h] for g, h in pairs}
+        self.Q_ = {
+            (
+                classes[g].item() if hasattr(classes[g], "item") else classes[g],
+                classes[h].item() if hasattr(classes[h], "item") else classes[h],
+            ): Qs[g, h]
+            for g, h in pairs
+        }
         self.n_passes_ = solve.n_passes + 1
-        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(obj),
-                         attrs={"variant": "supervised", "gamma": float(self.gamma), "k_within": int(self.k_within),
-                                "k_between": int(self.k_between), "classes": [str(c) for c in classes],
-                                "n_passes": int(self.n_passes_)})
+        return FitOutput(
+            scores=alpha,
+            n_iter=n_iter,
+            converged=converged,
+            objective=list(obj),
+            attrs={
+                "variant": "supervised",
+                "gamma": float(self.gamma),
+                "k_within": int(self.k_within),
+                "k_between": int(self.k_between),
+                "classes": [str(c) for c in classes],
+                "n_passes": int(self.n_passes_),
+            },
+        )
 
     def _fit_kernel(self, X: da.Array) -> FitOutput:
         q, n = X.shape
         k = self.k
         if k >= n:
-            raise InputError(f"k={k} but X has only {n} features; the kernel Q-α needs k < n_features")
+            raise InputError(
+                f"k={k} but X has only {n} features; the kernel Q-α needs k < n_features"
+            )
         kern = make_kernel("rbf" if self.kernel is None else self.kernel, self.kernel_params)
         Mx = map_features(normalize_block, X, out_rows=q, dtype=np.float64)
-        probe = Mx[:, :min(3, n)].compute()
+        probe = Mx[:, : min(3, n)].compute()
         try:
             v = np.asarray(kern(probe[:, :2], probe))
         except Exception as exc:
-            raise ParameterError(f"the kernel failed on two (sample × features) blocks: {type(exc).__name__}: {exc}") from exc
+            raise ParameterError(
+                f"the kernel failed on two (sample × features) blocks: {type(exc).__name__}: {exc}"
+            ) from exc
         if v.shape != (probe[:, :2].shape[1], probe.shape[1]):
-            raise ParameterError(f"the kernel returned shape {v.shape} for blocks of {probe[:, :2].shape[1]} and "
-                                 f"{probe.shape[1]} features; it must return (features_I × features_J)")
+            raise ParameterError(
+                f"the kernel returned shape {v.shape} for blocks of {probe[:, :2].shape[1]} and "
+                f"{probe.shape[1]} features; it must return (features_I × features_J)"
+            )
         if not np.all(np.isfinite(v)):
-            raise ParameterError("the kernel returned NaN/Inf on the first features; check kernel_params")
+            raise ParameterError(
+                "the kernel returned NaN/Inf on the first features; check kernel_params"
+            )
         tile = int(max(256, min(4096, 2**24 // max(1, q * 8))))
         self.n_passes_ = 0
 
         def Vmul(B: np.ndarray) -> np.ndarray:
             self.n_passes_ += 1
-            return np.asarray(feature_kernel_matmul(Mx, kern, np.asarray(B, dtype=np.float64), tile=tile).compute())
+            return np.asarray(
+                feature_kernel_matmul(
+                    Mx, kern, np.asarray(B, dtype=np.float64), tile=tile
+                ).compute()
+            )
 
         rng = np.random.default_rng(self.random_state)
         if isinstance(self.init, str) and self.init == "pca":
-            w, U = leading_eigh(lambda v: Vmul(v[:, None])[:, 0], n, k, which="LA",
-                                v0=np.ones(n) / np.sqrt(n), tol=1e-12, matmat=Vmul)
+            w, U = leading_eigh(
+                lambda v: Vmul(v[:, None])[:, 0],
+                n,
+                k,
+                which="LA",
+                v0=np.ones(n) / np.sqrt(n),
+                tol=1e-12,
+                matmat=Vmul,
+            )
             if np.any(w <= 0):
-                raise InputError("the feature kernel has fewer than k positive eigenvalues; lower k")
-            E = U / np.sqrt(w)                      # Mᵀ E orthonormal: Eᵀ V E = I
-            B = U * np.sqrt(w)                      # V E
+                raise InputError(
+                    "the feature kernel has fewer than k positive eigenvalues; lower k"
+                )
+            E = U / np.sqrt(w)  # Mᵀ E orthonormal: Eᵀ V E = I
+            B = U * np.sqrt(w)  # V E
         else:
-            E0 = rng.standard_normal((n, k)) if isinstance(self.init, str) else np.asarray(self.init, float)
+            E0 = (
+                rng.standard_normal((n, k))
+                if isinstance(self.init, str)
+                else np.asarray(self.init, float)
+            )
             if E0.shape != (n, k):
-                raise ParameterError(f"for the kernel variant init must be (n_features × k) = ({n}, {k}); "
-                                     f"got {E0.shape}")
+                raise ParameterError(
+                    f"for the kernel variant init must be (n_features × k) = ({n}, {k}); "
+                    f"got {E0.shape}"
+                )
             VE = Vmul(E0)
             R = np.linalg.cholesky(E0.T @ VE).T
             E, B = np.linalg.solve(R.T, E0.T).T, np.linalg.solve(R.T, VE.T).T
@@ -843,26 +1003,35 @@ class QAlpha(Selector):
 
         def step(r: int) -> np.ndarray:
             B = state["B"]
+
             # steps 1–2: α = leading eigenvector of G = V ∘ (B Bᵀ);  G α = rowsum(B ∘ V(diag(α) B))
             def matvec(a):
                 return np.sum(B * Vmul(a[:, None] * B), axis=1)
 
-            def matmat(Amat):   # G Amat in one pass: the columns' diag(a_j) B side by side
+            def matmat(Amat):  # G Amat in one pass: the columns' diag(a_j) B side by side
                 C = Vmul(np.concatenate([a[:, None] * B for a in Amat.T], axis=1))
-                return np.stack([np.sum(B * C[:, j * B.shape[1]:(j + 1) * B.shape[1]], axis=1)
-                                 for j in range(Amat.shape[1])], axis=1)
+                return np.stack(
+                    [
+                        np.sum(B * C[:, j * B.shape[1] : (j + 1) * B.shape[1]], axis=1)
+                        for j in range(Amat.shape[1])
+                    ],
+                    axis=1,
+                )
+
             _, U = leading_eigh(matvec, n, 1, which="LA", v0=state["a"], tol=1e-12, matmat=matmat)
             alpha = U[:, 0] * (1.0 if U[:, 0].sum() >= 0 else -1.0)
             DB = alpha[:, None] * B
-            C = Vmul(DB)                                   # V D B
-            ZtZ = DB.T @ C                                 # step 3: Zᵀ Z = Bᵀ D V D B
+            C = Vmul(DB)  # V D B
+            ZtZ = DB.T @ C  # step 3: Zᵀ Z = Bᵀ D V D B
             try:
-                R = np.linalg.cholesky((ZtZ + ZtZ.T) / 2).T    # step 4
+                R = np.linalg.cholesky((ZtZ + ZtZ.T) / 2).T  # step 4
             except np.linalg.LinAlgError as exc:
-                raise InputError("kernel Q-α: Zᵀ Z is singular (the weighted kernel has rank < k); "
-                                 "lower k or change the kernel") from exc
-            state["E"] = np.linalg.solve(R.T, DB.T).T       # step 5, corrected: E ← D V E R⁻¹
-            state["B"] = np.linalg.solve(R.T, C.T).T        # V E for the next cycle, for free
+                raise InputError(
+                    "kernel Q-α: Zᵀ Z is singular (the weighted kernel has rank < k); "
+                    "lower k or change the kernel"
+                ) from exc
+            state["E"] = np.linalg.solve(R.T, DB.T).T  # step 5, corrected: E ← D V E R⁻¹
+            state["B"] = np.linalg.solve(R.T, C.T).T  # V E for the next cycle, for free
             Bn = state["B"]
             obj.append(float(np.sum(Bn * (alpha[:, None] * Vmul(alpha[:, None] * Bn)))))
             state["a"] = alpha
@@ -871,14 +1040,30 @@ class QAlpha(Selector):
         def load(saved: dict) -> None:
             state.update({k: saved[k] for k in state})
             self.n_passes_ = int(saved["passes"])
+
         slot = checkpoint.for_fit(self, X).slot("qalpha/kernel")
-        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot,
-                                                 lambda: {**state, "passes": self.n_passes_}, load)
+        alpha, n_iter, converged = self._iterate(
+            step, self.max_iter, obj, slot, lambda: {**state, "passes": self.n_passes_}, load
+        )
         self.Q_ = None
         self.E_ = state["E"]
-        name = self.kernel if isinstance(self.kernel, str) else ("rbf" if self.kernel is None else "callable")
-        return FitOutput(scores=alpha, n_iter=n_iter, converged=converged, objective=list(obj),
-                         attrs={"variant": "kernel", "kernel": name, "k": int(k), "n_passes": int(self.n_passes_)})
+        name = (
+            self.kernel
+            if isinstance(self.kernel, str)
+            else ("rbf" if self.kernel is None else "callable")
+        )
+        return FitOutput(
+            scores=alpha,
+            n_iter=n_iter,
+            converged=converged,
+            objective=list(obj),
+            attrs={
+                "variant": "kernel",
+                "kernel": name,
+                "k": int(k),
+                "n_passes": int(self.n_passes_),
+            },
+        )
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:

@@ -61,7 +61,9 @@ from fsdask.errors import FsdaskError, ParameterError
 log = logging.getLogger("fsdask")
 
 #: keys allowed at the top of a pipeline file
-TOP_LEVEL_KEYS = frozenset({"scheduler", "storage_options", "memory_limit", "state", "history_top_k", "steps"})
+TOP_LEVEL_KEYS = frozenset(
+    {"scheduler", "storage_options", "memory_limit", "state", "history_top_k", "steps"}
+)
 #: command-line spellings → keyword of the command's function (``no_X`` flags are negated)
 _ALIASES = {"param": "params", "storage_option": "storage_options"}
 _NEGATED = {"no_progress": "progress", "no_overwrite": "overwrite", "no_standardize": "standardize"}
@@ -78,13 +80,18 @@ class Step:
     options: dict[str, Any]
 
     def digest(self) -> str:
-        blob = json.dumps({"command": self.command, "options": self.options}, sort_keys=True, default=str)
+        blob = json.dumps(
+            {"command": self.command, "options": self.options}, sort_keys=True, default=str
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def outputs(self) -> list[str]:
         skip = _INPUT_ONLY.get(self.command, set())
-        return [str(self.options[k]) for k in OUTPUT_OPTIONS if k in self.options and k not in skip
-                and self.options[k] is not None]
+        return [
+            str(self.options[k])
+            for k in OUTPUT_OPTIONS
+            if k in self.options and k not in skip and self.options[k] is not None
+        ]
 
 
 @dataclass
@@ -102,20 +109,31 @@ def load_config(path: str | os.PathLike) -> Pipeline:
         with open(path) as fh:
             cfg = yaml.safe_load(fh)
     except OSError as exc:
-        raise ParameterError(f"{path}: cannot read the pipeline config ({exc.strerror or exc})") from None
+        raise ParameterError(
+            f"{path}: cannot read the pipeline config ({exc.strerror or exc})"
+        ) from None
     except yaml.YAMLError as exc:
         raise ParameterError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("steps"), list) or not cfg["steps"]:
-        raise ParameterError(f"{path}: expected a mapping with a non-empty list 'steps' "
-                             "(see examples/pipeline.yaml)")
+        raise ParameterError(
+            f"{path}: expected a mapping with a non-empty list 'steps' (see examples/pipeline.yaml)"
+        )
     from fsdask.commands import COMMANDS as SUBCOMMANDS
+
     unknown = sorted(set(cfg) - TOP_LEVEL_KEYS)
     if unknown:
         import difflib
-        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, TOP_LEVEL_KEYS, 1))
-                 else repr(k) for k in unknown]
-        raise ParameterError(f"{path}: unknown top-level key(s) {', '.join(hints)}; "
-                             f"valid: {', '.join(sorted(TOP_LEVEL_KEYS))}")
+
+        hints = [
+            f"{k!r} (did you mean {m[0]!r}?)"
+            if (m := difflib.get_close_matches(k, TOP_LEVEL_KEYS, 1))
+            else repr(k)
+            for k in unknown
+        ]
+        raise ParameterError(
+            f"{path}: unknown top-level key(s) {', '.join(hints)}; "
+            f"valid: {', '.join(sorted(TOP_LEVEL_KEYS))}"
+        )
     steps: list[Step] = []
     for i, raw in enumerate(cfg["steps"], 1):
         if not isinstance(raw, dict):
@@ -124,9 +142,11 @@ def load_config(path: str | os.PathLike) -> Pipeline:
         name = str(raw.pop("name", ""))
         commands = [k for k in raw if k in SUBCOMMANDS]
         if len(commands) != 1 or len(raw) != 1:
-            raise ParameterError(f"{path}: step {i} ({name or 'unnamed'}) must name exactly one command "
-                                 f"({', '.join(c for c in SUBCOMMANDS if c not in ('run', 'demo'))}) "
-                                 f"and its options; found keys {sorted(raw)}")
+            raise ParameterError(
+                f"{path}: step {i} ({name or 'unnamed'}) must name exactly one command "
+                f"({', '.join(c for c in SUBCOMMANDS if c not in ('run', 'demo'))}) "
+                f"and its options; found keys {sorted(raw)}"
+            )
         command = commands[0]
         if command in ("run", "demo"):
             raise ParameterError(f"{path}: step {i}: '{command}' cannot be a pipeline step")
@@ -137,7 +157,11 @@ def load_config(path: str | os.PathLike) -> Pipeline:
         if any(s.name == name for s in steps):
             raise ParameterError(f"{path}: two steps are named {name!r}; step names must be unique")
         steps.append(Step(name, command, options))
-    defaults = {k: cfg[k] for k in ("scheduler", "storage_options", "memory_limit", "history_top_k") if k in cfg}
+    defaults = {
+        k: cfg[k]
+        for k in ("scheduler", "storage_options", "memory_limit", "history_top_k")
+        if k in cfg
+    }
     top_k = defaults.get("history_top_k", 20)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ParameterError(f"{path}: history_top_k must be a whole number ≥ 1; got {top_k!r}")
@@ -176,17 +200,22 @@ def _kwargs(step: Step, func, defaults: dict[str, Any]) -> dict[str, Any]:
             name, value = _NEGATED[name], not _as_bool(value, f"step {step.name!r}: {key}")
         name = _ALIASES.get(name, name)
         if name not in params:
-            raise ParameterError(f"step {step.name!r} ({step.command}): unknown option {key!r}; "
-                                 f"valid: {', '.join(sorted(params))}")
+            raise ParameterError(
+                f"step {step.name!r} ({step.command}): unknown option {key!r}; "
+                f"valid: {', '.join(sorted(params))}"
+            )
         if isinstance(params[name].default, bool):
             value = _as_bool(value, f"step {step.name!r} ({step.command}): option {key!r}")
         kwargs[name] = value
     from fsdask.commands import parse_kv
+
     for name, what in (("params", "param"), ("storage_options", "storage_option")):
         if isinstance(kwargs.get(name), list):  # the command-line form: [KEY=VALUE, …]
             kwargs[name] = parse_kv([str(v) for v in kwargs[name]], what)
     if "params" in kwargs and not isinstance(kwargs["params"], dict):
-        raise ParameterError(f"step {step.name!r}: 'param' must be a mapping like {{n_features_to_select: 50}}")
+        raise ParameterError(
+            f"step {step.name!r}: 'param' must be a mapping like {{n_features_to_select: 50}}"
+        )
     for name in ("scheduler", "memory_limit"):
         if name in params and name not in kwargs and name in defaults:
             kwargs[name] = defaults[name]
@@ -195,24 +224,33 @@ def _kwargs(step: Step, func, defaults: dict[str, Any]) -> dict[str, Any]:
         merged.update(kwargs.get("storage_options") or {})
         kwargs["storage_options"] = merged
     if "overwrite" in params and "overwrite" not in kwargs:
-        kwargs["overwrite"] = True   # a re-run step replaces its own earlier output
-    missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in kwargs]
+        kwargs["overwrite"] = True  # a re-run step replaces its own earlier output
+    missing = [
+        n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in kwargs
+    ]
     if missing:
-        raise ParameterError(f"step {step.name!r} ({step.command}): missing option(s) {', '.join(map(repr, missing))}")
+        raise ParameterError(
+            f"step {step.name!r} ({step.command}): missing option(s) {', '.join(map(repr, missing))}"
+        )
     return kwargs
 
 
 def _describe(step: Step, kwargs: dict[str, Any]) -> str:
     """The step as a redacted one-liner for the log."""
     from fsdask.io.secrets import redact, redact_options
-    shown = {k: (redact_options(v) if k == "storage_options" else v) for k, v in kwargs.items()
-             if not (k == "storage_options" and not v)}
+
+    shown = {
+        k: (redact_options(v) if k == "storage_options" else v)
+        for k, v in kwargs.items()
+        if not (k == "storage_options" and not v)
+    }
     return redact(f"fsdask {step.command} " + " ".join(f"{k}={v}" for k, v in shown.items()))
 
 
 def _write_state(path: str, state: dict) -> None:
     from fsdask.errors import StoreError
     from fsdask.io.secrets import redact
+
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -222,12 +260,15 @@ def _write_state(path: str, state: dict) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        raise StoreError(f"{path}: cannot write the pipeline state ({exc.strerror or exc}); make the folder "
-                         "writable or set `state:` in the config to a writable path") from None
+        raise StoreError(
+            f"{path}: cannot write the pipeline state ({exc.strerror or exc}); make the folder "
+            "writable or set `state:` in the config to a writable path"
+        ) from None
 
 
 def _exists(target: str, storage_options: dict | None) -> bool:
     from fsdask.io.store import _exists as store_exists
+
     try:
         return store_exists(target, storage_options)
     except FsdaskError:
@@ -252,8 +293,14 @@ class StepFailed(FsdaskError):
         self.exit_code = exit_code
 
 
-def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None,
-                 log_json: str | os.PathLike | None = None, defaults: dict | None = None) -> dict[str, str]:
+def run_pipeline(
+    config: str | os.PathLike,
+    *,
+    restart: bool = False,
+    out=None,
+    log_json: str | os.PathLike | None = None,
+    defaults: dict | None = None,
+) -> dict[str, str]:
     """Run (or resume) the pipeline in ``config``; return {step name: "ran" | "skipped"}.
 
     ``log_json``: append JSON-lines events to this file; ``defaults``: override the config's
@@ -264,6 +311,7 @@ def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None,
     from fsdask.io.secrets import redact, register
     from fsdask.pipeline.lock import Locked
     from fsdask.pipeline.session import Session
+
     out = out or sys.stdout
     night = Session(config, restart=restart, out=out, log_json=log_json, defaults=defaults)
     try:
@@ -274,20 +322,30 @@ def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None,
         pipe = night.pipe
         register(pipe.defaults.get("storage_options"))
         for step in pipe.steps:
-            register(step.options.get("storage_options") or step.options.get("storage_option"),
-                     *(str(v) for v in step.options.values() if isinstance(v, str)))
+            register(
+                step.options.get("storage_options") or step.options.get("storage_option"),
+                *(str(v) for v in step.options.values() if isinstance(v, str)),
+            )
         calls = []
         for i, step in enumerate(pipe.steps, 1):  # every step's options are checked before any runs
             func = _function(step.command)
             if func is None:
-                raise StepFailed(f"step {i} ({step.name}): the command '{step.command}' is not available "
-                                 "in this installation")
+                raise StepFailed(
+                    f"step {i} ({step.name}): the command '{step.command}' is not available "
+                    "in this installation"
+                )
             kwargs = _kwargs(step, func, pipe.defaults)
-            if restart and "resume" in inspect.signature(func).parameters and "resume" not in kwargs:
-                kwargs["resume"] = False   # --restart: a step's fit checkpoint is ignored too
+            if (
+                restart
+                and "resume" in inspect.signature(func).parameters
+                and "resume" not in kwargs
+            ):
+                kwargs["resume"] = False  # --restart: a step's fit checkpoint is ignored too
             calls.append((func, kwargs))
         night.preflight()
-        _write_state(pipe.state_path, night.state)   # an unwritable state file stops the run before any step
+        _write_state(
+            pipe.state_path, night.state
+        )  # an unwritable state file stops the run before any step
         for i, (step, (func, kwargs)) in enumerate(zip(pipe.steps, calls), 1):
             if night.skip(i, step):
                 continue
@@ -301,8 +359,12 @@ def run_pipeline(config: str | os.PathLike, *, restart: bool = False, out=None,
                 raise
             except Exception as exc:
                 msg = str(exc).splitlines()[0] if str(exc) else ""
-                raise StepFailed(redact(f"step {i} ({step.name}) failed unexpectedly: {type(exc).__name__}: {msg}"),
-                                 exit_code=1) from exc
+                raise StepFailed(
+                    redact(
+                        f"step {i} ({step.name}) failed unexpectedly: {type(exc).__name__}: {msg}"
+                    ),
+                    exit_code=1,
+                ) from exc
             night.done(i, step)
         night.complete()
     return night.summary

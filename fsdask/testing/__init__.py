@@ -21,7 +21,8 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
 
 
 def __getattr__(name: str):
-    if name == "SelectorChecks":   # imports pytest: only when asked for
+    if name == "SelectorChecks":  # imports pytest: only when asked for
         from fsdask.testing.selector import SelectorChecks
+
         return SelectorChecks
     raise AttributeError(name)

@@ -67,12 +67,15 @@ class SelectorChecks:
         if exact:
             np.testing.assert_array_equal(a.scores_, b.scores_)
         else:
-            np.testing.assert_allclose(a.scores_, b.scores_, rtol=self.rtol, atol=1e-12 * np.abs(a.scores_).max())
+            np.testing.assert_allclose(
+                a.scores_, b.scores_, rtol=self.rtol, atol=1e-12 * np.abs(a.scores_).max()
+            )
         np.testing.assert_array_equal(a.support_, b.support_)
 
     # ---- inputs ----
     def test_numpy_dask_xarray_zarr_agree(self, tmp_path):
         import fsdask
+
         X, y = self.make_data()
         ref = self._fit(X, y)
         self._assert_same(ref, self._fit(da.from_array(X, chunks=(-1, 5)), y))
@@ -81,7 +84,9 @@ class SelectorChecks:
         fitted = self._fit(xa, y)
         self._assert_same(ref, fitted)
         assert list(fitted.result_["feature"].values) == names
-        assert list(fitted.get_feature_names_out()) == [n for n, s in zip(names, fitted.support_) if s]
+        assert list(fitted.get_feature_names_out()) == [
+            n for n, s in zip(names, fitted.support_) if s
+        ]
         fsdask.ingest(X, tmp_path / "x.zarr", y=y, dtype=np.float64, chunk_bytes=X.shape[0] * 8 * 4)
         ds = fsdask.open_dataset(tmp_path / "x.zarr")
         from_store = self.make_estimator().fit(ds)
@@ -124,15 +129,34 @@ class SelectorChecks:
         np.testing.assert_array_equal(res["weight"].values, est.scores_)
         np.testing.assert_array_equal(res["selected"].values, est.support_)
         assert sorted(res["rank"].values) == list(range(1, p + 1))
-        for key in ("method", "estimator", "parameters", "n_selected", "n_features", "fsdask_version"):
+        for key in (
+            "method",
+            "estimator",
+            "parameters",
+            "n_selected",
+            "n_features",
+            "fsdask_version",
+        ):
             assert key in res.attrs, key
         assert res.attrs["n_selected"] == int(est.support_.sum()) and res.attrs["n_features"] == p
         assert est.transform(X).shape == (X.shape[0], int(est.support_.sum()))
         assert est.inverse_transform(est.transform(X)).shape == X.shape
 
     # ---- the bad-input catalogue ----
-    @pytest.mark.parametrize("case", ["nan", "inf", "all_constant", "one_d", "empty_samples",
-                                      "empty_features", "label_length", "one_class", "too_many"])
+    @pytest.mark.parametrize(
+        "case",
+        [
+            "nan",
+            "inf",
+            "all_constant",
+            "one_d",
+            "empty_samples",
+            "empty_features",
+            "label_length",
+            "one_class",
+            "too_many",
+        ],
+    )
     def test_bad_input(self, case):
         X, y = self.make_data()
         est = self.make_estimator()
@@ -157,7 +181,9 @@ class SelectorChecks:
         elif case == "label_length":
             if yy is None:
                 pytest.skip("unsupervised: y is not used")
-            with pytest.raises(InputError, match=f"{len(y) - 1} entries but X has {len(y)} samples"):
+            with pytest.raises(
+                InputError, match=f"{len(y) - 1} entries but X has {len(y)} samples"
+            ):
                 est.fit(X, y[:-1])
         elif case == "one_class":
             if yy is None or est.y_task == "regression":

@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(redact(f"fsdask {args.command}: error: {_one_line(exc)}"), file=sys.stderr)
+        _quiet_unraisable(args.verbose)
         return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         print(f"fsdask {args.command}: interrupted; no result was written", file=sys.stderr)
@@ -117,6 +118,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _quiet_unraisable(verbose: int) -> None:
+    """Keep the one-line error the last line: the storage library's abandoned requests
+    (coroutines closed at interpreter exit, in another context) would print "Exception
+    ignored" tracebacks below it.  ``-vv`` still shows them."""
+    if verbose < 2:
+        sys.unraisablehook = lambda u: logging.getLogger("fsdask").debug(
+            "ignored at exit: %r", u.exc_value
+        )
 
 
 def _one_line(exc: BaseException) -> str:

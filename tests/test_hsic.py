@@ -349,6 +349,53 @@ def test_rho_path_screened_rows_match_every_row(rng):
     assert hsic.rho_path(A, max_rows=None)["rho"][0] == pytest.approx(hsic.rho_max(A) * 1e-4)
 
 
+def _planted(rng, n=80, p=3000, relevant=(5, 900, 2100)):
+    y = rng.integers(0, 2, n)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.5, 50, p)  # features on any scale
+    for j in relevant:
+        X[:, j] += 1.2 * X[:, j].std() * (2 * y - 1)
+    return X, y, np.array(relevant)
+
+
+def test_default_rho_is_the_noise_level_and_scale_free(rng):
+    """rho="auto" finds planted features on raw data whatever the units, and its value is the
+    Bonferroni level of p independent features (not the thesis' hand-picked 0.015)."""
+    X, y, rel = _planted(rng)
+    est = fsdask.SparseHSIC().fit(X, y)
+    assert set(rel) <= set(np.flatnonzero(est.get_support())), est.get_support().sum()
+    assert est.get_support().sum() <= 10
+    again = fsdask.SparseHSIC().fit(X * 1e4, y)
+    np.testing.assert_array_equal(again.get_support(), est.get_support())
+    assert np.isclose(again.rho_, est.rho_, rtol=1e-6)  # standardised: ρ is unit-free
+    raw = fsdask.SparseHSIC(standardize=False)
+    a, b = raw.fit(X, y).rho_, fsdask.SparseHSIC(standardize=False).fit(X * 1e4, y).rho_
+    assert np.isclose(b, a * 1e8, rtol=1e-6)  # unstandardised: ρ follows the scale of A²
+
+
+def test_default_rho_on_pure_noise_warns_and_still_selects(rng):
+    X, y = rng.standard_normal((50, 2000)), rng.integers(0, 2, 50)
+    with pytest.warns(UserWarning, match="n_features_to_select=K"):
+        est = fsdask.SparseHSIC().fit(X, y)
+    assert 1 <= est.get_support().sum() <= 20
+
+
+def test_rho_noise_matches_the_null_tail(rng):
+    """Under independence the largest of p rows exceeds ρ·c in at most about α of the draws (the
+    χ² tail overstates that of standardised features at small n: ~1 % at n = 40), never 0."""
+    n, p, trials = 40, 500, 400
+    y = rng.integers(0, 3, n)
+    delta, _, _ = hsic.response_factor(y, "categorical")
+    exceed = 0
+    for _ in range(trials):
+        X = rng.standard_normal((n, p))
+        X = (X - X.mean(0)) / X.std(0, ddof=1)
+        Dc = delta - delta.mean(axis=1, keepdims=True)
+        A = X.T @ Dc.T / (n - 1)
+        norm2 = (A * A).sum(axis=1)
+        exceed += norm2.max() > hsic.rho_noise(norm2, delta) * delta.shape[0]
+    assert 0 < exceed / trials < 0.1, exceed  # α = 0.05, with the Satterthwaite/median approximations
+
+
 class TestSparseHSIC(SelectorChecks):
     def make_estimator(self, **params):
         return fsdask.SparseHSIC(**{"n_features_to_select": 3, **params})

@@ -451,6 +451,41 @@ def rho_max(A, row_norm2: np.ndarray | None = None) -> float:
     return float(norm2.max() / A.shape[1])
 
 
+RHO_ALPHA = (
+    0.05  # level of the default ρ: all p features independent of y stay out with prob. 1 − α
+)
+
+
+def rho_noise(row_norm2: np.ndarray, delta: np.ndarray, alpha: float = RHO_ALPHA) -> float:
+    """The default ρ ("auto"): the ‖A_i‖²/c that the largest of p features independent of y
+    reaches with probability ``alpha`` (Bonferroni over the p rows).
+
+    The thesis picks ρ by hand ("we have arbitrarily used ρ ≈ 0.015", §3.4.1), on the scale of
+    its example; this default carries that choice to any scale.  For a standardised feature
+    independent of y, A_i = x_iᵀ B with B = HΔᵀ/(n − 1), so ‖A_i‖² is distributed as
+    Σ_j λ_j χ²₁, λ = eig(BᵀB) (c values); it is approximated by g·χ²_h (Satterthwaite:
+    g = Σλ²/Σλ, h = (Σλ)²/Σλ²) whose scale is then matched to the median of the observed
+    ‖A_i‖² (most features of a wide matrix are noise; the match also covers unstandardised X).
+    A row enters M only when ‖A_{i,N}‖² > ρ|N| (3.6; |N| = c at the start), hence the /c.
+
+    Memory: O(c²) besides ``row_norm2``.  Returns ρ ≥ 0 (0 when every row is 0).
+    """
+    from scipy.stats import chi2
+
+    norm2 = np.asarray(row_norm2, dtype=np.float64)
+    live = norm2[norm2 > 0]
+    c = delta.shape[0]
+    if live.size == 0:
+        return 0.0
+    Dc = delta - delta.mean(axis=1, keepdims=True)
+    lam = np.clip(np.linalg.eigvalsh(Dc @ Dc.T), 0, None)
+    if lam.sum() <= 0:
+        return 0.0
+    g, h = (lam**2).sum() / lam.sum(), lam.sum() ** 2 / (lam**2).sum()
+    scale = float(np.median(live)) / (g * chi2.median(h))
+    return float(scale * g * chi2.isf(alpha / norm2.size, h) / c)
+
+
 def rho_path(
     A,
     rhos: Sequence[float] | None = None,
@@ -561,10 +596,13 @@ class SparseHSIC(Selector):
         row test (3.6) no longer penalises a row's part orthogonal to v (it becomes a plain
         threshold on |A_iN v_N|, the thresholding §3.3.1 argues against) and for γ < 1 that
         orthogonal part counts *in favour* of a row.
-    rho : float ≥ 0, default 0.015
-        ρ of (3.4), the size penalty |M||N|; larger ρ → fewer features.  ρ is on the scale
-        of A = X H Δᵀ/(n − 1) (see the module docstring); 0.015 is the thesis' value for its
-        §3.4.1 example.  Ignored when ``n_features_to_select`` is given.
+    rho : float ≥ 0 or "auto", default "auto"
+        ρ of (3.4), the size penalty |M||N|; larger ρ → fewer features.  A number is on the
+        scale of A = X H Δᵀ/(n − 1) (see the module docstring; 0.015 is the value the thesis
+        chose by hand for its §3.4.1 example).  "auto": the noise level of :func:`rho_noise`,
+        which p features independent of y all stay below with probability 95 % — scale-free;
+        when no feature rises above it, the few strongest are selected, with a warning.
+        Ignored when ``n_features_to_select`` is given.
     n_components : int ≥ 1, default 1
         Rounds of R1D; the selection is the union of the row sets.
     response : {"auto", "categorical", "continuous", "multivariate", "rbf"}
@@ -606,7 +644,7 @@ class SparseHSIC(Selector):
     screen_in_fit = True  # NaN/Inf and constant features are found in the pass that computes A
     _parameter_constraints: dict = {
         "gamma": [Real(1, None, closed="neither")],
-        "rho": [Real(0, None)],
+        "rho": [Real(0, None), StrOptions({"auto"})],
         "n_components": [Int(1)],
         "response": [StrOptions({"auto", "categorical", "continuous", "multivariate", "rbf"})],
         "n_features_to_select": [Int(1), Real(0, 1, closed="neither"), None],
@@ -623,7 +661,7 @@ class SparseHSIC(Selector):
     def __init__(
         self,
         gamma: float = 1.1,
-        rho: float = 0.015,
+        rho: float | str = "auto",
         n_components: int = 1,
         response: Response = "auto",
         n_features_to_select: int | float | None = None,
@@ -649,6 +687,27 @@ class SparseHSIC(Selector):
         self.memory_budget = memory_budget
         self.rho_grid = rho_grid
         self.on_constant = on_constant
+
+    def _fixed_rho(self, A, delta: np.ndarray, kw: dict) -> tuple[float, list]:
+        """SparsePM/R1D at the given ρ, or at the noise level (:func:`rho_noise`) for "auto"."""
+        if self.rho != "auto":
+            rho = float(self.rho)
+            return rho, r1d(A, self.n_components, self.gamma, rho, **kw)
+        norm2 = _row_norm2(A)
+        rho = rho_noise(norm2, delta)
+        results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, **kw)
+        if not results and norm2.max() > 0:
+            warnings.warn(
+                f"SparseHSIC: no feature's HSIC with y rises above the level {A.shape[0]} features "
+                f"independent of y would reach (rho='auto' = {rho:.3g}); selected only the few "
+                "strongest, at rho just below the largest ‖A_i‖²/c — give n_features_to_select=K "
+                "to rank K features, or a smaller rho",
+                UserWarning,
+                stacklevel=5,
+            )
+            rho = rho_max(A, norm2) * (1 - 1e-9)
+            results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, **kw)
+        return rho, results
 
     # ---- FeatureSelection ----
     def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
@@ -698,8 +757,7 @@ class SparseHSIC(Selector):
                 A, int(k), gamma=self.gamma, n_components=self.n_components, **kw
             )
         else:
-            rho = float(self.rho)
-            results = r1d(A, self.n_components, self.gamma, rho, **kw)
+            rho, results = self._fixed_rho(A, delta, kw)
             if not results:
                 raise ParameterError(
                     f"rho={rho:g} selects no feature: the largest row of A has ‖A_i‖²/c = {rho_max(A):.4g} "

@@ -4,9 +4,15 @@ and the method are timed in the same run, alternating, warm, best of ≥ 3.
 A :class:`Bench` records the commit, the command, the CPU count and the 1-minute load
 average before and after the run; :meth:`Bench.alternate` times several callables in turns
 (one warm-up each, then ``repeat`` rounds floor, method, floor, method, …) and keeps the
-best of each; a figure whose timed runs saw a 1-minute load above ``QUIET_LOAD`` is printed
-and stored with ``(loaded)`` and must not be quoted as a result.  :meth:`Bench.write` writes
-the result file itself, header first, so no result file is edited by hand.
+best of each.  What makes a figure ``(loaded)`` — printed and stored so, never quoted as a
+result — is other work on the machine: the CPU time that processes *outside* this
+benchmark's process tree used while the figure's runs were timed (``/proc/stat`` busy time
+minus this process's and its descendants' CPU time), above ``QUIET_FOREIGN`` cores on
+average, or above that in the few seconds before the run starts.  The 1-minute load average
+cannot decide it: on 2 cores the benchmark's own two busy threads raise it to ~2, and after
+the previous benchmark it stays high for minutes; it is recorded for the reader.
+:meth:`Bench.write` writes the result file itself, header first, so no result file is
+edited by hand.
 
     bench = Bench("hsic_scale", args.results)
     t = bench.alternate({"floor": floor, "fit": fit}, repeat=args.repeat)
@@ -28,8 +34,10 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "examples" / "results"
-#: a 1-minute load average above this makes a figure "(loaded)"
+#: a 1-minute load average above this is reported (the machine was busy recently)
 QUIET_LOAD = 0.5
+#: CPU cores used on average by processes outside the benchmark above this → "(loaded)"
+QUIET_FOREIGN = 0.2
 #: best of at least this many alternating rounds
 MIN_REPEAT = 3
 
@@ -37,6 +45,50 @@ MIN_REPEAT = 3
 def load1() -> float:
     """The 1-minute load average."""
     return os.getloadavg()[0]
+
+
+def _busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy since boot (/proc/stat, all CPUs)."""
+    with open("/proc/stat") as f:
+        fields = [float(v) for v in f.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    """CPU seconds of this process, its reaped children and its live descendants."""
+    import resource
+
+    import psutil
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + kids.ru_utime + kids.ru_stime
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:  # ended between the listing and the read
+            pass
+    return total
+
+
+class ForeignMeter:
+    """Average CPU cores used by processes outside this benchmark over an interval."""
+
+    def __init__(self) -> None:
+        self.t, self.busy, self.own = time.perf_counter(), _busy_seconds(), _own_seconds()
+
+    def cores(self) -> float:
+        wall = time.perf_counter() - self.t
+        other = (_busy_seconds() - self.busy) - (_own_seconds() - self.own)
+        return max(other, 0.0) / wall if wall > 0 else 0.0
+
+
+def foreign_cores(seconds: float = 5.0) -> float:
+    """Cores used by other processes over the next ``seconds`` (this process idles)."""
+    meter = ForeignMeter()
+    time.sleep(seconds)
+    return meter.cores()
 
 
 def commit() -> str:
@@ -51,16 +103,18 @@ def commit() -> str:
 
 @dataclasses.dataclass
 class Timing:
-    """Best wall time of a figure (and its CPU time), and the highest load seen around its runs."""
+    """Best wall time of a figure (and its CPU time), the highest 1-minute load average seen
+    around its runs and the most CPU other processes used during one of them (cores)."""
 
     seconds: float
     cpu: float
     load: float
     runs: int
+    foreign: float = 0.0
 
     @property
     def loaded(self) -> bool:
-        return self.load > QUIET_LOAD
+        return self.foreign > QUIET_FOREIGN
 
     def __str__(self) -> str:
         return f"{self.seconds:.3f} s" + (" (loaded)" if self.loaded else "")
@@ -76,13 +130,15 @@ class Bench:
         self.command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])
         self.cpus = os.cpu_count()
         self.load_before = load1()
+        self.foreign_before = foreign_cores()
         self.started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         self.lines: list[str] = []
-        self.any_loaded = False
-        if self.load_before > QUIET_LOAD:
+        self.any_loaded = self.foreign_before > QUIET_FOREIGN
+        self.foreign_max = 0.0
+        if self.any_loaded:
             print(
-                f"[{name}] load average {self.load_before:.2f} > {QUIET_LOAD}: every figure of this run "
-                "is marked (loaded) and is not a result",
+                f"[{name}] other processes use {self.foreign_before:.2f} CPU cores > {QUIET_FOREIGN}: "
+                "every figure of this run is marked (loaded) and is not a result",
                 flush=True,
             )
 
@@ -102,27 +158,35 @@ class Bench:
         best = {k: Timing(float("inf"), float("nan"), 0.0, 0) for k in fns}
         for _ in range(repeat):
             for k, fn in fns.items():
-                l0 = load1()
+                l0, meter = load1(), ForeignMeter()
                 t0, c0 = time.perf_counter(), time.process_time()
                 out = fn()
                 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                foreign = meter.cores()
                 if isinstance(out, dict) and "time" in out:
                     wall, cpu = out["time"], out.get("cpu", float("nan"))
                 b = best[k]
                 load = max(b.load, l0, load1())
                 if wall < b.seconds:
                     b.seconds, b.cpu = wall, cpu
-                b.load, b.runs = load, b.runs + 1
-        self.any_loaded |= any(t.loaded for t in best.values())
+                b.load, b.runs, b.foreign = load, b.runs + 1, max(b.foreign, foreign)
+        self._saw(best.values())
         return best
+
+    def _saw(self, timings) -> None:
+        for t in timings:
+            self.any_loaded |= t.loaded
+            self.foreign_max = max(self.foreign_max, t.foreign)
 
     def once(self, fn: Callable[[], Any]) -> tuple[Timing, Any]:
         """Time one call (for long runs that cannot be repeated); the figure is a single run."""
-        l0 = load1()
+        l0, meter = load1(), ForeignMeter()
         t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
-        t = Timing(time.perf_counter() - t0, time.process_time() - c0, max(l0, load1()), 1)
-        self.any_loaded |= t.loaded
+        t = Timing(
+            time.perf_counter() - t0, time.process_time() - c0, max(l0, load1()), 1, meter.cores()
+        )
+        self._saw([t])
         return t, out
 
     @staticmethod
@@ -137,16 +201,18 @@ class Bench:
 
     def header(self) -> list[str]:
         after = load1()
-        quiet = not self.any_loaded and self.load_before <= QUIET_LOAD and after <= QUIET_LOAD
         return [
             f"# benchmarks/{self.name}.py, {self.started}",
             f"# commit: {self.commit}",
             f"# command: {self.command}",
-            f"# machine: {self.cpus} CPUs; 1-min load average before {self.load_before:.2f}, after {after:.2f}; "
+            f"# machine: {self.cpus} CPUs; 1-min load average before {self.load_before:.2f}, after "
+            f"{after:.2f} (includes this benchmark's own work); other processes used "
+            f"{self.foreign_before:.2f} cores before the run and at most {self.foreign_max:.2f} "
+            "during a timed figure; "
             + (
                 "quiet run"
-                if quiet
-                else f"LOADED run (load > {QUIET_LOAD}): figures marked (loaded) are not results"
+                if not self.any_loaded
+                else f"LOADED run (others > {QUIET_FOREIGN} cores): figures marked (loaded) are not results"
             ),
             "# timings: warm cache, floor and method alternating in the same run, best of "
             f"≥ {MIN_REPEAT} unless marked 'single run'",

@@ -89,6 +89,7 @@ def _report(name, est, secs: Timing, floor: Timing, relevant=(0, 1)):
         "seconds": round(secs.seconds, 2),
         "loaded": secs.loaded,
         "load1": round(secs.load, 2),
+        "foreign_cores": round(secs.foreign, 2),
         "floor_seconds": round(floor.seconds, 3),
         "commit": BENCH.commit,
         "n_iter": est.n_iter_,

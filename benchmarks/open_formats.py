@@ -32,6 +32,25 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _harness import Bench  # noqa: E402
+
+
+class _Tee:
+    """stdout that also keeps every printed line for the result file."""
+
+    def __init__(self, bench: Bench, out):
+        self.bench, self.out, self.buf = bench, out, ""
+
+    def write(self, text: str) -> int:
+        self.out.write(text)
+        self.buf += text
+        *done, self.buf = self.buf.split("\n")
+        self.bench.lines.extend(done)
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def header(args) -> str:
@@ -255,6 +274,11 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="smoke run: 2 000 × 3 000, 0.05 GB store")
     ap.add_argument("--part", choices=("1", "2", "both"), default="both")
     ap.add_argument("--dir", default=os.path.join(HERE, "out", "open_formats"))
+    ap.add_argument(
+        "--results",
+        default=os.path.join(HERE, "..", "examples", "results", "open_formats.txt"),
+        help="result file written by this run (header: commit, command, machine state)",
+    )
     args = ap.parse_args()
     if args.small:
         args.cells, args.genes, args.store_gb, args.rows_per_chunk, args.row_features = (
@@ -264,6 +288,18 @@ def main() -> None:
             100,
             2500,
         )
+    import contextlib
+
+    bench = Bench("open_formats", args.results)
+    with contextlib.redirect_stdout(_Tee(bench, sys.stdout)):
+        timing, _ = bench.once(lambda: run(args))
+        print(
+            f"\n# whole run: {timing} (single run; other processes used {timing.foreign:.2f} cores)"
+        )
+    bench.write()
+
+
+def run(args) -> None:
     print(header(args))
     os.makedirs(args.dir, exist_ok=True)
     d = os.path.join(

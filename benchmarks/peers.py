@@ -56,7 +56,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import RESULTS, Bench, Timing  # noqa: E402
+from _harness import QUIET_FOREIGN, RESULTS, Bench, ForeignMeter, Timing  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -420,11 +420,10 @@ def run_dataset(bench: Bench, args, name: str, sizes: dict, tmp: str) -> None:
         ]
         if m.startswith("fsdask."):
             cmd += ["--child-store", store]
-        l0 = os.getloadavg()[0]
+        meter = ForeignMeter()
         rows[m] = run_capped(cmd, args.time_cap, args.mem_cap_gb)
-        loaded = max(l0, os.getloadavg()[0]) > 0.5
-        bench.any_loaded |= loaded
-        rows[m]["loaded"] = loaded
+        rows[m]["foreign"] = meter.cores()  # cores used by other processes meanwhile
+        bench._saw([Timing(0.0, float("nan"), 0.0, 1, rows[m]["foreign"])])
         if "error" not in rows[m]:
             rows[m]["scores"] = np.load(sc)
         bench.line(row(m, rows, relevant, folds, args.k))
@@ -437,7 +436,7 @@ def row(m: str, rows: dict, relevant: np.ndarray, folds: int, ks: list[int]) -> 
     ncol = (1 if len(relevant) else 0) + (len(ks) if folds else 0) + 1
     if "error" in r:
         return "| " + " | ".join([m, r["error"], ""] + [""] * ncol) + " |"
-    t = Timing(r["seconds"], float("nan"), 1.0 if r["loaded"] else 0.0, 1)  # 1.0: marks "(loaded)"
+    t = Timing(r["seconds"], float("nan"), 0.0, 1, r["foreign"])
     cells = [
         m,
         f"{r['first']:.3f} / " + (str(t) if r["first"] != r["seconds"] else "–"),
@@ -453,7 +452,7 @@ def row(m: str, rows: dict, relevant: np.ndarray, folds: int, ks: list[int]) -> 
     if m.startswith("fsdask.") and "seconds" in peer:
         cells.append(
             f"{r['seconds'] / max(peer['seconds'], 1e-9):.2f}× {COUNTERPART[m]}"
-            + (" (loaded)" if r["loaded"] or peer["loaded"] else "")
+            + (" (loaded)" if max(r["foreign"], peer["foreign"]) > QUIET_FOREIGN else "")
         )
     else:
         cells.append("")

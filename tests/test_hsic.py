@@ -393,7 +393,9 @@ def test_rho_noise_matches_the_null_tail(rng):
         A = X.T @ Dc.T / (n - 1)
         norm2 = (A * A).sum(axis=1)
         exceed += norm2.max() > hsic.rho_noise(norm2, delta) * delta.shape[0]
-    assert 0 < exceed / trials < 0.1, exceed  # α = 0.05, with the Satterthwaite/median approximations
+    assert 0 < exceed / trials < 0.1, (
+        exceed
+    )  # α = 0.05, with the Satterthwaite/median approximations
 
 
 class TestSparseHSIC(SelectorChecks):

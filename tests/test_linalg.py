@@ -5,6 +5,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
+import fsdask.linalg
 from fsdask.linalg import (
     feature_dot,
     feature_kernel_matmul,
@@ -455,3 +456,14 @@ def test_blas_threads_for_parallel_blocks_only():
     with dask.config.set(scheduler="sync"), blas_threads_for(many):
         assert set(inside.compute().tolist()) == {before}
     assert int(blas_threads()[0]) == before
+
+
+@pytest.mark.parametrize("name", [n for n in fsdask.linalg.__all__ if n[0].islower()])
+def test_public_linalg_functions_document_parameters_returns_and_memory(name):
+    """numpydoc Parameters and Returns, and what the function holds in memory (the way dask's
+    ``tsqr`` states it): the building blocks are read by people sizing a cluster."""
+    import inspect
+
+    doc = inspect.getdoc(getattr(fsdask.linalg, name)) or ""
+    missing = [s for s in ("Parameters\n---", "Returns\n---", "emory") if s not in doc]
+    assert not missing, f"fsdask.linalg.{name}: docstring lacks {missing}"

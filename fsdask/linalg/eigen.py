@@ -23,7 +23,8 @@ def dask_operator(
 
     Returns
     -------
-    scipy.sparse.linalg.LinearOperator (n, n), with ``matmat`` as n mat-vecs.
+    scipy.sparse.linalg.LinearOperator (n, n), with ``matmat`` as n mat-vecs.  Memory: the
+    operator holds nothing; each product holds what ``matvec`` does plus two n-vectors.
     """
 
     def mv(v):

@@ -85,7 +85,19 @@ _budget_bytes = memory_budget
 
 
 def fits(nbytes: float, budget: Any = None, copies: int = 1) -> bool:
-    """Whether ``copies`` arrays of ``nbytes`` each fit the memory budget (:func:`memory_budget`)."""
+    """Whether ``copies`` arrays of ``nbytes`` each fit the memory budget.
+
+    Parameters
+    ----------
+    nbytes : float, the size of one array
+    budget : int, str or None, a per-call budget (None: :func:`memory_budget`, the dask
+        config key ``fsdask.memory-budget``)
+    copies : int, how many such arrays are held at once
+
+    Returns
+    -------
+    bool.  Memory: none; this is the test every in-memory-or-dask decision goes through.
+    """
     return copies * float(nbytes) <= memory_budget(budget)
 
 

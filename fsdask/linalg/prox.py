@@ -97,7 +97,8 @@ def l1_ball_thresholds(V: np.ndarray, radius: float | np.ndarray) -> np.ndarray:
 
     Returns
     -------
-    ndarray (k,), 0 for rows inside the ball.  O(k·p) time, no sort, no copy of V beyond float64.
+    ndarray (k,), 0 for rows inside the ball.  O(k·p) time, no sort.  Memory: one float64
+    copy of V at most (none when V is float64 and C-contiguous).
     """
     V = np.ascontiguousarray(V, dtype=np.float64)
     rad = np.ascontiguousarray(np.broadcast_to(np.asarray(radius, dtype=np.float64), (V.shape[0],)))

@@ -91,8 +91,9 @@ def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
 
     Returns
     -------
-    dask array (n, q·k), lazy, chunked like M's rows — q·k times the size of M: prefer
-    :func:`khatri_rao_gram` or the mat-vecs, which never form it.
+    dask array (n, q·k), lazy, chunked like M's rows.  Memory: q·k times that of M once
+    computed (one row block at a time when streamed) — prefer :func:`khatri_rao_gram` or
+    the mat-vecs, which never form it.
     """
     M, P = _tall(M), _tall(P)
     if M.shape[0] != P.shape[0]:

@@ -2,16 +2,26 @@
 
 The defaults live in ``fsdask/fsdask.yaml`` (package data); the user's dask config files,
 ``DASK_FSDASK__…`` environment variables and ``dask.config.set`` override them as for any
-dask key.  The only key so far is ``fsdask.memory-budget``
-(:mod:`fsdask.linalg.execution`).
+dask key.  The only key so far is ``fsdask.memory-budget``, read by :func:`memory_budget`
+— the one budget every in-memory-or-chunked decision uses (:mod:`fsdask.linalg.execution`)
+and the bound of one task when a foreign store is re-blocked (:mod:`fsdask.io.rechunk`).
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from importlib import resources
+from typing import Any
 
 import dask.config
 import yaml
+from dask.utils import parse_bytes
+
+from fsdask.errors import ParameterError
+
+#: the dask config key of the memory budget
+CONFIG_KEY = "fsdask.memory-budget"
 
 
 def _register_defaults() -> None:
@@ -20,3 +30,35 @@ def _register_defaults() -> None:
 
 
 _register_defaults()
+
+
+def memory_budget(override: Any = None) -> int:
+    """The memory budget in bytes: ``override`` if given, else dask config ``fsdask.memory-budget``.
+
+    Parameters
+    ----------
+    override : int, float, str or None
+        Bytes (``2**30``, ``2e9``) or a size string (``"512MiB"``); ``None`` reads the config.
+
+    Returns
+    -------
+    int
+        The budget, ≥ 0.  0 sends every decision to the chunked (dask) path.
+    """
+    value = dask.config.get(CONFIG_KEY) if override is None else override
+    where = "memory_budget" if override is not None else f"dask config {CONFIG_KEY!r}"
+    try:
+        nbytes = parse_bytes(value) if isinstance(value, str) else value
+    except (ValueError, TypeError):
+        nbytes = None
+    if (
+        isinstance(nbytes, bool)
+        or not isinstance(nbytes, numbers.Real)
+        or not math.isfinite(nbytes)
+        or nbytes < 0
+    ):
+        raise ParameterError(
+            f"{where}={value!r} is not a size; use a number of bytes ≥ 0 "
+            "(e.g. 2**30) or a string such as '1GiB'"
+        )
+    return int(nbytes)

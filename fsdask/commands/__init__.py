@@ -129,7 +129,7 @@ def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
     g.add_argument(
         "--memory-budget",
         metavar="SIZE",
-        help="memory one task may use while re-blocking (default 512MB)",
+        help="memory one task may use while re-blocking (default: dask config fsdask.memory-budget, 1GiB)",
     )
 
 

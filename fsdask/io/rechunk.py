@@ -33,25 +33,11 @@ import dask.array as da
 import numpy as np
 import zarr
 
+from fsdask._config import memory_budget as _memory_budget
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import InputError, StoreError
 
 log = logging.getLogger("fsdask.io")
-
-#: default memory budget of one task (bytes): a stored chunk or an output block, plus a copy
-DEFAULT_MEMORY_BUDGET = 512 * 2**20
-
-
-def parse_bytes(value: Any) -> int | None:
-    """``"1GB"``, ``"512MiB"``, ``2**30`` → bytes (``None`` stays ``None``)."""
-    if value is None or isinstance(value, (int, np.integer)):
-        return None if value is None else int(value)
-    from dask.utils import parse_bytes as _pb
-
-    try:
-        return int(_pb(str(value)))
-    except Exception:
-        raise InputError(f"memory budget {value!r} is not a size; use e.g. 512MB or 2GB") from None
 
 
 def _mib(b: float) -> str:
@@ -83,8 +69,10 @@ def to_feature_blocks(
     rechunk_to: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> da.Array:
-    """``X`` (sample, feature) re-blocked to (all samples, feature block) within ``memory_budget``."""
-    budget = memory_budget or DEFAULT_MEMORY_BUDGET
+    """``X`` (sample, feature) re-blocked to (all samples, feature block) within ``memory_budget``
+    (what one task may hold: a stored chunk or an output block and one copy; default: the
+    dask config ``fsdask.memory-budget``)."""
+    budget = _memory_budget(memory_budget)
     n, p = X.shape
     item = X.dtype.itemsize
     rows, cols = X.chunks

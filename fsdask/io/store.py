@@ -21,6 +21,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from fsdask._config import memory_budget as _memory_budget
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import FsdaskError, InputError, StoreError
 from fsdask.io.outputs import COMPLETE_ATTR, KIND_ATTR, publish
@@ -275,7 +276,7 @@ def open_dataset(
     rechunk_to, memory_budget
         Where a rechunked copy goes when the store's chunking cannot be re-blocked on the
         fly (default: a temporary directory), and the memory one task may use (bytes or
-        ``"1GB"``; default 512 MiB).
+        ``"1GB"``; default: the dask config ``fsdask.memory-budget``, 1 GiB).
     nan_policy
         For sparse AnnData, what to do with NaN/Inf values (``error``, ``zero``, ``mean``,
         ``drop-feature``).
@@ -291,7 +292,7 @@ def open_dataset(
     """
     from fsdask.io import rechunk as _rechunk
 
-    budget = _rechunk.parse_bytes(memory_budget)
+    budget = _memory_budget(memory_budget)  # a bad size is refused before anything is read
     if not isinstance(url, (str, os.PathLike)):
         if type(url).__name__ == "AnnData":
             from fsdask.io.anndata import from_anndata

@@ -25,8 +25,6 @@ feature blocks with :mod:`fsdask.linalg.reductions`.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import math
-import numbers
 import os
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Sequence
@@ -36,49 +34,14 @@ import dask.array as da
 import numpy as np
 from dask.utils import parse_bytes
 
-import fsdask._config  # noqa: F401  (registers the default of fsdask.memory-budget)
-from fsdask.errors import ParameterError
+from fsdask._config import CONFIG_KEY, memory_budget  # noqa: F401  (CONFIG_KEY re-exported)
 from fsdask.linalg.reductions import compute_blocks, map_features, sum_over_blocks
 
-#: the dask config key of the memory budget
-CONFIG_KEY = "fsdask.memory-budget"
 #: columns per task when in-memory columns are swept (fixed: results do not depend on threads)
 SLICE = 2048
 #: copies of a tree-summed k × k result alive at once — the ``split_every`` (8) partial sums
 #: one tree node adds — what a Gram of that size costs, in units of k²·8 bytes
 TREE_SUM_COPIES = 8
-
-
-def memory_budget(override: Any = None) -> int:
-    """The memory budget in bytes: ``override`` if given, else dask config ``fsdask.memory-budget``.
-
-    Parameters
-    ----------
-    override : int, float, str or None
-        Bytes (``2**30``, ``2e9``) or a size string (``"512MiB"``); ``None`` reads the config.
-
-    Returns
-    -------
-    int
-        The budget, ≥ 0.  0 sends every decision to the chunked (dask) path.
-    """
-    value = dask.config.get(CONFIG_KEY) if override is None else override
-    where = "memory_budget" if override is not None else f"dask config {CONFIG_KEY!r}"
-    try:
-        nbytes = parse_bytes(value) if isinstance(value, str) else value
-    except (ValueError, TypeError):
-        nbytes = None
-    if (
-        isinstance(nbytes, bool)
-        or not isinstance(nbytes, numbers.Real)
-        or not math.isfinite(nbytes)
-        or nbytes < 0
-    ):
-        raise ParameterError(
-            f"{where}={value!r} is not a size; use a number of bytes ≥ 0 "
-            "(e.g. 2**30) or a string such as '1GiB'"
-        )
-    return int(nbytes)
 
 
 _budget_bytes = memory_budget

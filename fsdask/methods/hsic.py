@@ -797,7 +797,6 @@ class SparseHSIC(Selector):
         }
         coords: dict = {}
         grid = self.rho_grid
-        self._path_args = (A, kw) if dense else None
         if not (grid is None or isinstance(grid, str) and grid == "auto"):
             path = rho_path(
                 A,
@@ -847,13 +846,13 @@ class SparseHSIC(Selector):
         """The ρ path (:func:`rho_path`, default grid) on this fit's A, computed on first access
         (``rho_grid="auto"``); with ``rho_grid="default"`` or a grid it was computed by ``fit``."""
         if "rho_path_" not in self.__dict__:
-            if getattr(self, "_path_args", None) is None:
+            if getattr(self, "hsic_A_", None) is None:
                 raise AttributeError(
                     "rho_path_: A was not kept in memory (memory_budget); call "
                     "fsdask.methods.hsic.rho_path on it, or fit with rho_grid='default'"
                 )
-            A, kw = self._path_args
+            kw = {"tol": self.tol, "max_iter": self.max_iter}  # A is in memory: no budget needed
             self.__dict__["rho_path_"] = rho_path(
-                A, gamma=self.gamma, n_components=self.n_components, **kw
+                self.hsic_A_, gamma=self.gamma, n_components=self.n_components, **kw
             )
         return self.__dict__["rho_path_"]

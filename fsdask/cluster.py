@@ -52,6 +52,9 @@ def quiet_distributed(level: int = logging.WARNING) -> None:
 
 MAX_WORKER_DEATHS = 3  # per worker slot, within DEATH_WINDOW seconds: a crash loop, not bad luck
 DEATH_WINDOW = 120.0  # a busy machine restarts workers slowly: a shorter window can miss the loop
+# a LocalCluster made here that has had no live worker this long, after deaths, is not coming
+# back: a worker that dies while its nanny is still starting it is not restarted, silently
+NO_WORKER_TIMEOUT = 60.0
 WORKER_TIMEOUT = 300.0  # seconds a jobqueue cluster may take to start its first worker
 MIN_WORKER_MEMORY = (
     256 * 2**20
@@ -328,6 +331,7 @@ class _Watchdog:
             on_removal,
         )
         self.deaths: list[float] = []
+        self.removed = 0  # workers the scheduler lost while running
         self.memory_kills = 0
         self.reason: str | None = None
 
@@ -343,22 +347,36 @@ class _Watchdog:
         now = time.monotonic()
         self.deaths = [t for t in self.deaths if now - t < DEATH_WINDOW] + [now]
         if len(self.deaths) > self.limit and self.reason is None:
-            cause = (
-                f"{self.memory_kills} of them killed by their nanny for exceeding the memory limit"
-                if self.memory_kills
-                else "they crashed or were killed"
-            )
-            what = self.what() if callable(self.what) else self.what
             self.reason = (
                 f"worker processes died {len(self.deaths)} times within {DEATH_WINDOW:.0f} s "
-                f"({cause}); {what}"
+                f"{self._why()}"
             )
             self.cancel(self.scheduler)
 
+    def stalled(self) -> None:
+        """No worker has been alive for :data:`NO_WORKER_TIMEOUT` s after deaths."""
+        if self.reason is None:
+            self.reason = (
+                f"worker processes died {max(self.removed, len(self.deaths))} times and none has "
+                f"been alive for {NO_WORKER_TIMEOUT:.0f} s {self._why()}"
+            )
+            self.cancel(self.scheduler)
+
+    def _why(self) -> str:
+        cause = (
+            f"{self.memory_kills} of them killed by their nanny for exceeding the memory limit"
+            if self.memory_kills
+            else "they crashed or were killed"
+        )
+        what = self.what() if callable(self.what) else self.what
+        return f"({cause}); {what}"
+
     # SchedulerPlugin hooks
     def remove_worker(self, scheduler, worker: str, **kwargs: Any) -> None:
-        if self.on_removal and scheduler.status.name == "running":
-            self.death()
+        if scheduler.status.name == "running":
+            self.removed += 1
+            if self.on_removal:
+                self.death()
 
     def update_graph(self, scheduler, *, client: str, keys, **kwargs: Any) -> None:
         if self.reason is not None:
@@ -399,12 +417,35 @@ def _watchdog(cluster, n_slots: int, what: str, *, local: bool) -> Iterator[_Wat
         nanny_log.addHandler(handler)
     for lg in quiet:
         lg.propagate = False
+    stop = threading.Event()
+    if local:
+        threading.Thread(
+            target=_watch_for_no_workers,
+            args=(cluster, dog, stop),
+            name="fsdask-no-workers",
+            daemon=True,
+        ).start()
     try:
         yield dog
     finally:
+        stop.set()
         nanny_log.removeHandler(handler)
         for lg, p in zip(quiet, propagate):
             lg.propagate = p
+
+
+def _watch_for_no_workers(cluster, dog: _Watchdog, stop: threading.Event) -> None:
+    """Trip ``dog`` when the LocalCluster has had no worker for :data:`NO_WORKER_TIMEOUT` s
+    after losing some (its nannies stopped restarting them; the run would wait forever)."""
+    empty_since = None
+    while not stop.wait(1.0):
+        if cluster.scheduler.workers or not dog.removed:
+            empty_since = None
+            continue
+        empty_since = empty_since or time.monotonic()
+        if time.monotonic() - empty_since > NO_WORKER_TIMEOUT:
+            cluster.loop.add_callback(dog.stalled)
+            return
 
 
 def _wait_for_first_worker(client, cluster, timeout: float, path: str) -> None:

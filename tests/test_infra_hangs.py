@@ -177,3 +177,32 @@ def test_workers_that_keep_dying_stop_the_run_with_the_reason(tmp_path):
     assert r.stderr.count("Traceback") <= 2, r.stderr[-3000:]
     assert r.stderr.count("Restarting worker") < 20, "stopped after a few restarts, not hundreds"
     assert not (tmp_path / "out.zarr").exists()
+
+
+def test_a_local_cluster_left_without_workers_is_stopped_with_the_reason(monkeypatch):
+    """A worker that dies while its nanny is still starting it is not restarted, silently; when
+    that leaves no worker, the watchdog ends the run instead of letting it wait forever."""
+    import types
+
+    from fsdask import cluster as cl
+
+    monkeypatch.setattr(cl, "NO_WORKER_TIMEOUT", 1.5)
+    cancelled = []
+    dog = cl._Watchdog(2, "run again with -vv", scheduler=None, on_removal=False)
+    dog.cancel = lambda scheduler: cancelled.append(dog.reason)
+    fake = types.SimpleNamespace(
+        scheduler=types.SimpleNamespace(workers={"w": 1}),
+        loop=types.SimpleNamespace(add_callback=lambda fn: fn()),
+    )
+    stop = threading.Event()
+    watcher = threading.Thread(target=cl._watch_for_no_workers, args=(fake, dog, stop), daemon=True)
+    watcher.start()
+    time.sleep(2.5)
+    assert not cancelled, "workers present: no trip"
+    fake.scheduler.workers = {}
+    time.sleep(2.5)
+    assert not cancelled, "no worker was ever lost: still starting, no trip"
+    dog.removed = 2
+    watcher.join(timeout=10)
+    assert cancelled and "none has been alive for 2 s" in cancelled[0], cancelled
+    assert "worker processes died 2 times" in cancelled[0] and "-vv" in cancelled[0]

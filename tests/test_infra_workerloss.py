@@ -104,7 +104,9 @@ def test_sigkill_of_a_worker_mid_fit_gives_the_undisturbed_result(lc, ds, method
     assert mid_run, "the fit finished before the worker was killed"
     np.testing.assert_array_equal(result["weight"].values, reference["weight"].values)
     np.testing.assert_array_equal(result["selected"].values, reference["selected"].values)
-    lc.wait_for_workers(2, timeout=120)  # the nanny restarted the killed process (slow on a busy box)
+    lc.wait_for_workers(
+        2, timeout=120
+    )  # the nanny restarted the killed process (slow on a busy box)
     assert victim not in lc.run(os.getpid).values()
 
 

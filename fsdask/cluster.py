@@ -575,9 +575,29 @@ def scheduler(
         with _quiet(
             "distributed", "distributed.nanny", "distributed.scheduler", "distributed.core"
         ):
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            _close(client, cluster)
+
+
+#: seconds closing a cluster made here may take: a nanny caught mid-restart by a crash loop
+#: can leave ``close()`` waiting forever, and the run's error is printed only after it
+CLOSE_TIMEOUT = 30.0
+
+
+def _close(client, cluster) -> None:
+    """Close the client and a cluster made here, bounded by :data:`CLOSE_TIMEOUT` each; what
+    does not close in time is left to the interpreter's exit (worker processes are daemonic)."""
+    for thing in (client, cluster):
+        if thing is None:
+            continue
+        try:
+            thing.close(timeout=CLOSE_TIMEOUT)
+        except (TimeoutError, OSError, RuntimeError) as exc:
+            log.warning(
+                "%s did not close within %.0f s (%s); its processes end with this one",
+                type(thing).__name__,
+                CLOSE_TIMEOUT,
+                type(exc).__name__,
+            )
 
 
 @contextlib.contextmanager

@@ -124,11 +124,16 @@ def test_worker_over_its_memory_limit_is_restarted_and_the_fit_completes(lc, ds)
         time.sleep(60)  # hold it until the nanny's monitor sees it (it samples; a busy box is slow)
         return len(blocks)
 
-    def disturb():
-        lc.submit(hog, workers=[worker], pure=False, retries=0)
+    held = []  # a released future is forgotten by the scheduler: the hog would never run
+
+    def disturb():  # ahead of the fit's queued tasks on that worker (one thread), so mid-fit
+        held.append(lc.submit(hog, workers=[worker], pure=False, retries=0, priority=1000))
 
     result, mid_run = _fit_while(lc, METHODS["logo"], ds, disturb)
     assert mid_run
     np.testing.assert_array_equal(result["weight"].values, reference["weight"].values)
+    deadline = time.monotonic() + 120  # the nanny's monitor samples; a busy box is slow
+    while victim in lc.run(os.getpid).values() and time.monotonic() < deadline:
+        time.sleep(0.5)
     lc.wait_for_workers(2, timeout=120)
     assert victim not in lc.run(os.getpid).values(), "the nanny should have restarted the worker"

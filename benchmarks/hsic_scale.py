@@ -18,7 +18,8 @@ load before/after, commit, command; a figure taken at load > 0.5 is marked ``(lo
 * SparseHSIC(n_features_to_select=6, n_components=2) with y_cat (the planted class
   patterns point in different directions of the 3-column A: one rank-one component holds
   only some of them), and SparseHSIC(n_features_to_select=3) with y_cont, each also with a
-  fixed ``rho`` (the ρ the first found); the ratio to the floor (target ≤ 1.5) and the time
+  fixed ``rho`` (the ρ the first found), and ``SparseHSIC()`` at its defaults (ρ = "auto",
+  the noise level) with each response; the ratio to the floor (target ≤ 1.5) and the time
   of the one pass that builds A;
 * with ``--pyhsiclasso PYTHON`` (an interpreter of a separate venv with pyHSICLasso and
   zarr; never a dependency of fsdask), pyHSICLasso on the first d features for d in
@@ -135,6 +136,10 @@ def child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) 
                 est = fsdask.SparseHSIC(rho=rho, n_components=2).fit(X, ds["y"].values)
             elif kind == "cont_rho":
                 est = fsdask.SparseHSIC(rho=rho).fit(X, ds["y_cont"].values)
+            elif kind == "cat_default":  # what a user runs: every parameter at its default
+                est = fsdask.SparseHSIC().fit(X, ds["y"].values)
+            elif kind == "cont_default":
+                est = fsdask.SparseHSIC().fit(X, ds["y_cont"].values)
             if it:
                 best = min(best, time.perf_counter() - t0)
                 cpu = min(cpu, time.process_time() - c0)
@@ -260,6 +265,7 @@ def measure(bench: Bench, store: str, n: int, p: int, repeat: int) -> None:
     for k in ("cat", "cont"):
         fns[k] = job(k)
         fns[k + "_rho"] = job(k + "_rho", rhos[k])
+        fns[k + "_default"] = job(k + "_default")
     t = bench.alternate(fns, repeat, warm=False)
     fl = t["floor"]
     tag = f"[{n} × {p}]"
@@ -270,11 +276,13 @@ def measure(bench: Bench, store: str, n: int, p: int, repeat: int) -> None:
     bench.line(
         f"{tag} the one pass building A (categorical, alone): {t['apass']} = {Bench.ratio(t['apass'], fl)} floor"
     )
-    for kind in ("cat", "cat_rho", "cont", "cont_rho"):
+    for kind in ("cat", "cat_rho", "cat_default", "cont", "cont_rho", "cont_default"):
         r, rel = last[kind], relevant[kind.split("_")[0]]
         how = (
             f"rho={rhos[kind.split('_')[0]]:.4g}"
             if kind.endswith("_rho")
+            else f"defaults, rho='auto' → {r['rho']:.3g}"
+            if kind.endswith("_default")
             else "n_features_to_select"
         )
         bench.line(

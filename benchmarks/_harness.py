@@ -92,13 +92,18 @@ def foreign_cores(seconds: float = 5.0) -> float:
 
 
 def commit() -> str:
-    """HEAD of the repository the benchmark runs from (``+dirty`` with uncommitted changes)."""
+    """HEAD of the repository the benchmark runs from (``+dirty`` with uncommitted changes
+    outside ``examples/results``)."""
 
     def git(*a: str) -> str:
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
     head = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    # the results a run writes are outputs, not sources: only changes elsewhere make it dirty
+    changed = git(
+        "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)examples/results"
+    )
+    return head + ("+dirty" if changed else "")
 
 
 @dataclasses.dataclass

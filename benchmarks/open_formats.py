@@ -54,22 +54,10 @@ class _Tee:
 
 
 def header(args) -> str:
-    try:
-        commit = subprocess.run(
-            ["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", HERE, "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    except OSError:
-        commit, dirty = "unknown", ""
+    """The run's parameters (commit, command and machine state are in the Bench header)."""
     return (
-        "# benchmarks/open_formats.py\n"
-        f"# commit: {commit}{'+dirty' if dirty else ''}\n"
-        f"# command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}\n"
-        f"# cpus: {os.cpu_count()}; load average at start: {os.getloadavg()}"
+        f"# cells {args.cells}, genes {args.genes}, density {args.density}; store {args.store_gb} GB, "
+        f"{args.rows_per_chunk} samples per chunk; workers {args.worker_memory}"
     )
 
 

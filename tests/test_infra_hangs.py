@@ -70,6 +70,13 @@ def test_a_silent_service_times_out_with_a_message(not_dask):
     assert time.monotonic() - t0 < 20
 
 
+def _select_ttest(tmp_path, *options: str, timeout: float, env=None) -> subprocess.CompletedProcess:
+    """``fsdask select x.zarr --method ttest -o out.zarr OPTIONS`` in a subprocess."""
+    cli = [sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "x.zarr")]
+    cli += ["--method", "ttest", "-o", str(tmp_path / "out.zarr"), *options]
+    return subprocess.run(cli, capture_output=True, text=True, timeout=timeout, env=env)
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(
     "reply",
@@ -79,24 +86,7 @@ def test_cli_on_a_non_dask_service_exits_2_with_one_line(not_dask, tmp_path, rep
     port = not_dask(reply)
     X = np.random.default_rng(0).normal(size=(10, 20)).astype(np.float32)
     fsdask.ingest(X, tmp_path / "x.zarr", y=np.repeat([0, 1], 5))
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fsdask.cli",
-            "select",
-            str(tmp_path / "x.zarr"),
-            "--method",
-            "ttest",
-            "-o",
-            str(tmp_path / "out.zarr"),
-            "--scheduler",
-            f"tcp://127.0.0.1:{port}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=100,
-    )
+    r = _select_ttest(tmp_path, "--scheduler", f"tcp://127.0.0.1:{port}", timeout=100)
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert (
@@ -108,26 +98,8 @@ def test_cli_on_a_non_dask_service_exits_2_with_one_line(not_dask, tmp_path, rep
 def test_memory_limit_no_worker_can_run_under_is_refused_before_any_starts(tmp_path):
     X = np.random.default_rng(0).normal(size=(10, 200)).astype(np.float32)
     fsdask.ingest(X, tmp_path / "x.zarr", y=np.repeat([0, 1], 5))
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fsdask.cli",
-            "select",
-            str(tmp_path / "x.zarr"),
-            "--method",
-            "ttest",
-            "-o",
-            str(tmp_path / "out.zarr"),
-            "--scheduler",
-            "local:2",
-            "--memory-limit",
-            "1MB",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=100,
+    r = _select_ttest(
+        tmp_path, "--scheduler", "local:2", "--memory-limit", "1MB", "--no-progress", timeout=100
     )
     assert r.returncode == 2, r.stderr[-3000:]
     lines = r.stderr.strip().splitlines()
@@ -149,26 +121,7 @@ def test_workers_that_keep_dying_stop_the_run_with_the_reason(tmp_path):
         "DASK_DISTRIBUTED__WORKER__PRELOAD": f'["{preload}"]',
         "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1000",
     }
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fsdask.cli",
-            "select",
-            str(tmp_path / "x.zarr"),
-            "--method",
-            "ttest",
-            "-o",
-            str(tmp_path / "out.zarr"),
-            "--scheduler",
-            "local:2",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=220,
-        env=env,
-    )
+    r = _select_ttest(tmp_path, "--scheduler", "local:2", "--no-progress", timeout=220, env=env)
     assert r.returncode == 2, r.stderr[-3000:]
     last = r.stderr.strip().splitlines()[-1]
     assert "worker processes died" in last and "crashed or were killed" in last and "-vv" in last, (

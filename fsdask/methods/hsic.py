@@ -688,12 +688,12 @@ class SparseHSIC(Selector):
         self.rho_grid = rho_grid
         self.on_constant = on_constant
 
-    def _fixed_rho(self, A, delta: np.ndarray, kw: dict) -> tuple[float, list]:
-        """SparsePM/R1D at the given ρ, or at the noise level (:func:`rho_noise`) for "auto"."""
+    def _fixed_rho(self, A, delta: np.ndarray, norm2: np.ndarray, kw: dict) -> tuple[float, list]:
+        """SparsePM/R1D at the given ρ, or at the noise level (:func:`rho_noise`) for "auto"
+        (``norm2``: the ‖A_i‖² the fit computed once)."""
         if self.rho != "auto":
             rho = float(self.rho)
-            return rho, r1d(A, self.n_components, self.gamma, rho, **kw)
-        norm2 = _row_norm2(A)
+            return rho, r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, **kw)
         rho = rho_noise(norm2, delta)
         results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, **kw)
         if not results and norm2.max() > 0:
@@ -742,6 +742,7 @@ class SparseHSIC(Selector):
             A = A * (keep if dense else da.from_array(keep, chunks=(A.chunks[0], 1)))
         if not dense:
             A = A.persist()
+        norm2 = _row_norm2(A)  # ‖A_i‖²: one pass over A, for ρ, the errors and the ranking
         # step 3: SparsePM (with R1D rounds), ρ from the user or bisected for k features
         kw = {"tol": self.tol, "max_iter": self.max_iter, "memory_budget": ex.budget}
         k = self.n_features_to_select
@@ -757,16 +758,16 @@ class SparseHSIC(Selector):
                 A, int(k), gamma=self.gamma, n_components=self.n_components, **kw
             )
         else:
-            rho, results = self._fixed_rho(A, delta, kw)
+            rho, results = self._fixed_rho(A, delta, norm2, kw)
             if not results:
                 raise ParameterError(
-                    f"rho={rho:g} selects no feature: the largest row of A has ‖A_i‖²/c = {rho_max(A):.4g} "
+                    f"rho={rho:g} selects no feature: the largest row of A has ‖A_i‖²/c = {rho_max(A, norm2):.4g} "
                     f"(A = X H Δᵀ/(n−1), c = {c}); use rho below that, or n_features_to_select=K"
                 )
         support, comp = _selection(results, p)
         U = np.array([r.u for r in results])
         scores = np.abs(U).max(axis=0)
-        (row_norm,) = _np(np.sqrt((A * A).sum(axis=1)))
+        row_norm = np.sqrt(norm2)
         # ranking: the selected rows by |u|, then the others by ‖A_i‖ (constant features last)
         rank_key = np.where(support, 2.0 + scores, row_norm / (row_norm.max() or 1.0))
         for r in results:

@@ -93,6 +93,25 @@ def foreign_cores(seconds: float = 5.0) -> float:
     return meter.cores()
 
 
+def peak_rss() -> int:
+    """Peak resident memory of this process in bytes (``VmHWM`` of ``/proc/self/status``).
+
+    Not ``ru_maxrss``: Linux carries it over ``fork`` + ``exec``, so a measured child started
+    by a benchmark that has just built a 1 GB matrix reports 1 GB before doing anything.
+    ``VmHWM`` belongs to the address space, which ``exec`` replaces.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource  # no /proc: the carried-over figure is the best there is
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def commit() -> str:
     """HEAD of the repository the benchmark runs from (``+dirty`` with uncommitted changes
     outside ``examples/results``)."""

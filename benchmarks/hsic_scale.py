@@ -9,7 +9,7 @@ issue 17; 64 MiB feature blocks), N(0, 1) noise with planted features:
 * continuous response y_cont = x₆₀ + x₇₀ − x₈₀ + 0.5·ε.
 
 Every measurement runs in its own subprocess (threads scheduler) so its peak RSS
-(``ru_maxrss``) is its own; each subprocess warms its cache with one untimed run, and the
+(``VmHWM``, :func:`_harness.peak_rss`) is its own; each subprocess warms its cache with one untimed run, and the
 floor and the fits alternate, best of ``--repeat`` (≥ 3) rounds (``benchmarks/_harness.py``:
 load before/after, commit, command; a figure taken at load > 0.5 is marked ``(loaded)``):
 
@@ -47,7 +47,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Bench, add_args  # noqa: E402
+from _harness import Bench, add_args, peak_rss  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -104,7 +104,6 @@ def make_store(path: str, n: int, p: int) -> str:
 
 # ---- child measurements -------------------------------------------------------------
 def child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) -> dict:
-    import resource
 
     import dask
 
@@ -115,7 +114,7 @@ def child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) 
     if p < ds.sizes["feature"]:
         ds = ds.isel(feature=slice(0, p))
     X = ds["X"]
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = peak_rss()
     best, cpu, out, est = float("inf"), float("inf"), {}, None
     with dask.config.set(scheduler="threads"):
         for it in range(repeat + 1):  # the first run warms the cache and is not timed
@@ -164,8 +163,8 @@ def child(kind: str, store: str, p: int, repeat: int, rho: float | None = None) 
     out.update(
         time=best,
         cpu=cpu,
-        peak_MiB=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        start_MiB=base / 1024,
+        peak_MiB=peak_rss() / 2**20,
+        start_MiB=base / 2**20,
     )
     return out
 
@@ -208,7 +207,7 @@ else:
     h.regression(k, n_jobs=2)
 t = time.perf_counter() - t0
 print(json.dumps({"time": t, "found": sorted(int(i) for i in h.get_index()),
-                  "peak_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_MiB": int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) / 1024}))
 """
 
 

@@ -37,12 +37,13 @@ print(json.dumps({"time": time.perf_counter() - t0}))
 CHILD = r"""
 import json, resource, sys, time
 import fsdask
+hwm = lambda: int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])  # KiB; ru_maxrss survives exec
 src, dst, chunk_mb, batch = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = hwm()
 t0 = time.perf_counter()
 fsdask.ingest(src, dst, orient="features", overwrite=True, chunk_bytes=int(chunk_mb * 2**20), batch=batch)
 t = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before reading anything back
+peak = hwm()  # before reading anything back
 ds = fsdask.open_dataset(dst)
 print(json.dumps({"time": t, "peak_rss_mib": peak / 1024,
                   "rss_after_imports_mib": base / 1024, "shape": list(ds["X"].shape),

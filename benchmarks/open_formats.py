@@ -33,7 +33,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _harness import Bench  # noqa: E402
+from _harness import Bench, peak_rss  # noqa: E402
 
 
 class _Tee:
@@ -136,7 +136,6 @@ def make_row_store(args, d: str) -> str:
 
 
 def child(mode: str, path: str, method: str) -> None:
-    import resource
 
     import fsdask
 
@@ -149,7 +148,7 @@ def child(mode: str, path: str, method: str) -> None:
     with __import__("dask").config.set(scheduler="threads"):
         est.fit(ds)
     wall = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = peak_rss()
     top = [
         str(f) for f in est.result_["feature"].values[np.argsort(est.result_["rank"].values)[:5]]
     ]

@@ -56,7 +56,7 @@ import traceback
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import QUIET_FOREIGN, RESULTS, Bench, ForeignMeter, Timing  # noqa: E402
+from _harness import QUIET_FOREIGN, RESULTS, Bench, ForeignMeter, Timing, peak_rss  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -203,7 +203,6 @@ def fold_errors(method: str, X: np.ndarray, y: np.ndarray, ks: list[int], folds:
 
 def child(args) -> None:
     """Fit one method on one data set; print one JSON line."""
-    import resource
 
     d = np.load(args.child_data)
     X, y, task = d["X"], d["y"], str(d["task"])
@@ -240,7 +239,7 @@ def child(args) -> None:
         traceback.print_exc(file=sys.stderr)
     if "error" in out:
         out["error"] = out["error"].replace("|", "/")
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = peak_rss() / 2**20
     print("RESULT " + json.dumps(out), flush=True)
 
 

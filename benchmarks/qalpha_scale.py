@@ -6,7 +6,7 @@ Stores: ``qalpha_clusters`` (§6 model) with 100 samples in 4 clusters, ``R = n/
 planted relevant features (cluster structure, variances ≤ .02) and ``n − R`` irrelevant
 ones drawn the same way and permuted sample-wise; float32, written chunk by chunk with
 ``write_synthetic`` (64 MiB feature blocks).  Each fit runs in its own subprocess
-(threads scheduler) so its peak RSS (``ru_maxrss``) is its own, after one untimed warm-up
+(threads scheduler) so its peak RSS (``VmHWM``, :func:`_harness.peak_rss`) is its own, after one untimed warm-up
 fit; the I/O floor (``X.sum()``) and the fits alternate, best of ``--repeat`` (≥ 3) rounds,
 through ``benchmarks/_harness.py`` (load before/after, commit, command; load > 0.5 →
 "(loaded)").  Printed per size and variant: wall time, its ratio to the floor, iterations,
@@ -30,7 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Bench, add_args  # noqa: E402
+from _harness import Bench, add_args, peak_rss  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -58,7 +58,6 @@ def _cpu() -> float:
 
 
 def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dict:
-    import resource
     import warnings
 
     import numpy as np
@@ -76,7 +75,7 @@ def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dic
         return {
             "time": time.perf_counter() - t,
             "cpu": _cpu() - c0,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mb": peak_rss() / 2**20,
         }
 
     def fit():
@@ -97,13 +96,12 @@ def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dic
         "passes": est.n_passes_ + 1,  # + the input check (NaN/Inf, constant features)
         "converged": bool(est.converged_),
         "recovery": len(set(top) & set(range(R))) / R,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss() / 2**20,
         "alpha_positive": float((est.scores_ > 0).mean()),
     }
 
 
 def dense_one(path: str, n: int, n_iter: int) -> dict:
-    import resource
 
     import numpy as np
 
@@ -120,7 +118,7 @@ def dense_one(path: str, n: int, n_iter: int) -> dict:
         "n": n,
         "wall_s": wall,
         "n_iter": n_iter,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss() / 2**20,
     }
 
 

@@ -31,3 +31,24 @@ def test_a_process_outside_the_tree_is_foreign(tmp_path):
     time.sleep(2.5)
     assert meter.cores() > 0.5
     time.sleep(1.0)  # let it end
+
+
+def test_peak_rss_of_a_child_is_its_own():
+    # ru_maxrss would report the parent's 400 MB in a child started after the parent grew
+    code = (
+        "import subprocess, sys\n"
+        "import numpy as np\n"
+        "big = np.ones(50_000_000)\n"
+        f"sys.path.insert(0, {str(Path(_harness.__file__).parent)!r})\n"
+        "out = subprocess.run([sys.executable, '-c', 'import _harness; print(_harness.peak_rss())'],"
+        " capture_output=True, text=True, check=True, cwd=sys.path[0])\n"
+        "print(out.stdout)\n"
+    )
+    child = int(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    assert child < 200 * 2**20, child / 2**20
+    big = __import__("numpy").ones(50_000_000)  # this process's own peak is seen
+    assert _harness.peak_rss() >= big.nbytes

@@ -204,7 +204,7 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
         raise InputError(
             f"{name} has {idx.size} missing label(s) (NaN, None or empty; first at sample(s) "
             f"{', '.join(map(str, idx[:5]))}); fill them in or drop those samples "
-            "(`fsdask ingest --drop-unlabelled`)"
+            "(--drop-unlabelled, or open_dataset(..., drop_unlabelled=True))"
         )
     if task == "classification":
         classes = np.unique(y)

@@ -155,8 +155,12 @@ def test_bad_anndata(tmp_path, counts):
         fsdask.open_dataset(tmp_path / "b.h5ad")
     b.var_names = [f"g{j}" for j in range(P)]
     b.write_h5ad(tmp_path / "b.h5ad")
-    with pytest.raises(InputError, match="missing value"):
+    with pytest.raises(InputError, match="'obs:cell_type' is missing for 1 sample.*cell3"):
         fsdask.open_dataset(tmp_path / "b.h5ad", label="cell_type")
+    kept = fsdask.open_dataset(tmp_path / "b.h5ad", label="cell_type", drop_unlabelled=True)
+    assert kept.attrs["dropped_unlabelled_samples"] == 1 and "cell3" not in kept["sample"]
+    np.testing.assert_array_equal(kept["X"].values, np.delete(C, 3, axis=0))
+    assert kept["y"].dtype == np.int64
     bad = C.copy()
     bad[2, 5] = np.nan
     bad[3, 5] = 1.0

@@ -239,7 +239,11 @@ def test_bad_input_one_line_errors(tmp_path, data):
             InputError,
             "no label variable 'missing'",
         ),
-        ({"variable": "a", "sample_dim": "s", "label": "lab_nan"}, InputError, "1 NaN/Inf"),
+        (
+            {"variable": "a", "sample_dim": "s", "label": "lab_nan"},
+            InputError,
+            "missing for 1 sample",
+        ),
         ({"variable": "a", "sample_dim": "s", "label": "short"}, InputError, "shape"),
         ({"variable": "nothing"}, InputError, "no variable 'nothing'"),
     ]
@@ -252,6 +256,29 @@ def test_bad_input_one_line_errors(tmp_path, data):
     xr.Dataset({"v": ("a", np.arange(3))}).to_zarr(tmp_path / "one.zarr", zarr_format=2)
     with pytest.raises(StoreError, match="no 2-D numeric variable"):
         fsdask.open_dataset(tmp_path / "one.zarr")
+
+
+@pytest.mark.parametrize("missing", [None, "", "  ", np.nan])
+def test_missing_labels_refused_or_dropped(tmp_path, data, missing, capsys):
+    # a missing label is never a class of its own: refused naming the store, or dropped
+    X, y = data
+    y = y.astype(object)
+    y[[2, 7]] = missing
+    u = str(tmp_path / "m.zarr")
+    _xarray(X, y, u, None, 3, False)
+    with pytest.raises(InputError, match=r"m.zarr: label 'condition' is missing for 2 sample"):
+        fsdask.open_dataset(u, sample_dim="cell", label="condition")
+    ds = fsdask.open_dataset(u, sample_dim="cell", label="condition", drop_unlabelled=True)
+    assert ds.attrs["dropped_unlabelled_samples"] == 2
+    keep = np.setdiff1d(np.arange(N), [2, 7])
+    got = fsdask.Filter("ttest").fit(ds).result_["weight"].values
+    np.testing.assert_allclose(got, _ref_weights(X[keep], y[keep].astype(str)), rtol=1e-6)
+    out = str(tmp_path / "r.zarr")
+    argv = ["select", u, "--sample-dim", "cell", "--label", "condition", "--method", "ttest"]
+    assert main([*argv, "-o", out, "--no-progress"]) == 2
+    assert "--drop-unlabelled" in capsys.readouterr().err and not (tmp_path / "r.zarr").exists()
+    assert main([*argv, "-o", out, "--no-progress", "--drop-unlabelled"]) == 0
+    np.testing.assert_allclose(fsdask.open_result(out)["weight"].values, got, rtol=1e-12)
 
 
 def test_fsdask_store_without_marker_still_refused_and_bad_chunk(tmp_path, data):

@@ -120,6 +120,12 @@ def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
             help="label variable along the sample dim; AnnData: obs column "
             "(obs:cell_type). Default: y, label, class, target, cell_type",
         )
+        g.add_argument(
+            "--drop-unlabelled",
+            action="store_true",
+            help="leave out the samples whose label is missing (NaN, None or blank) instead "
+            "of refusing the data; the count is reported",
+        )
     g.add_argument(
         "--rechunk-to",
         metavar="URL",
@@ -136,7 +142,10 @@ def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
 def data_options(args: argparse.Namespace, *, label: bool = True) -> dict[str, Any]:
     """Keyword arguments of the command functions from :func:`add_data_options`'s options."""
     keys = ("variable", "sample_dim", "feature_dim", "label", "rechunk_to", "memory_budget")
-    return {k: getattr(args, k, None) for k in keys if label or k != "label"}
+    opts = {k: getattr(args, k, None) for k in keys if label or k != "label"}
+    if label:
+        opts["drop_unlabelled"] = args.drop_unlabelled
+    return opts
 
 
 def add_overwrite(p: argparse.ArgumentParser) -> None:

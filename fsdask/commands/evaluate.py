@@ -235,6 +235,7 @@ def evaluate(
     label: str | None = None,
     rechunk_to: str | None = None,
     memory_budget: Any = None,
+    drop_unlabelled: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     stdout=None,
 ):
@@ -258,6 +259,7 @@ def evaluate(
         label=label,
         rechunk_to=rechunk_to,
         memory_budget=memory_budget,
+        drop_unlabelled=drop_unlabelled,
     )  # how to read data other tools wrote
     if (result is None) == (method is None):
         raise ParameterError(

@@ -41,6 +41,7 @@ def info(
     label: str | None = None,
     rechunk_to: str | None = None,
     memory_budget: Any = None,
+    drop_unlabelled: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     stdout=None,
 ) -> None:
@@ -59,6 +60,7 @@ def info(
         label=label,
         rechunk_to=rechunk_to,
         memory_budget=memory_budget,
+        drop_unlabelled=drop_unlabelled,
     )  # how to read data other tools wrote
     check_count(top, "--top")
     try:

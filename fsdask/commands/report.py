@@ -68,6 +68,7 @@ def report(
     label: str | None = None,
     rechunk_to: str | None = None,
     memory_budget: Any = None,
+    drop_unlabelled: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     history: str | None = None,
     stdout=None,
@@ -90,6 +91,7 @@ def report(
         label=label,
         rechunk_to=rechunk_to,
         memory_budget=memory_budget,
+        drop_unlabelled=drop_unlabelled,
     )  # how to read data other tools wrote
     check_count(top, "--top")
     if isinstance(evaluation, str):

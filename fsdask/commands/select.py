@@ -99,6 +99,7 @@ def select(
     label: str | None = None,
     rechunk_to: str | None = None,
     memory_budget: Any = None,
+    drop_unlabelled: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     checkpoint_every: Any = None,
     resume: bool | None = None,
@@ -131,6 +132,7 @@ def select(
         label=label,
         rechunk_to=rechunk_to,
         memory_budget=memory_budget,
+        drop_unlabelled=drop_unlabelled,
     )  # how to read data other tools wrote
     check_count(top, "--top")
     est = get_method(method, **dict(params or {}))

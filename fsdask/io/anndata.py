@@ -335,12 +335,10 @@ def _label(obs: pd.DataFrame, label: str | None, where: str) -> tuple[Any, Any, 
             )
     col = obs[name]
     if isinstance(col.dtype, pd.CategoricalDtype):
-        if col.isna().any():
-            raise InputError(
-                f"{where}: obs column {name!r} has {int(col.isna().sum())} missing value(s); "
-                "fill or drop those cells"
-            )
-        return col.cat.codes.to_numpy().astype(np.int64), [str(c) for c in col.cat.categories], name
+        codes = col.cat.codes.to_numpy().astype(np.int64)
+        if col.isna().any():  # missing → NaN, for open_dataset to refuse or drop
+            codes = np.where(codes < 0, np.nan, codes)
+        return codes, [str(c) for c in col.cat.categories], name
     y, classes = encode_labels(col.to_numpy(), where, name)
     return y, classes, name
 
@@ -394,7 +392,7 @@ def _dataset(
     )
     y, classes, lname = _label(obs, label, where)
     if y is not None:
-        ds["y"] = ("sample", y)
+        ds["y"] = ("sample", y, {"label": f"obs:{lname}"})
     if classes is not None:
         ds.attrs["class_names"] = classes
     ds.attrs["foreign"] = (

@@ -30,6 +30,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from fsdask._validation import _missing_labels
 from fsdask.errors import InputError, StoreError
 
 #: 1-D variables along the sample dim taken as the label when ``label`` is not given, in this order
@@ -85,21 +86,23 @@ def map_dims(
 
 
 def encode_labels(y: np.ndarray, where: str, name: str) -> tuple[np.ndarray, list[str] | None]:
-    """Labels as numbers: text → integer codes (sorted classes); NaN/missing refused."""
+    """Labels as numbers: text → integer codes (sorted classes).
+
+    A missing label (None, NaN, a blank string) becomes NaN, never a class of its own;
+    :func:`fsdask.io.store.open_dataset` refuses it or drops the sample (``drop_unlabelled``).
+    """
     y = np.asarray(y)
     if y.dtype.kind in "OUST":
-        missing = np.array([v is None or (isinstance(v, float) and np.isnan(v)) for v in y.ravel()])
+        missing = _missing_labels(y)
+        classes, codes = np.unique(y[~missing].astype(object).astype(str), return_inverse=True)
         if missing.any():
-            raise InputError(
-                f"{where}: label {name!r} has {int(missing.sum())} missing value(s); "
-                "fill or drop those samples"
-            )
-        classes, codes = np.unique(y.astype(str), return_inverse=True)
-        return codes.astype(np.int64), [str(c) for c in classes]
-    if y.dtype.kind == "f" and not np.isfinite(y).all():
+            codes, known = np.full(y.shape, np.nan), codes
+            codes[~missing] = known
+        return codes if missing.any() else codes.astype(np.int64), [str(c) for c in classes]
+    if y.dtype.kind == "f" and np.isinf(y).any():
         raise InputError(
-            f"{where}: label {name!r} has {int((~np.isfinite(y)).sum())} NaN/Inf value(s); "
-            "fill or drop those samples"
+            f"{where}: label {name!r} has {int(np.isinf(y).sum())} infinite value(s); "
+            "a label must be a class or a finite number"
         )
     if y.dtype.kind not in "fiub":
         raise InputError(f"{where}: label {name!r} has dtype {y.dtype}; expected numbers or text")
@@ -255,7 +258,7 @@ def open_foreign_zarr(
         )
     ds = xr.Dataset({"X": (("sample", "feature"), X)}, coords=coords)
     if y is not None:
-        ds["y"] = ("sample", y)
+        ds["y"] = ("sample", y, {"label": lname})
     attrs = dict(group.attrs) if group is not None else {}
     ds.attrs = {k: v for k, v in attrs.items() if isinstance(v, (str, int, float, bool))}
     if classes is not None:

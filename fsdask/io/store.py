@@ -254,6 +254,7 @@ def open_dataset(
     nan_policy: str = "error",
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     require_complete: bool = True,
+    drop_unlabelled: bool = False,
 ) -> xr.Dataset:
     """Open a dataset lazily: an fsdask store, any Zarr v2/v3 store, an AnnData file/store or object.
 
@@ -282,6 +283,9 @@ def open_dataset(
         ``drop-feature``).
     require_complete
         Refuse fsdask stores whose write did not finish (default).
+    drop_unlabelled
+        Leave out the samples whose label is missing (NaN, None or blank) and say how many
+        (attribute ``dropped_unlabelled_samples``); by default such labels are refused.
 
     Returns
     -------
@@ -290,6 +294,69 @@ def open_dataset(
         when present.  A store fsdask did not write is only read, and its dataset has an
         attribute ``foreign`` saying so (shown by ``fsdask info``).
     """
+    ds = _open_any(
+        url,
+        storage_options,
+        variable=variable,
+        sample_dim=sample_dim,
+        feature_dim=feature_dim,
+        label=label,
+        rechunk_to=rechunk_to,
+        memory_budget=memory_budget,
+        nan_policy=nan_policy,
+        chunk_bytes=chunk_bytes,
+        require_complete=require_complete,
+    )
+    return _labelled(ds, drop_unlabelled)
+
+
+def _labelled(ds: xr.Dataset, drop: bool) -> xr.Dataset:
+    """Refuse missing labels (NaN, as the openers encode them), or drop their samples."""
+    where = ds.attrs.get("store") or ds.attrs.get("source") or "the dataset"
+    if "y" not in ds:
+        if drop:
+            raise InputError(
+                f"{where}: --drop-unlabelled leaves out samples without a label, but no label "
+                "was found; name it with --label"
+            )
+        return ds
+    y = ds["y"].values
+    missing = np.isnan(y) if y.dtype.kind == "f" else np.zeros(y.shape, bool)
+    if not missing.any():
+        return ds
+    name = ds["y"].attrs.get("label", "y")
+    if not drop:
+        first = ", ".join(str(s) for s in ds["sample"].values[missing][:3])
+        raise InputError(
+            f"{where}: label {name!r} is missing for {int(missing.sum())} sample(s) (NaN, None "
+            f"or blank; first: {first}); fill them in, or leave them out with --drop-unlabelled"
+        )
+    keep = np.flatnonzero(~missing)
+    if keep.size == 0:
+        raise InputError(f"{where}: no sample has a label {name!r}; nothing would be left")
+    log.warning("%s: left out %d sample(s) without a label", where, missing.sum())
+    out = ds.isel(sample=keep)
+    if "class_names" in ds.attrs:  # class codes: whole numbers again
+        out["y"] = out["y"].astype(np.int64)
+    out.attrs["dropped_unlabelled_samples"] = int(missing.sum())
+    return out
+
+
+def _open_any(
+    url: Any,
+    storage_options: Mapping[str, Any] | None,
+    *,
+    variable: str | None,
+    sample_dim: str | None,
+    feature_dim: str | None,
+    label: str | None,
+    rechunk_to: str | None,
+    memory_budget: Any,
+    nan_policy: str,
+    chunk_bytes: int,
+    require_complete: bool,
+) -> xr.Dataset:
+    """:func:`open_dataset` before the labels are checked: dispatch on what ``url`` is."""
     from fsdask.io import rechunk as _rechunk
 
     budget = _memory_budget(memory_budget)  # a bad size is refused before anything is read

@@ -264,3 +264,26 @@ def test_h5ad_blocks_on_worker_processes(tmp_path, counts, cluster):
         with dask.config.set(scheduler=cluster):
             w = fsdask.Filter("fisher").fit(ds).result_["weight"].values
         np.testing.assert_allclose(w, _ref(C, ct), rtol=1e-6)
+
+
+@pytest.mark.cluster
+def test_csr_copy_on_object_storage_read_by_workers(tmp_path, counts, s3, cluster):
+    """A CSR matrix's per-block copy may go to any fsspec URL (--rechunk-to), where worker
+    processes (on any host) read it; an existing location is never reused."""
+    import dask
+    import s3fs
+
+    C, ct = counts
+    bucket, opts = s3
+    _adata(C, ct, "csr").write_h5ad(tmp_path / "a.h5ad")
+    fs = s3fs.S3FileSystem(**opts)
+    fs.put(str(tmp_path / "a.h5ad"), f"{bucket}/csr.h5ad")
+    kw = dict(storage_options=opts, chunk_bytes=N * 4 * 12, rechunk_to=f"{bucket}/csr-copy")
+    ds = fsdask.open_dataset(f"{bucket}/csr.h5ad", **kw)
+    assert any(p.endswith(".vals") for p in fs.ls(f"{bucket}/csr-copy", refresh=True))
+    with dask.config.set(scheduler=cluster):
+        w = fsdask.Filter("fisher").fit(ds).result_["weight"].values
+    np.testing.assert_allclose(w, _ref(C, ct), rtol=1e-6)
+    np.testing.assert_array_equal(ds["X"].values, C)
+    with pytest.raises(StoreError, match="csr-copy: already exists"):
+        fsdask.open_dataset(f"{bucket}/csr.h5ad", **kw)

@@ -224,32 +224,76 @@ def _block_for(kind: str, n: int, itemsize: int, chunk_bytes: int) -> int:
 
 
 class BlockedCopy(MatrixReader):
-    """Reader of the per-feature-block copy of a CSR matrix made by :func:`csr_to_blocks`: block
-    ``k`` is three flat files (row, column within the block, value), read only by block ``k``."""
+    """Reader of the per-feature-block copy of a CSR matrix made by :func:`csr_to_blocks`.
 
-    def __init__(
-        self, folder: str, shape: tuple[int, int], dtype: np.dtype, block: int, source: str
-    ):
+    Block ``k`` is the parts ``b{k}.{batch}.rows|cols|vals`` (row, column within the block,
+    value) under ``url`` — local or any fsspec URL, so workers on other hosts can read it;
+    ``parts[k]`` lists the batches that wrote to block ``k``, so a read lists nothing.
+    """
+
+    def __init__(self, url, storage_options, shape, dtype, block: int, parts, source: str):
         super().__init__(
-            source, None, "X", "csr_matrix (copied per feature block)", shape, dtype, False
+            source,
+            storage_options,
+            "X",
+            "csr_matrix (copied per feature block)",
+            shape,
+            dtype,
+            False,
         )
-        self.folder, self.block = folder, block
+        self.copy_url, self.block, self.parts = url, block, parts
 
     def __dask_tokenize__(self):
-        return (type(self).__name__, self.folder, self.shape, self.block)
+        return (type(self).__name__, self.copy_url, self.shape, self.block)
 
     def _block(self, j0: int, j1: int) -> np.ndarray:
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(self.copy_url, **self.so)
         k = j0 // self.block
-        f = os.path.join(self.folder, f"b{k}")
         out = np.zeros((self.shape[0], j1 - j0), dtype=self.dtype)
-        if os.path.exists(f + ".vals"):
-            out[
-                np.fromfile(f + ".rows", dtype=np.int32), np.fromfile(f + ".cols", dtype=np.int32)
-            ] = np.fromfile(f + ".vals", dtype=self.dtype)
+        for b in self.parts.get(k, ()):
+            f = f"{root}/b{k}.{b}"
+            rows = np.frombuffer(fs.cat_file(f + ".rows"), dtype=np.int32)
+            cols = np.frombuffer(fs.cat_file(f + ".cols"), dtype=np.int32)
+            out[rows, cols] = np.frombuffer(fs.cat_file(f + ".vals"), dtype=self.dtype)
         return out
 
     def nonfinite(self) -> int:
         return 0  # counted on the source before the copy
+
+
+def _copy_location(rechunk_to: str | None, storage_options) -> tuple[str, bool]:
+    """(URL, is_temporary) of the folder that receives a CSR matrix's per-block copy."""
+    import atexit
+    import tempfile
+
+    from fsdask.io.store import _exists, safe_url
+
+    if rechunk_to is None:
+        folder = tempfile.mkdtemp(prefix="fsdask-csr-")
+        atexit.register(shutil.rmtree, folder, True)  # a folder fsdask made, removed at exit
+        return folder, True
+    if _exists(os.fspath(rechunk_to), storage_options):
+        raise StoreError(
+            f"{safe_url(os.fspath(rechunk_to))}: already exists; the per-block copy of a CSR "
+            "matrix (--rechunk-to) needs a new location (fsdask never replaces what it did not write)"
+        )
+    return os.fspath(rechunk_to), False
+
+
+def _csr_batches(node: Any, indptr: np.ndarray, dtype: np.dtype):
+    """(rows, column indices, values) of consecutive row ranges of ≈ CSR_BATCH non-zeros."""
+    n, r0 = len(indptr) - 1, 0
+    while r0 < n:
+        r1 = min(
+            max(int(np.searchsorted(indptr, indptr[r0] + CSR_BATCH, side="right")) - 1, r0 + 1), n
+        )
+        a, b = int(indptr[r0]), int(indptr[r1])
+        rows = np.repeat(np.arange(r0, r1, dtype=np.int32), np.diff(indptr[r0 : r1 + 1]))
+        idx = np.asarray(node["indices"][a:b]).astype(np.int64)
+        yield rows, idx, np.asarray(node["data"][a:b]).astype(dtype, copy=False)
+        r0 = r1
 
 
 def csr_to_blocks(
@@ -259,13 +303,14 @@ def csr_to_blocks(
 
     Without it, every feature block of a CSR matrix would scan all non-zeros (rows are
     contiguous, columns are not): ``p / block`` scans.  The copy costs one scan and writes
-    12 bytes per non-zero (row, column, float32 value) to a local folder (``rechunk_to`` or
-    a temporary one); memory holds one batch of rows.
+    12 bytes per non-zero (row, column, float32 value) to ``rechunk_to`` (any fsspec URL,
+    e.g. shared by the workers of a cluster) or a local temporary folder; memory holds one
+    batch of rows.
     """
-    import atexit
     import logging
-    import tempfile
     import time
+
+    import fsspec
 
     from fsdask.io.rechunk import _mib
 
@@ -273,53 +318,33 @@ def csr_to_blocks(
     n, p = reader.shape
     indptr = np.asarray(node["indptr"][...]).astype(np.int64)
     nnz = int(indptr[-1])
-    if rechunk_to is None:
-        folder = tempfile.mkdtemp(prefix="fsdask-csr-")
-        atexit.register(shutil.rmtree, folder, True)  # a folder fsdask made, removed at exit
-    elif "://" in str(rechunk_to) or os.path.exists(rechunk_to):
-        raise StoreError(
-            f"{rechunk_to}: the per-block copy of a CSR matrix needs a new local folder "
-            "(it must not exist; fsdask never replaces what it did not write)"
-        )
-    else:
-        folder = os.fspath(rechunk_to)
-        os.makedirs(folder)
+    url, temporary = _copy_location(rechunk_to, reader.so)
     log = logging.getLogger("fsdask.io")
     log.warning(
         "%s: X is CSR (rows contiguous): filing its %d non-zeros by feature block in %s, so a "
         "block reads only its own entries. Cost: one extra pass — reads %s, writes %s.",
         where,
         nnz,
-        "a temporary folder" if rechunk_to is None else folder,
+        "a temporary folder" if temporary else url,
         _mib(nnz * (4 + reader.dtype.itemsize)),
         _mib(nnz * (8 + reader.dtype.itemsize)),
     )
     t0 = time.perf_counter()
-    r0 = 0
-    while r0 < n:
-        r1 = min(
-            max(int(np.searchsorted(indptr, indptr[r0] + CSR_BATCH, side="right")) - 1, r0 + 1), n
-        )
-        a, b = int(indptr[r0]), int(indptr[r1])
-        idx = np.asarray(node["indices"][a:b]).astype(np.int64)
-        vals = np.asarray(node["data"][a:b]).astype(reader.dtype, copy=False)
-        rows = np.repeat(np.arange(r0, r1, dtype=np.int32), np.diff(indptr[r0 : r1 + 1]))
+    fs, root = fsspec.core.url_to_fs(url, **reader.so)
+    fs.makedirs(root, exist_ok=True)
+    parts: dict[int, list[int]] = {}
+    for batch, (rows, idx, vals) in enumerate(_csr_batches(node, indptr, reader.dtype)):
         bid = idx // block
         order = np.argsort(bid, kind="stable")
         starts = np.concatenate([[0], np.cumsum(np.bincount(bid, minlength=-(-p // block)))])
         for k in np.flatnonzero(np.diff(starts)):
             sel = order[starts[k] : starts[k + 1]]
-            f = os.path.join(folder, f"b{k}")
-            for ext, arr in (
-                ("rows", rows[sel]),
-                ("cols", (idx[sel] - k * block).astype(np.int32)),
-                ("vals", vals[sel]),
-            ):
-                with open(f"{f}.{ext}", "ab") as fh:
-                    arr.tofile(fh)
-        r0 = r1
+            cols = (idx[sel] - k * block).astype(np.int32)
+            for ext, arr in (("rows", rows[sel]), ("cols", cols), ("vals", vals[sel])):
+                fs.pipe_file(f"{root}/b{k}.{batch}.{ext}", arr.tobytes())
+            parts.setdefault(int(k), []).append(batch)
     log.warning("%s: per-block copy written in %.1f s", where, time.perf_counter() - t0)
-    return BlockedCopy(folder, reader.shape, reader.dtype, block, reader.url)
+    return BlockedCopy(url, reader.so, reader.shape, reader.dtype, block, parts, reader.url)
 
 
 def _label(obs: pd.DataFrame, label: str | None, where: str) -> tuple[Any, Any, Any]:

@@ -22,8 +22,9 @@ Every (data, method) runs in a subprocess of this script (``--child``) with a wa
 0.1 s; the child is killed above it).  A row shows the fit's seconds — the first fit in a fresh process (imports excluded, JIT
 compilation included, as a user's first call) and, for fits under 30 s, a second, warm
 fit — the child's peak RSS,
-the rank of every relevant feature (1 = best; ties share the *worst* rank of the tie, so a
-relevant feature at weight 0 among other zeros ranks last) and, for fsdask rows, the time
+the rank of every relevant feature (1 = best; a peer's ties share the *worst* rank of the
+tie, so a relevant feature at score 0 among other zeros ranks last; fsdask rows use the
+method's own ``ranking_``, the ``rank`` of its result) and, for fsdask rows, the time
 ratio (warm fits where both have one) to its counterpart peer (Filter : f_classif/f_regression, SparseHSIC : pyHSICLasso,
 Logo : ReliefF, Q-α : SVM-RFE).  A peer that is not installed or fails to import on the
 current numpy / scikit-learn says so in its row.
@@ -135,7 +136,10 @@ def fsdask_scores(method: str, X, y: np.ndarray, task: str) -> np.ndarray:
     else:
         sel = fsdask.QAlpha(variant="supervised")
     sel.fit(X, y)
-    return np.asarray(sel.scores_, float)
+    # fsdask's own order (result "rank"), which is what a user reads: SparseHSIC and Logo
+    # rank the features they leave at weight 0 by a second key (‖A_i‖, the margin), where
+    # ranking by the weights alone would put them all last
+    return -np.asarray(sel.ranking_, float)
 
 
 def peer_scores(method: str, X: np.ndarray, y: np.ndarray, task: str) -> np.ndarray:

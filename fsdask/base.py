@@ -146,14 +146,11 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
                 y = next((X[v].values for v in ("y", "Y") if v in X), None)
             X = X["X"] if "X" in X else X
         names = feature_names_of(X)
-        sk_names = _sklearn_feature_names(X, names)
+        self._names_in = _sklearn_feature_names(X, names)
+        self.__dict__.pop("_names_in_str", None)
         Xd = check_array(X, min_samples=self.min_samples, check_finite=False)
         n, p = Xd.shape
         self.n_features_in_ = p
-        if sk_names is not None:
-            self.feature_names_in_ = sk_names
-        else:
-            self.__dict__.pop("feature_names_in_", None)
         if y is not None:
             y = check_y(y, n, task=self.y_task if self.requires_y else "any")
         elif self.requires_y:
@@ -246,6 +243,21 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         )
 
     @property
+    def feature_names_in_(self) -> np.ndarray:
+        """Names of the features seen in ``fit``, as strings (scikit-learn's attribute): a
+        DataFrame's columns or an xarray ``feature`` coordinate; absent for plain arrays.
+
+        Made on first access: 10⁶ Python strings take longer than a SparseHSIC fit's work
+        after its pass over X.
+        """
+        names = self.__dict__.get("_names_in")
+        if names is None:
+            raise AttributeError(f"{type(self).__name__} was not fitted on named features")
+        if "_names_in_str" not in self.__dict__:
+            self._names_in_str = np.asarray([str(v) for v in names], dtype=object)
+        return self._names_in_str
+
+    @property
     def result_(self) -> xr.Dataset:
         """The result Dataset (weights, ranks, selection, the method's variables, provenance)."""
         check_is_fitted(self, "scores_")
@@ -276,8 +288,8 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         self, bad: np.ndarray, lo: np.ndarray, hi: np.ndarray, names: np.ndarray | None = None
     ) -> np.ndarray:
         """Mask of active features from the screen's statistics (raises on NaN/Inf)."""
-        if names is None:
-            names = getattr(self, "feature_names_in_", None)
+        if names is None:  # the raw names: only the (at most 5) shown are made strings
+            names = self.__dict__.get("_names_in")
         if bad.sum():
             idx = np.flatnonzero(bad)
             shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
@@ -413,10 +425,10 @@ def _screen_stats(X: da.Array) -> tuple[da.Array, da.Array, da.Array]:
 
 
 def _sklearn_feature_names(X: Any, names: np.ndarray | None) -> np.ndarray | None:
-    """``feature_names_in_`` as scikit-learn defines it: DataFrame string columns, or the
-    xarray ``feature`` coordinate (as strings)."""
+    """The names behind ``feature_names_in_``: DataFrame string columns (as scikit-learn
+    defines them), or the xarray ``feature`` coordinate (made strings on access)."""
     if isinstance(X, xr.DataArray):
-        return None if names is None else np.asarray([str(v) for v in names], dtype=object)
+        return names
     if hasattr(X, "columns"):
         return _get_feature_names(X)
     return None

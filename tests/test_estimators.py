@@ -175,3 +175,28 @@ def test_cli_bad_parameter_exits_2(tmp_path, data):
         and "Traceback" not in p.stderr
     )
     assert not (tmp_path / "r.zarr").exists()
+
+
+def test_feature_names_are_made_strings_only_when_asked(rng):
+    # 10⁶ str() calls cost more than a SparseHSIC fit's work after its pass over X
+    calls = []
+
+    class Name:
+        def __init__(self, j):
+            self.j = j
+
+        def __str__(self):
+            calls.append(self.j)
+            return f"f{self.j}"
+
+    X = rng.normal(size=(20, 12))
+    y = np.repeat([0, 1], 10)
+    xa = xr.DataArray(
+        X, dims=("sample", "feature"), coords={"feature": [Name(j) for j in range(12)]}
+    )
+    f = Filter("ttest", n_features_to_select=2).fit(xa, y)
+    assert calls == []
+    assert list(f.feature_names_in_) == [f"f{j}" for j in range(12)]
+    assert len(calls) == 12
+    f.feature_names_in_  # noqa: B018 - made once
+    assert len(calls) == 12

@@ -33,6 +33,7 @@ import xarray as xr
 from fsdask.errors import FsdaskError, InputError, ParameterError
 from fsdask.evaluate.metrics import jaccard_stability, kuncheva_index
 from fsdask.linalg.execution import fits
+from fsdask.linalg.reductions import compute_blocks
 
 log = logging.getLogger("fsdask")
 
@@ -733,7 +734,7 @@ def evaluate_classifiers(
     ctx = scheduler_ctx(scheduler) if scheduler else _nullcontext()
     with ctx:
         if mode == "folds" and isinstance(Xa, da.Array):
-            Xa = Xa.compute()
+            (Xa,) = compute_blocks(Xa)  # X loaded on the client, never whole in one task
         fixed_top = None
         if selection == "once" or _fixed_ranking is not None:
             if _fixed_ranking is not None:

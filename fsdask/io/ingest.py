@@ -20,6 +20,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from fsdask._blocks import compute_blocks
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import InputError
 from fsdask.io.store import write_dataset
@@ -66,7 +67,7 @@ def apply_nan_policy(
     """
     if policy not in NAN_POLICIES:
         raise InputError(f"nan_policy={policy!r}; choose one of {', '.join(NAN_POLICIES)}")
-    bad = (~da.isfinite(X)).sum(axis=0).compute()
+    (bad,) = compute_blocks((~da.isfinite(X)).sum(axis=0))  # p counts: joined on the client
     total = int(bad.sum())
     report = {"nonfinite_values": total, "nan_policy": policy}
     if total == 0:
@@ -90,7 +91,7 @@ def apply_nan_policy(
             mean = np.where(ok, b, 0).sum(0) / np.maximum(cnt, 1)
             return np.where(ok, b, mean[None, :]).astype(b.dtype)
 
-        n_obs = da.isfinite(X).sum(axis=0).compute()
+        (n_obs,) = compute_blocks(da.isfinite(X).sum(axis=0))
         empty = np.flatnonzero(n_obs == 0)
         if empty.size:
             names = ", ".join(

@@ -267,7 +267,8 @@ class PersistedOperator(LinearOperator):
         self.passes += 1
         if idx.size == 0:
             return np.zeros((self.Z.shape[0], 0))
-        return np.asarray(self.Z[:, idx].compute(), dtype=np.float64)
+        # |idx| may be most of J: joined on the client, X's block width per task
+        return np.asarray(DASK.gather(DASK.take_columns(self.Z, idx)), dtype=np.float64)
 
 
 class RecomputedOperator(LinearOperator):
@@ -333,7 +334,7 @@ class Execution:
 
     def compute(self, *arrays: Any) -> tuple:
         """``dask.compute(*arrays)``, counted as one pass (the arrays share their reads of X);
-        chunked results are joined on the client (:func:`~fsdask.linalg.reductions.compute_blocks`)."""
+        chunked results are joined on the client (:func:`~fsdask._blocks.compute_blocks`)."""
         self.passes += 1
         return compute_blocks(*arrays)
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import dask
 import dask.array as da
 import numba
 import numpy as np
-from dask.array.core import concatenate3
+
+from fsdask._blocks import compute_blocks  # noqa: F401  (re-exported: the methods import it here)
 
 #: up to this many columns of C, ``Cᵀ X_b`` and the range run as one fused numba sweep
 _FUSED_MAX_R = 8
@@ -47,36 +47,6 @@ def blockwise_whole(
         return func(*(_whole(b) for b in blocks), **kw)
 
     return da.blockwise(call, out_ind, *arg_pairs, concatenate=False, **kwargs)
-
-
-def compute_blocks(*arrays: Any) -> tuple:
-    """``dask.compute(*arrays)``, with each dask array's chunks sent to the client one by one
-    and joined there.
-
-    ``dask.compute`` of a chunked array adds one finalize task that concatenates every chunk
-    — on a worker, under distributed: its memory grows with the number of features p, not
-    with the block size (100 × 5·10⁶ t-test: ~400 MB in one task, a 500 MB worker killed).
-    Computing the chunks as separate keys (``to_delayed``) keeps every task one block's
-    worth; the arrays still share their reads of X (one graph, one pass).  Non-dask
-    arguments are passed through.
-    """
-    # split without optimising: arrays that share X keep sharing its read tasks (optimised
-    # one by one, each would fuse its own read of every block: one pass per array)
-    grids = [
-        a.to_delayed(optimize_graph=False) if isinstance(a, da.Array) else None for a in arrays
-    ]
-    flat = [d for g in grids if g is not None for d in g.ravel()]
-    parts = iter(dask.compute(*flat) if flat else ())
-    out = []
-    for a, g in zip(arrays, grids):
-        if g is None:
-            out.append(a)
-            continue
-        blocks = np.empty(g.shape, dtype=object)
-        for ix in np.ndindex(g.shape):
-            blocks[ix] = next(parts)
-        out.append(concatenate3(blocks.tolist()) if blocks.size > 1 else np.asarray(blocks.flat[0]))
-    return tuple(out)
 
 
 def _check_blocks(X: da.Array) -> None:

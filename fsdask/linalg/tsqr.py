@@ -256,7 +256,7 @@ def gram_factor(
     n, p = X.shape
     ex = Execution(memory_budget)
     if p <= n:
-        G = np.asarray((X.T @ X).compute(), dtype=np.float64)
+        G = np.asarray((X.T @ X).compute(), dtype=np.float64)  # p × p ≤ n × n: one task may hold it
         w, V = np.linalg.eigh((G + G.T) / 2)
         order = np.argsort(w)[::-1]
         s = np.sqrt(np.clip(w[order], 0, None))
@@ -275,11 +275,12 @@ def gram_factor(
         energy = s**2
         tail = np.cumsum(energy[::-1])[::-1]
         keep = max(int(np.sum(tail > energy_tol * energy.sum())), 1)
-        B = np.asarray(row_dot(X.astype(np.float64), U[:, order[:keep]]).compute()).T  # B = U_rᵀ X
+        (Bt,) = ex.compute(row_dot(X.astype(np.float64), U[:, order[:keep]]))  # Bᵀ = Xᵀ U_r, p × r
+        B = Bt.T
         return np.ascontiguousarray(B), s
     else:
         Ut, s, _ = tall_skinny_svd(X.T.astype(np.float64))
-        V = np.asarray(Ut.compute())
+        (V,) = ex.compute(Ut)  # p × n: joined on the client, never in one task
     energy = s**2
     total = energy.sum()
     tail = np.cumsum(energy[::-1])[::-1]  # tail[k] = Σ_{j ≥ k} s_j²

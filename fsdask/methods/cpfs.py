@@ -69,6 +69,7 @@ from fsdask.linalg.prox import (  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
     prox_linf_grad_step,
     prox_linf_rows,
 )
+from fsdask.linalg.reductions import compute_blocks
 
 log = logging.getLogger("fsdask")
 
@@ -1036,7 +1037,7 @@ class CPFS(Selector):
 
 def duplicate_columns(X: da.Array) -> np.ndarray:
     """Mask of columns that exactly equal an earlier column (one pass: per-column byte hashes)."""
-    h = map_features(column_hashes, X, dtype=np.int64).compute()
+    (h,) = compute_blocks(map_features(column_hashes, X, dtype=np.int64))  # joined on the client
     _, first = np.unique(h, return_index=True)
     dup = np.ones(h.size, bool)
     dup[first] = False

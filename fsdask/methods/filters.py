@@ -36,6 +36,7 @@ from fsdask.base import FitOutput, Selector, _top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.linalg import map_features, sample_pairwise
 from fsdask.linalg.moments import Moments, class_moments
+from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.twosample import ks_columns
 from fsdask.methods import FILTER_SCORES
 
@@ -413,7 +414,7 @@ class LaplacianScore(Selector):
             den = np.einsum("i,ij,ij->j", d, f, f)
             return num / np.where(den > 0, den, np.inf)
 
-        Lr = map_features(lap_block, X, dtype=np.float64).compute()
+        (Lr,) = compute_blocks(map_features(lap_block, X, dtype=np.float64))  # joined on the client
         return FitOutput(scores=-Lr, extras={"laplacian_score": Lr}, attrs={"t": t})
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:

@@ -59,6 +59,7 @@ from fsdask.linalg.execution import (
     LinearOperator,
     backend_of,
 )
+from fsdask.linalg.reductions import compute_blocks
 
 log = logging.getLogger("fsdask")
 
@@ -237,7 +238,8 @@ def solve_working_set(
 def _unit_scale(X: da.Array) -> da.Array:
     """X with every feature divided by its standard deviation (one pass; constant
     features, which get weight 0 anyway, are left as they are)."""
-    sd = np.asarray(X.std(axis=0, dtype=np.float64).compute())
+    # p values joined on the client; a preprocessing pass, not one of the fit's passes_over_X
+    (sd,) = compute_blocks(X.std(axis=0, dtype=np.float64))
     return X / np.where(sd > 0, sd, 1.0).astype(X.dtype)
 
 

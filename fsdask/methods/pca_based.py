@@ -32,6 +32,7 @@ from fsdask._validation import Int
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
 from fsdask.linalg import gram_factor
+from fsdask.linalg.reductions import compute_blocks
 
 
 def _factor(X: da.Array, scale: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -286,7 +287,7 @@ class SparsePCASelector(_PCABase):
 
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "SparsePCASelector")
-        Xc = np.asarray(X.astype(np.float64).compute())
+        (Xc,) = compute_blocks(X.astype(np.float64))  # whole X on the client, never in one task
         Xc = Xc - Xc.mean(0)
         if self.scale:
             Xc = Xc / Xc.std(0, ddof=1)

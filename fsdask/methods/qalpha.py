@@ -961,11 +961,8 @@ class QAlpha(Selector):
 
         def Vmul(B: np.ndarray) -> np.ndarray:
             self.n_passes_ += 1
-            return np.asarray(
-                feature_kernel_matmul(
-                    Mx, kern, np.asarray(B, dtype=np.float64), tile=tile
-                ).compute()
-            )
+            VB = feature_kernel_matmul(Mx, kern, np.asarray(B, dtype=np.float64), tile=tile)
+            return compute_blocks(VB)[0]  # p × k: joined on the client, never in one task
 
         rng = np.random.default_rng(self.random_state)
         if isinstance(self.init, str) and self.init == "pca":

@@ -1,0 +1,44 @@
+"""Computing chunked dask arrays without one task that holds them whole.
+
+Below the linalg layer so that every layer (io's ingestion, the input checks, the
+algorithms) brings per-feature results to the client the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.array.core import concatenate3
+
+
+def compute_blocks(*arrays: Any) -> tuple:
+    """``dask.compute(*arrays)``, with each dask array's chunks sent to the client one by one
+    and joined there.
+
+    ``dask.compute`` of a chunked array adds one finalize task that concatenates every chunk
+    — on a worker, under distributed: its memory grows with the number of features p, not
+    with the block size (100 × 5·10⁶ t-test: ~400 MB in one task, a 500 MB worker killed).
+    Computing the chunks as separate keys (``to_delayed``) keeps every task one block's
+    worth; the arrays still share their reads of X (one graph, one pass).  Non-dask
+    arguments are passed through.
+    """
+    # split without optimising: arrays that share X keep sharing its read tasks (optimised
+    # one by one, each would fuse its own read of every block: one pass per array)
+    grids = [
+        a.to_delayed(optimize_graph=False) if isinstance(a, da.Array) else None for a in arrays
+    ]
+    flat = [d for g in grids if g is not None for d in g.ravel()]
+    parts = iter(dask.compute(*flat) if flat else ())
+    out = []
+    for a, g in zip(arrays, grids):
+        if g is None:
+            out.append(a)
+            continue
+        blocks = np.empty(g.shape, dtype=object)
+        for ix in np.ndindex(g.shape):
+            blocks[ix] = next(parts)
+        out.append(concatenate3(blocks.tolist()) if blocks.size > 1 else np.asarray(blocks.flat[0]))
+    return tuple(out)

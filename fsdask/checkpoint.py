@@ -320,9 +320,13 @@ class _NoSlot:
         return None
 
 
+#: the slot of a loop that is not checkpointed (a default for functions that take a ``slot``)
+NO_SLOT = _NoSlot()
+
+
 class _NoCheckpoint:
     def slot(self, name: str) -> _NoSlot:
-        return _NoSlot()
+        return NO_SLOT
 
 
 def for_fit(estimator: Any, X: Any, y: Any = None) -> Checkpoint | _NoCheckpoint:

@@ -52,7 +52,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--csv", help="also write the ranked table to this CSV file")
     add_overwrite(p)
-    g = p.add_argument_group("checkpoints of iterative fits (qalpha, logo, cpfs)")
+    g = p.add_argument_group("checkpoints of iterative fits (qalpha, logo, cpfs, hsic)")
     g.add_argument(
         "--checkpoint-every",
         metavar="N|Ts",

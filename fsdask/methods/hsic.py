@@ -28,6 +28,14 @@ candidate rows of A (rows with ‖A_i‖² ≤ ρ can never be selected); otherw
 persisted dask array chunked by rows and each SparsePM row/column step is one row-wise
 map-reduce over it (the same code: the steps are written with full-length masked vectors,
 which NumPy and dask evaluate alike).
+
+Checkpoints (:mod:`fsdask.checkpoint`, ``fsdask select --checkpoint-every``; not in the
+thesis): the pass is the costly step, so what it yields — A and the screen's per-feature
+counts, O(m·c), never X — is saved as soon as it ends (when A is held in memory: a larger A
+is not written, and a resumed fit reads X again).  Then each R1D component (M, N, u, σ, v:
+O(m)), each step of the ρ bisection and each point of the ρ path are saved at the asked
+cadence.  A resumed fit rebuilds the downdated A from the saved components (the same
+subtractions in the same order, hence the same bits) and continues with the next one.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
+from fsdask import checkpoint
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
@@ -404,11 +413,14 @@ def r1d(
     rho: float = 0.0,
     *,
     row_norm2: np.ndarray | None = None,
+    slot=checkpoint.NO_SLOT,
     **kw,
 ) -> list[SparsePMResult]:
     """Rank-one downdate: SparsePM, subtract u_M σ v_Nᵀ, repeat ``n_components`` times.
 
-    Stops early when a round selects no row.  A is not modified.
+    Stops early when a round selects no row.  A is not modified.  ``slot`` (a
+    :class:`fsdask.checkpoint.Slot`) saves the components found so far; a resumed call
+    downdates A by them again and continues with the next.
 
     For an in-memory A every round runs on the rows with ‖A_i‖² > ρ only (``row_norm2``
     may be passed to skip recomputing the norms): a row at or below ρ never enters M
@@ -424,17 +436,55 @@ def r1d(
         if rows.size == 0:
             return []
         if rows.size < m:
-            sub = r1d(A[rows], n_components, gamma, rho, row_norm2=norm2[rows], **kw)
+            sub = r1d(A[rows], n_components, gamma, rho, row_norm2=norm2[rows], slot=slot, **kw)
             return [_scatter(r, rows, m) for r in sub]
-    out = []
-    for k in range(n_components):
+    saved = slot.restore()  # a killed fit continues after the last component it saved
+    out = [] if saved is None else _load(saved)
+    if saved is not None and saved["final"]:
+        return out
+    for res in out:  # saved only while components remain, so each one was downdated
+        A = _downdate(A, res)
+    for k in range(len(out), n_components):
         res = sparse_pm(A, gamma, rho, row_norm2=norm2 if k == 0 else None, **kw)
         if not res.M.any():
             break
         out.append(res)
         if k + 1 < n_components:
             A = _downdate(A, res)
+            slot.reached(k + 1, lambda: _dump(out))
+    slot.reached(len(out), lambda: _dump(out), final=True)
     return out
+
+
+def _dump(results: Sequence[SparsePMResult]) -> dict[str, Any]:
+    """SparsePM results as checkpoint state: O(m) vectors per component."""
+    return {
+        "M": np.array([r.M for r in results]),
+        "N": np.array([r.N for r in results]),
+        "u": np.array([r.u for r in results]),
+        "v": np.array([r.v for r in results]),
+        "sigma": np.array([r.sigma for r in results]),
+        "n_iter": np.array([r.n_iter for r in results], dtype=np.int64),
+        "converged": np.array([r.converged for r in results], dtype=bool),
+        "objective": [list(r.objective) for r in results],  # JSON keeps every float's bits
+    }
+
+
+def _load(saved: dict[str, Any]) -> list[SparsePMResult]:
+    """The results :func:`_dump` saved."""
+    return [
+        SparsePMResult(
+            saved["M"][k],
+            saved["N"][k],
+            saved["u"][k],
+            float(saved["sigma"][k]),
+            saved["v"][k],
+            [float(f) for f in saved["objective"][k]],
+            int(saved["n_iter"][k]),
+            bool(saved["converged"][k]),
+        )
+        for k in range(len(saved["sigma"]))
+    ]
 
 
 def _selection(results: Sequence[SparsePMResult], m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -494,6 +544,7 @@ def rho_path(
     n_components: int = 1,
     n_rhos: int = 25,
     max_rows: int | None = PATH_MAX_ROWS,
+    slot=checkpoint.NO_SLOT,
     **kw,
 ) -> dict[str, np.ndarray]:
     """Number of selected features and final objective (3.4) over a grid of ρ.
@@ -506,6 +557,7 @@ def rho_path(
 
     Screening first: a row with ‖A_i‖² ≤ min ρ never enters any M on the grid (:func:`r1d`),
     so the whole path runs on the other rows — O(candidates), not O(m), per SparsePM step.
+    ``slot`` saves the points done; a resumed call continues with the next ρ.
     """
     norm2 = _row_norm2(A)
     m = A.shape[0]
@@ -521,15 +573,29 @@ def rho_path(
     rows = np.flatnonzero(norm2 > rhos.min()) if rhos.size else np.zeros(0, int)
     if rows.size < m and not isinstance(A, da.Array):
         A, norm2 = A[rows], norm2[rows]
-    for t, rho in enumerate(rhos):
-        res = r1d(A, n_components, gamma, float(rho), row_norm2=norm2, **kw)
+    saved = slot.restore()  # a killed fit continues after the last ρ it saved
+    done = 0 if saved is None else saved["iteration"]
+    if saved is not None:
+        counts[:done], obj[:done] = saved["n_selected"][:done], saved["objective"][:done]
+    for t in range(done, rhos.size):
+        res = r1d(A, n_components, gamma, float(rhos[t]), row_norm2=norm2, **kw)
         counts[t] = _selection(res, A.shape[0])[0].sum()
         obj[t] = sum(r.objective[-1] for r in res)
+        slot.reached(
+            t + 1, lambda: {"n_selected": counts, "objective": obj}, final=t + 1 == rhos.size
+        )
     return {"rho": rhos, "n_selected": counts, "objective": obj}
 
 
 def rho_for_k(
-    A, k: int, *, gamma: float = 1.1, n_components: int = 1, max_bisect: int = 60, **kw
+    A,
+    k: int,
+    *,
+    gamma: float = 1.1,
+    n_components: int = 1,
+    max_bisect: int = 60,
+    slot=checkpoint.NO_SLOT,
+    **kw,
 ) -> tuple[float, list[SparsePMResult], int]:
     """Bisect ρ (geometrically) for ``k`` selected features.
 
@@ -543,6 +609,8 @@ def rho_for_k(
     largest ‖A_i‖² (or :func:`rho_max`, if smaller) selects fewer than k; ρ_lo is found by
     stepping down from there by factors of 4.  Every trial ρ therefore stays near the top
     of the row norms, where few rows are candidates, and the search is cheap on a large A.
+    ``slot`` saves the bracket and the best ρ after each trial; the loops' conditions read
+    only that state, so a resumed call continues exactly where the killed one was.
     """
     m = A.shape[0]
     norm2 = _row_norm2(A)
@@ -552,34 +620,42 @@ def rho_for_k(
         return res, int(_selection(res, m)[0].sum())
 
     top = rho_max(A, norm2)
-    hi = min(top, float(np.partition(norm2, m - k)[m - k]))
-    lo = hi
-    while True:
-        lo = max(lo / 4, top * 1e-12)
-        res_lo, c_lo = count(lo)
-        if c_lo >= k:
-            break
-        if lo <= top * 1e-12:
+    lo = hi = min(top, float(np.partition(norm2, m - k)[m - k]))
+    best, trials, n_bisect = None, 0, 0  # best: (ρ, results, count ≥ k) with the smallest count
+    saved = slot.restore()  # a killed fit continues after the last trial it saved
+    if saved is not None:
+        lo, hi, trials, n_bisect = saved["lo"], saved["hi"], saved["iteration"], saved["n_bisect"]
+        if saved["best_rho"] is not None:
+            best = (saved["best_rho"], _load(saved), saved["best_count"])
+
+    def state() -> dict[str, Any]:
+        rho_b, res_b, c_b = best if best is not None else (None, [], None)
+        bracket = {"lo": lo, "hi": hi, "n_bisect": n_bisect}
+        return {**_dump(res_b), **bracket, "best_rho": rho_b, "best_count": c_b}
+
+    while best is None:  # step ρ_lo down from ρ_hi
+        lo, trials = max(lo / 4, top * 1e-12), trials + 1
+        res, c = count(lo)
+        if c >= k:
+            best = (lo, res, c)
+        elif lo <= top * 1e-12:
             raise ParameterError(
-                f"n_features_to_select={k}, but SparseHSIC selects at most {c_lo} features even with ρ → 0 "
+                f"n_features_to_select={k}, but SparseHSIC selects at most {c} features even with ρ → 0 "
                 f"(γ={gamma}, n_components={n_components}): rows of A far from the leading direction are "
                 "never accepted by (3.6); raise n_components, lower gamma towards 1, or ask for fewer features"
             )
-        hi = lo
-    best = (lo, res_lo, c_lo)
-    if c_lo == k:
-        return best
-    for _ in range(max_bisect):
-        mid = float(np.sqrt(lo * hi))
+        else:
+            hi = lo
+        slot.reached(trials, state)
+    while best[2] != k and n_bisect < max_bisect and (n_bisect == 0 or hi / lo >= 1 + 1e-9):
+        mid, trials, n_bisect = float(np.sqrt(lo * hi)), trials + 1, n_bisect + 1
         res, c = count(mid)
         if c >= k:
             lo, best = mid, (mid, res, c)
-            if c == k:
-                break
         else:
             hi = mid
-        if hi / lo < 1 + 1e-9:
-            break
+        slot.reached(trials, state)
+    slot.reached(trials, state, final=True)
     return best
 
 
@@ -688,14 +764,35 @@ class SparseHSIC(Selector):
         self.rho_grid = rho_grid
         self.on_constant = on_constant
 
-    def _fixed_rho(self, A, delta: np.ndarray, norm2: np.ndarray, kw: dict) -> tuple[float, list]:
+    def _pass(self, X: da.Array, delta: np.ndarray, ex: Execution, ck) -> tuple[Any, bool]:
+        """Step 2's pass over X: the stats of :func:`hsic_matrix` (NumPy when A fits the
+        budget, else persisted) and whether they are in memory.  In memory they are
+        checkpointed at once (O(m·c), the costly part of a fit), so a resumed fit never reads
+        X again; a larger A is not written (that would hold it in memory, which the budget
+        forbids)."""
+        slot = ck.slot("hsic/A")
+        saved = slot.restore()
+        if saved is not None:
+            ex.passes = saved["passes"]
+            return saved["stats"], True
+        stats = hsic_matrix(X, delta, standardize=self.standardize)  # lazy
+        if not ex.fits(X.shape[1] * delta.shape[0] * 8):
+            return ex.persist(stats)[0], False
+        (stats,) = ex.compute(stats)
+        slot.reached(1, lambda: {"stats": stats, "passes": ex.passes}, final=True)
+        return stats, True
+
+    def _fixed_rho(
+        self, A, delta: np.ndarray, norm2: np.ndarray, kw: dict, ck
+    ) -> tuple[float, list]:
         """SparsePM/R1D at the given ρ, or at the noise level (:func:`rho_noise`) for "auto"
         (``norm2``: the ‖A_i‖² the fit computed once)."""
+        slot = ck.slot("hsic/r1d")
         if self.rho != "auto":
             rho = float(self.rho)
-            return rho, r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, **kw)
+            return rho, r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, slot=slot, **kw)
         rho = rho_noise(norm2, delta)
-        results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, **kw)
+        results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, slot=slot, **kw)
         if not results and norm2.max() > 0:
             warnings.warn(
                 f"SparseHSIC: no feature's HSIC with y rises above the level {A.shape[0]} features "
@@ -706,7 +803,8 @@ class SparseHSIC(Selector):
                 stacklevel=5,
             )
             rho = rho_max(A, norm2) * (1 - 1e-9)
-            results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, **kw)
+            slot = ck.slot("hsic/r1d/fallback")
+            results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, slot=slot, **kw)
         return rho, results
 
     # ---- FeatureSelection ----
@@ -717,15 +815,13 @@ class SparseHSIC(Selector):
             y, self.response, kernel_rank=self.kernel_rank, kernel_width=self.kernel_width
         )  # step 1
         c = delta.shape[0]
-        stats = hsic_matrix(X, delta, standardize=self.standardize)  # step 2 (lazy)
         ex = Execution(self.memory_budget)
-        dense = ex.fits(p * c * 8)
+        ck = checkpoint.for_fit(self, X, y)
+        stats, dense = self._pass(X, delta, ex, ck)  # step 2
         if dense:
-            (stats,) = ex.compute(stats)
             nbad, rng_, sd = stats[-3], stats[-2], stats[-1]
             A = np.ascontiguousarray(stats[:-3].T)
         else:
-            (stats,) = ex.persist(stats)
             nbad, rng_, sd = compute_blocks(
                 stats[-3], stats[-2], stats[-1]
             )  # of the persisted stats
@@ -755,10 +851,15 @@ class SparseHSIC(Selector):
                     f"[1, {p}], a fraction in (0, 1) or None"
                 )
             rho, results, count = rho_for_k(
-                A, int(k), gamma=self.gamma, n_components=self.n_components, **kw
+                A,
+                int(k),
+                gamma=self.gamma,
+                n_components=self.n_components,
+                slot=ck.slot("hsic/bisect"),
+                **kw,
             )
         else:
-            rho, results = self._fixed_rho(A, delta, norm2, kw)
+            rho, results = self._fixed_rho(A, delta, norm2, kw, ck)
             if not results:
                 raise ParameterError(
                     f"rho={rho:g} selects no feature: the largest row of A has ‖A_i‖²/c = {rho_max(A, norm2):.4g} "
@@ -804,6 +905,7 @@ class SparseHSIC(Selector):
                 None if isinstance(grid, str) else grid,
                 gamma=self.gamma,
                 n_components=self.n_components,
+                slot=ck.slot("hsic/path"),
                 **kw,
             )
             self.__dict__["rho_path_"] = path

@@ -14,7 +14,7 @@ Every figure carries the machine's state (``benchmarks/_harness.py``: commit, co
 count, 1-minute load before/after; load > 0.5 → "(loaded)", never a result); the I/O floor
 (``X.sum()`` of the same store) and the fit alternate, warm, best of ``--repeat`` (≥ 3) for
 spiral20k and breast; spiral1m is a single run next to its floor.  The script writes
-examples/results/logo_scale.txt (header first) and appends rows to logo_scale.jsonl.
+examples/results/logo_scale.txt (header first); each case's row is also printed as JSON.
 
 Run under the machine-wide benchmark lock::
 
@@ -101,16 +101,7 @@ def _report(name, est, secs: Timing, floor: Timing, relevant=(0, 1)):
         "delta_trace": [round(d, 5) for d in est.result_.attrs["delta_trace"]],
     }
     print(json.dumps(row), flush=True)
-    _record(row)
     return row
-
-
-def _record(row):
-    """Append the row to examples/results/logo_scale.jsonl (read by the examples)."""
-    out = ROOT / "examples" / "results" / "logo_scale.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "a") as fh:
-        fh.write(json.dumps({**row, "utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}) + "\n")
 
 
 def case_spiral20k(tmp: Path):
@@ -202,7 +193,6 @@ def case_skrebate(tmp: Path, python: str, sizes: list[int], limit: float):
                 out = f"did not finish within {limit:.0f} s"
             row = {"case": f"skrebate {algo} spiral 460×{n_irr + 2}", "result": out}
             BENCH.line(json.dumps(row))
-            _record(row)
             rows.append(row)
     return rows
 

@@ -2,7 +2,7 @@
 
 * Fig. 3: 460 samples, 2 relevant + {50 … 30 000} irrelevant N(0,1) features, σ = 2, λ = 1;
 * Fig. 4 (one million irrelevant features) is run by ``benchmarks/logo_scale.py``
-  (``examples/results/logo_scale.md``), not here;
+  (``examples/results/logo_scale.txt``), not here;
 * Fig. 5b: convergence ‖w(t) − w(t−1)‖ for σ ∈ {0.01, 0.05, 0.5, 1, 10, 50}, λ = 1, 5000
   irrelevant features;
 * Figs. 6–7: the weights for λ ∈ {0.1, 0.5, 1, 1.5, 2} (σ = 2) and σ ∈ {0.1, 0.5, 1, 3, 5}
@@ -239,7 +239,7 @@ def main() -> None:
                 else "all the paper's sizes; Fig. 5b also on a "
                 "spiral of radius 30; the turns also with σ = 0.5."
             ),
-            "Fig. 4 (10⁶ irrelevant features): examples/results/logo_scale.md (benchmarks/logo_scale.py).",
+            "Fig. 4 (10⁶ irrelevant features): examples/results/logo_scale.txt (benchmarks/logo_scale.py).",
         ],
     )
     write_summary("logo_spiral", verdicts)

@@ -279,6 +279,12 @@ def test_missing_labels_refused_or_dropped(tmp_path, data, missing, capsys):
     assert "--drop-unlabelled" in capsys.readouterr().err and not (tmp_path / "r.zarr").exists()
     assert main([*argv, "-o", out, "--no-progress", "--drop-unlabelled"]) == 0
     np.testing.assert_allclose(fsdask.open_result(out)["weight"].values, got, rtol=1e-12)
+    capsys.readouterr()
+    store = str(tmp_path / "kept.zarr")
+    ingest = ["ingest", u, store, "--sample-dim", "cell", "--label", "condition"]
+    assert main([*ingest, "--drop-unlabelled"]) == 0
+    assert "dropped 2 sample(s) without a label" in capsys.readouterr().out
+    assert fsdask.open_dataset(store).sizes["sample"] == N - 2
 
 
 def test_fsdask_store_without_marker_still_refused_and_bad_chunk(tmp_path, data):

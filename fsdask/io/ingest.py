@@ -675,6 +675,7 @@ def ingest(
             memory_budget=memory_budget,
             nan_policy=nan_policy,
             chunk_bytes=chunk_bytes,
+            drop_unlabelled=drop_unlabelled,
         )
         return _ingest_dataset(
             ds,
@@ -838,6 +839,8 @@ def _ingest_dataset(
     y = ds["y"].values if "y" in ds else None
     out = _build_dataset(X, y, fnames, ds["sample"].values, ds.attrs.get("class_names"))
     attrs = {**out.attrs, **report, "source_file": str(where)}
+    if "dropped_unlabelled_samples" in ds.attrs:  # --drop-unlabelled on the way in
+        attrs["dropped_unlabelled_samples"] = ds.attrs["dropped_unlabelled_samples"]
     return write_dataset(
         out,
         url,

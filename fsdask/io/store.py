@@ -294,19 +294,94 @@ def open_dataset(
         when present.  A store fsdask did not write is only read, and its dataset has an
         attribute ``foreign`` saying so (shown by ``fsdask info``).
     """
-    ds = _open_any(
-        url,
-        storage_options,
+    from fsdask.io import rechunk as _rechunk
+
+    budget = _memory_budget(memory_budget)  # a bad size is refused before anything is read
+    if not isinstance(url, (str, os.PathLike)):
+        if type(url).__name__ == "AnnData":
+            from fsdask.io.anndata import from_anndata
+
+            ds = from_anndata(
+                url, variable=variable, label=label, chunk_bytes=chunk_bytes, nan_policy=nan_policy
+            )
+            return _labelled(ds, drop_unlabelled)
+        if hasattr(url, "tocsc") and hasattr(
+            url, "nnz"
+        ):  # scipy.sparse: dense one feature block at a time
+            from fsdask.io.anndata import sparse_blocks
+
+            return xr.Dataset(
+                {"X": (("sample", "feature"), sparse_blocks(url, chunk_bytes))},
+                coords={"sample": np.arange(url.shape[0]), "feature": np.arange(url.shape[1])},
+                attrs={"source": f"in-memory {type(url).__name__}"},
+            )
+        raise InputError(
+            f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
+            f"got {type(url).__name__}"
+        )
+    url = os.fspath(url)
+    shown = safe_url(url)
+    if _is_local(url) and not os.path.exists(_local(url)):
+        raise StoreError(
+            f"{url}: no such file or directory; give the path of a Zarr store, an .h5ad file "
+            "or create a store with `fsdask ingest`"
+        )
+    check_reachable(url, storage_options)
+    if _is_hdf5(url):
+        from fsdask.io.anndata import open_anndata
+
+        ds = open_anndata(
+            url,
+            storage_options,
+            hdf5=True,
+            variable=variable,
+            label=label,
+            chunk_bytes=chunk_bytes,
+            nan_policy=nan_policy,
+            rechunk_to=rechunk_to,
+        )
+        return _labelled(ds, drop_unlabelled)
+    node = _open_node(url, storage_options)
+    attrs = dict(node.attrs) if node is not None else {}
+    if node is None or COMPLETE_ATTR in attrs or FORMAT_ATTR in attrs or KIND_ATTR in attrs:
+        # labels were checked when fsdask wrote it
+        return _open_fsdask(url, storage_options, require_complete=require_complete)
+    from fsdask.io.anndata import is_anndata_group, open_anndata
+
+    if is_anndata_group(node):
+        ds = open_anndata(
+            url,
+            storage_options,
+            hdf5=False,
+            variable=variable,
+            label=label,
+            chunk_bytes=chunk_bytes,
+            nan_policy=nan_policy,
+            rechunk_to=rechunk_to,
+        )
+        return _labelled(ds, drop_unlabelled)
+    from fsdask.io.foreign import open_foreign_zarr
+
+    target = _local(url) if _is_local(url) else url
+    ds = open_foreign_zarr(
+        node,
+        target,
+        _zarr_kwargs(url, storage_options),
         variable=variable,
         sample_dim=sample_dim,
         feature_dim=feature_dim,
         label=label,
-        rechunk_to=rechunk_to,
-        memory_budget=memory_budget,
-        nan_policy=nan_policy,
-        chunk_bytes=chunk_bytes,
-        require_complete=require_complete,
     )
+    X = _rechunk.to_feature_blocks(
+        ds["X"].data,
+        where=shown,
+        memory_budget=budget,
+        chunk_bytes=chunk_bytes,
+        rechunk_to=rechunk_to,
+        storage_options=storage_options,
+    )
+    ds["X"] = (("sample", "feature"), X)
+    ds.attrs["store"] = shown
     return _labelled(ds, drop_unlabelled)
 
 
@@ -340,108 +415,6 @@ def _labelled(ds: xr.Dataset, drop: bool) -> xr.Dataset:
         out["y"] = out["y"].astype(np.int64)
     out.attrs["dropped_unlabelled_samples"] = int(missing.sum())
     return out
-
-
-def _open_any(
-    url: Any,
-    storage_options: Mapping[str, Any] | None,
-    *,
-    variable: str | None,
-    sample_dim: str | None,
-    feature_dim: str | None,
-    label: str | None,
-    rechunk_to: str | None,
-    memory_budget: Any,
-    nan_policy: str,
-    chunk_bytes: int,
-    require_complete: bool,
-) -> xr.Dataset:
-    """:func:`open_dataset` before the labels are checked: dispatch on what ``url`` is."""
-    from fsdask.io import rechunk as _rechunk
-
-    budget = _memory_budget(memory_budget)  # a bad size is refused before anything is read
-    if not isinstance(url, (str, os.PathLike)):
-        if type(url).__name__ == "AnnData":
-            from fsdask.io.anndata import from_anndata
-
-            return from_anndata(
-                url, variable=variable, label=label, chunk_bytes=chunk_bytes, nan_policy=nan_policy
-            )
-        if hasattr(url, "tocsc") and hasattr(
-            url, "nnz"
-        ):  # scipy.sparse: dense one feature block at a time
-            from fsdask.io.anndata import sparse_blocks
-
-            return xr.Dataset(
-                {"X": (("sample", "feature"), sparse_blocks(url, chunk_bytes))},
-                coords={"sample": np.arange(url.shape[0]), "feature": np.arange(url.shape[1])},
-                attrs={"source": f"in-memory {type(url).__name__}"},
-            )
-        raise InputError(
-            f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
-            f"got {type(url).__name__}"
-        )
-    url = os.fspath(url)
-    shown = safe_url(url)
-    if _is_local(url) and not os.path.exists(_local(url)):
-        raise StoreError(
-            f"{url}: no such file or directory; give the path of a Zarr store, an .h5ad file "
-            "or create a store with `fsdask ingest`"
-        )
-    check_reachable(url, storage_options)
-    if _is_hdf5(url):
-        from fsdask.io.anndata import open_anndata
-
-        return open_anndata(
-            url,
-            storage_options,
-            hdf5=True,
-            variable=variable,
-            label=label,
-            chunk_bytes=chunk_bytes,
-            nan_policy=nan_policy,
-            rechunk_to=rechunk_to,
-        )
-    node = _open_node(url, storage_options)
-    attrs = dict(node.attrs) if node is not None else {}
-    if node is None or COMPLETE_ATTR in attrs or FORMAT_ATTR in attrs or KIND_ATTR in attrs:
-        return _open_fsdask(url, storage_options, require_complete=require_complete)
-    from fsdask.io.anndata import is_anndata_group, open_anndata
-
-    if is_anndata_group(node):
-        return open_anndata(
-            url,
-            storage_options,
-            hdf5=False,
-            variable=variable,
-            label=label,
-            chunk_bytes=chunk_bytes,
-            nan_policy=nan_policy,
-            rechunk_to=rechunk_to,
-        )
-    from fsdask.io.foreign import open_foreign_zarr
-
-    target = _local(url) if _is_local(url) else url
-    ds = open_foreign_zarr(
-        node,
-        target,
-        _zarr_kwargs(url, storage_options),
-        variable=variable,
-        sample_dim=sample_dim,
-        feature_dim=feature_dim,
-        label=label,
-    )
-    X = _rechunk.to_feature_blocks(
-        ds["X"].data,
-        where=shown,
-        memory_budget=budget,
-        chunk_bytes=chunk_bytes,
-        rechunk_to=rechunk_to,
-        storage_options=storage_options,
-    )
-    ds["X"] = (("sample", "feature"), X)
-    ds.attrs["store"] = shown
-    return ds
 
 
 def _is_hdf5(url: str) -> bool:

@@ -28,9 +28,11 @@ METHODS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def lc():
-    """Its own cluster: the session one must not see workers die."""
+    """A fresh cluster per test: the session one must not see workers die, and a nanny that
+    fails to bring a killed worker back (distributed, on a busy box) must not leave the next
+    test with one worker."""
     from distributed import Client, LocalCluster
 
     from fsdask.cluster import quiet_distributed
@@ -104,9 +106,7 @@ def test_sigkill_of_a_worker_mid_fit_gives_the_undisturbed_result(lc, ds, method
     assert mid_run, "the fit finished before the worker was killed"
     np.testing.assert_array_equal(result["weight"].values, reference["weight"].values)
     np.testing.assert_array_equal(result["selected"].values, reference["selected"].values)
-    lc.wait_for_workers(
-        2, timeout=120
-    )  # the nanny restarted the killed process (slow on a busy box)
+    # the worker is gone (its restart by the nanny is tested with the memory limit below)
     assert victim not in lc.run(os.getpid).values()
 
 

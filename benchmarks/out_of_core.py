@@ -8,12 +8,17 @@ features shifted in class 1).  While a fit runs, a thread polls every worker's R
 wall time (single run), peak RSS per worker, how many workers were replaced (a killed worker
 comes back under a new pid) and the outcome (ok, or the exception's name and message).
 
+CPFS refuses this size before reading X (its KKT scans cost 2·p²·min(n, p) flops: days at
+10⁷; see ``max_scan_flops``), so ``cpfs_passes`` runs the passes CPFS makes over X before its
+scans — centring, duplicate hashes, the n × n Gram, the factor product ``UᵀX`` — on the
+workers, with the r × p factor reduced to its energy instead of gathered on the client.
+
 The fits attach by address (``fsdask.cluster.scheduler("tcp://…")``), never through a Client
 in the dask config (it breaks nanny restarts).  The store is written by this script (unless
 ``--store`` names an existing one) and removed at the end unless ``--keep``.
 
 Run (on a quiet machine):  flock /work/.bench.lock .venv/bin/python benchmarks/out_of_core.py
-Smoke run:  python benchmarks/out_of_core.py --features 200000 --memory-limit 400MB --methods ttest
+Smoke run:  python benchmarks/out_of_core.py --features 300000 --memory-limit 700MB --methods ttest,cpfs_passes
 """
 
 from __future__ import annotations
@@ -94,6 +99,20 @@ class Peak:
         self._thread.join()
 
 
+def cpfs_passes(X) -> str:
+    """CPFS's worker passes over X, as in ``CPFS._prepare``; the factor checked by its energy."""
+    from fsdask.linalg.reductions import map_features, row_dot, sum_over_blocks
+    from fsdask.linalg.tsqr import _gram_term
+    from fsdask.methods.cpfs import _centred_block, duplicate_columns
+
+    Xc = map_features(_centred_block, X, out_rows=X.shape[0], dtype=np.float64, scale=False)
+    dup = duplicate_columns(X)
+    K = np.asarray(sum_over_blocks(_gram_term, Xc, shape=(X.shape[0],) * 2).compute())
+    w, U = np.linalg.eigh(K)
+    energy = float((row_dot(Xc, U) ** 2).sum().compute())  # ‖UᵀXc‖² = trace K
+    return f"ok, {int(dup.sum())} duplicate columns; ‖UᵀXc‖² / trace K = {energy / np.trace(K):.6f}"
+
+
 def main() -> None:
     import fsdask
     from fsdask.methods import REGISTRY
@@ -104,7 +123,11 @@ def main() -> None:
     ap.add_argument("--block-mib", type=int, default=64)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", default="1GB")
-    ap.add_argument("--methods", default=",".join(REGISTRY), help="comma-separated registry names")
+    ap.add_argument(
+        "--methods",
+        default=",".join([*REGISTRY, "cpfs_passes"]),
+        help="comma-separated registry names, and cpfs_passes",
+    )
     ap.add_argument(
         "--store", default=None, help="an existing store to use (default: write one in a temp dir)"
     )
@@ -125,6 +148,7 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     from fsdask.cluster import quiet_distributed, scheduler
+    from fsdask.errors import ParameterError
 
     bench = Bench("out_of_core", args.results)
     made = None
@@ -163,15 +187,19 @@ def main() -> None:
             params = dict(PARAMS.get(name, {}))
             if args.max_iter is not None and name in ITERATIVE:
                 params["max_iter"] = args.max_iter
-            est = fsdask.get_method(name, **params)
+            est = None if name == "cpfs_passes" else fsdask.get_method(name, **params)
             with Peak(client, args.poll) as peak:
 
                 def fit(est=est):
                     try:
                         with scheduler(client.scheduler.address):
+                            if est is None:
+                                return cpfs_passes(ds["X"].data)
                             res = est.fit(ds).result_
                         top = np.argsort(-res["weight"].values)[:SIGNAL]
                         return f"ok, {int(np.isin(top, np.arange(SIGNAL)).sum())}/{SIGNAL} planted in the top {SIGNAL}"
+                    except ParameterError as exc:  # refused by its shape, before X is read
+                        return f"refused: {exc}"
                     except Exception as exc:  # reported, the next method still runs
                         return f"FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 

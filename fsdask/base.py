@@ -151,6 +151,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         Xd = check_array(X, min_samples=self.min_samples, check_finite=False)
         n, p = Xd.shape
         self.n_features_in_ = p
+        self._check_shape(n, p)
         if y is not None:
             y = check_y(y, n, task=self.y_task if self.requires_y else "any")
         elif self.requires_y:
@@ -172,6 +173,10 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             out, active, names if names is not None else np.arange(p), source_attrs, t0
         )
         return self
+
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse a problem by its shape alone, before X is read (a method whose cost would be
+        prohibitive says so here, not hours into the fit)."""
 
     def _screen_and_fit(
         self, Xd: da.Array, y: np.ndarray | None, names: np.ndarray | None

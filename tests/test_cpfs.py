@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import fsdask
-from fsdask.errors import InputError
+from fsdask.errors import InputError, ParameterError
 from fsdask.linalg import gram_factor, row_l1_norms
 from fsdask.methods.cpfs import (
     CPFS,
@@ -291,6 +291,29 @@ def test_cli_select_cpfs_writes_path(tmp_path, rng):
         text=True,
     )
     assert p.returncode == 2 and "'lam' parameter" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run(
+        [sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "d.zarr")]
+        + ["--method", "cpfs", "--param", "max_scan_flops=100", "-o", str(tmp_path / "big.zarr")],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and "max_scan_flops=1.0e+02" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "big.zarr").exists()
+
+
+def test_scan_cost_refused_before_x_is_read(rng):
+    """The p² wall: a problem whose KKT scan would exceed ``max_scan_flops`` is refused before
+    a single task runs; None lifts the limit."""
+    from dask.callbacks import Callback
+
+    X = da.from_array(_data(rng, n=20, p=40), chunks=(20, 10))
+    ran = []
+    with Callback(pretask=lambda key, dsk, state: ran.append(key)):
+        with pytest.raises(ParameterError, match=r"2·p²·min\(n, p\) = 6\.4e\+04 flops"):
+            CPFS(max_scan_flops=6e4).fit(X)
+    assert ran == []
+    assert CPFS(max_scan_flops=None, n_features_to_select=3).fit(X).support_.sum() == 3
+    assert CPFS(max_scan_flops=6.4e4, n_features_to_select=3).fit(X).support_.sum() == 3
 
 
 def test_leave_order(rng):

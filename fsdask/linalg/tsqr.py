@@ -209,6 +209,12 @@ def khatri_rao_gram(M: da.Array, P: da.Array, row_batch: int = 8192) -> da.Array
     )
 
 
+def _gram_term(xb: np.ndarray) -> np.ndarray:
+    """``X_b X_bᵀ`` in float64, with at most one float64 copy of the block."""
+    xb = xb.astype(np.float64, copy=False)
+    return xb @ xb.T
+
+
 def gram_factor(
     X: da.Array,
     energy_tol: float = 1e-12,
@@ -264,11 +270,7 @@ def gram_factor(
     elif method == "auto" and ex.fits(8.0 * n * n, copies=TREE_SUM_COPIES):
         from fsdask.linalg.reductions import row_dot
 
-        K = np.asarray(
-            sum_over_blocks(
-                lambda xb: xb.astype(np.float64) @ xb.astype(np.float64).T, X, shape=(n, n)
-            ).compute()
-        )
+        K = np.asarray(sum_over_blocks(_gram_term, X, shape=(n, n)).compute())
         w, U = np.linalg.eigh((K + K.T) / 2)
         order = np.argsort(w)[::-1]
         s = np.sqrt(np.clip(w[order], 0, None))

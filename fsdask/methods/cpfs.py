@@ -85,6 +85,8 @@ EXPLAINED_STOP = 0.999
 EXPLAINED_MIN_GAIN = 1e-5
 #: the search for the λ that keeps q rows stops when its interval is this narrow (relative)
 BISECT_RTOL = 1e-3
+#: default ``max_scan_flops``: ~1 h per KKT scan at ~30 Gflop/s, and a path takes 10–20 scans
+MAX_SCAN_FLOPS_DEFAULT = 1e14
 
 
 # --------------------------------------------------------------------------- problem
@@ -690,6 +692,11 @@ class CPFS(Selector):
         than ``BISECT_RTOL`` (1e-3) relative, where rows enter together.
     on_constant : {"drop", "error"}
         Constant columns carry no variance: weight 0, never selected (or raise).
+    max_scan_flops : float or None
+        Refuse, before X is read, a problem whose KKT scan from the factor would cost more
+        than this many flops, ``2·p²·min(n, p)`` (the p² wall: at 100 × 10⁷ one scan is
+        2·10¹⁶ flops, days); None lifts the limit.  Select candidates first (e.g. a
+        ``Filter``) to bring p down.
     on_duplicate : {"drop", "keep", "error"}
         Exact duplicate columns: ``drop`` keeps the first copy's row free and fixes the
         others' rows at zero (they are still reconstructed; the optimum is unchanged, since
@@ -721,6 +728,7 @@ class CPFS(Selector):
         "energy_tol": [Real(0, None)],
         "memory_budget": [Real(0, None), str, None],
         "max_bisect": [Int(0)],
+        "max_scan_flops": [Real(0, None, closed="neither"), None],
         "on_constant": [StrOptions({"drop", "error"})],
         "on_duplicate": [StrOptions({"drop", "keep", "error"})],
     }
@@ -741,6 +749,7 @@ class CPFS(Selector):
         energy_tol: float = 1e-12,
         memory_budget: Any = None,
         max_bisect: int = 12,
+        max_scan_flops: float | None = MAX_SCAN_FLOPS_DEFAULT,
         on_constant: Literal["drop", "error"] = "drop",
         on_duplicate: Literal["drop", "keep", "error"] = "drop",
     ):
@@ -757,15 +766,28 @@ class CPFS(Selector):
         self.energy_tol = energy_tol
         self.memory_budget = memory_budget
         self.max_bisect = max_bisect
+        self.max_scan_flops = max_scan_flops
         self.on_constant = on_constant
         self.on_duplicate = on_duplicate
 
     # ---- the fit
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse before any pass over X when one KKT scan would exceed ``max_scan_flops``."""
+        flops = 2.0 * p * p * min(n, p)
+        if self.max_scan_flops is not None and flops > self.max_scan_flops:
+            raise ParameterError(
+                f"CPFS on {n} × {p}: one KKT scan costs up to 2·p²·min(n, p) = {flops:.1e} flops "
+                f"(> max_scan_flops={self.max_scan_flops:.1e}, ~1 h each on 2 cores) and a path "
+                "takes 10–20 scans; select fewer candidate features first (e.g. a Filter), or "
+                "pass max_scan_flops=None to run anyway"
+            )
+
     def _prepare(self, X: da.Array) -> tuple[_Problem, dict[str, Any]]:
-        Xf = X.astype(np.float64)
-        Xc = Xf - Xf.mean(axis=0)  # §3: columns zero-centred
-        if self.scale:
-            Xc = Xc / Xc.std(axis=0, ddof=1)
+        # §3: columns zero-centred — one float64 copy per block, centred in place (a chain of
+        # dask ops would hold each of its float64 intermediates at once in the fused task)
+        Xc = map_features(
+            _centred_block, X, out_rows=X.shape[0], dtype=np.float64, scale=self.scale
+        )
         dup = duplicate_columns(X)
         if dup.any() and self.on_duplicate == "error":
             raise InputError(
@@ -1033,6 +1055,16 @@ class CPFS(Selector):
         entry = self.result_["entry_lambda"].values
         order = np.argsort(self.ranking_)[::-1]
         return order[entry[order] > 0]
+
+
+def _centred_block(xb: np.ndarray, scale: bool) -> np.ndarray:
+    """The block's columns centred (and divided by their ddof-1 standard deviation), in one
+    float64 copy: block memory ×1 in float64, never the ×3–4 of ``(x − x̄)/sd`` as dask ops."""
+    out = xb.astype(np.float64)
+    out -= out.mean(axis=0)
+    if scale:
+        out /= np.sqrt(np.einsum("ij,ij->j", out, out) / (out.shape[0] - 1))
+    return out
 
 
 def duplicate_columns(X: da.Array) -> np.ndarray:

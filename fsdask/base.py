@@ -484,6 +484,9 @@ def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
     stably sorted instead — by NumPy's radix sort when there are ≤ 2¹⁶ runs, else by the
     stable merge sort of the keys.
     """
+    zero = active & (scores == 0)
+    if zero.sum() > scores.size // 2:  # sparse weights (SparseHSIC, Logo): sort the rest only
+        return _ranking_sparse(scores, active, zero)
     key = np.where(active, -scores, np.inf)
     order = np.argsort(key)
     sk = key[order]
@@ -506,6 +509,22 @@ def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
         order[pos] = sub[np.lexsort((sub, run))]
     ranks = np.empty(scores.size, dtype=np.int64)
     ranks[order] = np.arange(1, scores.size + 1)
+    return ranks
+
+
+def _ranking_sparse(scores: np.ndarray, active: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """:func:`_ranking` when most scores are exactly 0: the positive scores (sorted), the zeros
+    and the negative scores (sorted) in turn, then the inactive features — each group in
+    feature order where tied, as the stable sort; only the nonzero scores are sorted."""
+    groups = []
+    for sel in (active & (scores > 0), zero, active & (scores < 0)):
+        idx = np.flatnonzero(sel)
+        if sel is not zero and idx.size:
+            idx = idx[np.argsort(_ranking(scores[idx], np.ones(idx.size, bool)))]
+        groups.append(idx)
+    groups.append(np.flatnonzero(~active))
+    ranks = np.empty(scores.size, dtype=np.int64)
+    ranks[np.concatenate(groups)] = np.arange(1, scores.size + 1)
     return ranks
 
 

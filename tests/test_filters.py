@@ -147,6 +147,8 @@ def test_ranking_equals_stable_sort_with_ties(rng, monkeypatch, dense_max):
         p = int(rng.integers(1, 200)) if trial % 3 else int(rng.integers(2000, 3000))
         s = rng.integers(0, 4, p).astype(float) if trial % 2 else rng.normal(size=p)
         s[rng.random(p) < (0.2 if trial % 4 == 0 else 0.03)] = -0.0  # both tie paths
+        if trial % 5 == 0:  # mostly zero: the sparse path
+            s[rng.random(p) < 0.8] = 0.0
         active = rng.random(p) < 0.8
         order = np.argsort(np.where(active, -s, np.inf), kind="stable")
         ref = np.empty(p, np.int64)

@@ -285,26 +285,29 @@ def row_dot(X: da.Array, C: np.ndarray) -> da.Array:
 
 
 @numba.njit(nogil=True, cache=True)
-def _dot_range(xb, Ct, prod, rng, tile):  # pragma: no cover - compiled
-    """prod = Ct @ xb (float64 accumulation, sample order) and rng = max − min per column,
-    reading the block once, tile by tile.  No fastmath: NaN/Inf propagate into prod."""
+def _dot_range(xb, Ct, prod, rng, sd, want_sd, tile):  # pragma: no cover - compiled
+    """prod = Ct @ xb (float64 accumulation, sample order), rng = max − min and, if
+    ``want_sd``, the ddof-1 standard deviation per column, reading the block from memory once:
+    tile by tile, the standard deviation by a second sweep of the tile (two-pass, in cache).
+    No fastmath: NaN/Inf propagate into prod."""
     n, p = xb.shape
     r = Ct.shape[0]
     lo = np.empty(tile)
     hi = np.empty(tile)
+    s1 = np.empty(tile)
     for j0 in range(0, p, tile):
         w = min(p, j0 + tile) - j0
         lo[:w] = np.inf
         hi[:w] = -np.inf
+        s1[:w] = 0.0
         prod[:, j0 : j0 + w] = 0.0
         for i in range(n):
             row = xb[i, j0 : j0 + w]
-            for j in range(w):
+            for j in range(w):  # selects, not branches: the loop vectorises
                 v = np.float64(row[j])
-                if v < lo[j]:
-                    lo[j] = v
-                if v > hi[j]:
-                    hi[j] = v
+                lo[j] = v if v < lo[j] else lo[j]
+                hi[j] = v if v > hi[j] else hi[j]
+                s1[j] += v
             for k in range(r):
                 c = Ct[k, i]
                 acc = prod[k, j0 : j0 + w]
@@ -312,28 +315,42 @@ def _dot_range(xb, Ct, prod, rng, tile):  # pragma: no cover - compiled
                     acc[j] += c * row[j]
         for j in range(w):
             rng[j0 + j] = hi[j] - lo[j]
+        if want_sd:
+            for j in range(w):
+                s1[j] /= n  # the column means; lo is reused for Σ (x − mean)²
+                lo[j] = 0.0
+            for i in range(n):
+                row = xb[i, j0 : j0 + w]
+                for j in range(w):
+                    d = np.float64(row[j]) - s1[j]
+                    lo[j] += d * d
+            for j in range(w):
+                sd[j0 + j] = np.sqrt(lo[j] / (n - 1)) if n > 1 else np.nan
 
 
 def _row_dot_summary_block(xb: np.ndarray, Ct: np.ndarray, sd: bool) -> np.ndarray:
     r = Ct.shape[0]
     out = np.empty((r + 3, xb.shape[1]))
-    if r <= _FUSED_MAX_R and xb.dtype.kind == "f":
-        _dot_range(xb, Ct, out[:r], out[r + 1], _FUSED_TILE)
+    fused = r <= _FUSED_MAX_R and xb.dtype.kind == "f"
+    if fused:
+        out[r + 2] = 0.0
+        _dot_range(xb, Ct, out[:r], out[r + 1], out[r + 2], sd, _FUSED_TILE)
     else:
         out[:r] = _ct_dot(xb, Ct)
         with np.errstate(invalid="ignore"):  # inf − inf → NaN is the point
             out[r + 1] = xb.max(axis=0).astype(np.float64) - xb.min(axis=0)  # float64: no overflow
+        out[r + 2] = xb.std(axis=0, ddof=1, dtype=np.float64) if sd else 0.0
     # a non-finite value makes its column's products (IEEE arithmetic) or range non-finite
     bad = np.flatnonzero(~np.isfinite(out[0]) | ~np.isfinite(out[r + 1]))
     out[r] = 0.0
     if bad.size:  # rare: count exactly, and keep NaN/Inf out of the products
         fin = np.isfinite(xb[:, bad])
         out[r, bad] = xb.shape[0] - fin.sum(axis=0)
-        xb = xb.copy()
-        xb[:, bad] = np.where(fin, xb[:, bad], 0)
-        out[:r, bad] = _ct_dot(xb[:, bad], Ct)
+        xb_bad = np.where(fin, xb[:, bad], 0)
+        out[:r, bad] = _ct_dot(xb_bad, Ct)
         out[r + 1, bad] = np.nan
-    out[r + 2] = xb.std(axis=0, ddof=1, dtype=np.float64) if sd else 0.0
+        if sd:
+            out[r + 2, bad] = xb_bad.std(axis=0, ddof=1, dtype=np.float64)
     return out
 
 

@@ -1,10 +1,6 @@
 """Every file in examples/results/ carries a provenance header written by the script that
 produced it (``commit:`` and ``command:`` lines, or a JSON header for .jsonl/.json), its
 commit is an ancestor of HEAD, and all of them come from one regeneration at one commit.
-
-Until examples/reproduce_all.py has regenerated every file at one commit, the repository check
-is a strict xfail: it must fail today, and it turns into a failure (XPASS) the day the
-regeneration lands, so the marker cannot outlive the problem it records.
 """
 
 from __future__ import annotations
@@ -95,11 +91,6 @@ def test_parse_header_formats(tmp_path):
     assert parse_header(old) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="examples/results/ awaits one regeneration by "
-    "examples/reproduce_all.py at one commit (issue 18)",
-)
 def test_results_files_have_headers_from_one_commit():
     if _git("rev-parse", "HEAD").returncode != 0:
         pytest.skip("not a git checkout")

@@ -116,12 +116,12 @@ def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
 
 
 def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """``WᵀW`` for the rows ``w_i = m_i ⊗ p_i`` of one block, W never formed.
+    """``WᵀW`` for the rows ``w_i = m_i ⊗ p_i`` of one block, W never stored row-major.
 
-    Entry ((a, s), (c, t)) is ``T_st[a, c] = Σ_i m_ia m_ic p_is p_it``, and ``T_st = T_ts``, so
-    only the k(k+1)/2 blocks s ≤ t are computed — as one product ``Yᵀ m`` with the stacked
-    ``Y = [m ∘ (p_s p_t)]_{s≤t}`` (b × q·k(k+1)/2): about half the flops of ``WᵀW`` and a
-    BLAS-friendly shape.
+    The columns of W are reordered as (s, a): ``S = [p_s ∘ m]_s`` is (k·q × b), its Gram
+    ``S Sᵀ`` is one symmetric rank-b update (BLAS syrk, the transposed product of one
+    buffer), and the (a, s) order is restored on the small result.  Building S costs one
+    multiply per entry of W; the rank update does half the flops of a general product.
 
     Parameters
     ----------
@@ -130,17 +130,12 @@ def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
 
     Returns
     -------
-    ndarray (q·k, q·k).  Memory: Y (b · q·k(k+1)/2 · 8 bytes) plus the result.
+    ndarray (q·k, q·k).  Memory: S (b · q·k · 8 bytes) plus the result.
     """
     q, k = m.shape[1], p.shape[1]
-    s_idx, t_idx = np.triu_indices(k)
-    C = p[:, s_idx] * p[:, t_idx]  # b × k(k+1)/2
-    Y = (C[:, :, None] * m[:, None, :]).reshape(m.shape[0], -1)  # b × (k(k+1)/2 · q)
-    T = (Y.T @ m).reshape(s_idx.size, q, q)
-    G = np.empty((q, k, q, k))
-    G[:, s_idx, :, t_idx] = T
-    G[:, t_idx, :, s_idx] = T
-    return G.reshape(q * k, q * k)
+    S = (p.T[:, None, :] * m.T[None, :, :]).reshape(k * q, m.shape[0])  # row (s, a): p_is m_ia
+    G = S @ S.T
+    return G.reshape(k, q, k, q).transpose(1, 0, 3, 2).reshape(q * k, q * k)
 
 
 def khatri_rao_matvec(m: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:

@@ -15,7 +15,9 @@ TSQR of W, or matrix-free by Lanczos on ``v ↦ Wᵀ(W v)`` (one pass per produc
 large.  Every variant's α-step is "leading eigenvector of ``W S Wᵀ``" for a per-feature
 row map W and a small symmetric signature S (S = I except for the gap criterion and the
 supervised 𝒢, which are indefinite).  ``A_α`` is one more pass (``sum_over_blocks``),
-fused with the evaluation of α = W u.  Kernel Q-α (Def. 14) needs the n × n feature
+fused with the evaluation of α = W u.  Where the Q-update needs only ``Wᵀα = K u`` (Def. 2,
+Def. 5, the gap criterion, Ritz's Q̄) that pass also sums the next Gram, so an iteration is
+one pass (Ritz: two, one per α-step); see :meth:`QAlpha._fused_step`.  Kernel Q-α (Def. 14) needs the n × n feature
 kernel V: it is applied tile by tile (:func:`fsdask.linalg.feature_kernel_matmul`), never
 stored; ``G α = rowsum(B ∘ (V (diag(α) B)))`` with ``B = V E``.
 
@@ -58,7 +60,6 @@ import logging
 import warnings
 from typing import Any, Callable, Literal
 
-import dask
 import dask.array as da
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
@@ -129,6 +130,7 @@ class TallSpec:
         gram: Callable[[np.ndarray], np.ndarray] | None = None,
         matvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
         rmatvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+        functionals: Callable[[np.ndarray], np.ndarray] | None = None,
     ):
         self.rows = rows
         self.r = r
@@ -136,10 +138,25 @@ class TallSpec:
         self.gram = gram or self._gram_rows
         self.matvec = matvec or (lambda m, u: rows(m) @ u)
         self.rmatvec = rmatvec or (lambda m, a: rows(m).T @ a)
+        self.functionals = functionals
 
     def _gram_rows(self, m: np.ndarray) -> np.ndarray:
         w = self.rows(m)
         return w.T @ w
+
+    def moments(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(WᵀW, F)`` of these rows, ``F = Φ W`` for the per-feature values Φ (f × b).
+
+        Φ is ``functionals(m)``, by default the single row 1 (then F = (Wᵀ1)ᵀ, the sign of
+        α).  A linear statistic of α = W u is then ``F u``, known before α is written out.
+        """
+        if self.functionals is None:
+            return self.gram(m), self.rmatvec(m, np.ones(m.shape[1]))[None, :]
+        w = self.rows(m)
+        return w.T @ w, self.functionals(m) @ w
+
+    def n_functionals(self, q: int) -> int:
+        return 1 if self.functionals is None else len(self.functionals(np.zeros((q, 1))))
 
     def gram_block(self, xb: np.ndarray, prep: Callable) -> np.ndarray:
         out = np.zeros((self.r, self.r))
@@ -189,11 +206,16 @@ def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
     """Def. 5: F = Y Yᵀ, rows vec(L_i Q) = m_i ⊗ p_i + d_i vec(Q) (d_i = max_a m_ia² when d is None)."""
     vq = Q.ravel()
 
-    def rows(m):
-        di = (m * m).max(axis=0) if d is None else np.full(m.shape[1], d)
-        return khatri_rao_rows(m, Q) + di[:, None] * vq[None, :]
+    def shift(m):
+        return (m * m).max(axis=0) if d is None else np.full(m.shape[1], d)
 
-    return TallSpec(rows, Q.size)
+    def rows(m):
+        return khatri_rao_rows(m, Q) + shift(m)[:, None] * vq[None, :]
+
+    def functionals(m):  # Φ = [1; d_i; m_i ∘ m_i]: F u = (Σα, Σα_i d_i, diag(A_α))
+        return np.vstack([np.ones(m.shape[1]), shift(m), m * m])
+
+    return TallSpec(rows, Q.size, functionals=functionals)
 
 
 def gap_spec(Q: np.ndarray) -> TallSpec:
@@ -225,6 +247,19 @@ def supervised_spec(Qs: dict, slices: list[slice], gamma: float) -> TallSpec:
         return np.concatenate(parts, axis=1)
 
     return TallSpec(rows, int(sum(widths)), np.diag(sign))
+
+
+#: variants whose iteration is one pass over X (Ritz: two, one per α-step of Def. 4)
+FUSED_VARIANTS = ("power", "ritz", "laplacian", "gap")
+
+
+def _spec(variant: str, Q: np.ndarray, d: float | None) -> TallSpec:
+    """The tall matrix W of an unsupervised variant at Q (d: Def. 5's shift)."""
+    if variant == "laplacian":
+        return laplacian_spec(Q, d)
+    if variant == "gap":
+        return gap_spec(Q)
+    return standard_spec(Q)
 
 
 # --------------------------------------------------------------------------- one pass each
@@ -364,52 +399,59 @@ class AlphaStep:
         checkpoint.set_rng_state(self.rng, saved["solver_rng"])
         self.n_passes = int(saved["solver_passes"])
 
-    # ---- Def. 2 in one pass per iteration (power variant, Gram solver)
+    # ---- one pass per α-step: the Gram of the next step is summed while α is written out
     def fusable(self, spec: TallSpec) -> bool:
-        return spec.signature is None and self._choose(spec) == "gram"
+        return self._choose(spec) == "gram"
 
     def gram(self, spec: TallSpec) -> tuple[np.ndarray, np.ndarray]:
-        """(K = WᵀW, Wᵀ1) in one pass."""
-        K, c = dask.compute(*self._gram_terms(spec))
-        self.n_passes += 1
-        return K, c
+        """(K = WᵀW, F = Φ W) in one pass (see :meth:`TallSpec.moments`)."""
+        r, f = spec.r, spec.n_functionals(self.X.shape[0])
 
-    def _gram_terms(self, spec: TallSpec) -> list[da.Array]:
-        r, prep = spec.r, self.prep
-        K = sum_over_blocks(lambda xb: spec.gram_block(xb, prep), self.X, shape=(r, r))
-        c = sum_over_blocks(
-            lambda xb: spec.apply_block_T(xb, prep, np.ones(xb.shape[1])), self.X, shape=(r,)
-        )
-        return [K, c]
+        def block(xb):  # K and F side by side in one summed vector: one tree-sum
+            out = np.zeros(r * r + f * r)
+            for _, m in prepped(xb, self.prep):
+                Km, Fm = spec.moments(m)
+                out[: r * r] += Km.ravel()
+                out[r * r :] += Fm.ravel()
+            return out
+
+        flat = sum_over_blocks(block, self.X, shape=(r * r + f * r,)).compute()
+        self.n_passes += 1
+        return flat[: r * r].reshape(r, r), flat[r * r :].reshape(f, r)
 
     def materialize(self, spec: TallSpec, u: np.ndarray, next_spec: TallSpec | None):
-        """α = W u and A_α — and, from the same blocks, the Gram (K, Wᵀ1) of ``next_spec`` (one pass)."""
+        """α = W u and A_α — and, from the same blocks, (K, F) of ``next_spec`` (one pass)."""
         prep, q = self.prep, self.X.shape[0]
         r = 0 if next_spec is None else next_spec.r
+        f = 0 if next_spec is None else next_spec.n_functionals(q)
 
         def block(xb):  # each 2048-feature batch preprocessed once, used for all four terms
-            alpha_b, A_b, K_b, c_b = [], np.zeros((q, q)), np.zeros((r, r)), np.zeros(r)
+            alpha_b, A_b, K_b, F_b = [], np.zeros((q, q)), np.zeros((r, r)), np.zeros((f, r))
             for _, m in prepped(xb, prep):
                 a = spec.matvec(m, u)
                 alpha_b.append(a)
                 A_b += (m * a) @ m.T
                 if next_spec is not None:
-                    K_b += next_spec.gram(m)
-                    c_b += next_spec.rmatvec(m, np.ones(m.shape[1]))
-            return (np.concatenate(alpha_b) if alpha_b else np.zeros(0)), [A_b, K_b, c_b]
+                    Km, Fm = next_spec.moments(m)
+                    K_b += Km
+                    F_b += Fm
+            return (np.concatenate(alpha_b) if alpha_b else np.zeros(0)), [A_b, K_b, F_b]
 
-        alpha_d, sums = map_and_sum(block, self.X, shapes=[(q, q), (r, r), (r,)])
-        alpha, A, K, c = compute_blocks(alpha_d, *sums)  # α joined on the client
+        alpha_d, sums = map_and_sum(block, self.X, shapes=[(q, q), (r, r), (f, r)])
+        alpha, A, K, F = compute_blocks(alpha_d, *sums)  # α joined on the client
         self.n_passes += 1
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
-        return alpha, A, K, c
+        return alpha, A, K, F
 
 
-def gram_alpha(K: np.ndarray, colsum: np.ndarray) -> np.ndarray:
-    """u with α = W u the unit leading eigenvector of G = W Wᵀ and Σα = (Wᵀ1)ᵀu ≥ 0 (Def. 2 steps 1–2)."""
-    _, u = leading_from_gram(K, None)
-    return -u if colsum @ u < 0 else u
+def gram_alpha(K: np.ndarray, F: np.ndarray, signature: np.ndarray | None = None) -> np.ndarray:
+    """u with α = W u the unit leading eigenvector of W S Wᵀ and Σα = F₀u ≥ 0 (Def. 2 steps 1–2).
+
+    ``F₀ = (Wᵀ1)ᵀ`` is the first row of the functionals summed with K.
+    """
+    _, u = leading_from_gram(K, signature)
+    return -u if F[0] @ u < 0 else u
 
 
 def _unit_positive(alpha: np.ndarray, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -777,25 +819,18 @@ class QAlpha(Selector):
         Q = self._Q0(A0, k, rng, restart)
         solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
         obj: list[float] = []
-        state = {"Q": Q, "d": None}
-        fused = variant == "power" and solve.fusable(standard_spec(Q))
-        if fused:
-            state["K"], state["c"] = solve.gram(standard_spec(Q))  # Gram of iteration 1
+        state = {"Q": Q, "d": None, "K": None, "F": None}
+        fused = variant in FUSED_VARIANTS and solve.fusable(_spec(variant, Q, None))
 
         def step(r: int) -> np.ndarray:
-            Q = state["Q"]
             if fused:
-                # Def. 2, one pass over X per iteration.  Steps 1–2: α = W u from the Gram K of W
-                # (rows m_i ⊗ Qᵀm_i).  Steps 4–5 need only A_α Q = reshape(K u), because
-                # (K u)_(a,s) = Σ_i α_i m_ia (Qᵀm_i)_s; so Q⁽ʳ⁾ is known before α = W u and A_α
-                # (step 3) are written out, in the pass that also sums the next iteration's Gram.
-                spec = standard_spec(Q)
-                u = gram_alpha(state["K"], state["c"])
-                Q = orth((state["K"] @ u).reshape(Q.shape))  # steps 4–5
-                nxt = None if r == self.max_iter else standard_spec(Q)
-                alpha, A, state["K"], state["c"] = solve.materialize(spec, u, nxt)
-                obj.append(criterion(A, Q))
-            elif variant == "laplacian":
+                if state["K"] is None:  # the Gram of iteration 1 (or of a resumed fit)
+                    state["K"], state["F"] = solve.gram(_spec(variant, state["Q"], state["d"]))
+                alpha, A, Q, value = self._fused_step(solve, state, r == self.max_iter)
+                obj.append(value)
+                return alpha
+            Q = state["Q"]
+            if variant == "laplacian":
                 alpha, A, _ = solve(laplacian_spec(Q, state["d"]))  # steps 1–2
                 d = float(np.max(np.diag(A)) / alpha.sum())  # step 3
                 L = A + alpha.sum() * d * np.eye(A.shape[0])  # steps 4–5 (D_α = 0)
@@ -842,6 +877,51 @@ class QAlpha(Selector):
             extra_dims={"Q": ("sample", "component")},
             attrs={"variant": variant, "k": int(k), "n_passes": int(self.n_passes_)},
         )
+
+    def _fused_step(
+        self, solve: AlphaStep, state: dict, last: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """One iteration in one pass over X (two for Ritz, whose Def. 4 has two α-steps).
+
+        ``state`` holds Q and (K, F) of the tall matrix W at Q.  α = W u comes from K; every
+        Q-update needs only statistics linear in α — ``Wᵀα = K u`` and ``F u`` — so the next
+        Q is known before α and A_α (step 3) are written out, in the pass that also sums the
+        next iteration's (K, F).  ``(K u)`` reshaped is A_α Q for Def. 2 (``(K u)_(a,s) =
+        Σ_i α_i m_ia (Qᵀm_i)_s``), A_α Q + (Σ α_i d_i) Q for Def. 5, and [A_α Q; A_α] for
+        the gap criterion.  Basic Q-α (Q = eigenvectors of all of A_α) and the supervised
+        𝒢 (A^{hg} A^{gh} Q^{gh}) need A_α itself, a q²-dimensional function of u that would
+        cost q/k times the Gram to carry: they keep a second pass.
+        """
+        variant, Q, K, F, d_prev = self.variant, state["Q"], state["K"], state["F"], state["d"]
+        spec = _spec(variant, Q, d_prev)
+        u = gram_alpha(K, F, spec.signature)
+        KuQ = (K @ u)[: Q.size].reshape(Q.shape)
+        d = None
+        if variant == "power":
+            Q = orth(KuQ)  # Def. 2 steps 4–5
+        elif variant == "laplacian":
+            s, e, diag_A = F[0] @ u, F[1] @ u, F[2:] @ u  # Σα, Σα_i d_i, diag(A_α)
+            d = float(diag_A.max() / s)  # Def. 5 step 3
+            Q = orth(KuQ + (s * d - e) * Q)  # steps 4–7: L Q = A_α Q + (Σα) d Q
+        elif variant == "gap":
+            A_u = (K @ u)[Q.size :].reshape(Q.shape[0], Q.shape[0])
+            Q = orth(A_u @ Q)
+        else:  # ritz, Def. 4: Q̄ from A_α Q, then the second α-step at Q̄ (its own Gram pass)
+            Qb = orth(KuQ)  # steps 2–3
+            spec = standard_spec(Qb)
+            Kb, Fb = solve.gram(spec)
+            u = gram_alpha(Kb, Fb)  # steps 4–5
+            AQb = (Kb @ u).reshape(Q.shape)
+            Q = Qb @ top_abs_eigvecs(Qb.T @ AQb, self.k)  # steps 6–8
+        nxt = None if last else _spec(variant, Q, d)
+        alpha, A, state["K"], state["F"] = solve.materialize(spec, u, nxt)
+        state["Q"], state["d"] = Q, d
+        if variant == "laplacian":
+            L = A + alpha.sum() * d * np.eye(A.shape[0])
+            return alpha, A, Q, criterion(L, Q)
+        if variant == "gap":
+            return alpha, A, Q, 2 * criterion(A, Q) - float(np.sum(A * A))
+        return alpha, A, Q, criterion(A, Q)
 
     def _fit_supervised(self, X: da.Array, y: np.ndarray, restart: int = 0) -> FitOutput:
         classes, codes = np.unique(y, return_inverse=True)

@@ -95,16 +95,21 @@ def _weighted_absdiff_sum_csr(xt, indptr, indices, data):  # pragma: no cover - 
 
 
 @numba.njit(nogil=True, fastmath=True, cache=True)
-def _weighted_absdiff_sum_dense(xt, C):  # pragma: no cover - compiled
+def _absdiff_sum_upper(xt, S):  # pragma: no cover - compiled
+    # Σ_{n<i} S_ni |x_n − x_i| per feature: half the pairs of the full double sum.  The
+    # inner loop runs over slices (length N − n − 1) rather than range(n + 1, N): with the
+    # offset range LLVM did not vectorise it
     J, N = xt.shape
     g = np.empty(J)
     for j in range(J):
         acc = 0.0
-        for n in range(N):
+        for n in range(N - 1):
             xn = np.float64(xt[j, n])
+            xr = xt[j, n + 1 :]
+            Sr = S[n, n + 1 :]
             s = 0.0
-            for i in range(N):
-                s += C[n, i] * abs(xn - np.float64(xt[j, i]))
+            for k in range(xr.shape[0]):
+                s += Sr[k] * abs(xn - np.float64(xr[k]))
             acc += s
         g[j] = acc
     return g
@@ -117,8 +122,11 @@ _SPARSE_DENSITY = 0.1
 
 
 def _csr(Pi: np.ndarray, drop_below: float = DROP_BELOW):
-    """Row-compressed non-negligible entries of Π: (indptr, indices, data)."""
+    """Row-compressed non-negligible entries of Π: (indptr, indices, data), or None when
+    they are not sparse (at least ``_SPARSE_DENSITY`` of Π: the dense kernels are faster)."""
     mask = np.abs(Pi) > drop_below
+    if np.count_nonzero(mask) >= _SPARSE_DENSITY * Pi.size:
+        return None
     indptr = np.concatenate([[0], np.cumsum(mask.sum(axis=1))]).astype(np.int64)
     rows, cols = np.nonzero(mask)
     return indptr, cols.astype(np.int64), np.ascontiguousarray(Pi[rows, cols], dtype=np.float64)
@@ -180,9 +188,9 @@ def pi_weighted_absdiff(
     Pi = np.ascontiguousarray(Pi, dtype=np.float64)
     if xt.shape[0] == 0:
         return np.zeros((Pi.shape[0], 0), dtype=dtype)
-    indptr, indices, data = _csr(Pi, drop_below)
-    if data.size < _SPARSE_DENSITY * Pi.size:
-        return _pi_absdiff_csr_t(xt, indptr, indices, data).T.astype(dtype, copy=False)
+    sparse = _csr(Pi, drop_below)
+    if sparse is not None:
+        return _pi_absdiff_csr_t(xt, *sparse).T.astype(dtype, copy=False)
     return _pi_absdiff_t(xt, Pi).T.astype(dtype, copy=False)
 
 
@@ -203,16 +211,18 @@ def weighted_absdiff_sum(
     -------
     ndarray (J_b,), float64.
 
-    Cost: as :func:`pi_weighted_absdiff`; memory J_b values plus a feature-major copy of x.
+    Cost: O(N²·J_b / 2) (O(nnz(C)·J_b) on the sparse path); memory J_b values, C + Cᵀ and
+    a feature-major copy of x.
     """
     xt = _feature_major(x)
     if xt.shape[0] == 0:
         return np.zeros(0)
     C = np.asarray(C, dtype=np.float64)
-    indptr, indices, data = _csr(C, drop_below)
-    if data.size < _SPARSE_DENSITY * C.size:
-        return _weighted_absdiff_sum_csr(xt, indptr, indices, data)
-    return _weighted_absdiff_sum_dense(xt, np.ascontiguousarray(C))
+    sparse = _csr(C, drop_below)
+    if sparse is not None:
+        return _weighted_absdiff_sum_csr(xt, *sparse)
+    # |x_n − x_i| is symmetric: Σ_{n,i} C_ni |·| = Σ_{n<i} (C_ni + C_in) |·|
+    return _absdiff_sum_upper(xt, np.ascontiguousarray(C + C.T))
 
 
 def manhattan_over_blocks(

@@ -249,11 +249,13 @@ def solve_working_set(
     return w, f, nfev
 
 
-def _unit_scale(X: da.Array) -> da.Array:
-    """X with every feature divided by its standard deviation (one pass; constant
-    features, which get weight 0 anyway, are left as they are)."""
-    # p values joined on the client; a preprocessing pass, not one of the fit's passes_over_X
-    (sd,) = compute_blocks(X.std(axis=0, dtype=np.float64))
+def _unit_scale(X):
+    """X with every feature divided by its standard deviation (constant features, which
+    get weight 0 anyway, are left as they are): in memory when X is, else one pass."""
+    sd = X.std(axis=0, dtype=np.float64)
+    if isinstance(sd, da.Array):
+        # p values joined on the client; a preprocessing pass, not one of the fit's passes_over_X
+        (sd,) = compute_blocks(sd)
     return X / np.where(sd > 0, sd, 1.0).astype(X.dtype)
 
 
@@ -289,7 +291,8 @@ class Logo(Selector):
     standardize : divide every feature by its standard deviation first (default ``True``:
         Manhattan distances weigh features by their scale, so on raw data a high-variance
         noise feature outweighs a relevant one); ``False`` is the paper's exact behaviour
-        (its data were standardised beforehand).  Costs one extra pass over X.
+        (its data were standardised beforehand).  Costs one extra pass over X when X does not
+        fit the memory budget.
     """
 
     method_name = "logo"
@@ -363,10 +366,8 @@ class Logo(Selector):
         _check_classes(y)
         N, J = X.shape
         lam, sigma = float(self.lam), float(self.sigma)
-        if self.standardize:
-            X = _unit_scale(X)
         ex = Execution(self.memory_budget)
-        X_full = _Source(ex, X)
+        X_full = _Source(ex, X, self.standardize)
         solve = solve_lbfgs if self.solver == "lbfgs" else solve_v2_gradient
 
         w = np.ones(J)  # Algorithm 1, line 1
@@ -593,11 +594,14 @@ def _check_classes(y: np.ndarray) -> np.ndarray:
 
 
 class _Source:
-    """X as given; held in memory when it fits the budget (then the whole fit reads it once)."""
+    """X, standardised or not; held in memory when it fits the budget (then the whole fit,
+    standardisation included, reads it once)."""
 
-    def __init__(self, ex: Execution, X: da.Array):
+    def __init__(self, ex: Execution, X: da.Array, standardize: bool):
         self.ex = ex
         self.X = ex.hold(X)
+        if standardize:
+            self.X = _unit_scale(self.X)
         self._cache: tuple[np.ndarray, Any] | None = None
 
     def columns(self, idx: np.ndarray, cache: bool = True):

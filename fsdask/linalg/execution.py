@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 import dask
 import dask.array as da
+import numba
 import numpy as np
 from dask.utils import parse_bytes
 
@@ -216,8 +217,21 @@ class LinearOperator(ABC):
         """``Z[:, idx]`` as float64 NumPy (N × |idx|)."""
 
 
+@numba.njit(nogil=True, cache=True)
+def _rmatvec_widened(Z, s):  # pragma: no cover - compiled
+    # sᵀ Z in float64 for a float32 Z, row by row: no float64 copy of Z is made
+    N, J = Z.shape
+    g = np.zeros(J)
+    for n in range(N):
+        sn = s[n]
+        for j in range(J):
+            g[j] += sn * np.float64(Z[n, j])
+    return g
+
+
 class InMemoryOperator(LinearOperator):
-    """Z held in memory (NumPy); each product is one BLAS call."""
+    """Z held in memory (NumPy); each product is one BLAS call (or, for a float32 Z, one
+    fused loop: NumPy would cast Z to a float64 copy on every product)."""
 
     def __init__(self, Z: np.ndarray):
         self.Z = Z
@@ -233,6 +247,8 @@ class InMemoryOperator(LinearOperator):
 
     def rmatvec(self, s):
         self.passes += 1
+        if self.Z.dtype == np.float32 and self.Z.flags.c_contiguous:
+            return _rmatvec_widened(self.Z, np.ascontiguousarray(s, dtype=np.float64))
         return s @ self.Z
 
     def columns(self, idx):

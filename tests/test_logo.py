@@ -221,6 +221,37 @@ def test_working_set_solver_equals_the_full_solve():
     assert 0 < np.count_nonzero(ws) < Z.shape[1]
 
 
+def test_carried_kkt_bounds_are_lower_bounds_and_find_the_same_violators():
+    """The bound a certification carries to the next never exceeds the exact gradient of
+    eq. 7, and the violators it reports are those of the exact sweep, with their exact g."""
+    from fsdask.linalg.absdiff import weighted_absdiff_sum
+    from fsdask.linalg.execution import Execution
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 300)).astype(np.float32)
+    y = np.repeat([0, 1], 20)
+    lam, tol = 0.5, 1e-6
+    kkt = logo_mod._KKTBounds(X.shape[1])
+    cols = np.arange(X.shape[1])
+    ex = Execution()
+    s = 0.2 * rng.random(40)
+    for step, scale in enumerate([1.0, 1.02, 1.05, 3.0]):  # small moves of Π, then a large one
+        D = np.abs(X[:, None, :4] - X[None, :, :4]).sum(2) * scale
+        Pi = miss_hit_probabilities(D, y, 2.0)
+        C = (s * scale)[:, None] * Pi
+        R = kkt.drift(C)
+        out = ex.map_columns(logo_mod._kkt_block(lam, C, R, tol), X, kkt.lower, out_rows=2)
+        exact = lam - weighted_absdiff_sum(X, C)
+        assert np.all(out[0] <= exact + 1e-12)
+        swept = out[1] == 1
+        np.testing.assert_allclose(out[0][swept], exact[swept], rtol=1e-12)
+        np.testing.assert_array_equal(out[0] < -tol, exact < -tol)
+        assert (exact < -tol).any()
+        if step in (1, 2):
+            assert swept.sum() < X.shape[1]  # the bound cleared some features
+        kkt.update(C, cols, out[0])
+
+
 class TestLogo(SelectorChecks):
     rtol = 1e-6
 

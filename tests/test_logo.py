@@ -221,9 +221,10 @@ def test_working_set_solver_equals_the_full_solve():
     assert 0 < np.count_nonzero(ws) < Z.shape[1]
 
 
-def test_carried_kkt_bounds_are_lower_bounds_and_find_the_same_violators():
-    """The bound a certification carries to the next never exceeds the exact gradient of
-    eq. 7, and the violators it reports are those of the exact sweep, with their exact g."""
+def test_certification_bounds_hold_and_find_the_exact_violators():
+    """Each certification's interval [lower, upper] holds the exact gradient of eq. 7 (float64
+    sum), its violators are exactly those of the float64 sum, and the lower bound carried
+    to the next certification clears features without summing them."""
     from fsdask.linalg.absdiff import weighted_absdiff_sum
     from fsdask.linalg.execution import Execution
 
@@ -239,17 +240,16 @@ def test_carried_kkt_bounds_are_lower_bounds_and_find_the_same_violators():
         D = np.abs(X[:, None, :4] - X[None, :, :4]).sum(2) * scale
         Pi = miss_hit_probabilities(D, y, 2.0)
         C = (s * scale)[:, None] * Pi
-        R = kkt.drift(C)
-        out = ex.map_columns(logo_mod._kkt_block(lam, C, R, tol), X, kkt.lower, out_rows=2)
-        exact = lam - weighted_absdiff_sum(X, C)
-        assert np.all(out[0] <= exact + 1e-12)
-        swept = out[1] == 1
-        np.testing.assert_allclose(out[0][swept], exact[swept], rtol=1e-12)
-        np.testing.assert_array_equal(out[0] < -tol, exact < -tol)
+        fn = logo_mod._kkt_block(lam, C, kkt.drift(C), tol)
+        lower, upper, summed = ex.map_columns(fn, X, kkt.lower, out_rows=3)
+        exact = lam - weighted_absdiff_sum(X.astype(np.float64), C)
+        assert np.all(lower <= exact + 1e-12) and np.all(exact <= upper + 1e-12)
+        np.testing.assert_array_equal(upper < -tol, exact < -tol)
         assert (exact < -tol).any()
+        assert np.all(np.isinf(upper[summed == 0]))
         if step in (1, 2):
-            assert swept.sum() < X.shape[1]  # the bound cleared some features
-        kkt.update(C, cols, out[0])
+            assert summed.sum() < X.shape[1]  # the carried bound cleared some features
+        kkt.update(C, cols, lower)
 
 
 class TestLogo(SelectorChecks):

@@ -115,6 +115,42 @@ def _absdiff_sum_upper(xt, S):  # pragma: no cover - compiled
     return g
 
 
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _absdiff_sum_upper_f32(xt, S):  # pragma: no cover - compiled
+    # _absdiff_sum_upper in float32 (twice the SIMD lanes); each row's partial sum is
+    # carried on in float64
+    J, N = xt.shape
+    g = np.empty(J)
+    for j in range(J):
+        acc = 0.0
+        for n in range(N - 1):
+            xn = xt[j, n]
+            xr = xt[j, n + 1 :]
+            Sr = S[n, n + 1 :]
+            s = np.float32(0.0)
+            for k in range(xr.shape[0]):
+                s += Sr[k] * abs(xn - xr[k])
+            acc += np.float64(s)
+        g[j] = acc
+    return g
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _abs_deviation_dot_t(xt, r):  # pragma: no cover - compiled
+    J, N = xt.shape
+    out = np.empty(J)
+    for j in range(J):
+        m = 0.0
+        for n in range(N):
+            m += np.float64(xt[j, n])
+        m /= N
+        acc = 0.0
+        for n in range(N):
+            acc += r[n] * abs(np.float64(xt[j, n]) - m)
+        out[j] = acc
+    return out
+
+
 #: entries of Π with |Π_ni| ≤ this are skipped (Π holds differences of probabilities)
 DROP_BELOW = 1e-13
 #: below this fraction of non-zeros the sparse (CSR) kernels are used
@@ -223,6 +259,51 @@ def weighted_absdiff_sum(
         return _weighted_absdiff_sum_csr(xt, *sparse)
     # |x_n − x_i| is symmetric: Σ_{n,i} C_ni |·| = Σ_{n<i} (C_ni + C_in) |·|
     return _absdiff_sum_upper(xt, np.ascontiguousarray(C + C.T))
+
+
+def weighted_absdiff_sum_bounded(
+    x: np.ndarray, C: np.ndarray, drop_below: float = DROP_BELOW
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`weighted_absdiff_sum` and a bound on the error of each value.
+
+    For float32 x and a dense C the sum runs in float32 arithmetic (twice the SIMD lanes),
+    and ``|error_j| ≤ γ · Σ_n R_n |x_nj − μ_j|`` with ``R_n = Σ_i |S_ni|``, ``S = C + Cᵀ``,
+    μ_j the column mean and ``γ = (N + 4)·2⁻²⁴`` (rounding S to float32, the difference, the
+    product, then a float32 sum of at most N − 1 terms in any order — each at most 2⁻²⁴
+    relative — on ``Σ_{n<i} |S_ni| |x_nj − x_ij| ≤ Σ_n R_n |x_nj − μ_j|``).  Otherwise the
+    float64 kernels, with a bound of 0 (their rounding, ~N·2⁻⁵³ relative, is neglected).
+
+    Returns
+    -------
+    (g, err) : ndarrays (J_b,), float64.  Cost: half of :func:`weighted_absdiff_sum`'s
+    float64 sweep, plus O(N·J_b) for the bound.
+    """
+    x = np.asarray(x)
+    C = np.asarray(C, dtype=np.float64)
+    if x.dtype != np.float32 or x.shape[1] == 0 or _csr(C, drop_below) is not None:
+        return weighted_absdiff_sum(x, C, drop_below), np.zeros(x.shape[1])
+    S = C + C.T
+    if not np.abs(S).max() < 1e30:  # far from float32's range only
+        return weighted_absdiff_sum(x, C, drop_below), np.zeros(x.shape[1])
+    xt = _feature_major(x)
+    g = _absdiff_sum_upper_f32(xt, np.ascontiguousarray(S, dtype=np.float32))
+    N = x.shape[0]
+    gamma = (N + 4) * 2.0**-24 * 1.001
+    # + an absolute term for products that underflow float32 (2⁻¹⁴⁹ each, N² of them)
+    err = gamma * _abs_deviation_dot_t(xt, np.abs(S).sum(axis=1)) + N * N * 2.0**-140
+    return g, err
+
+
+def abs_deviation_dot(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``Σ_n r_n |x_nj − μ_j|`` for every column j of x (N × J_b), μ_j the column mean.
+
+    With ``|x_nj − x_ij| ≤ |x_nj − μ_j| + |x_ij − μ_j|`` it bounds ``½ Σ_{n,i} |A_ni| |x_nj − x_ij|``
+    in O(N) per feature when ``r_n = Σ_i |A_ni|`` for a symmetric A.  Float64, one fused loop.
+    """
+    xt = _feature_major(x)
+    if xt.shape[0] == 0:
+        return np.zeros(0)
+    return _abs_deviation_dot_t(xt, np.ascontiguousarray(r, dtype=np.float64))
 
 
 def manhattan_over_blocks(

@@ -53,8 +53,10 @@ from fsdask.errors import ConvergenceWarning, InputError
 from fsdask.linalg.absdiff import (
     _SPARSE_DENSITY,
     DROP_BELOW,
+    abs_deviation_dot,
     pi_weighted_absdiff,
     weighted_absdiff_sum,
+    weighted_absdiff_sum_bounded,
     weighted_manhattan,
 )
 from fsdask.linalg.execution import (
@@ -568,24 +570,24 @@ class Logo(Selector):
         if elim.size == 0:
             return elim
         C = s[:, None] * Pi
-        R = kkt.drift(C)
-        fn = _kkt_block(lam, C, R, self.kkt_tol)
-        out = ex.map_columns(fn, X_full.columns(elim, cache=False), kkt.lower[elim], out_rows=2)
-        g, n_exact = out[0], int(out[1].sum())
-        kkt.update(C, elim, g)
-        bad = np.flatnonzero(g < -self.kkt_tol)
+        fn = _kkt_block(lam, C, kkt.drift(C), self.kkt_tol)
+        lower, upper, swept = ex.map_columns(
+            fn, X_full.columns(elim, cache=False), kkt.lower[elim], out_rows=3
+        )
+        kkt.update(C, elim, lower)
+        bad = np.flatnonzero(upper < -self.kkt_tol)
         log.info(
-            "logo: certification of %d eliminated features (%d swept exactly): %d violate "
-            "optimality",
+            "logo: certification of %d eliminated features (%d summed): %d violate optimality",
             elim.size,
-            n_exact,
+            int(swept.sum()),
             bad.size,
         )
         # the worst violators rejoin first (at most max(64, 2·|active|) per check); the check
         # is repeated after re-convergence, so none is left out of the final certificate
         cap = max(64, 2 * active.size)
         if bad.size > cap:
-            bad = bad[np.argsort(g[bad], kind="stable")[:cap]]
+            g = 0.5 * (lower[bad] + upper[bad])  # the computed g, within rounding
+            bad = bad[np.argsort(g, kind="stable")[:cap]]
         return np.sort(elim[bad])
 
 
@@ -600,7 +602,7 @@ class _KKTBounds:
         R_n = Σ_i |S' − S|_ni,
 
     an O(N) bound per feature against the O(N²) sum.  A feature whose carried bound stays
-    ≥ −kkt_tol cannot violate optimality at C'; only the others are computed exactly.
+    ≥ −kkt_tol cannot violate optimality at C'; only the others are summed.
     Features not swept at a certification (active then) have no bound (−∞).
     """
 
@@ -621,26 +623,32 @@ class _KKTBounds:
 
 
 def _kkt_block(lam: float, C: np.ndarray, R: np.ndarray | None, kkt_tol: float):
-    """``x_b, ℓ_b ↦ [lower bounds of g over the block (exact where computed); 1 where exact]``.
+    """``x_b, ℓ_b ↦ [lower; upper bounds of g over the block; 1 where it was summed]``.
 
-    The bound ``ℓ_j − Σ_n R_n |x_nj − μ_j|`` (μ_j the column mean) is widened by 1e-9 of
-    itself for its rounding; columns where it falls below −kkt_tol get the exact
-    ``λ − Σ_{n,i} C_ni |x_nj − x_ij|`` (the fused kernel, without forming z̄).
+    First the bound carried from the last certification, ``ℓ_j − Σ_n R_n |x_nj − μ_j|``
+    (μ_j the column mean), widened by 1e-9 of itself for its rounding.  Columns it leaves
+    below −kkt_tol get ``λ − Σ_{n,i} C_ni |x_nj − x_ij|`` (fused, without forming z̄) with
+    its rounding bound (float32 arithmetic for float32 X); columns whose interval still
+    straddles −kkt_tol are summed again in float64.  A feature violates optimality iff its
+    upper bound is below −kkt_tol; a cleared one has no upper bound (+∞).
     """
 
     def block(xb, lb):
-        lower = np.full(xb.shape[1], -np.inf)
+        J_b = xb.shape[1]
+        lower, upper = np.full(J_b, -np.inf), np.full(J_b, np.inf)
         if R is not None:
-            x = np.asarray(xb, dtype=np.float64)
-            lower = lb - (1.0 + 1e-9) * (R @ np.abs(x - x.mean(axis=0)))
+            lower = lb - (1.0 + 1e-9) * abs_deviation_dot(xb, R)
         unsure = np.flatnonzero(~(lower >= -kkt_tol))
-        if unsure.size == xb.shape[1]:
-            lower = lam - weighted_absdiff_sum(xb, C)
-        elif unsure.size:
-            lower[unsure] = lam - weighted_absdiff_sum(xb[:, unsure], C)
-        exact = np.zeros(xb.shape[1])
-        exact[unsure] = 1.0
-        return np.vstack([lower, exact])
+        if unsure.size:
+            xu = xb if unsure.size == J_b else xb[:, unsure]
+            g, err = weighted_absdiff_sum_bounded(xu, C)
+            lower[unsure], upper[unsure] = lam - g - err, lam - g + err
+        straddle = unsure[(lower[unsure] < -kkt_tol) & (upper[unsure] >= -kkt_tol)]
+        if straddle.size:
+            lower[straddle] = upper[straddle] = lam - weighted_absdiff_sum(xb[:, straddle], C)
+        summed = np.zeros(J_b)
+        summed[unsure] = 1.0
+        return np.vstack([lower, upper, summed])
 
     return block
 

@@ -218,15 +218,41 @@ class LinearOperator(ABC):
 
 
 @numba.njit(nogil=True, cache=True)
-def _rmatvec_widened(Z, s):  # pragma: no cover - compiled
-    # sᵀ Z in float64 for a float32 Z, row by row: no float64 copy of Z is made
-    N, J = Z.shape
+def _vec_mat_widened(A, v):  # pragma: no cover - compiled
+    # vᵀ A in float64 for a C-ordered float32 A, row by row (unit stride, no reduction)
+    N, J = A.shape
     g = np.zeros(J)
     for n in range(N):
-        sn = s[n]
+        vn = v[n]
         for j in range(J):
-            g[j] += sn * np.float64(Z[n, j])
+            g[j] += vn * np.float64(A[n, j])
     return g
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _mat_vec_widened(A, v):  # pragma: no cover - compiled
+    # A v in float64 for a C-ordered float32 A: one dot product per row
+    N, J = A.shape
+    out = np.empty(N)
+    for n in range(N):
+        acc = 0.0
+        for j in range(J):
+            acc += np.float64(A[n, j]) * v[j]
+        out[n] = acc
+    return out
+
+
+def _widened_product(Z: np.ndarray, v: np.ndarray, transpose: bool) -> np.ndarray | None:
+    """``Z v`` (or ``vᵀ Z``) in float64 for a float32 Z, C- or F-ordered, without the float64
+    copy of Z NumPy makes for mixed types; None for other arrays (NumPy/BLAS then)."""
+    if Z.dtype != np.float32:
+        return None
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    if Z.flags.c_contiguous:
+        return _vec_mat_widened(Z, v) if transpose else _mat_vec_widened(Z, v)
+    if Z.flags.f_contiguous:  # Zᵀ is C-ordered: the roles swap
+        return _mat_vec_widened(Z.T, v) if transpose else _vec_mat_widened(Z.T, v)
+    return None
 
 
 class InMemoryOperator(LinearOperator):
@@ -243,13 +269,13 @@ class InMemoryOperator(LinearOperator):
 
     def matvec(self, w):
         self.passes += 1
-        return self.Z @ w
+        out = _widened_product(self.Z, w, transpose=False)
+        return self.Z @ w if out is None else out
 
     def rmatvec(self, s):
         self.passes += 1
-        if self.Z.dtype == np.float32 and self.Z.flags.c_contiguous:
-            return _rmatvec_widened(self.Z, np.ascontiguousarray(s, dtype=np.float64))
-        return s @ self.Z
+        out = _widened_product(self.Z, s, transpose=True)
+        return s @ self.Z if out is None else out
 
     def columns(self, idx):
         return np.asarray(self.Z[:, idx], dtype=np.float64)

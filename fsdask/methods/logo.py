@@ -571,15 +571,19 @@ class Logo(Selector):
             return elim
         C = s[:, None] * Pi
         fn = _kkt_block(lam, C, kkt.drift(C), self.kkt_tol)
-        lower, upper, swept = ex.map_columns(
-            fn, X_full.columns(elim, cache=False), kkt.lower[elim], out_rows=3
-        )
-        kkt.update(C, elim, lower)
+        # few active columns: sweep all of X (g_j is defined for them too) rather than
+        # gather a copy of the eliminated ones
+        swept = np.arange(w.size) if 8 * active.size <= w.size else elim
+        out = ex.map_columns(fn, X_full.columns(swept, cache=False), kkt.lower[swept], out_rows=3)
+        kkt.update(C, swept, out[0])
+        if swept.size > elim.size:
+            out = out[:, elim]
+        lower, upper, summed = out
         bad = np.flatnonzero(upper < -self.kkt_tol)
         log.info(
             "logo: certification of %d eliminated features (%d summed): %d violate optimality",
             elim.size,
-            int(swept.sum()),
+            int(summed.sum()),
             bad.size,
         )
         # the worst violators rejoin first (at most max(64, 2·|active|) per check); the check

@@ -67,16 +67,17 @@ def _pi_absdiff_t(xt, Pi):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, fastmath=True, cache=True)
-def _pi_absdiff_csr_t(xt, indptr, indices, data):  # pragma: no cover - compiled
-    J, N = xt.shape
-    Z = np.empty((J, N))
-    for j in range(J):
-        for n in range(N):
-            xn = np.float64(xt[j, n])
-            s = 0.0
-            for k in range(indptr[n], indptr[n + 1]):
-                s += data[k] * abs(xn - np.float64(xt[j, indices[k]]))
-            Z[j, n] = s
+def _pi_absdiff_csr(x, indptr, indices, data):  # pragma: no cover - compiled
+    # sample-major: for each kept pair (n, i), one unit-stride sweep over the block's
+    # features of rows n and i — vectorised, where a feature-major loop gathers x_i
+    N, J = x.shape
+    Z = np.zeros((N, J))
+    for n in range(N):
+        for k in range(indptr[n], indptr[n + 1]):
+            i = indices[k]
+            c = data[k]
+            for j in range(J):
+                Z[n, j] += c * abs(np.float64(x[n, j]) - np.float64(x[i, j]))
     return Z
 
 
@@ -217,17 +218,19 @@ def pi_weighted_absdiff(
     -------
     ndarray (N, J_b) in ``dtype``.
 
-    Cost: O(N²·J_b) (O(nnz(Π)·J_b) on the sparse path); memory: the result and a
-    feature-major copy of x.
+    Cost: O(N²·J_b) (O(nnz(Π)·J_b) on the sparse path); memory: the result and (dense
+    path) a feature-major copy of x.
     """
-    xt = _feature_major(x)
+    x = np.asarray(x)
     Pi = np.ascontiguousarray(Pi, dtype=np.float64)
-    if xt.shape[0] == 0:
+    if x.shape[1] == 0:
         return np.zeros((Pi.shape[0], 0), dtype=dtype)
     sparse = _csr(Pi, drop_below)
     if sparse is not None:
-        return _pi_absdiff_csr_t(xt, *sparse).T.astype(dtype, copy=False)
-    return _pi_absdiff_t(xt, Pi).T.astype(dtype, copy=False)
+        if x.dtype not in (np.float32, np.float64):
+            x = x.astype(np.float64)
+        return _pi_absdiff_csr(x, *sparse).astype(dtype, copy=False)
+    return _pi_absdiff_t(_feature_major(x), Pi).T.astype(dtype, copy=False)
 
 
 def weighted_absdiff_sum(

@@ -75,7 +75,7 @@ def test_bounded_sum_float32_is_within_its_bound():
     from fsdask.linalg.absdiff import weighted_absdiff_sum, weighted_absdiff_sum_bounded
 
     rng = np.random.default_rng(4)
-    x = (rng.normal(size=(60, 500)) * rng.uniform(0.1, 10, 500)).astype(np.float32)
+    x = (rng.normal(size=(60, 503)) * rng.uniform(0.1, 10, 503)).astype(np.float32)  # 4k + 3
     C = rng.normal(size=(60, 60))
     exact = weighted_absdiff_sum(x.astype(np.float64), C)
     g, err = weighted_absdiff_sum_bounded(x, C)

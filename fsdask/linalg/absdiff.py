@@ -119,20 +119,39 @@ def _absdiff_sum_upper(xt, S):  # pragma: no cover - compiled
 @numba.njit(nogil=True, fastmath=True, cache=True)
 def _absdiff_sum_upper_f32(xt, S):  # pragma: no cover - compiled
     # _absdiff_sum_upper in float32 (twice the SIMD lanes); each row's partial sum is
-    # carried on in float64
+    # carried on in float64.  Four features at a time share each load of S's row.
     J, N = xt.shape
     g = np.empty(J)
-    for j in range(J):
+    j = 0
+    while j + 3 < J:
+        a0 = a1 = a2 = a3 = 0.0
+        for n in range(N - 1):
+            Sr = S[n, n + 1 :]
+            r0, r1 = xt[j, n + 1 :], xt[j + 1, n + 1 :]
+            r2, r3 = xt[j + 2, n + 1 :], xt[j + 3, n + 1 :]
+            x0, x1, x2, x3 = xt[j, n], xt[j + 1, n], xt[j + 2, n], xt[j + 3, n]
+            s0 = s1 = s2 = s3 = np.float32(0.0)
+            for k in range(Sr.shape[0]):
+                c = Sr[k]
+                s0 += c * abs(x0 - r0[k])
+                s1 += c * abs(x1 - r1[k])
+                s2 += c * abs(x2 - r2[k])
+                s3 += c * abs(x3 - r3[k])
+            a0 += np.float64(s0)
+            a1 += np.float64(s1)
+            a2 += np.float64(s2)
+            a3 += np.float64(s3)
+        g[j], g[j + 1], g[j + 2], g[j + 3] = a0, a1, a2, a3
+        j += 4
+    for jr in range(j, J):  # the last J mod 4 features
         acc = 0.0
         for n in range(N - 1):
-            xn = xt[j, n]
-            xr = xt[j, n + 1 :]
-            Sr = S[n, n + 1 :]
-            s = np.float32(0.0)
-            for k in range(xr.shape[0]):
-                s += Sr[k] * abs(xn - xr[k])
-            acc += np.float64(s)
-        g[j] = acc
+            Sr, r0, x0 = S[n, n + 1 :], xt[jr, n + 1 :], xt[jr, n]
+            s0 = np.float32(0.0)
+            for k in range(Sr.shape[0]):
+                s0 += Sr[k] * abs(x0 - r0[k])
+            acc += np.float64(s0)
+        g[jr] = acc
     return g
 
 

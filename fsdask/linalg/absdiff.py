@@ -41,11 +41,28 @@ def _manhattan_sym(x, w, tile):  # pragma: no cover - compiled
                 buf[n, j] = np.float64(x[n, j0 + j])
         wt = w[j0 : j0 + m]
         for n in range(N):
-            for i in range(n + 1, N):
+            bn = buf[n, :m]
+            i = n + 1
+            while i + 3 < N:  # four pairs at a time share the loads of row n and of w
+                b0, b1, b2, b3 = buf[i, :m], buf[i + 1, :m], buf[i + 2, :m], buf[i + 3, :m]
+                s0 = s1 = s2 = s3 = 0.0
+                for j in range(m):
+                    a, wj = bn[j], wt[j]
+                    s0 += wj * abs(a - b0[j])
+                    s1 += wj * abs(a - b1[j])
+                    s2 += wj * abs(a - b2[j])
+                    s3 += wj * abs(a - b3[j])
+                D[n, i] += s0
+                D[n, i + 1] += s1
+                D[n, i + 2] += s2
+                D[n, i + 3] += s3
+                i += 4
+            for ir in range(i, N):
+                bi = buf[ir, :m]
                 s = 0.0
                 for j in range(m):
-                    s += wt[j] * abs(buf[n, j] - buf[i, j])
-                D[n, i] += s
+                    s += wt[j] * abs(bn[j] - bi[j])
+                D[n, ir] += s
     for n in range(N):
         for i in range(n + 1, N):
             D[i, n] = D[n, i]

@@ -562,8 +562,9 @@ class Logo(Selector):
         """Eliminated features whose weight 0 is not optimal for eq. 7 at w (one pass over them).
 
         KKT of eq. 7 at w_j = 0: ``g_j = λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``, with the margins and
-        Π of the current w; ``g_j`` is computed exactly where the bound carried in ``kkt``
-        from the previous certification does not already show it.
+        Π of the current w; ``g_j`` is summed where the bound carried in ``kkt`` from the
+        previous certification does not already show it, and its sign decided with a
+        rounding bound (:func:`_kkt_block`).
         """
         s = _sigmoid_neg(Z.matvec(w[active]))
         elim = np.setdiff1d(np.arange(w.size), active, assume_unique=True)

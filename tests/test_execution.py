@@ -154,10 +154,10 @@ def test_logo_in_memory_reads_x_once_after_screening(data):
     est = _fit(fsdask.Logo(max_iter=4, standardize=False), X, y, source=src)
     assert est.result_.attrs["passes_over_X"] == 1
     assert src.passes() == 2.0
-    # the default standardisation costs exactly one more pass (the features' sd)
+    # the default standardisation is computed on the held X: no further pass
     src = CountingSource(X)
     _fit(fsdask.Logo(max_iter=4), X, y, source=src)
-    assert src.passes() == 3.0
+    assert src.passes() == 2.0
     src = CountingSource(X)
     est = _fit(fsdask.Logo(max_iter=4, standardize=False), X, y, budget=0, source=src)
     # chunked: every sweep reads (the active columns of) X; never more than the sweeps counted

@@ -69,3 +69,18 @@ def test_sparse_pi_paths_match_numpy(rng):
     np.testing.assert_allclose(
         weighted_absdiff_sum(x, Pd), np.einsum("ni,nij->j", Pd, A), rtol=1e-12
     )
+
+
+def test_bounded_sum_float32_is_within_its_bound():
+    from fsdask.linalg.absdiff import weighted_absdiff_sum, weighted_absdiff_sum_bounded
+
+    rng = np.random.default_rng(4)
+    x = (rng.normal(size=(60, 503)) * rng.uniform(0.1, 10, 503)).astype(np.float32)  # 4k + 3
+    C = rng.normal(size=(60, 60))
+    exact = weighted_absdiff_sum(x.astype(np.float64), C)
+    g, err = weighted_absdiff_sum_bounded(x, C)
+    assert np.all(np.abs(g - exact) <= err)
+    assert np.all(err < 1e-3 * np.abs(C).sum() * np.abs(x).max(axis=0))  # and not vacuous
+    g64, err64 = weighted_absdiff_sum_bounded(x.astype(np.float64), C)  # float64: as before
+    np.testing.assert_array_equal(g64, exact)
+    assert not err64.any()

@@ -221,6 +221,37 @@ def test_working_set_solver_equals_the_full_solve():
     assert 0 < np.count_nonzero(ws) < Z.shape[1]
 
 
+def test_certification_bounds_hold_and_find_the_exact_violators():
+    """Each certification's interval [lower, upper] holds the exact gradient of eq. 7 (float64
+    sum), its violators are exactly those of the float64 sum, and the lower bound carried
+    to the next certification clears features without summing them."""
+    from fsdask.linalg.absdiff import weighted_absdiff_sum
+    from fsdask.linalg.execution import Execution
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 300)).astype(np.float32)
+    y = np.repeat([0, 1], 20)
+    lam, tol = 0.5, 1e-6
+    kkt = logo_mod._KKTBounds(X.shape[1])
+    cols = np.arange(X.shape[1])
+    ex = Execution()
+    s = 0.2 * rng.random(40)
+    for step, scale in enumerate([1.0, 1.02, 1.05, 3.0]):  # small moves of Π, then a large one
+        D = np.abs(X[:, None, :4] - X[None, :, :4]).sum(2) * scale
+        Pi = miss_hit_probabilities(D, y, 2.0)
+        C = (s * scale)[:, None] * Pi
+        fn = logo_mod._kkt_block(lam, C, kkt.drift(C), tol)
+        lower, upper, summed = ex.map_columns(fn, X, kkt.lower, out_rows=3)
+        exact = lam - weighted_absdiff_sum(X.astype(np.float64), C)
+        assert np.all(lower <= exact + 1e-12) and np.all(exact <= upper + 1e-12)
+        np.testing.assert_array_equal(upper < -tol, exact < -tol)
+        assert (exact < -tol).any()
+        assert np.all(np.isinf(upper[summed == 0]))
+        if step in (1, 2):
+            assert summed.sum() < X.shape[1]  # the carried bound cleared some features
+        kkt.update(C, cols, lower)
+
+
 class TestLogo(SelectorChecks):
     rtol = 1e-6
 

@@ -30,14 +30,39 @@ _TILE = 512
 def _manhattan_sym(x, w, tile):  # pragma: no cover - compiled
     N, J = x.shape
     D = np.zeros((N, N))
+    # each tile is first copied into a contiguous float64 buffer: the inner loop then runs
+    # over unit-stride float64 rows of one type, which LLVM vectorises (converting x's
+    # float32 in the inner loop, over rows J apart, kept it scalar — about 8× slower)
+    buf = np.empty((N, tile))
     for j0 in range(0, J, tile):
-        j1 = min(J, j0 + tile)
+        m = min(J, j0 + tile) - j0
         for n in range(N):
-            for i in range(n + 1, N):
+            for j in range(m):
+                buf[n, j] = np.float64(x[n, j0 + j])
+        wt = w[j0 : j0 + m]
+        for n in range(N):
+            bn = buf[n, :m]
+            i = n + 1
+            while i + 3 < N:  # four pairs at a time share the loads of row n and of w
+                b0, b1, b2, b3 = buf[i, :m], buf[i + 1, :m], buf[i + 2, :m], buf[i + 3, :m]
+                s0 = s1 = s2 = s3 = 0.0
+                for j in range(m):
+                    a, wj = bn[j], wt[j]
+                    s0 += wj * abs(a - b0[j])
+                    s1 += wj * abs(a - b1[j])
+                    s2 += wj * abs(a - b2[j])
+                    s3 += wj * abs(a - b3[j])
+                D[n, i] += s0
+                D[n, i + 1] += s1
+                D[n, i + 2] += s2
+                D[n, i + 3] += s3
+                i += 4
+            for ir in range(i, N):
+                bi = buf[ir, :m]
                 s = 0.0
-                for j in range(j0, j1):
-                    s += w[j] * abs(np.float64(x[n, j]) - np.float64(x[i, j]))
-                D[n, i] += s
+                for j in range(m):
+                    s += wt[j] * abs(bn[j] - bi[j])
+                D[n, ir] += s
     for n in range(N):
         for i in range(n + 1, N):
             D[i, n] = D[n, i]
@@ -59,16 +84,17 @@ def _pi_absdiff_t(xt, Pi):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, fastmath=True, cache=True)
-def _pi_absdiff_csr_t(xt, indptr, indices, data):  # pragma: no cover - compiled
-    J, N = xt.shape
-    Z = np.empty((J, N))
-    for j in range(J):
-        for n in range(N):
-            xn = np.float64(xt[j, n])
-            s = 0.0
-            for k in range(indptr[n], indptr[n + 1]):
-                s += data[k] * abs(xn - np.float64(xt[j, indices[k]]))
-            Z[j, n] = s
+def _pi_absdiff_csr(x, indptr, indices, data):  # pragma: no cover - compiled
+    # sample-major: for each kept pair (n, i), one unit-stride sweep over the block's
+    # features of rows n and i — vectorised, where a feature-major loop gathers x_i
+    N, J = x.shape
+    Z = np.zeros((N, J))
+    for n in range(N):
+        for k in range(indptr[n], indptr[n + 1]):
+            i = indices[k]
+            c = data[k]
+            for j in range(J):
+                Z[n, j] += c * abs(np.float64(x[n, j]) - np.float64(x[i, j]))
     return Z
 
 
@@ -87,19 +113,79 @@ def _weighted_absdiff_sum_csr(xt, indptr, indices, data):  # pragma: no cover - 
 
 
 @numba.njit(nogil=True, fastmath=True, cache=True)
-def _weighted_absdiff_sum_dense(xt, C):  # pragma: no cover - compiled
+def _absdiff_sum_upper(xt, S):  # pragma: no cover - compiled
+    # Σ_{n<i} S_ni |x_n − x_i| per feature: half the pairs of the full double sum.  The
+    # inner loop runs over slices (length N − n − 1) rather than range(n + 1, N): with the
+    # offset range LLVM did not vectorise it
     J, N = xt.shape
     g = np.empty(J)
     for j in range(J):
         acc = 0.0
-        for n in range(N):
+        for n in range(N - 1):
             xn = np.float64(xt[j, n])
+            xr = xt[j, n + 1 :]
+            Sr = S[n, n + 1 :]
             s = 0.0
-            for i in range(N):
-                s += C[n, i] * abs(xn - np.float64(xt[j, i]))
+            for k in range(xr.shape[0]):
+                s += Sr[k] * abs(xn - np.float64(xr[k]))
             acc += s
         g[j] = acc
     return g
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _absdiff_sum_upper_f32(xt, S):  # pragma: no cover - compiled
+    # _absdiff_sum_upper in float32 (twice the SIMD lanes); each row's partial sum is
+    # carried on in float64.  Four features at a time share each load of S's row.
+    J, N = xt.shape
+    g = np.empty(J)
+    j = 0
+    while j + 3 < J:
+        a0 = a1 = a2 = a3 = 0.0
+        for n in range(N - 1):
+            Sr = S[n, n + 1 :]
+            r0, r1 = xt[j, n + 1 :], xt[j + 1, n + 1 :]
+            r2, r3 = xt[j + 2, n + 1 :], xt[j + 3, n + 1 :]
+            x0, x1, x2, x3 = xt[j, n], xt[j + 1, n], xt[j + 2, n], xt[j + 3, n]
+            s0 = s1 = s2 = s3 = np.float32(0.0)
+            for k in range(Sr.shape[0]):
+                c = Sr[k]
+                s0 += c * abs(x0 - r0[k])
+                s1 += c * abs(x1 - r1[k])
+                s2 += c * abs(x2 - r2[k])
+                s3 += c * abs(x3 - r3[k])
+            a0 += np.float64(s0)
+            a1 += np.float64(s1)
+            a2 += np.float64(s2)
+            a3 += np.float64(s3)
+        g[j], g[j + 1], g[j + 2], g[j + 3] = a0, a1, a2, a3
+        j += 4
+    for jr in range(j, J):  # the last J mod 4 features
+        acc = 0.0
+        for n in range(N - 1):
+            Sr, r0, x0 = S[n, n + 1 :], xt[jr, n + 1 :], xt[jr, n]
+            s0 = np.float32(0.0)
+            for k in range(Sr.shape[0]):
+                s0 += Sr[k] * abs(x0 - r0[k])
+            acc += np.float64(s0)
+        g[jr] = acc
+    return g
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _abs_deviation_dot_t(xt, r):  # pragma: no cover - compiled
+    J, N = xt.shape
+    out = np.empty(J)
+    for j in range(J):
+        m = 0.0
+        for n in range(N):
+            m += np.float64(xt[j, n])
+        m /= N
+        acc = 0.0
+        for n in range(N):
+            acc += r[n] * abs(np.float64(xt[j, n]) - m)
+        out[j] = acc
+    return out
 
 
 #: entries of Π with |Π_ni| ≤ this are skipped (Π holds differences of probabilities)
@@ -109,8 +195,11 @@ _SPARSE_DENSITY = 0.1
 
 
 def _csr(Pi: np.ndarray, drop_below: float = DROP_BELOW):
-    """Row-compressed non-negligible entries of Π: (indptr, indices, data)."""
+    """Row-compressed non-negligible entries of Π: (indptr, indices, data), or None when
+    they are not sparse (at least ``_SPARSE_DENSITY`` of Π: the dense kernels are faster)."""
     mask = np.abs(Pi) > drop_below
+    if np.count_nonzero(mask) >= _SPARSE_DENSITY * Pi.size:
+        return None
     indptr = np.concatenate([[0], np.cumsum(mask.sum(axis=1))]).astype(np.int64)
     rows, cols = np.nonzero(mask)
     return indptr, cols.astype(np.int64), np.ascontiguousarray(Pi[rows, cols], dtype=np.float64)
@@ -133,7 +222,8 @@ def weighted_manhattan(x: np.ndarray, w: np.ndarray | None = None) -> np.ndarray
     -------
     ndarray (N, N), float64, symmetric.
 
-    Cost: O(N²·J_b / 2) in one fused loop; memory N² · 8 bytes, no N × N × J_b temporary.
+    Cost: O(N²·J_b / 2) in one fused loop; memory N² · 8 bytes and an N × ``_TILE`` float64
+    tile, no N × N × J_b temporary.
     """
     x = np.ascontiguousarray(x)
     if x.dtype not in (np.float32, np.float64):
@@ -164,17 +254,19 @@ def pi_weighted_absdiff(
     -------
     ndarray (N, J_b) in ``dtype``.
 
-    Cost: O(N²·J_b) (O(nnz(Π)·J_b) on the sparse path); memory: the result and a
-    feature-major copy of x.
+    Cost: O(N²·J_b) (O(nnz(Π)·J_b) on the sparse path); memory: the result and (dense
+    path) a feature-major copy of x.
     """
-    xt = _feature_major(x)
+    x = np.asarray(x)
     Pi = np.ascontiguousarray(Pi, dtype=np.float64)
-    if xt.shape[0] == 0:
+    if x.shape[1] == 0:
         return np.zeros((Pi.shape[0], 0), dtype=dtype)
-    indptr, indices, data = _csr(Pi, drop_below)
-    if data.size < _SPARSE_DENSITY * Pi.size:
-        return _pi_absdiff_csr_t(xt, indptr, indices, data).T.astype(dtype, copy=False)
-    return _pi_absdiff_t(xt, Pi).T.astype(dtype, copy=False)
+    sparse = _csr(Pi, drop_below)
+    if sparse is not None:
+        if x.dtype not in (np.float32, np.float64):
+            x = x.astype(np.float64)
+        return _pi_absdiff_csr(x, *sparse).astype(dtype, copy=False)
+    return _pi_absdiff_t(_feature_major(x), Pi).T.astype(dtype, copy=False)
 
 
 def weighted_absdiff_sum(
@@ -194,16 +286,63 @@ def weighted_absdiff_sum(
     -------
     ndarray (J_b,), float64.
 
-    Cost: as :func:`pi_weighted_absdiff`; memory J_b values plus a feature-major copy of x.
+    Cost: O(N²·J_b / 2) (O(nnz(C)·J_b) on the sparse path); memory J_b values, C + Cᵀ and
+    a feature-major copy of x.
     """
     xt = _feature_major(x)
     if xt.shape[0] == 0:
         return np.zeros(0)
     C = np.asarray(C, dtype=np.float64)
-    indptr, indices, data = _csr(C, drop_below)
-    if data.size < _SPARSE_DENSITY * C.size:
-        return _weighted_absdiff_sum_csr(xt, indptr, indices, data)
-    return _weighted_absdiff_sum_dense(xt, np.ascontiguousarray(C))
+    sparse = _csr(C, drop_below)
+    if sparse is not None:
+        return _weighted_absdiff_sum_csr(xt, *sparse)
+    # |x_n − x_i| is symmetric: Σ_{n,i} C_ni |·| = Σ_{n<i} (C_ni + C_in) |·|
+    return _absdiff_sum_upper(xt, np.ascontiguousarray(C + C.T))
+
+
+def weighted_absdiff_sum_bounded(
+    x: np.ndarray, C: np.ndarray, drop_below: float = DROP_BELOW
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`weighted_absdiff_sum` and a bound on the error of each value.
+
+    For float32 x and a dense C the sum runs in float32 arithmetic (twice the SIMD lanes),
+    and ``|error_j| ≤ γ · Σ_n R_n |x_nj − μ_j|`` with ``R_n = Σ_i |S_ni|``, ``S = C + Cᵀ``,
+    μ_j the column mean and ``γ = (N + 4)·2⁻²⁴`` (rounding S to float32, the difference, the
+    product, then a float32 sum of at most N − 1 terms in any order — each at most 2⁻²⁴
+    relative — on ``Σ_{n<i} |S_ni| |x_nj − x_ij| ≤ Σ_n R_n |x_nj − μ_j|``).  Otherwise the
+    float64 kernels, with a bound of 0 (their rounding, ~N·2⁻⁵³ relative, is neglected).
+
+    Returns
+    -------
+    (g, err) : ndarrays (J_b,), float64.  Cost: half of :func:`weighted_absdiff_sum`'s
+    float64 sweep, plus O(N·J_b) for the bound.
+    """
+    x = np.asarray(x)
+    C = np.asarray(C, dtype=np.float64)
+    if x.dtype != np.float32 or x.shape[1] == 0 or _csr(C, drop_below) is not None:
+        return weighted_absdiff_sum(x, C, drop_below), np.zeros(x.shape[1])
+    S = C + C.T
+    if not np.abs(S).max() < 1e30:  # far from float32's range only
+        return weighted_absdiff_sum(x, C, drop_below), np.zeros(x.shape[1])
+    xt = _feature_major(x)
+    g = _absdiff_sum_upper_f32(xt, np.ascontiguousarray(S, dtype=np.float32))
+    N = x.shape[0]
+    gamma = (N + 4) * 2.0**-24 * 1.001
+    # + an absolute term for products that underflow float32 (2⁻¹⁴⁹ each, N² of them)
+    err = gamma * _abs_deviation_dot_t(xt, np.abs(S).sum(axis=1)) + N * N * 2.0**-140
+    return g, err
+
+
+def abs_deviation_dot(x: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``Σ_n r_n |x_nj − μ_j|`` for every column j of x (N × J_b), μ_j the column mean.
+
+    With ``|x_nj − x_ij| ≤ |x_nj − μ_j| + |x_ij − μ_j|`` it bounds ``½ Σ_{n,i} |A_ni| |x_nj − x_ij|``
+    in O(N) per feature when ``r_n = Σ_i |A_ni|`` for a symmetric A.  Float64, one fused loop.
+    """
+    xt = _feature_major(x)
+    if xt.shape[0] == 0:
+        return np.zeros(0)
+    return _abs_deviation_dot_t(xt, np.ascontiguousarray(r, dtype=np.float64))
 
 
 def manhattan_over_blocks(

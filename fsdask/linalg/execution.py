@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 import dask
 import dask.array as da
+import numba
 import numpy as np
 from dask.utils import parse_bytes
 
@@ -216,8 +217,47 @@ class LinearOperator(ABC):
         """``Z[:, idx]`` as float64 NumPy (N × |idx|)."""
 
 
+@numba.njit(nogil=True, cache=True)
+def _vec_mat_widened(A, v):  # pragma: no cover - compiled
+    # vᵀ A in float64 for a C-ordered float32 A, row by row (unit stride, no reduction)
+    N, J = A.shape
+    g = np.zeros(J)
+    for n in range(N):
+        vn = v[n]
+        for j in range(J):
+            g[j] += vn * np.float64(A[n, j])
+    return g
+
+
+@numba.njit(nogil=True, fastmath=True, cache=True)
+def _mat_vec_widened(A, v):  # pragma: no cover - compiled
+    # A v in float64 for a C-ordered float32 A: one dot product per row
+    N, J = A.shape
+    out = np.empty(N)
+    for n in range(N):
+        acc = 0.0
+        for j in range(J):
+            acc += np.float64(A[n, j]) * v[j]
+        out[n] = acc
+    return out
+
+
+def _widened_product(Z: np.ndarray, v: np.ndarray, transpose: bool) -> np.ndarray | None:
+    """``Z v`` (or ``vᵀ Z``) in float64 for a float32 Z, C- or F-ordered, without the float64
+    copy of Z NumPy makes for mixed types; None for other arrays (NumPy/BLAS then)."""
+    if Z.dtype != np.float32:
+        return None
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    if Z.flags.c_contiguous:
+        return _vec_mat_widened(Z, v) if transpose else _mat_vec_widened(Z, v)
+    if Z.flags.f_contiguous:  # Zᵀ is C-ordered: the roles swap
+        return _mat_vec_widened(Z.T, v) if transpose else _vec_mat_widened(Z.T, v)
+    return None
+
+
 class InMemoryOperator(LinearOperator):
-    """Z held in memory (NumPy); each product is one BLAS call."""
+    """Z held in memory (NumPy); each product is one BLAS call (or, for a float32 Z, one
+    fused loop: NumPy would cast Z to a float64 copy on every product)."""
 
     def __init__(self, Z: np.ndarray):
         self.Z = Z
@@ -229,11 +269,13 @@ class InMemoryOperator(LinearOperator):
 
     def matvec(self, w):
         self.passes += 1
-        return self.Z @ w
+        out = _widened_product(self.Z, w, transpose=False)
+        return self.Z @ w if out is None else out
 
     def rmatvec(self, s):
         self.passes += 1
-        return s @ self.Z
+        out = _widened_product(self.Z, s, transpose=True)
+        return s @ self.Z if out is None else out
 
     def columns(self, idx):
         return np.asarray(self.Z[:, idx], dtype=np.float64)

@@ -834,6 +834,31 @@ class SparseHSIC(Selector):
             results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, slot=slot, **kw)
         return rho, results
 
+    def _scaled_A(self, stats, dense: bool, ex: Execution) -> tuple[Any, np.ndarray]:
+        """A from the pass's stats (step 2), each row divided by its feature's standard
+        deviation (``standardize``) and exactly 0 for a constant feature (not rounding
+        residue); and the mask of the other, active features.  A NumPy A is written in one
+        sweep: the transposed copy and the scaling together."""
+        if dense:
+            nbad, rng_, sd = stats[-3], stats[-2], stats[-1]
+        else:
+            nbad, rng_, sd = compute_blocks(stats[-3], stats[-2], stats[-1])  # persisted stats
+        active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))  # constant ⇔ range 0
+        factor = None
+        if self.standardize:
+            factor = np.where(sd > 0, 1.0 / np.where(sd > 0, sd, 1.0), 0.0)
+        if not active.all():  # × 1 or × 0: the same bits as a second product
+            factor = active.astype(np.float64) if factor is None else factor * active
+        At = stats[:-3].T
+        if not dense:
+            At = At.rechunk({0: ex.rows_per_chunk(8 * At.shape[1]), 1: -1})
+            if factor is not None:
+                At = At * da.from_array(factor[:, None], chunks=(At.chunks[0], 1))
+            return At.persist(), active
+        if factor is None:
+            return np.ascontiguousarray(At), active
+        return np.multiply(At, factor[:, None], out=np.empty(At.shape)), active
+
     # ---- FeatureSelection ----
     def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
         n, p = X.shape
@@ -845,26 +870,7 @@ class SparseHSIC(Selector):
         ex = Execution(self.memory_budget)
         ck = checkpoint.for_fit(self, X, y)
         stats, dense = self._pass(X, delta, ex, ck)  # step 2
-        if dense:
-            nbad, rng_, sd = stats[-3], stats[-2], stats[-1]
-            A = np.ascontiguousarray(stats[:-3].T)
-        else:
-            nbad, rng_, sd = compute_blocks(
-                stats[-3], stats[-2], stats[-1]
-            )  # of the persisted stats
-            A = stats[:-3].T.rechunk({0: ex.rows_per_chunk(8 * c), 1: -1})
-        active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))  # constant ⇔ range 0
-        const = ~active
-        if self.standardize:
-            scale = np.where(sd > 0, 1.0 / np.where(sd > 0, sd, 1.0), 0.0)
-            A = A * (
-                scale[:, None] if dense else da.from_array(scale[:, None], chunks=(A.chunks[0], 1))
-            )
-        if const.any():  # exact zeros, not rounding residue
-            keep = (~const).astype(np.float64)[:, None]
-            A = A * (keep if dense else da.from_array(keep, chunks=(A.chunks[0], 1)))
-        if not dense:
-            A = A.persist()
+        A, active = self._scaled_A(stats, dense, ex)
         norm2 = _row_norm2(A)  # ‖A_i‖²: one pass over A, for ρ, the errors and the ranking
         # step 3: SparsePM (with R1D rounds), ρ from the user or bisected for k features
         kw = {"tol": self.tol, "max_iter": self.max_iter, "memory_budget": ex.budget}
@@ -949,7 +955,7 @@ class SparseHSIC(Selector):
             "n_response_components": c,
             "n_components_found": len(results),
             "A_in_memory": bool(dense),
-            "n_constant_features": int(const.sum()),
+            "n_constant_features": int(active.size - active.sum()),
             "objective_traces": [r.objective for r in results],
             "sparsepm_iterations": [r.n_iter for r in results],
             "passes_over_X": ex.passes,
@@ -959,10 +965,11 @@ class SparseHSIC(Selector):
                 attrs[key] = info[key]
         if "classes" in info:
             attrs["classes"] = [str(v) for v in info["classes"]]
+        on = slice(None) if active.all() else active  # no copies when every feature is active
         return FitOutput(
-            scores=scores[active],
-            support=support[active],
-            rank_key=rank_key[active],
+            scores=scores[on],
+            support=support[on],
+            rank_key=rank_key[on],
             active=active,
             n_iter=sum(r.n_iter for r in results),
             converged=all(r.converged for r in results),

@@ -1,9 +1,9 @@
 """A stable argsort of float64 keys in O(p): an LSD radix sort of their bit patterns.
 
-``ranking_`` is a stable argsort of p scores; at p = 10⁶ NumPy's comparison sorts take
-~75 ms (introsort, then a repair of the tied runs) to ~150 ms (merge sort), as long as
-some methods' whole work after their pass over X.  A radix sort is stable by
-construction, so ties keep feature order without a repair.
+``ranking_`` is a stable argsort of p scores, made once per fit; with NumPy's comparison
+sorts (O(p log p)) it can cost as much as a method's whole work after its pass over X.
+A radix sort is O(p) and stable by construction, so ties keep feature order without a
+repair.
 """
 
 from __future__ import annotations

@@ -481,8 +481,8 @@ def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
     """1 = best; ties keep feature order; inactive (constant) features rank last.
 
     The result equals a stable argsort of ``-scores``.  From ``_RADIX_MIN`` features on it
-    is a radix sort of the keys' bits (:func:`fsdask._sort.stable_argsort`, O(p), ~3× faster
-    than NumPy's introsort at 10⁶ features); below, :func:`_stable_order`.
+    is a radix sort of the keys' bits (:func:`fsdask._sort.stable_argsort`, O(p)); below,
+    :func:`_stable_order`.
     """
     zero = active & (scores == 0)
     if zero.sum() > scores.size // 2:  # sparse weights (SparseHSIC, Logo): sort the rest only

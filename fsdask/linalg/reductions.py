@@ -340,7 +340,7 @@ def _one_row(xb, Ct, i, j0, w, lo, hi, s1, prod):  # pragma: no cover - compiled
 def _four_rows(xb, Ct, i, j0, w, lo, hi, s1, prod):  # pragma: no cover - compiled
     """Samples i … i + 3, as four :func:`_one_row` (the same operations in the same order,
     hence the same bits) with each accumulator loaded and stored once, not four times: the
-    sweep is bound by those loads and stores (1.6× faster at c = 3)."""
+    sweep is bound by those loads and stores, not by the arithmetic."""
     r0 = xb[i, j0 : j0 + w]
     r1 = xb[i + 1, j0 : j0 + w]
     r2 = xb[i + 2, j0 : j0 + w]

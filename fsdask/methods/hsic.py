@@ -628,6 +628,16 @@ def rho_for_k(
     """
     m = A.shape[0]
     norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
+    screened = [np.inf, None]  # the smallest ρ screened so far and its candidate rows
+
+    def candidates(rho: float) -> np.ndarray:
+        """Rows with ‖A_i‖² > ρ, in order; from the last screen's rows when ρ is above its ρ
+        (every bisection trial), so only a new low end of the bracket reads all m norms."""
+        if rho >= screened[0]:
+            pool = screened[1]
+            return pool[norm2[pool] > rho]
+        screened[:] = rho, np.flatnonzero(norm2 > rho)
+        return screened[1]
 
     def count(rho):
         """((rows, results on those rows of A), number selected) at ρ (rows None: all of A)."""
@@ -637,7 +647,7 @@ def rho_for_k(
         # r1d's own screen (rows with ‖A_i‖² ≤ ρ are never selected), with the results left
         # on the candidate rows: a trial costs O(candidates), only the one returned is laid
         # out over all m rows
-        rows = np.flatnonzero(norm2 > rho)
+        rows = candidates(rho)
         sub = A if rows.size == m else A[rows]
         res = r1d(sub, n_components, gamma, rho, row_norm2=norm2[rows], **kw)
         return (rows, res), int(_selection(res, rows.size)[0].sum())

@@ -26,6 +26,7 @@ from sklearn.feature_selection import SelectorMixin as _SklearnSelectorMixin
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
+from fsdask._sort import stable_argsort
 from fsdask._validation import check_array, check_y, feature_names_of
 from fsdask.errors import InputError, ParameterError
 from fsdask.linalg.reductions import compute_blocks
@@ -472,22 +473,36 @@ def _ranking_by(key: np.ndarray | tuple, active: np.ndarray) -> np.ndarray:
 
 #: heavily tied scores with at most this many distinct values are ranked by a radix sort
 _DENSE_MAX = 1 << 16
+#: from this many features on, the stable order comes from a radix sort of the keys' bits
+_RADIX_MIN = 1 << 14
 
 
 def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
     """1 = best; ties keep feature order; inactive (constant) features rank last.
 
-    The result equals a stable argsort of ``-scores``; it is computed with NumPy's (SIMD)
-    introsort, ~3× faster than the stable merge sort at 10⁶ features, and then only the
-    runs of tied keys are put back in feature order.  When more than 1/16 of the keys are
-    tied (e.g. the KS D = k/(n₁n₂)) each feature's dense rank (its run of equal keys) is
-    stably sorted instead — by NumPy's radix sort when there are ≤ 2¹⁶ runs, else by the
-    stable merge sort of the keys.
+    The result equals a stable argsort of ``-scores``.  From ``_RADIX_MIN`` features on it
+    is a radix sort of the keys' bits (:func:`fsdask._sort.stable_argsort`, O(p)); below,
+    :func:`_stable_order`.
     """
     zero = active & (scores == 0)
     if zero.sum() > scores.size // 2:  # sparse weights (SparseHSIC, Logo): sort the rest only
         return _ranking_sparse(scores, active, zero)
     key = np.where(active, -scores, np.inf)
+    if key.size >= _RADIX_MIN and not np.isnan(key).any():
+        order = stable_argsort(key)
+    else:
+        order = _stable_order(key)
+    ranks = np.empty(scores.size, dtype=np.int64)
+    ranks[order] = np.arange(1, scores.size + 1)
+    return ranks
+
+
+def _stable_order(key: np.ndarray) -> np.ndarray:
+    """A stable argsort of ``key`` by NumPy's (SIMD) introsort, ~3× faster than the stable
+    merge sort, then only the runs of tied keys put back in feature order.  When more than
+    1/16 of the keys are tied (e.g. the KS D = k/(n₁n₂)) each feature's dense rank (its run
+    of equal keys) is stably sorted instead — by NumPy's radix sort when there are ≤ 2¹⁶
+    runs, else by the stable merge sort of the keys."""
     order = np.argsort(key)
     sk = key[order]
     tie = sk[1:] == sk[:-1]
@@ -507,9 +522,7 @@ def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
         run = np.cumsum(np.concatenate(([True], ~tie)))[pos]  # id of each position's tie run
         sub = order[pos]
         order[pos] = sub[np.lexsort((sub, run))]
-    ranks = np.empty(scores.size, dtype=np.int64)
-    ranks[order] = np.arange(1, scores.size + 1)
-    return ranks
+    return order
 
 
 def _ranking_sparse(scores: np.ndarray, active: np.ndarray, zero: np.ndarray) -> np.ndarray:

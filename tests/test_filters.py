@@ -135,14 +135,16 @@ def test_top_k_mask_matches_a_stable_sort(rng):
         np.testing.assert_array_equal(_top_k_mask(s, k), ref)
 
 
-@pytest.mark.parametrize("dense_max", [1 << 16, 3])
-def test_ranking_equals_stable_sort_with_ties(rng, monkeypatch, dense_max):
+@pytest.mark.parametrize("dense_max, radix_min", [(1 << 16, 1 << 30), (3, 1 << 30), (3, 1)])
+def test_ranking_equals_stable_sort_with_ties(rng, monkeypatch, dense_max, radix_min):
     """ranking_ (introsort + tie repair, or a radix sort of dense ranks, or the stable sort
-    when there are too many distinct keys for it) is exactly the stable order."""
+    when there are too many distinct keys for it, or the radix sort of the keys' bits) is
+    exactly the stable order."""
     import fsdask.base
     from fsdask.base import _ranking
 
     monkeypatch.setattr(fsdask.base, "_DENSE_MAX", dense_max)
+    monkeypatch.setattr(fsdask.base, "_RADIX_MIN", radix_min)
     for trial in range(60):
         p = int(rng.integers(1, 200)) if trial % 3 else int(rng.integers(2000, 3000))
         s = rng.integers(0, 4, p).astype(float) if trial % 2 else rng.normal(size=p)

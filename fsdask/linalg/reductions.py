@@ -291,7 +291,6 @@ def _dot_range(xb, Ct, prod, rng, sd, want_sd, tile):  # pragma: no cover - comp
     tile by tile, the standard deviation by a second sweep of the tile (two-pass, in cache).
     No fastmath: NaN/Inf propagate into prod."""
     n, p = xb.shape
-    r = Ct.shape[0]
     lo = np.empty(tile)
     hi = np.empty(tile)
     s1 = np.empty(tile)
@@ -301,18 +300,11 @@ def _dot_range(xb, Ct, prod, rng, sd, want_sd, tile):  # pragma: no cover - comp
         hi[:w] = -np.inf
         s1[:w] = 0.0
         prod[:, j0 : j0 + w] = 0.0
-        for i in range(n):
-            row = xb[i, j0 : j0 + w]
-            for j in range(w):  # selects, not branches: the loop vectorises
-                v = np.float64(row[j])
-                lo[j] = v if v < lo[j] else lo[j]
-                hi[j] = v if v > hi[j] else hi[j]
-                s1[j] += v
-            for k in range(r):
-                c = Ct[k, i]
-                acc = prod[k, j0 : j0 + w]
-                for j in range(w):
-                    acc[j] += c * row[j]
+        tail = n - n % 4
+        for i in range(0, tail, 4):
+            _four_rows(xb, Ct, i, j0, w, lo, hi, s1, prod)
+        for i in range(tail, n):
+            _one_row(xb, Ct, i, j0, w, lo, hi, s1, prod)
         for j in range(w):
             rng[j0 + j] = hi[j] - lo[j]
         if want_sd:
@@ -326,6 +318,52 @@ def _dot_range(xb, Ct, prod, rng, sd, want_sd, tile):  # pragma: no cover - comp
                     lo[j] += d * d
             for j in range(w):
                 sd[j0 + j] = np.sqrt(lo[j] / (n - 1)) if n > 1 else np.nan
+
+
+@numba.njit(nogil=True, cache=True)
+def _one_row(xb, Ct, i, j0, w, lo, hi, s1, prod):  # pragma: no cover - compiled
+    """Sample i into the tile's running min, max, sum and products."""
+    row = xb[i, j0 : j0 + w]
+    for j in range(w):  # selects, not branches: the loop vectorises
+        v = np.float64(row[j])
+        lo[j] = v if v < lo[j] else lo[j]
+        hi[j] = v if v > hi[j] else hi[j]
+        s1[j] += v
+    for k in range(Ct.shape[0]):
+        c = Ct[k, i]
+        acc = prod[k, j0 : j0 + w]
+        for j in range(w):
+            acc[j] += c * row[j]
+
+
+@numba.njit(nogil=True, cache=True)
+def _four_rows(xb, Ct, i, j0, w, lo, hi, s1, prod):  # pragma: no cover - compiled
+    """Samples i … i + 3, as four :func:`_one_row` (the same operations in the same order,
+    hence the same bits) with each accumulator loaded and stored once, not four times: the
+    sweep is bound by those loads and stores, not by the arithmetic."""
+    r0 = xb[i, j0 : j0 + w]
+    r1 = xb[i + 1, j0 : j0 + w]
+    r2 = xb[i + 2, j0 : j0 + w]
+    r3 = xb[i + 3, j0 : j0 + w]
+    for j in range(w):
+        v0, v1 = np.float64(r0[j]), np.float64(r1[j])
+        v2, v3 = np.float64(r2[j]), np.float64(r3[j])
+        a = lo[j]
+        a = v0 if v0 < a else a
+        a = v1 if v1 < a else a
+        a = v2 if v2 < a else a
+        lo[j] = v3 if v3 < a else a
+        b = hi[j]
+        b = v0 if v0 > b else b
+        b = v1 if v1 > b else b
+        b = v2 if v2 > b else b
+        hi[j] = v3 if v3 > b else b
+        s1[j] = (((s1[j] + v0) + v1) + v2) + v3
+    for k in range(Ct.shape[0]):
+        c0, c1, c2, c3 = Ct[k, i], Ct[k, i + 1], Ct[k, i + 2], Ct[k, i + 3]
+        acc = prod[k, j0 : j0 + w]
+        for j in range(w):
+            acc[j] = (((acc[j] + c0 * r0[j]) + c1 * r1[j]) + c2 * r2[j]) + c3 * r3[j]
 
 
 def _row_dot_summary_block(xb: np.ndarray, Ct: np.ndarray, sd: bool) -> np.ndarray:

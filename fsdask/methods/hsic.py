@@ -315,9 +315,19 @@ def _scatter(res: SparsePMResult, rows: np.ndarray, m: int) -> SparsePMResult:
 
 
 def _row_norm2(A) -> np.ndarray:
-    """‖A_i‖² for every row (one pass over a dask A)."""
-    (norm2,) = _np((A * A).sum(axis=1))
-    return np.asarray(norm2)
+    """‖A_i‖² for every row (one pass over a dask A).
+
+    For a NumPy A with few columns the squares are added column by column: the same sum,
+    in the same order, as ``(A * A).sum(axis=1)`` (a sequential sum below 8 terms), without
+    an m × c temporary or NumPy's slow reduction over a short inner axis.
+    """
+    if isinstance(A, da.Array) or A.shape[1] >= 8 or A.shape[1] == 0:
+        (norm2,) = _np((A * A).sum(axis=1))
+        return np.asarray(norm2)
+    norm2 = A[:, 0] * A[:, 0]
+    for j in range(1, A.shape[1]):
+        norm2 += A[:, j] * A[:, j]
+    return norm2
 
 
 def _sparse_pm_rows(
@@ -544,6 +554,7 @@ def rho_path(
     n_components: int = 1,
     n_rhos: int = 25,
     max_rows: int | None = PATH_MAX_ROWS,
+    row_norm2: np.ndarray | None = None,
     slot=checkpoint.NO_SLOT,
     **kw,
 ) -> dict[str, np.ndarray]:
@@ -558,8 +569,9 @@ def rho_path(
     Screening first: a row with ‖A_i‖² ≤ min ρ never enters any M on the grid (:func:`r1d`),
     so the whole path runs on the other rows — O(candidates), not O(m), per SparsePM step.
     ``slot`` saves the points done; a resumed call continues with the next ρ.
+    ``row_norm2``: the ‖A_i‖² if the caller has them.
     """
-    norm2 = _row_norm2(A)
+    norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
     m = A.shape[0]
     if rhos is None:
         top = rho_max(A, norm2)
@@ -594,6 +606,7 @@ def rho_for_k(
     gamma: float = 1.1,
     n_components: int = 1,
     max_bisect: int = 60,
+    row_norm2: np.ndarray | None = None,
     slot=checkpoint.NO_SLOT,
     **kw,
 ) -> tuple[float, list[SparsePMResult], int]:
@@ -611,13 +624,37 @@ def rho_for_k(
     of the row norms, where few rows are candidates, and the search is cheap on a large A.
     ``slot`` saves the bracket and the best ρ after each trial; the loops' conditions read
     only that state, so a resumed call continues exactly where the killed one was.
+    ``row_norm2``: the ‖A_i‖² if the caller has them.
     """
     m = A.shape[0]
-    norm2 = _row_norm2(A)
+    norm2 = _row_norm2(A) if row_norm2 is None else row_norm2
+    screened = [np.inf, None]  # the smallest ρ screened so far and its candidate rows
+
+    def candidates(rho: float) -> np.ndarray:
+        """Rows with ‖A_i‖² > ρ, in order; from the last screen's rows when ρ is above its ρ
+        (every bisection trial), so only a new low end of the bracket reads all m norms."""
+        if rho >= screened[0]:
+            pool = screened[1]
+            return pool[norm2[pool] > rho]
+        screened[:] = rho, np.flatnonzero(norm2 > rho)
+        return screened[1]
 
     def count(rho):
-        res = r1d(A, n_components, gamma, rho, row_norm2=norm2, **kw)
-        return res, int(_selection(res, m)[0].sum())
+        """((rows, results on those rows of A), number selected) at ρ (rows None: all of A)."""
+        if isinstance(A, da.Array):
+            res = r1d(A, n_components, gamma, rho, row_norm2=norm2, **kw)
+            return (None, res), int(_selection(res, m)[0].sum())
+        # r1d's own screen (rows with ‖A_i‖² ≤ ρ are never selected), with the results left
+        # on the candidate rows: a trial costs O(candidates), only the one returned is laid
+        # out over all m rows
+        rows = candidates(rho)
+        sub = A if rows.size == m else A[rows]
+        res = r1d(sub, n_components, gamma, rho, row_norm2=norm2[rows], **kw)
+        return (rows, res), int(_selection(res, rows.size)[0].sum())
+
+    def full(found) -> list[SparsePMResult]:
+        rows, res = found
+        return res if rows is None or rows.size == m else [_scatter(r, rows, m) for r in res]
 
     top = rho_max(A, norm2)
     lo = hi = min(top, float(np.partition(norm2, m - k)[m - k]))
@@ -626,12 +663,12 @@ def rho_for_k(
     if saved is not None:
         lo, hi, trials, n_bisect = saved["lo"], saved["hi"], saved["iteration"], saved["n_bisect"]
         if saved["best_rho"] is not None:
-            best = (saved["best_rho"], _load(saved), saved["best_count"])
+            best = (saved["best_rho"], (None, _load(saved)), saved["best_count"])
 
     def state() -> dict[str, Any]:
-        rho_b, res_b, c_b = best if best is not None else (None, [], None)
+        rho_b, found, c_b = best if best is not None else (None, (None, []), None)
         bracket = {"lo": lo, "hi": hi, "n_bisect": n_bisect}
-        return {**_dump(res_b), **bracket, "best_rho": rho_b, "best_count": c_b}
+        return {**_dump(full(found)), **bracket, "best_rho": rho_b, "best_count": c_b}
 
     while best is None:  # step ρ_lo down from ρ_hi
         lo, trials = max(lo / 4, top * 1e-12), trials + 1
@@ -656,7 +693,7 @@ def rho_for_k(
             hi = mid
         slot.reached(trials, state)
     slot.reached(trials, state, final=True)
-    return best
+    return best[0], full(best[1]), best[2]
 
 
 # --------------------------------------------------------------------------------------
@@ -807,6 +844,31 @@ class SparseHSIC(Selector):
             results = r1d(A, self.n_components, self.gamma, rho, row_norm2=norm2, slot=slot, **kw)
         return rho, results
 
+    def _scaled_A(self, stats, dense: bool, ex: Execution) -> tuple[Any, np.ndarray]:
+        """A from the pass's stats (step 2), each row divided by its feature's standard
+        deviation (``standardize``) and exactly 0 for a constant feature (not rounding
+        residue); and the mask of the other, active features.  A NumPy A is written in one
+        sweep: the transposed copy and the scaling together."""
+        if dense:
+            nbad, rng_, sd = stats[-3], stats[-2], stats[-1]
+        else:
+            nbad, rng_, sd = compute_blocks(stats[-3], stats[-2], stats[-1])  # persisted stats
+        active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))  # constant ⇔ range 0
+        factor = None
+        if self.standardize:
+            factor = np.where(sd > 0, 1.0 / np.where(sd > 0, sd, 1.0), 0.0)
+        if not active.all():  # × 1 or × 0: the same bits as a second product
+            factor = active.astype(np.float64) if factor is None else factor * active
+        At = stats[:-3].T
+        if not dense:
+            At = At.rechunk({0: ex.rows_per_chunk(8 * At.shape[1]), 1: -1})
+            if factor is not None:
+                At = At * da.from_array(factor[:, None], chunks=(At.chunks[0], 1))
+            return At.persist(), active
+        if factor is None:
+            return np.ascontiguousarray(At), active
+        return np.multiply(At, factor[:, None], out=np.empty(At.shape)), active
+
     # ---- FeatureSelection ----
     def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
         n, p = X.shape
@@ -818,26 +880,7 @@ class SparseHSIC(Selector):
         ex = Execution(self.memory_budget)
         ck = checkpoint.for_fit(self, X, y)
         stats, dense = self._pass(X, delta, ex, ck)  # step 2
-        if dense:
-            nbad, rng_, sd = stats[-3], stats[-2], stats[-1]
-            A = np.ascontiguousarray(stats[:-3].T)
-        else:
-            nbad, rng_, sd = compute_blocks(
-                stats[-3], stats[-2], stats[-1]
-            )  # of the persisted stats
-            A = stats[:-3].T.rechunk({0: ex.rows_per_chunk(8 * c), 1: -1})
-        active = self._apply_screen(nbad, rng_, np.zeros_like(rng_))  # constant ⇔ range 0
-        const = ~active
-        if self.standardize:
-            scale = np.where(sd > 0, 1.0 / np.where(sd > 0, sd, 1.0), 0.0)
-            A = A * (
-                scale[:, None] if dense else da.from_array(scale[:, None], chunks=(A.chunks[0], 1))
-            )
-        if const.any():  # exact zeros, not rounding residue
-            keep = (~const).astype(np.float64)[:, None]
-            A = A * (keep if dense else da.from_array(keep, chunks=(A.chunks[0], 1)))
-        if not dense:
-            A = A.persist()
+        A, active = self._scaled_A(stats, dense, ex)
         norm2 = _row_norm2(A)  # ‖A_i‖²: one pass over A, for ρ, the errors and the ranking
         # step 3: SparsePM (with R1D rounds), ρ from the user or bisected for k features
         kw = {"tol": self.tol, "max_iter": self.max_iter, "memory_budget": ex.budget}
@@ -855,6 +898,7 @@ class SparseHSIC(Selector):
                 int(k),
                 gamma=self.gamma,
                 n_components=self.n_components,
+                row_norm2=norm2,
                 slot=ck.slot("hsic/bisect"),
                 **kw,
             )
@@ -905,6 +949,7 @@ class SparseHSIC(Selector):
                 None if isinstance(grid, str) else grid,
                 gamma=self.gamma,
                 n_components=self.n_components,
+                row_norm2=norm2,
                 slot=ck.slot("hsic/path"),
                 **kw,
             )
@@ -920,7 +965,7 @@ class SparseHSIC(Selector):
             "n_response_components": c,
             "n_components_found": len(results),
             "A_in_memory": bool(dense),
-            "n_constant_features": int(const.sum()),
+            "n_constant_features": int(active.size - active.sum()),
             "objective_traces": [r.objective for r in results],
             "sparsepm_iterations": [r.n_iter for r in results],
             "passes_over_X": ex.passes,
@@ -930,10 +975,11 @@ class SparseHSIC(Selector):
                 attrs[key] = info[key]
         if "classes" in info:
             attrs["classes"] = [str(v) for v in info["classes"]]
+        on = slice(None) if active.all() else active  # no copies when every feature is active
         return FitOutput(
-            scores=scores[active],
-            support=support[active],
-            rank_key=rank_key[active],
+            scores=scores[on],
+            support=support[on],
+            rank_key=rank_key[on],
             active=active,
             n_iter=sum(r.n_iter for r in results),
             converged=all(r.converged for r in results),

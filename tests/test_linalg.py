@@ -388,6 +388,12 @@ def test_prox_linf_grad_step_matches_numpy(rng):
     np.testing.assert_allclose(dots, ((Y - ref) * (ref - A)).sum(1), rtol=1e-10, atol=1e-10)
     assert np.all(An[1] == 0) and np.allclose(An[0], Y[0] - c[0] * G[0])
     np.testing.assert_allclose(extrapolate(An, A, 0.3), An + 0.3 * (An - A), atol=1e-14)
+    out = (np.empty_like(Y), np.empty_like(Y))  # fused momentum point, into given buffers
+    An2, dots2, Yn = prox_linf_grad_step(Y, G, A, c, tau, beta=0.3, out=out)
+    assert An2 is out[0] and Yn is out[1]
+    np.testing.assert_array_equal(An2, An)
+    np.testing.assert_array_equal(dots2, dots)
+    np.testing.assert_allclose(Yn, An + 0.3 * (An - A), atol=1e-14)
 
 
 def test_row_l1_norms_screened(rng):

@@ -64,7 +64,6 @@ from fsdask.linalg import (
 )
 from fsdask.linalg.execution import fits
 from fsdask.linalg.prox import (  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
-    extrapolate,
     project_l1_ball_rows,
     prox_linf_grad_step,
     prox_linf_rows,
@@ -260,21 +259,26 @@ def fista_rows(
     Y = A
     ZA = rows.state(A)  # Z of A, carried along (one product per step)
     ZY = ZA
+    pool = [np.empty_like(A) for _ in range(3)]  # with A: the 4 buffers A, Y, A⁺, Y⁺ rotate
     t = 1.0
     gap = np.inf
     it = 0
     for it in range(1, max_iter + 1):
         H = rows.half_grad(ZY)  # ∇f = 2 G (A − I), rows S: 2(G_SS Y − G_S:)
-        An, dots = prox_linf_grad_step(Y, H, A, 2.0 * step, lam * step)  # prox step on λ Σ‖a_i‖_∞
+        tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
+        beta = (t - 1.0) / tn
+        free = [b for b in pool if b is not A and b is not Y][:2]
+        # prox step on λ Σ‖a_i‖_∞, and the momentum point Y⁺ = A⁺ + β(A⁺ − A) in the same pass
+        An, dots, Yn = prox_linf_grad_step(Y, H, A, 2.0 * step, lam * step, beta=beta, out=free)
         ZAn = rows.state(An)
         if float(d @ dots) > 0:  # adaptive restart: ⟨Y − A⁺, A⁺ − A⟩_D > 0
             t, Y, ZY = 1.0, An, ZAn
         else:
-            tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
-            beta = (t - 1.0) / tn
-            Y = extrapolate(An, A, beta)  # Z of Y by linearity, no second product
+            Y = Yn  # Z of Y by linearity, no second product
             ZY = ZAn + beta * (ZAn - ZA)
             t = tn
+        if not any(b is A for b in pool):
+            pool.append(A)  # A0's copy joins the rotation once it is free
         A, ZA = An, ZAn
         if it % check_every == 0 or it == max_iter:
             gap = rows.gap(A, ZA, lam)

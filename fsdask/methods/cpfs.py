@@ -1025,7 +1025,7 @@ class CPFS(Selector):
 
         The new λ interpolates log λ linearly in the count of nonzero rows, kept within the
         middle 60% of the interval (so it shrinks by ≥ 20% a step, like a safeguarded
-        regula falsi).  Stops at exactly q rows, after ``max_bisect`` steps, or when the
+        regula falsi), and is warm-started from the nearer end.  Stops at exactly q rows, after ``max_bisect`` steps, or when the
         interval is narrower than ``BISECT_RTOL`` relative: rows that enter at the same λ
         (ties, e.g. in exactly low-rank data) cannot be split by λ, and the first q by
         ``ranking_`` are then selected from the solution with more than q rows.
@@ -1038,7 +1038,10 @@ class CPFS(Selector):
                 break
             t = min(max((q - c_hi) / max(c_lo - c_hi, 1), 0.2), 0.8)
             mid = hi * (lo / hi) ** t if lo > 0 else hi / 2
-            rec = path.solve(mid, warm=path.warm_from(hi))
+            # warm start from the nearer end in log λ: from lo, the extra rows are zeroed by
+            # the prox and the rows that stay need neither a KKT round nor many steps
+            near = lo if lo > 0 and t > 0.5 else hi
+            rec = path.solve(mid, warm=path.warm_from(near))
             if rec["n_active"] >= q:
                 lo, c_lo, best = mid, rec["n_active"], rec
                 if rec["n_active"] == q:

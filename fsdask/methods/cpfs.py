@@ -207,14 +207,20 @@ class _Rows:
         self.Gss, self.GS = prob.rows(S)
         self.factored = 2 * prob.r < S.size
         self.BS = np.ascontiguousarray(prob.B[:, S]) if self.factored else None
+        self._grad = np.empty((S.size, prob.p))  # |S| × p: reused, not faulted in every step
 
     def state(self, A: np.ndarray) -> np.ndarray:
         """Z of A: ``B_S A`` or ``G_SS A``."""
         return self.BS @ A if self.factored else self.Gss @ A
 
     def half_grad(self, Z: np.ndarray) -> np.ndarray:
-        """``G_SS A − G_S:`` (half the gradient rows ``∇_S f = 2 G (A − I)``) from Z of A."""
-        return self.BS.T @ (Z - self.prob.B) if self.factored else Z - self.GS
+        """``G_SS A − G_S:`` (half the gradient rows ``∇_S f = 2 G (A − I)``) from Z of A.
+
+        Written into one buffer: the next call overwrites it (callers use it at once).
+        """
+        if self.factored:
+            return np.matmul(self.BS.T, Z - self.prob.B, out=self._grad)
+        return np.subtract(Z, self.GS, out=self._grad)
 
     def losses(self, A: np.ndarray, Z: np.ndarray) -> tuple[float, float]:
         """``f = ‖X − XA‖²`` and ``⟨R, X⟩`` from Z of A (:meth:`_Problem.losses`)."""
@@ -226,7 +232,8 @@ class _Rows:
 
     def gap(self, A: np.ndarray, Z: np.ndarray, lam: float) -> float:
         """Relative duality gap with the rows S (the dual scaled by the max over S)."""
-        gmax = 2.0 * float(np.abs(self.half_grad(Z)).sum(axis=1).max())  # max_i ‖∇f_i‖₁ on S
+        H = self.half_grad(Z)
+        gmax = 2.0 * float(np.abs(H, out=H).sum(axis=1).max())  # max_i ‖∇f_i‖₁ on S
         P, D, _ = self.prob.primal_dual(self.S, A, lam, gmax, self.losses(A, Z))
         return _rel_gap(P, D, lam, self.prob.trG)
 

@@ -430,6 +430,20 @@ def test_row_l1_norms_screened_from_a_reference(rng):
     assert exact.sum() < exact_plain.sum()
 
 
+def test_row_l1_bound_is_the_smaller_of_two(rng):
+    """Triangle bound over the SVD and Cauchy–Schwarz √q‖row‖₂: safe, and ≤ each (here ~1.4×)."""
+    from fsdask.linalg import row_l1_bound
+
+    M, E = rng.normal(size=(300, 20)), rng.normal(size=(20, 2000))
+    ref = np.abs(M @ E).sum(1)
+    b = row_l1_bound(M, E)
+    assert np.all(b >= ref * (1 - 1e-12))
+    assert np.all(b <= np.sqrt(2000) * np.linalg.norm(M @ E, axis=1) * (1 + 1e-9))
+    assert np.median(b / ref) < 1.5
+    Mf, flat = rng.normal(size=(10, 3)), np.ones((3, 50))  # equal magnitudes: C–S is tight
+    assert np.all(row_l1_bound(Mf, flat) >= np.abs(Mf @ flat).sum(1) * (1 - 1e-12))
+
+
 def test_blas_threads_for_parallel_blocks_only():
     """One BLAS thread inside computes of several blocks on the threaded scheduler; the client keeps its threads."""
     threadpoolctl = pytest.importorskip("threadpoolctl")

@@ -64,18 +64,21 @@ def _thresholds(V: np.ndarray, radius: np.ndarray) -> np.ndarray:  # pragma: no 
 
 
 @numba.njit(cache=True)
-def _prox_grad_rows(Y, G, A, c, tau, An, dots):  # pragma: no cover - compiled
+def _prox_grad_rows(Y, G, A, c, tau, An, dots, beta, Yn):  # pragma: no cover - compiled
     k, p = Y.shape
+    buf = np.empty(p)
     for i in range(k):
         v = An[i]
         for j in range(p):
             v[j] = Y[i, j] - c[i] * G[i, j]
-        th = _threshold(v, tau[i], np.empty(p))
+        th = _threshold(v, tau[i], buf)
         dot = 0.0
         for j in range(p):
             a = min(max(v[j], -th), th)
             v[j] = a
             dot += (Y[i, j] - a) * (a - A[i, j])
+            if beta >= 0.0:  # the momentum point, while A's row is in cache
+                Yn[i, j] = a + beta * (a - A[i, j])
         dots[i] = dot
 
 
@@ -140,19 +143,34 @@ def prox_linf_rows(V: np.ndarray, tau: float | np.ndarray) -> np.ndarray:
 
 
 def prox_linf_grad_step(
-    Y: np.ndarray, G: np.ndarray, A: np.ndarray, c: np.ndarray, tau: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    Y: np.ndarray,
+    G: np.ndarray,
+    A: np.ndarray,
+    c: np.ndarray,
+    tau: np.ndarray,
+    *,
+    beta: float | None = None,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One proximal-gradient step on every row, fused into one pass.
 
     ``A⁺_i = prox_{τ_i‖·‖_∞}(Y_i − c_i G_i)`` (G the gradient at Y, c_i the step of row i),
     and ``⟨Y_i − A⁺_i, A⁺_i − A_i⟩`` per row (the adaptive-restart test of FISTA needs their
     weighted sum).  One pass over Y, G and A instead of the ~8 whole-array NumPy passes of
     ``prox_linf_rows(Y − c·G, τ)`` — the step is memory-bound when the rows are long.
+    With ``beta`` the same pass also writes the momentum point ``A⁺ + β(A⁺ − A)`` (returned
+    third; the caller drops it on a restart), saving a pass over A⁺ and A.  ``out``: two
+    float64 C-contiguous (k, p) arrays, distinct from the inputs, to write A⁺ and the momentum
+    point into (a FISTA loop reuses them instead of faulting in fresh pages every step).
     Serial on purpose: it runs between BLAS products on the client, where a parallel numba
     loop would compete with OpenBLAS's spinning threads.
     """
     k, p = Y.shape
-    An = np.empty((k, p))
+    An, Yn = (
+        out
+        if out is not None
+        else (np.empty((k, p)), np.empty((k, p) if beta is not None else (0, 0)))
+    )
     dots = np.empty(k)
     f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
     _prox_grad_rows(
@@ -163,8 +181,10 @@ def prox_linf_grad_step(
         f64(np.broadcast_to(tau, (k,))),
         An,
         dots,
+        -1.0 if beta is None else float(beta),
+        Yn,
     )
-    return An, dots
+    return (An, dots) if beta is None else (An, dots, Yn)
 
 
 def extrapolate(An: np.ndarray, A: np.ndarray, beta: float) -> np.ndarray:

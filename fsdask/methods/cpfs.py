@@ -64,7 +64,6 @@ from fsdask.linalg import (
 )
 from fsdask.linalg.execution import fits
 from fsdask.linalg.prox import (  # noqa: F401  (prox of λ‖·‖_∞, Moreau)
-    extrapolate,
     project_l1_ball_rows,
     prox_linf_grad_step,
     prox_linf_rows,
@@ -208,14 +207,20 @@ class _Rows:
         self.Gss, self.GS = prob.rows(S)
         self.factored = 2 * prob.r < S.size
         self.BS = np.ascontiguousarray(prob.B[:, S]) if self.factored else None
+        self._grad = np.empty((S.size, prob.p))  # |S| × p: reused, not faulted in every step
 
     def state(self, A: np.ndarray) -> np.ndarray:
         """Z of A: ``B_S A`` or ``G_SS A``."""
         return self.BS @ A if self.factored else self.Gss @ A
 
     def half_grad(self, Z: np.ndarray) -> np.ndarray:
-        """``G_SS A − G_S:`` (half the gradient rows ``∇_S f = 2 G (A − I)``) from Z of A."""
-        return self.BS.T @ (Z - self.prob.B) if self.factored else Z - self.GS
+        """``G_SS A − G_S:`` (half the gradient rows ``∇_S f = 2 G (A − I)``) from Z of A.
+
+        Written into one buffer: the next call overwrites it (callers use it at once).
+        """
+        if self.factored:
+            return np.matmul(self.BS.T, Z - self.prob.B, out=self._grad)
+        return np.subtract(Z, self.GS, out=self._grad)
 
     def losses(self, A: np.ndarray, Z: np.ndarray) -> tuple[float, float]:
         """``f = ‖X − XA‖²`` and ``⟨R, X⟩`` from Z of A (:meth:`_Problem.losses`)."""
@@ -227,7 +232,8 @@ class _Rows:
 
     def gap(self, A: np.ndarray, Z: np.ndarray, lam: float) -> float:
         """Relative duality gap with the rows S (the dual scaled by the max over S)."""
-        gmax = 2.0 * float(np.abs(self.half_grad(Z)).sum(axis=1).max())  # max_i ‖∇f_i‖₁ on S
+        H = self.half_grad(Z)
+        gmax = 2.0 * float(np.abs(H, out=H).sum(axis=1).max())  # max_i ‖∇f_i‖₁ on S
         P, D, _ = self.prob.primal_dual(self.S, A, lam, gmax, self.losses(A, Z))
         return _rel_gap(P, D, lam, self.prob.trG)
 
@@ -260,21 +266,26 @@ def fista_rows(
     Y = A
     ZA = rows.state(A)  # Z of A, carried along (one product per step)
     ZY = ZA
+    pool = [np.empty_like(A) for _ in range(3)]  # with A: the 4 buffers A, Y, A⁺, Y⁺ rotate
     t = 1.0
     gap = np.inf
     it = 0
     for it in range(1, max_iter + 1):
         H = rows.half_grad(ZY)  # ∇f = 2 G (A − I), rows S: 2(G_SS Y − G_S:)
-        An, dots = prox_linf_grad_step(Y, H, A, 2.0 * step, lam * step)  # prox step on λ Σ‖a_i‖_∞
+        tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
+        beta = (t - 1.0) / tn
+        free = [b for b in pool if b is not A and b is not Y][:2]
+        # prox step on λ Σ‖a_i‖_∞, and the momentum point Y⁺ = A⁺ + β(A⁺ − A) in the same pass
+        An, dots, Yn = prox_linf_grad_step(Y, H, A, 2.0 * step, lam * step, beta=beta, out=free)
         ZAn = rows.state(An)
         if float(d @ dots) > 0:  # adaptive restart: ⟨Y − A⁺, A⁺ − A⟩_D > 0
             t, Y, ZY = 1.0, An, ZAn
         else:
-            tn = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
-            beta = (t - 1.0) / tn
-            Y = extrapolate(An, A, beta)  # Z of Y by linearity, no second product
+            Y = Yn  # Z of Y by linearity, no second product
             ZY = ZAn + beta * (ZAn - ZA)
             t = tn
+        if not any(b is A for b in pool):
+            pool.append(A)  # A0's copy joins the rotation once it is free
         A, ZA = An, ZAn
         if it % check_every == 0 or it == max_iter:
             gap = rows.gap(A, ZA, lam)
@@ -1021,7 +1032,7 @@ class CPFS(Selector):
 
         The new λ interpolates log λ linearly in the count of nonzero rows, kept within the
         middle 60% of the interval (so it shrinks by ≥ 20% a step, like a safeguarded
-        regula falsi).  Stops at exactly q rows, after ``max_bisect`` steps, or when the
+        regula falsi), and is warm-started from the nearer end.  Stops at exactly q rows, after ``max_bisect`` steps, or when the
         interval is narrower than ``BISECT_RTOL`` relative: rows that enter at the same λ
         (ties, e.g. in exactly low-rank data) cannot be split by λ, and the first q by
         ``ranking_`` are then selected from the solution with more than q rows.
@@ -1034,7 +1045,10 @@ class CPFS(Selector):
                 break
             t = min(max((q - c_hi) / max(c_lo - c_hi, 1), 0.2), 0.8)
             mid = hi * (lo / hi) ** t if lo > 0 else hi / 2
-            rec = path.solve(mid, warm=path.warm_from(hi))
+            # warm start from the nearer end in log λ: from lo, the extra rows are zeroed by
+            # the prox and the rows that stay need neither a KKT round nor many steps
+            near = lo if lo > 0 and t > 0.5 else hi
+            rec = path.solve(mid, warm=path.warm_from(near))
             if rec["n_active"] >= q:
                 lo, c_lo, best = mid, rec["n_active"], rec
                 if rec["n_active"] == q:

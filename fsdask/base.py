@@ -473,8 +473,11 @@ def _ranking_by(key: np.ndarray | tuple, active: np.ndarray) -> np.ndarray:
 
 #: heavily tied scores with at most this many distinct values are ranked by a radix sort
 _DENSE_MAX = 1 << 16
-#: from this many features on, the stable order comes from a radix sort of the keys' bits
-_RADIX_MIN = 1 << 14
+#: from this many features on, the stable order comes from a radix sort of the keys' bits.
+#: The sort is numba code: its first call in a process loads the JIT runtime (~40 MiB of
+#: RSS, measured on a client that had not used numba yet), so it is used only where it saves
+#: tens of milliseconds and the client already holds tens of MiB of per-feature results.
+_RADIX_MIN = 1 << 18
 
 
 def _ranking(scores: np.ndarray, active: np.ndarray) -> np.ndarray:

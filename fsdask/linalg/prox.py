@@ -82,14 +82,6 @@ def _prox_grad_rows(Y, G, A, c, tau, An, dots, beta, Yn):  # pragma: no cover - 
         dots[i] = dot
 
 
-@numba.njit(cache=True)
-def _extrapolate(An, A, beta, out):  # pragma: no cover - compiled
-    k, p = An.shape
-    for i in range(k):
-        for j in range(p):
-            out[i, j] = An[i, j] + beta * (An[i, j] - A[i, j])
-
-
 def l1_ball_thresholds(V: np.ndarray, radius: float | np.ndarray) -> np.ndarray:
     """θ_i of the projection of every row of V onto the ℓ1 ball of ``radius``.
 
@@ -185,10 +177,3 @@ def prox_linf_grad_step(
         Yn,
     )
     return (An, dots) if beta is None else (An, dots, Yn)
-
-
-def extrapolate(An: np.ndarray, A: np.ndarray, beta: float) -> np.ndarray:
-    """``A⁺ + β(A⁺ − A)`` (the momentum step) in one pass."""
-    out = np.empty_like(An)
-    _extrapolate(np.ascontiguousarray(An), np.ascontiguousarray(A), float(beta), out)
-    return out

@@ -266,7 +266,7 @@ def fista_rows(
     Y = A
     ZA = rows.state(A)  # Z of A, carried along (one product per step)
     ZY = ZA
-    pool = [np.empty_like(A) for _ in range(3)]  # with A: the 4 buffers A, Y, A⁺, Y⁺ rotate
+    pool = [A] + [np.empty_like(A) for _ in range(3)]  # A (a copy), Y, A⁺, Y⁺ rotate
     t = 1.0
     gap = np.inf
     it = 0
@@ -284,8 +284,6 @@ def fista_rows(
             Y = Yn  # Z of Y by linearity, no second product
             ZY = ZAn + beta * (ZAn - ZA)
             t = tn
-        if not any(b is A for b in pool):
-            pool.append(A)  # A0's copy joins the rotation once it is free
         A, ZA = An, ZAn
         if it % check_every == 0 or it == max_iter:
             gap = rows.gap(A, ZA, lam)

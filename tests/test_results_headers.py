@@ -127,3 +127,43 @@ def test_results_files_have_headers_from_one_commit():
             )
         )
     assert not problems, "examples/results/ is not one regeneration:\n" + "\n".join(problems)
+
+
+def _regenerate_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "regenerate_results", ROOT / "examples" / "regenerate_results.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_regenerate_results_runs_every_script():
+    """examples/regenerate_results.py runs reproduce_all, both nightly examples and every
+    benchmark script, so one command rewrites everything in examples/results/."""
+    steps = _regenerate_module().STEPS
+    scripts = {cmd[0] for cmd in steps.values()}
+    for cmd in scripts:
+        assert (ROOT / cmd).is_file(), cmd
+    wanted = {f"benchmarks/{p.name}" for p in (ROOT / "benchmarks").glob("[!_]*.py")}
+    wanted |= {f"examples/nightly/{p.name}" for p in (ROOT / "examples/nightly").glob("*.py")}
+    wanted.add("examples/reproduce_all.py")
+    assert wanted <= scripts, f"not run by regenerate_results.py: {sorted(wanted - scripts)}"
+
+
+def test_regenerate_results_refuses_a_modified_tree(tmp_path, monkeypatch, capsys):
+    mod = _regenerate_module()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q"], ["config", "user.email", "t@t"], ["config", "user.name", "t"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    (repo / "a.py").write_text("x = 1\n")
+    subprocess.run(["git", "-C", str(repo), "add", "a.py"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "a"], check=True)
+    monkeypatch.setattr(mod, "ROOT", repo)
+    assert mod.dirty() == ""
+    (repo / "a.py").write_text("x = 2\n")
+    assert mod.main([]) == 2  # refuses before running anything
+    assert "uncommitted changes" in capsys.readouterr().err

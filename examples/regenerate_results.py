@@ -1,0 +1,127 @@
+"""Regenerate everything in examples/results/ at one commit: reproductions, nightly, benchmarks.
+
+    python examples/regenerate_results.py [--full] [--dry-run] [--skip NAME ...]
+
+Runs, one subprocess at a time, ``examples/reproduce_all.py --quick`` (``--full``: the
+papers' full protocols, hours), the two nightly examples and every script of
+``benchmarks/`` with the arguments of the committed result files.  Each writes its own
+result files with a provenance header naming the commit, so the tree must be clean: a run
+from a modified tree would write headers no commit can reproduce, and this script refuses
+to start.  The benchmarks mark a figure "(loaded)" when other processes were busy; run this
+on an otherwise idle machine (about 1½ h on 2 cores with ``--quick``).
+
+At the end it lists every step with its exit status and wall time, and every file in
+examples/results/ that this run did not rewrite (stale); either makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "examples" / "results"
+
+#: name → command (after ``python``); the arguments are those the committed files record
+STEPS: dict[str, list[str]] = {
+    "reproduce_all": ["examples/reproduce_all.py", "--quick"],
+    "nightly": ["examples/nightly/simulate_nights.py"],
+    "nightly_resume": ["examples/nightly/kill_and_resume.py"],
+    "logo_scale": ["benchmarks/logo_scale.py", "--case", "spiral20k", "breast", "spiral1m"],
+    "cpfs_scale": ["benchmarks/cpfs_scale.py", "all"],
+    "qalpha_scale": [
+        "benchmarks/qalpha_scale.py",
+        "--variants",
+        "power,basic,laplacian,supervised",
+        "--dense-sizes",
+        "0",
+    ],
+    "hsic_scale": ["benchmarks/hsic_scale.py"],
+    "workers_speedup": ["benchmarks/workers_speedup.py"],
+    "ingest_csv": ["benchmarks/ingest_csv.py"],
+    "io_floor": ["benchmarks/io_floor.py"],
+    "open_formats": ["benchmarks/open_formats.py"],
+    "peers": [
+        "benchmarks/peers.py",
+        "--datasets",
+        "spiral",
+        "weston",
+        "zarkoob",
+        "leukemia_golub",
+        "--folds",
+        "0",
+        "--time-cap",
+        "120",
+    ],
+    "out_of_core": [
+        "benchmarks/out_of_core.py",
+        "--methods",
+        "ttest,hsic,qalpha,logo,cpfs,cpfs_passes",
+        "--max-iter",
+        "5",
+    ],
+}
+
+
+def dirty() -> str:
+    """``git status --porcelain`` of the tracked files ('' when clean)."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip() if out.returncode == 0 else "not a git checkout"
+
+
+def stale(started: float) -> list[str]:
+    """Files of examples/results/ (and its subfolders) not rewritten since ``started``."""
+    return sorted(
+        str(p.relative_to(RESULTS))
+        for p in RESULTS.rglob("*")
+        if p.is_file() and p.stat().st_mtime < started
+    )
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--full", action="store_true", help="the papers' full protocols (hours)")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--skip", nargs="+", default=[], choices=list(STEPS), metavar="NAME")
+    args = ap.parse_args(argv)
+    steps = {k: list(v) for k, v in STEPS.items() if k not in args.skip}
+    if args.full:
+        steps["reproduce_all"].remove("--quick")
+    if args.dry_run:
+        for cmd in steps.values():
+            print("python", " ".join(cmd))
+        return 0
+    if changes := dirty():
+        print(
+            "regenerate_results.py: the work tree has uncommitted changes; commit them first "
+            f"so every header names a commit that reproduces it:\n{changes}",
+            file=sys.stderr,
+        )
+        return 2
+    started = time.time()
+    done: list[tuple[str, int, float]] = []
+    for name, cmd in steps.items():
+        print(f"\n=== {name}: python {' '.join(cmd)}", flush=True)
+        t = time.perf_counter()
+        rc = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=dict(os.environ)).returncode
+        done.append((name, rc, time.perf_counter() - t))
+    print("\nstep              exit   wall")
+    for name, rc, wall in done:
+        print(f"{name:16s} {rc:5d} {wall:7.0f} s")
+    left = stale(started) if not args.skip else []
+    if left:
+        print("not rewritten by this run (stale):\n  " + "\n  ".join(left))
+    return 1 if left or any(rc for _, rc, _ in done) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,7 +7,8 @@ papers' full protocols, hours), the two nightly examples and every script of
 ``benchmarks/`` with the arguments of the committed result files.  Each writes its own
 result files with a provenance header naming the commit, so the tree must be clean: a run
 from a modified tree would write headers no commit can reproduce, and this script refuses
-to start.  The benchmarks mark a figure "(loaded)" when other processes were busy; run this
+to start, as it does when a step's optional modules (e.g. the ``[peers]`` extra) are
+missing.  The benchmarks mark a figure "(loaded)" when other processes were busy; run this
 on an otherwise idle machine (about 1½ h on 2 cores with ``--quick``).
 
 At the end it lists every step with its exit status and wall time, and every file in
@@ -67,6 +68,31 @@ STEPS: dict[str, list[str]] = {
 }
 
 
+#: step → (modules it needs that fsdask's core does not install, the extra that installs them)
+NEEDS: dict[str, tuple[list[str], str]] = {
+    "peers": (["sklearn", "skrebate", "pyHSICLasso"], "peers"),
+    "open_formats": (["anndata", "h5py"], "h5ad"),
+    "out_of_core": (["distributed"], "all"),
+}
+
+
+def missing_extras(steps) -> list[str]:
+    """One line per step whose optional modules are not installed (a peers table without
+    its peers would be committed as if it were the comparison)."""
+    import importlib.util
+
+    out = []
+    for name in steps:
+        mods, extra = NEEDS.get(name, ([], ""))
+        absent = [m for m in mods if importlib.util.find_spec(m) is None]
+        if absent:
+            out.append(
+                f"{name}: {', '.join(absent)} not installed; pip install -e '.[{extra}]' "
+                f"or --skip {name}"
+            )
+    return out
+
+
 def dirty() -> str:
     """``git status --porcelain`` of the tracked files ('' when clean)."""
     out = subprocess.run(
@@ -106,6 +132,9 @@ def main(argv=None) -> int:
             f"so every header names a commit that reproduces it:\n{changes}",
             file=sys.stderr,
         )
+        return 2
+    if absent := missing_extras(steps):
+        print("regenerate_results.py: " + "\n  ".join(["missing modules:", *absent]), file=sys.stderr)
         return 2
     started = time.time()
     done: list[tuple[str, int, float]] = []

@@ -167,3 +167,10 @@ def test_regenerate_results_refuses_a_modified_tree(tmp_path, monkeypatch, capsy
     (repo / "a.py").write_text("x = 2\n")
     assert mod.main([]) == 2  # refuses before running anything
     assert "uncommitted changes" in capsys.readouterr().err
+
+
+def test_regenerate_results_names_missing_extras(monkeypatch):
+    mod = _regenerate_module()
+    monkeypatch.setitem(mod.NEEDS, "peers", (["no_such_module_fsdask_test"], "peers"))
+    (line,) = mod.missing_extras(["peers", "io_floor"])
+    assert "no_such_module_fsdask_test" in line and "[peers]" in line and "--skip peers" in line

@@ -134,7 +134,9 @@ def main(argv=None) -> int:
         )
         return 2
     if absent := missing_extras(steps):
-        print("regenerate_results.py: " + "\n  ".join(["missing modules:", *absent]), file=sys.stderr)
+        print(
+            "regenerate_results.py: " + "\n  ".join(["missing modules:", *absent]), file=sys.stderr
+        )
         return 2
     started = time.time()
     done: list[tuple[str, int, float]] = []

@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     except FsdaskError as exc:
         if args.debug:
             raise
-        print(redact(f"fsdask {args.command}: error: {_one_line(exc)}"), file=sys.stderr)
         _quiet_unraisable(args.verbose)
+        print(redact(f"fsdask {args.command}: error: {_one_line(exc)}"), file=sys.stderr)
         return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         print(f"fsdask {args.command}: interrupted; no result was written", file=sys.stderr)
@@ -123,11 +123,17 @@ def main(argv: list[str] | None = None) -> int:
 def _quiet_unraisable(verbose: int) -> None:
     """Keep the one-line error the last line: the storage library's abandoned requests
     (coroutines closed at interpreter exit, in another context) would print "Exception
-    ignored" tracebacks below it.  ``-vv`` still shows them."""
+    ignored" tracebacks below it, and the cluster's shutdown its log lines.  ``-vv`` still
+    shows them."""
     if verbose < 2:
         sys.unraisablehook = lambda u: logging.getLogger("fsdask").debug(
             "ignored at exit: %r", u.exc_value
         )
+        # the cluster is still shutting down: a nanny thread reaping a dead worker logs
+        # ("process … exit status was already read") after the error line otherwise
+        for name in list(logging.root.manager.loggerDict):
+            if name.split(".")[0] in ("distributed", "tornado", "bokeh"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -129,11 +129,12 @@ def _quiet_unraisable(verbose: int) -> None:
         sys.unraisablehook = lambda u: logging.getLogger("fsdask").debug(
             "ignored at exit: %r", u.exc_value
         )
-        # the cluster is still shutting down: a nanny thread reaping a dead worker logs
-        # ("process … exit status was already read") after the error line otherwise
-        for name in list(logging.root.manager.loggerDict):
-            if name.split(".")[0] in ("distributed", "tornado", "bokeh"):
-                logging.getLogger(name).setLevel(logging.CRITICAL)
+        if "distributed" in sys.modules:
+            # a cluster may still be shutting down: a nanny thread reaping a dead worker logs
+            # ("process … exit status was already read") after the error line otherwise
+            from fsdask.cluster import quiet_distributed
+
+            quiet_distributed(logging.CRITICAL)
 
 
 def _one_line(exc: BaseException) -> str:

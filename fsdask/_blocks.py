@@ -6,6 +6,7 @@ algorithms) brings per-feature results to the client the same way.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import dask
@@ -22,8 +23,10 @@ def compute_blocks(*arrays: Any) -> tuple:
     — on a worker, under distributed: its memory grows with the number of features p, not
     with the block size (100 × 5·10⁶ t-test: ~400 MB in one task, a 500 MB worker killed).
     Computing the chunks as separate keys (``to_delayed``) keeps every task one block's
-    worth; the arrays still share their reads of X (one graph, one pass).  Non-dask
-    arguments are passed through.
+    worth; the arrays still share their reads of X (one graph, one pass).  Under a
+    distributed client each chunk is fetched as soon as it is done and released on the
+    workers (:func:`_gather_as_completed`), so a worker holds only the chunks not yet
+    fetched instead of its whole share of the result.  Non-dask arguments are passed through.
     """
     # split without optimising: arrays that share X keep sharing its read tasks (optimised
     # one by one, each would fuse its own read of every block: one pass per array)
@@ -31,7 +34,13 @@ def compute_blocks(*arrays: Any) -> tuple:
         a.to_delayed(optimize_graph=False) if isinstance(a, da.Array) else None for a in arrays
     ]
     flat = [d for g in grids if g is not None for d in g.ravel()]
-    parts = iter(dask.compute(*flat) if flat else ())
+    client = _distributed_client()
+    if not flat:
+        parts = iter(())
+    elif client is not None:
+        parts = iter(_gather_as_completed(client, flat))
+    else:
+        parts = iter(dask.compute(*flat))
     out = []
     for a, g in zip(arrays, grids):
         if g is None:
@@ -42,3 +51,36 @@ def compute_blocks(*arrays: Any) -> tuple:
             blocks[ix] = next(parts)
         out.append(concatenate3(blocks.tolist()) if blocks.size > 1 else np.asarray(blocks.flat[0]))
     return tuple(out)
+
+
+def _distributed_client() -> Any:
+    """The ``distributed.Client`` that ``dask.compute`` would use here, else None."""
+    if "distributed" not in sys.modules:  # no client can exist; do not import distributed
+        return None
+    from distributed import Client
+
+    owner = getattr(dask.base.get_scheduler(), "__self__", None)
+    return owner if isinstance(owner, Client) else None
+
+
+def _gather_as_completed(client: Any, delayeds: list) -> list:
+    """The values of ``delayeds`` (one graph: shared reads stay shared), each fetched when
+    its task finishes and then released, so that workers do not keep results the client has.
+
+    A failed task raises its exception here, as ``dask.compute`` would.
+    """
+    from distributed import as_completed
+
+    futures = client.compute(delayeds)
+    slots: dict[Any, list[int]] = {}
+    for i, f in enumerate(futures):
+        slots.setdefault(f.key, []).append(i)
+    values: list = [None] * len(futures)
+    try:
+        for fut, value in as_completed(futures, loop=client.loop, with_results=True):
+            for i in slots[fut.key]:
+                values[i] = value
+            fut.release()
+    finally:
+        client.cancel([f for f in futures if f.status == "pending"])
+    return values

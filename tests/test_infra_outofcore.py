@@ -5,7 +5,9 @@ chunk on a worker, so that task's memory grows with p, not with the block size (
 float32, 500 MB workers: the t-test's worker was killed, twice).  Here a 2-process
 LocalCluster with 500 MB workers fits a t-test, SparseHSIC and Q-α on a store bigger than
 either worker, and distributed's task stream records every task's result size: the largest
-must stay bounded by one feature block, never by p.
+must stay bounded by one feature block, never by p.  The chunks are also released from the
+workers as the client fetches them (fsdask._blocks), so a worker does not hold its share of
+the p-long result until the end (that share alone paused these workers).
 
 The fits attach by address (see test_infra_workerloss.py: a Client in the dask config
 breaks nanny restarts).
@@ -22,11 +24,12 @@ from fsdask.cluster import scheduler
 
 pytestmark = [pytest.mark.cluster, pytest.mark.infra, pytest.mark.slow]
 
-# 400 MB of float32 by default (4/5 of a worker's memory limit): the task-size check below
-# holds at any p.  FSDASK_TEST_OOC_FEATURES=5000000 runs the 2 GB size (4× a worker;
-# ~2 min on 2 cores, so not in the default suite)
-N, P = 100, int(os.environ.get("FSDASK_TEST_OOC_FEATURES", 1_000_000))
-BLOCK = 16 * 2**20  # 16 MiB feature blocks (24 blocks)
+# The size: 100 × 5·10⁶ float32 (2 GB, 4× a 500 MB worker).  A worker's fixed cost
+# is ~290 MiB (Python, dask, pandas, scipy, numba's LLVM), which leaves ~90 MiB below
+# distributed's pause threshold (80 % of 500 MB = 381 MiB): 8 MiB feature blocks (240 of them)
+# keep a task's working set inside that.  FSDASK_TEST_OOC_FEATURES=N runs another p.
+N, P = 100, int(os.environ.get("FSDASK_TEST_OOC_FEATURES", 5_000_000))
+BLOCK = 8 * 2**20
 SIGNAL = 5  # features shifted in class 1
 
 METHODS = {

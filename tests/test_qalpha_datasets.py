@@ -7,10 +7,12 @@ import math
 import numpy as np
 import pytest
 
+import fsdask
 from fsdask.datasets import (
     ben_dor,
     qalpha_clusters,
     qalpha_sessions,
+    weston_linear,
     weston_nonlinear,
     write_synthetic,
 )
@@ -110,3 +112,36 @@ def test_weston_nonlinear_xor_structure():
     assert (prod[y == 1] < 0).mean() > 0.85  # means (3, −3), (−3, 3)
     assert (prod[y == -1] > 0).mean() > 0.6  # means (−3/4, −3), (3/4, 3)
     assert abs(X[:, 2:].var() - 20) < 1.0
+
+
+def test_weston_full_protocol_redraws_what_the_supervised_qalpha_cannot_fit(monkeypatch):
+    """The reproduction's Fig. 3a protocol at its smallest training size (10 samples): every
+    draw it uses holds ≥ 3 samples per class, so the supervised Q-α (k_within = 2) fits the
+    tightest of them; a draw it skipped raises (that stopped the full run)."""
+    import pathlib
+    import sys
+
+    from fsdask.errors import InputError
+
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parents[1] / "examples"))
+    monkeypatch.setattr(sys, "argv", ["reproduce_qalpha_synthetic.py"])  # full protocol
+    import reproduce_qalpha_synthetic as rq
+
+    def train(seed):
+        syn = weston_linear(n_samples=510, random_state=seed)
+        return syn.X.values[:10].astype(float), syn.y[:10]
+
+    def smallest_class(seed):
+        return np.unique(train(seed)[1], return_counts=True)[1].min(initial=10)
+
+    seeds = rq._weston_seeds(10)
+    assert len(seeds) == rq.WESTON_RUNS == 30
+    assert min(smallest_class(s) for s in seeds) == 3
+    skipped = sorted(set(range(seeds[0], seeds[-1])) - set(seeds))
+    assert skipped and all(smallest_class(s) < 3 for s in skipped)
+    qa = dict(k=2, max_iter=2, n_init=1, supervised=True)
+    tight = min(seeds, key=smallest_class)
+    with pytest.warns(Warning):  # not converged in 2 iterations
+        assert np.isfinite(fsdask.QAlpha(**qa).fit(*train(tight)).scores_).all()
+    with pytest.raises(InputError, match="fewer than 3 samples"):
+        fsdask.QAlpha(**qa).fit(*train(skipped[0]))

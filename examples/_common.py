@@ -72,8 +72,12 @@ def load(name: str) -> tuple[Any, Any, dict]:
 
 
 def results_dir() -> Path:
-    """``examples/results/`` (created if needed)."""
+    """``examples/results/``, or ``examples/results/full/`` for a reproduction run with the
+    papers' full protocols (a ``reproduce_*.py`` script without ``--quick``), so that the
+    quick and the full versions are kept side by side.  Created if needed."""
     d = EXAMPLES / "results"
+    if not QUICK and Path(sys.argv[0]).name.startswith("reproduce_"):
+        d = d / "full"
     d.mkdir(parents=True, exist_ok=True)
     return d
 

@@ -1,15 +1,16 @@
 """Regenerate everything in examples/results/ at one commit: reproductions, nightly, benchmarks.
 
-    python examples/regenerate_results.py [--full] [--dry-run] [--skip NAME ...]
+    python examples/regenerate_results.py [--dry-run] [--skip NAME ...]
 
-Runs, one subprocess at a time, ``examples/reproduce_all.py --quick`` (``--full``: the
-papers' full protocols, hours), the two nightly examples and every script of
-``benchmarks/`` with the arguments of the committed result files.  Each writes its own
+Runs, one subprocess at a time, ``examples/reproduce_all.py --quick`` (into
+examples/results/), ``examples/reproduce_all.py`` (the papers' full protocols, into
+examples/results/full/), the two nightly examples and every script of ``benchmarks/`` with
+the arguments of the committed result files.  Each writes its own
 result files with a provenance header naming the commit, so the tree must be clean: a run
 from a modified tree would write headers no commit can reproduce, and this script refuses
 to start, as it does when a step's optional modules (e.g. the ``[peers]`` extra) are
 missing.  The benchmarks mark a figure "(loaded)" when other processes were busy; run this
-on an otherwise idle machine (about 1½ h on 2 cores with ``--quick``).
+on an otherwise idle machine (about 1¾ h on 2 cores, of which the full protocols ~35 min).
 
 At the end it lists every step with its exit status and wall time, and every file in
 examples/results/ that this run did not rewrite (stale); either makes the exit status 1.
@@ -29,6 +30,7 @@ RESULTS = ROOT / "examples" / "results"
 #: name → command (after ``python``); the arguments are those the committed files record
 STEPS: dict[str, list[str]] = {
     "reproduce_all": ["examples/reproduce_all.py", "--quick"],
+    "reproduce_all_full": ["examples/reproduce_all.py"],
     "nightly": ["examples/nightly/simulate_nights.py"],
     "nightly_resume": ["examples/nightly/kill_and_resume.py"],
     "logo_scale": ["benchmarks/logo_scale.py", "--case", "spiral20k", "breast", "spiral1m"],
@@ -113,13 +115,10 @@ def stale(started: float) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--full", action="store_true", help="the papers' full protocols (hours)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     ap.add_argument("--skip", nargs="+", default=[], choices=list(STEPS), metavar="NAME")
     args = ap.parse_args(argv)
     steps = {k: list(v) for k, v in STEPS.items() if k not in args.skip}
-    if args.full:
-        steps["reproduce_all"].remove("--quick")
     if args.dry_run:
         for cmd in steps.values():
             print("python", " ".join(cmd))

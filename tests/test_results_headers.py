@@ -1,6 +1,7 @@
-"""Every file in examples/results/ carries a provenance header written by the script that
-produced it (``commit:`` and ``command:`` lines, or a JSON header for .jsonl/.json), its
-commit is an ancestor of HEAD, and all of them come from one regeneration at one commit.
+"""Every file in examples/results/ (and examples/results/full/, the papers' full protocols)
+carries a provenance header written by the script that produced it (``commit:`` and
+``command:`` lines, or a JSON header for .jsonl/.json), its commit is an ancestor of HEAD,
+and all of them come from one commit.
 """
 
 from __future__ import annotations
@@ -94,13 +95,15 @@ def test_parse_header_formats(tmp_path):
 def test_results_files_have_headers_from_one_commit():
     if _git("rev-parse", "HEAD").returncode != 0:
         pytest.skip("not a git checkout")
-    files = sorted(p for p in RESULTS.iterdir() if p.is_file())
-    pngs = _covered_pngs(files)
+    # the quick reproductions and benchmarks, and beside them the papers' full protocols
+    dirs = [d for d in (RESULTS, RESULTS / "full") if d.is_dir()]
+    files = sorted(p for d in dirs for p in d.iterdir() if p.is_file())
+    pngs = {d: _covered_pngs([f for f in files if f.parent == d]) for d in dirs}
     problems, commits = [], {}
     for f in files:
         if f.suffix == ".png":
-            if f.name not in pngs:
-                problems.append(f"{f.name}: no results .md in examples/results embeds it")
+            if f.name not in pngs[f.parent]:
+                problems.append(f"{f.name}: no results .md beside it embeds it")
             continue
         if f.suffix not in (".md", ".txt", ".jsonl", ".json"):
             problems.append(f"{f.name}: unexpected file type in examples/results")
@@ -117,7 +120,9 @@ def test_results_files_have_headers_from_one_commit():
             continue
         if _git("merge-base", "--is-ancestor", sha, "HEAD").returncode != 0:
             problems.append(f"{f.name}: commit {sha} is not an ancestor of HEAD")
-        commits.setdefault(_git("rev-parse", sha).stdout.strip() or sha, []).append(f.name)
+        commits.setdefault(_git("rev-parse", sha).stdout.strip() or sha, []).append(
+            str(f.relative_to(RESULTS))
+        )
     if len(commits) > 1:
         problems.append(
             "results come from several commits: "
@@ -151,6 +156,28 @@ def test_regenerate_results_runs_every_script():
     wanted |= {f"examples/nightly/{p.name}" for p in (ROOT / "examples/nightly").glob("*.py")}
     wanted.add("examples/reproduce_all.py")
     assert wanted <= scripts, f"not run by regenerate_results.py: {sorted(wanted - scripts)}"
+    # both versions of the reproductions: the quick and the papers' full protocols
+    assert ["examples/reproduce_all.py", "--quick"] in steps.values()
+    assert ["examples/reproduce_all.py"] in steps.values()
+
+
+@pytest.mark.parametrize(
+    "argv, where",
+    [
+        (["reproduce_logo_uci.py"], "results/full"),
+        (["reproduce_logo_uci.py", "--quick"], "results"),
+        (["reproduce_all.py"], "results/full"),
+        (["simulate_nights.py"], "results"),  # not a reproduction: no protocol to tell apart
+    ],
+)
+def test_full_protocols_write_beside_the_quick_ones(monkeypatch, argv, where):
+    import importlib.util
+
+    monkeypatch.setattr("sys.argv", argv)  # read when the module is loaded
+    spec = importlib.util.spec_from_file_location("_common_argv", ROOT / "examples" / "_common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    assert common.results_dir() == ROOT / "examples" / where
 
 
 def test_regenerate_results_refuses_a_modified_tree(tmp_path, monkeypatch, capsys):

@@ -232,12 +232,11 @@ def entry(item: str, paper: Any, ours: Any, verdict_: str, reason: str = "") -> 
     }
 
 
-def write_summary(name: str, entries: Sequence[dict]) -> Path:
-    """Write ``examples/results/<name>.summary.json`` (header + entries) for SUMMARY.md."""
+def write_summary(name: str, entries: Sequence[dict], results: Sequence[str] = ()) -> Path:
+    """Write ``examples/results/<name>.summary.json`` (header + entries) for SUMMARY.md;
+    ``results`` names the markdown files SUMMARY.md links to (default ``<name>.md``)."""
     out = results_dir() / f"{name}.summary.json"
-    out.write_text(
-        json.dumps({"header": header(), "entries": list(entries)}, indent=1, ensure_ascii=False)
-        + "\n"
-    )
+    data = {"header": header(), "entries": list(entries), "results": list(results) or [name]}
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {os.path.relpath(out, Path.cwd())}")
     return out

@@ -70,13 +70,14 @@ def summary_md(
             stale.append(path.name)
             continue
         data = json.loads(path.read_text())
-        source = path.name.removesuffix(".summary.json")
+        sources = data.get("results") or [path.name.removesuffix(".summary.json")]
+        links = ", ".join(f"[{m}]({m}.md)" for m in sources)
         for e in data["entries"]:
             counts[e["verdict"]] = counts.get(e["verdict"], 0) + 1
             reason = f" — {e['reason']}" if e.get("reason") else ""
             rows.append(
                 f"| {e['item']} | {e['paper']} | {e['ours']} | **{e['verdict']}**{reason} "
-                f"| [{source}]({source}.md) |".replace("\n", " ")
+                f"| {links} |".replace("\n", " ")
             )
     text = (
         "# Reproductions: the papers' numbers against ours\n\n"

@@ -339,5 +339,9 @@ if __name__ == "__main__":
             "gene ALL are different versions).",
         ],
     )
-    write_summary("cpfs_figures" + suffix, SUMMARY)
+    write_summary(
+        "cpfs_figures" + suffix,
+        SUMMARY,
+        results=[f"cpfs_table4{suffix}", f"cpfs_reconstruction{suffix}"],
+    )
     print(f"total {time.perf_counter() - t0:.0f} s")

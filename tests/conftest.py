@@ -216,3 +216,27 @@ def slurm():
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = old
+
+
+@pytest.fixture
+def examples_import(monkeypatch):
+    """``load(name, argv)`` imports ``examples/<name>.py`` as if run with ``argv``; the
+    examples' modules are forgotten afterwards (their settings, e.g. ``_common.QUICK``, are
+    read from sys.argv at import, so a cached module would carry one test's into the next)."""
+    import importlib
+
+    examples = ROOT / "examples"
+    monkeypatch.syspath_prepend(str(examples))
+
+    def forget():
+        for name, mod in list(sys.modules.items()):
+            if str(getattr(mod, "__file__", "") or "").startswith(str(examples)):
+                del sys.modules[name]
+
+    def load(name: str, argv: list[str]):
+        forget()
+        monkeypatch.setattr(sys, "argv", argv)
+        return importlib.import_module(name)
+
+    yield load
+    forget()

@@ -114,18 +114,13 @@ def test_weston_nonlinear_xor_structure():
     assert abs(X[:, 2:].var() - 20) < 1.0
 
 
-def test_weston_full_protocol_redraws_what_the_supervised_qalpha_cannot_fit(monkeypatch):
+def test_weston_full_protocol_redraws_what_the_supervised_qalpha_cannot_fit(examples_import):
     """The reproduction's Fig. 3a protocol at its smallest training size (10 samples): every
     draw it uses holds ≥ 3 samples per class, so the supervised Q-α (k_within = 2) fits the
     tightest of them; a draw it skipped raises (that stopped the full run)."""
-    import pathlib
-    import sys
-
     from fsdask.errors import InputError
 
-    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).parents[1] / "examples"))
-    monkeypatch.setattr(sys, "argv", ["reproduce_qalpha_synthetic.py"])  # full protocol
-    import reproduce_qalpha_synthetic as rq
+    rq = examples_import("reproduce_qalpha_synthetic", ["reproduce_qalpha_synthetic.py"])  # full
 
     def train(seed):
         syn = weston_linear(n_samples=510, random_state=seed)

@@ -201,3 +201,19 @@ def test_regenerate_results_names_missing_extras(monkeypatch):
     monkeypatch.setitem(mod.NEEDS, "peers", (["no_such_module_fsdask_test"], "peers"))
     (line,) = mod.missing_extras(["peers", "io_floor"])
     assert "no_such_module_fsdask_test" in line and "[peers]" in line and "--skip peers" in line
+
+
+def test_summary_links_the_markdown_a_script_names(tmp_path, monkeypatch, examples_import):
+    """SUMMARY.md links each row to the results files its sidecar names (CPFS's sidecar
+    cpfs_figures_face has no cpfs_figures_face.md: its tables are cpfs_table4_face.md …)."""
+    ra = examples_import("reproduce_all", ["reproduce_all.py", "--quick"])
+    common = __import__("sys").modules["_common"]
+    monkeypatch.setattr(common, "results_dir", lambda: tmp_path)
+    monkeypatch.setattr(ra, "results_dir", lambda: tmp_path)
+    row = common.entry("Table 4", "0.1", "0.2", "worse", "")
+    common.write_summary("cpfs_figures_face", [row], results=["cpfs_table4_face", "cpfs_x"])
+    common.write_summary("logo_uci", [row])
+    text, fresh = ra.summary_md(0.0, [], [])
+    assert fresh
+    assert "[cpfs_table4_face](cpfs_table4_face.md), [cpfs_x](cpfs_x.md)" in text
+    assert "[logo_uci](logo_uci.md)" in text and "cpfs_figures_face.md" not in text

@@ -454,12 +454,18 @@ def row(m: str, rows: dict, relevant: np.ndarray, folds: int, ks: list[int]) -> 
     peer = rows.get(COUNTERPART.get(m, ""), {})
     if m.startswith("fsdask.") and "seconds" in peer:
         cells.append(
-            f"{r['seconds'] / max(peer['seconds'], 1e-9):.2f}× {COUNTERPART[m]}"
+            f"{_ratio(r['seconds'] / max(peer['seconds'], 1e-9))} {COUNTERPART[m]}"
             + (" (loaded)" if max(r["foreign"], peer["foreign"]) > QUIET_FOREIGN else "")
         )
     else:
         cells.append("")
     return "| " + " | ".join(cells) + " |"
+
+
+def _ratio(x: float) -> str:
+    """``2.29×``; below 1 three significant digits and the inverse (``0.00432× = 1/231``),
+    where two decimals would print 0.00×."""
+    return f"{x:.2f}×" if x >= 1 else f"{x:.3g}× = 1/{1 / x:.3g}"
 
 
 def wtl(bench: Bench, rows: dict, ks: list[int], methods: list[str]) -> None:

@@ -58,4 +58,14 @@ def test_peers_quick_ranks_the_relevant_features(tmp_path):
         assert all(1 <= k <= p for k in ranks[name])
     # two classes of 230: Welch's t² is the one-way F, so both rank every feature alike
     assert ranks["f_test"] == ranks["fsdask.Filter"]
-    assert re.search(r"^\| fsdask\.Filter \|.*\| [0-9.]+× f_test", text, re.M), text
+    assert re.search(r"^\| fsdask\.Filter \|.*\| [0-9.]+×( = 1/[0-9.e+]+)? f_test", text, re.M), text
+
+
+def test_ratio_below_one_keeps_its_digits():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("peers_bench", ROOT / "benchmarks" / "peers.py")
+    peers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peers)
+    assert peers._ratio(3.514) == "3.51×"
+    assert peers._ratio(0.00432) == "0.00432× = 1/231"

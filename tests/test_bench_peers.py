@@ -58,7 +58,9 @@ def test_peers_quick_ranks_the_relevant_features(tmp_path):
         assert all(1 <= k <= p for k in ranks[name])
     # two classes of 230: Welch's t² is the one-way F, so both rank every feature alike
     assert ranks["f_test"] == ranks["fsdask.Filter"]
-    assert re.search(r"^\| fsdask\.Filter \|.*\| [0-9.]+×( = 1/[0-9.e+]+)? f_test", text, re.M), text
+    assert re.search(r"^\| fsdask\.Filter \|.*\| [0-9.]+×( = 1/[0-9.e+]+)? f_test", text, re.M), (
+        text
+    )
 
 
 def test_ratio_below_one_keeps_its_digits():

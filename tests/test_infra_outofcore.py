@@ -88,6 +88,10 @@ def test_fit_larger_than_a_worker_keeps_tasks_block_sized(lc, store, method):
     ds = fsdask.open_dataset(store)
     assert ds["X"].nbytes > 0.75 * 500e6 and len(ds["X"].data.chunks[1]) > 16
     block_bytes = N * ds["X"].data.chunks[1][0] * 4
+    # fresh workers for each method, as each `fsdask select` run has: the memory the previous
+    # methods' kernels left behind (numba's compiled code, the allocator's free lists) is 20–40
+    # MiB of a margin of ~90 MiB below distributed's pause threshold
+    lc.restart()
     pids = set(lc.run(lambda: __import__("os").getpid()).values())
     from distributed import get_task_stream
 

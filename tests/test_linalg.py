@@ -182,6 +182,27 @@ def test_map_and_sum_one_pass(X, rng):
     assert sum(calls) == 57 and len(calls) == Xd.numblocks[1]  # every block read once
 
 
+def test_graphs_over_closures_are_built_without_pickling_them(X, rng, monkeypatch):
+    # an iterative method builds a reduction over a closure of its current iterate at every
+    # step; naming the layer by tokenizing the closure cloudpickles it (and what it holds)
+    import cloudpickle
+
+    Xn, Xd = X
+    big = rng.normal(size=(9, 9))
+    pickled = []
+    real = cloudpickle.dumps
+    monkeypatch.setattr(cloudpickle, "dumps", lambda *a, **k: pickled.append(1) or real(*a, **k))
+    sums = [sum_over_blocks(lambda b, c=c: c * (b @ b.T), Xd, shape=(9, 9)) for c in (1.0, 2.0)]
+    maps = [map_features(lambda b, c=c: c * b.sum(0), Xd) for c in (1.0, 2.0)]
+    mapped, (gram,) = map_and_sum(lambda b: (b.sum(0), [big @ (b @ b.T)]), Xd, shapes=[(9, 9)])
+    assert pickled == []
+    # fresh names: two closures that differ only in what they capture never share keys
+    got = dask.compute(*sums, *maps, mapped, gram, scheduler="sync")
+    np.testing.assert_allclose(got[1], 2 * got[0])
+    np.testing.assert_allclose(got[3], 2 * got[2])
+    np.testing.assert_allclose(got[5], big @ (Xn @ Xn.T))
+
+
 @pytest.mark.parametrize("n", [30, 200])
 def test_leading_eigh(rng, n):
     A = rng.normal(size=(n, n))

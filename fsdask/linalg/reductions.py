@@ -12,6 +12,7 @@ X is chunked as (all samples, feature block).  Two shapes of work cover most met
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any, Callable, Sequence
 
 import dask.array as da
@@ -48,6 +49,17 @@ def blockwise_whole(
         return func(*(_whole(b) for b in blocks), **kw)
 
     return da.blockwise(call, out_ind, *arg_pairs, concatenate=False, **kwargs)
+
+
+def _fresh(prefix: str) -> str:
+    """A unique key name for a transient graph layer.
+
+    ``da.blockwise`` names its output by tokenizing the function, and a closure over the
+    iteration's arrays is tokenized by cloudpickling it: ~10 ms per reduction, more than the
+    reduction itself on a small X.  A result that is computed at once and never names data
+    (a checkpoint keys on X's name, never on a sum's) needs no deterministic name.
+    """
+    return f"{prefix}-{uuid.uuid4().hex}"
 
 
 def _check_blocks(X: da.Array) -> None:
@@ -97,7 +109,13 @@ def map_features(
         ind = "rj"
         new_axes = {"r": out_rows}
     return blockwise_whole(
-        func, ind, *_arg_pairs(X, args), new_axes=new_axes, dtype=dtype, **kwargs
+        func,
+        ind,
+        *_arg_pairs(X, args),
+        new_axes=new_axes,
+        dtype=dtype,
+        name=_fresh("map-features"),
+        **kwargs,
     )
 
 
@@ -160,6 +178,7 @@ def sum_over_blocks(
         new_axes=dict(zip(letters, shape)),
         adjust_chunks={"j": 1},
         dtype=dtype,
+        name=_fresh("sum-term"),
         **kwargs,
     )
     return parts.sum(axis=0, split_every=split_every)
@@ -202,6 +221,7 @@ def map_and_sum(
         *_arg_pairs(X, args),
         dtype=object,
         meta=np.empty((0,), dtype=object),
+        name=_fresh("map-and-sum"),
     )
     mapped = da.blockwise(
         lambda t: np.asarray(t[0], dtype=dtype),
@@ -210,6 +230,7 @@ def map_and_sum(
         "j",
         dtype=dtype,
         meta=np.empty((0,), dtype=dtype),
+        name=_fresh("mapped"),
     )
     sums = []
     for i, shape in enumerate(shapes):
@@ -224,6 +245,7 @@ def map_and_sum(
             adjust_chunks={"j": 1},
             dtype=dtype,
             meta=np.empty((0,) * (len(shape) + 1), dtype=dtype),
+            name=_fresh("summed"),
         )
         sums.append(term.sum(axis=0, split_every=split_every))
     return mapped, sums

@@ -53,6 +53,10 @@ def compute_blocks(*arrays: Any) -> tuple:
     return tuple(out)
 
 
+#: chunks fetched per request: at least GATHER_MIN, else 1/GATHER_SHARE of them
+GATHER_MIN, GATHER_SHARE = 8, 16
+
+
 def _distributed_client() -> Any:
     """The ``distributed.Client`` that ``dask.compute`` would use here, else None."""
     if "distributed" not in sys.modules:  # no client can exist; do not import distributed
@@ -64,8 +68,8 @@ def _distributed_client() -> Any:
 
 
 def _gather_as_completed(client: Any, delayeds: list) -> list:
-    """The values of ``delayeds`` (one graph: shared reads stay shared), each fetched when
-    its task finishes and then released, so that workers do not keep results the client has.
+    """The values of ``delayeds`` (one graph: shared reads stay shared), fetched in batches
+    as their tasks finish and then released, so that workers do not keep results the client has.
 
     A failed task raises its exception here, as ``dask.compute`` would.
     """
@@ -76,11 +80,25 @@ def _gather_as_completed(client: Any, delayeds: list) -> list:
     for i, f in enumerate(futures):
         slots.setdefault(f.key, []).append(i)
     values: list = [None] * len(futures)
-    try:
-        for fut, value in as_completed(futures, loop=client.loop, with_results=True):
+    # one gather per GATHER_SHARE of the chunks, not per chunk: a round trip costs more than
+    # a small chunk's task, and a worker then holds at most that share of its results
+    size = max(GATHER_MIN, len(futures) // GATHER_SHARE)
+    pending: list = []
+
+    def fetch() -> None:
+        for fut, value in zip(pending, client.gather(pending)):
             for i in slots[fut.key]:
                 values[i] = value
             fut.release()
+        pending.clear()
+
+    try:
+        for fut in as_completed(futures, loop=client.loop):
+            pending.append(fut)
+            if len(pending) >= size:
+                fetch()
+        if pending:
+            fetch()
     finally:
         client.cancel([f for f in futures if f.status == "pending"])
     return values

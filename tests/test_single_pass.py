@@ -101,3 +101,19 @@ def test_qalpha_passes_per_iteration(variant):
 )
 def test_qalpha_one_pass_per_iteration_pending(variant):
     assert _passes_per_iteration(variant) == 1
+
+
+@pytest.mark.parametrize("variant", ["power", "basic"])
+def test_qalpha_random_init_skips_the_pca_pass(variant):
+    # Q⁽⁰⁾ from A_α at uniform α is one pass over X; a random or given Q⁽⁰⁾ does not need it
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(24, 60))
+    reads = {}
+    for init in ("pca", "random"):
+        src = CountingArray(X)
+        Xd = da.from_array(src, chunks=(24, 15), asarray=False, fancy=False, meta=np.empty((0, 0)))
+        with dask.config.set(scheduler="threads"), pytest.warns(ConvergenceWarning):
+            est = fsdask.QAlpha(variant=variant, init=init, max_iter=2, tol=0.0).fit(Xd)
+        reads[init] = src.reads / Xd.npartitions
+        assert est.n_passes_ == reads[init] - 1  # all but the input check
+    assert reads["random"] == reads["pca"] - 1

@@ -737,15 +737,17 @@ class QAlpha(Selector):
             out.support = _top(out.scores, auto_cut(out.scores))
         return out
 
-    def _Q0(self, A0: np.ndarray, k: int, rng: np.random.Generator, restart: int) -> np.ndarray:
-        q = A0.shape[0]
+    def _Q0(
+        self, q: int, A0: Callable[[], np.ndarray], k: int, rng: np.random.Generator, restart: int
+    ) -> np.ndarray:
+        """Q⁽⁰⁾ (q × k); ``A0()`` (a pass over X) is called only for ``init="pca"``."""
         if restart > 0:
             return orth(
                 np.random.default_rng([self.random_state or 0, restart]).standard_normal((q, k))
             )
         if isinstance(self.init, str):
             if self.init == "pca":
-                return top_abs_eigvecs(A0, k)
+                return top_abs_eigvecs(A0(), k)
             return orth(rng.standard_normal((q, k)))
         Q0 = np.asarray(self.init, dtype=np.float64)
         if Q0.shape != (q, k):
@@ -812,11 +814,16 @@ class QAlpha(Selector):
         k, variant = self.k, self.variant
         prep = normalize_block
         rng = np.random.default_rng(self.random_state)
-        uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
-        A0 = sum_over_blocks(
-            lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2
-        ).compute()
-        Q = self._Q0(A0, k, rng, restart)
+        a0_passes = []
+
+        def A0() -> np.ndarray:  # A_α at uniform α: MᵀM/n, for init="pca" only
+            a0_passes.append(1)
+            uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
+            return sum_over_blocks(
+                lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2
+            ).compute()
+
+        Q = self._Q0(X.shape[0], A0, k, rng, restart)
         solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
         obj: list[float] = []
         state = {"Q": Q, "d": None, "K": None, "F": None}
@@ -867,7 +874,7 @@ class QAlpha(Selector):
         slot = checkpoint.for_fit(self, X).slot(f"qalpha/{variant}/restart{restart}")
         alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot, dump, load)
         self.Q_ = state["Q"]
-        self.n_passes_ = solve.n_passes + 1
+        self.n_passes_ = solve.n_passes + len(a0_passes)
         return FitOutput(
             scores=alpha,
             n_iter=n_iter,

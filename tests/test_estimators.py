@@ -39,7 +39,7 @@ ESTIMATORS = {
     "JolliffeI": JolliffeI,
     "JolliffeNI": JolliffeNI,
     "PFA": PFA,
-    "SparsePCASelector": lambda: SparsePCASelector(max_bisect=8),
+    "SparsePCASelector": lambda: SparsePCASelector(max_bisect=3),
 }
 
 

@@ -1,5 +1,9 @@
 """fsdask on a real SLURM cluster (cluster/testing/slurm-up.sh): jobs submitted with sbatch,
-workers connecting back, a job cancelled mid-run, sbatch refusing, workers never arriving."""
+workers connecting back, a job cancelled mid-run, sbatch refusing, workers never arriving,
+and the nightly recipe of cluster/scheduling/slurm run by sbatch.
+
+Every test of the test cluster lives in this file: pytest-xdist (``--dist loadfile``) then
+runs them all on one worker, and a host has one SLURM cluster."""
 
 import os
 import subprocess
@@ -9,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from test_scheduling import SCHED, _events, _project, _sbatch_env
 
 import fsdask
 from fsdask.cluster import scheduler
@@ -161,3 +166,30 @@ def test_workers_never_arriving_time_out_naming_jobs_and_logs(slurm, store, tmp_
     assert "job(s) " in msg and "/nonexistent/bin/python3" in msg, msg
     assert not (tmp_path / "out.zarr").exists()
     assert not slurm.squeue(), "the pending/failed jobs must be cancelled"
+
+
+def test_slurm_batch_script_under_real_slurm(tmp_path, slurm):
+    """`sbatch --wait` of the shipped script on the real one-node SLURM cluster of cluster/testing/."""
+    config = _project(tmp_path / "proj")
+    tmp_path.chmod(0o755)
+    p = subprocess.run(
+        [
+            "sbatch",
+            "--wait",
+            "--cpus-per-task=1",
+            "--mem=1000",
+            f"--chdir={tmp_path}",
+            f"--output={tmp_path}/job.log",
+            "--time=00:10:00",
+            str(SCHED / "slurm" / "fsdask-nightly.sbatch"),
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_sbatch_env(tmp_path),
+    )
+    log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").exists() else ""
+    assert p.returncode == 0, p.stderr + log
+    assert "scheduler=local:1" in log and "memory_limit=900MB" in log
+    assert _events(tmp_path / "proj" / "logs" / "nightly.jsonl")[-1]["exit_code"] == 0

@@ -173,35 +173,6 @@ def test_slurm_batch_script_sizes_the_local_cluster_from_the_allocation(tmp_path
     ]
 
 
-@pytest.mark.slow
-@pytest.mark.slurm
-def test_slurm_batch_script_under_real_slurm(tmp_path, slurm):
-    """`sbatch --wait` of the shipped script on the real one-node SLURM cluster of cluster/testing/."""
-    config = _project(tmp_path / "proj")
-    tmp_path.chmod(0o755)
-    p = subprocess.run(
-        [
-            "sbatch",
-            "--wait",
-            "--cpus-per-task=1",
-            "--mem=1000",
-            f"--chdir={tmp_path}",
-            f"--output={tmp_path}/job.log",
-            "--time=00:10:00",
-            str(SCHED / "slurm" / "fsdask-nightly.sbatch"),
-            str(config),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=_sbatch_env(tmp_path),
-    )
-    log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").exists() else ""
-    assert p.returncode == 0, p.stderr + log
-    assert "scheduler=local:1" in log and "memory_limit=900MB" in log
-    assert _events(tmp_path / "proj" / "logs" / "nightly.jsonl")[-1]["exit_code"] == 0
-
-
 def test_kubernetes_cronjob_is_valid_and_agrees_with_the_lock():
     kv = pytest.importorskip("kubernetes_validate")
     doc = yaml.safe_load((SCHED / "kubernetes" / "cronjob.yaml").read_text())

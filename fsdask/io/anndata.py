@@ -265,15 +265,11 @@ class BlockedCopy(MatrixReader):
 
 def _copy_location(rechunk_to: str | None, storage_options) -> tuple[str, bool]:
     """(URL, is_temporary) of the folder that receives a CSR matrix's per-block copy."""
-    import atexit
-    import tempfile
-
+    from fsdask.io.scratch import scratch_dir
     from fsdask.io.store import _exists, safe_url
 
     if rechunk_to is None:
-        folder = tempfile.mkdtemp(prefix="fsdask-csr-")
-        atexit.register(shutil.rmtree, folder, True)  # a folder fsdask made, removed at exit
-        return folder, True
+        return scratch_dir("csr"), True
     if _exists(os.fspath(rechunk_to), storage_options):
         raise StoreError(
             f"{safe_url(os.fspath(rechunk_to))}: already exists; the per-block copy of a CSR "

@@ -21,11 +21,8 @@ Two ways, chosen by :func:`to_feature_blocks`:
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
-import shutil
-import tempfile
 import time
 from typing import Any, Mapping
 
@@ -36,6 +33,7 @@ import zarr
 from fsdask._config import memory_budget as _memory_budget
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import InputError, StoreError
+from fsdask.io.scratch import scratch_dir
 
 log = logging.getLogger("fsdask.io")
 
@@ -112,9 +110,7 @@ def _new_location(rechunk_to: str | None, storage_options) -> tuple[str, dict, b
     from fsdask.io.store import _exists, _zarr_kwargs, safe_url
 
     if rechunk_to is None:
-        tmp = tempfile.mkdtemp(prefix="fsdask-rechunk-")
-        atexit.register(shutil.rmtree, tmp, True)  # a directory fsdask made, removed at exit
-        return tmp, {}, True
+        return scratch_dir("rechunk"), {}, True
     if _exists(rechunk_to, storage_options):
         raise StoreError(
             f"{safe_url(rechunk_to)} already exists; --rechunk-to needs a new location "

@@ -240,16 +240,3 @@ def examples_import(monkeypatch):
 
     yield load
     forget()
-
-
-def pytest_collection_modifyitems(config, items):
-    """Files marked slow as a whole (clusters, S3 servers, SLURM) run first.  Under
-    pytest-xdist (``--dist loadfile``) a file runs in one process; a long one handed out last
-    would run alone while the other process idles."""
-
-    def slow(item) -> bool:
-        marks = getattr(item.module, "pytestmark", [])
-        marks = marks if isinstance(marks, list) else [marks]
-        return any(m.name == "slow" for m in marks)
-
-    items.sort(key=lambda item: not slow(item))  # stable: a file's tests stay in order

@@ -217,9 +217,9 @@ def test_failed_write_keeps_the_old_output_whole(tmp_path, data, where, request)
 
 
 def test_killed_run_temporaries_are_cleaned_by_the_next_run(capsys, tmp_path, data):
-    from fsdask.io.outputs import _host
+    from fsdask.io.outputs import host_tag
 
-    dead = tmp_path / f".r.zarr.fsdask-tmp-{_host()}-999999999-deadbeef"  # no such process
+    dead = tmp_path / f".r.zarr.fsdask-tmp-{host_tag()}-999999999-deadbeef"  # no such process
     legacy = tmp_path / ".r.zarr.tmp-0123abcd"  # an older fsdask's temporary
     running = (
         tmp_path / f".r.zarr.fsdask-tmp-otherhost-{os.getpid()}-0badcafe"

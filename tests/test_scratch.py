@@ -17,7 +17,7 @@ def test_a_new_scratch_folder_removes_only_what_killed_fsdask_processes_of_this_
     tmp_path, monkeypatch
 ):
     monkeypatch.setattr(scratch.tempfile, "tempdir", str(tmp_path))
-    host, dead = scratch._host(), _dead_pid()
+    host, dead = scratch.host_tag(), _dead_pid()
     left = tmp_path / f"fsdask-csr-{host}-{dead}-abc123"
     (left / "sub").mkdir(parents=True)
     (left / "sub" / "b0.0.vals").write_bytes(b"x" * 100)
@@ -51,5 +51,5 @@ def test_rechunk_and_csr_copies_use_named_scratch_folders(tmp_path, monkeypatch)
     url, _, temporary = _new_location(None, None)
     folder, temporary_csr = _copy_location(None, None)
     assert temporary and temporary_csr
-    assert os.path.basename(url).startswith(f"fsdask-rechunk-{scratch._host()}-{os.getpid()}-")
-    assert os.path.basename(folder).startswith(f"fsdask-csr-{scratch._host()}-{os.getpid()}-")
+    assert os.path.basename(url).startswith(f"fsdask-rechunk-{scratch.host_tag()}-{os.getpid()}-")
+    assert os.path.basename(folder).startswith(f"fsdask-csr-{scratch.host_tag()}-{os.getpid()}-")

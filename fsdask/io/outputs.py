@@ -236,7 +236,8 @@ def pid_alive(pid: int) -> bool:
 FOREIGN_TEMP_AGE_S = 24 * 3600
 
 
-def _host() -> str:
+def host_tag() -> str:
+    """This host's name as a field of a file name: letters and digits only, at most 32."""
     import socket
 
     return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
@@ -254,7 +255,7 @@ def _abandoned(m: re.Match, path: str) -> bool:
     """Whether the run that made this temporary is gone (its process, or a day for another host)."""
     if not m.group("pid"):
         return True
-    if m.group("host") == _host():
+    if m.group("host") == host_tag():
         return not pid_alive(int(m.group("pid")))
     import time
 
@@ -343,7 +344,7 @@ def _copy_over(fs, src: str, dst: str) -> None:
 
 def _temp_name(final: str) -> str:
     head, base = final.rsplit("/", 1) if "/" in final else ("", final)
-    return f"{head}/.{base}{TMP_TAG}{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return f"{head}/.{base}{TMP_TAG}{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 @contextlib.contextmanager

@@ -15,42 +15,27 @@ import atexit
 import os
 import re
 import shutil
-import socket
 import tempfile
+
+from fsdask.io.outputs import host_tag, pid_alive
 
 PREFIX = "fsdask-"
 
 
-def _host() -> str:
-    # in a name: no separators ("-" splits the fields) and nothing a file system refuses
-    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname()) or "host"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a process of another user
-        return True
-    return True
-
-
-def stale(kind: str, directory: str | None = None) -> list[str]:
-    """Scratch folders of ``kind`` in ``directory`` (default: the temporary directory) left by
-    processes of this host and user that no longer run."""
-    directory = directory or tempfile.gettempdir()
-    pattern = re.compile(rf"{re.escape(PREFIX + kind)}-{re.escape(_host())}-(\d+)-\w+")
+def stale(kind: str) -> list[str]:
+    """Scratch folders of ``kind`` in the temporary directory left by processes of this host
+    and user that no longer run."""
+    pattern = re.compile(rf"{re.escape(PREFIX + kind)}-{re.escape(host_tag())}-(\d+)-\w+")
     found = []
     try:
-        entries = list(os.scandir(directory))
+        entries = list(os.scandir(tempfile.gettempdir()))
     except OSError:
         return []
     for entry in entries:
         m = pattern.fullmatch(entry.name)
         if m is None or not entry.is_dir(follow_symlinks=False):
             continue
-        if entry.stat(follow_symlinks=False).st_uid != os.getuid() or _alive(int(m.group(1))):
+        if entry.stat(follow_symlinks=False).st_uid != os.getuid() or pid_alive(int(m.group(1))):
             continue
         found.append(entry.path)
     return found
@@ -61,6 +46,6 @@ def scratch_dir(kind: str) -> str:
     removing the folders of ``kind`` that killed fsdask processes of this host left."""
     for path in stale(kind):
         shutil.rmtree(path, ignore_errors=True)
-    folder = tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{_host()}-{os.getpid()}-")
+    folder = tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{host_tag()}-{os.getpid()}-")
     atexit.register(shutil.rmtree, folder, True)  # a folder fsdask made, removed at exit
     return folder

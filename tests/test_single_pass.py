@@ -117,3 +117,20 @@ def test_qalpha_random_init_skips_the_pca_pass(variant):
         reads[init] = src.reads / Xd.npartitions
         assert est.n_passes_ == reads[init] - 1  # all but the input check
     assert reads["random"] == reads["pca"] - 1
+
+
+def test_supervised_qalpha_restarts_skip_the_uniform_affinity_pass():
+    # restarts start from seeded random Q's: only the first start reads X for A at uniform α
+    rng = np.random.default_rng(5)
+    y = np.repeat([0, 1], 12)
+    X = rng.normal(size=(24, 60))
+    reads = {}
+    for n_init in (1, 2):
+        src = CountingArray(X)
+        Xd = da.from_array(src, chunks=(24, 15), asarray=False, fancy=False, meta=np.empty((0, 0)))
+        with dask.config.set(scheduler="threads"), pytest.warns(ConvergenceWarning):
+            est = fsdask.QAlpha(variant="supervised", n_init=n_init, max_iter=2, tol=0.0).fit(Xd, y)
+        reads[n_init] = src.reads / Xd.npartitions
+        assert est.n_passes_ == reads[n_init] - 1  # all but the input check
+    # input check + (A, 2 iterations) for the first start + (2 iterations) for the restart
+    assert reads[2] - reads[1] == reads[1] - 2

@@ -271,6 +271,15 @@ def affinity_block(xb: np.ndarray, a: np.ndarray, prep: Callable) -> np.ndarray:
     return out
 
 
+def uniform_affinity(X: da.Array, prep: Callable) -> np.ndarray:
+    """A_α at uniform α (α_i = 1/√n), the start of Q⁽⁰⁾: one pass over X."""
+    n = X.shape[1]
+    uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
+    return sum_over_blocks(
+        lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2
+    ).compute()
+
+
 def _sym_top(H: np.ndarray) -> tuple[float, np.ndarray]:
     w, V = np.linalg.eigh((H + H.T) / 2)
     return float(w[-1]), V[:, -1]
@@ -810,18 +819,14 @@ class QAlpha(Selector):
         return alpha_prev, r, converged
 
     def _fit_unsupervised(self, X: da.Array, restart: int = 0) -> FitOutput:
-        n = X.shape[1]
         k, variant = self.k, self.variant
         prep = normalize_block
         rng = np.random.default_rng(self.random_state)
         a0_passes = []
 
-        def A0() -> np.ndarray:  # A_α at uniform α: MᵀM/n, for init="pca" only
+        def A0() -> np.ndarray:  # for init="pca" only
             a0_passes.append(1)
-            uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
-            return sum_over_blocks(
-                lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2
-            ).compute()
+            return uniform_affinity(X, prep)
 
         Q = self._Q0(X.shape[0], A0, k, rng, restart)
         solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
@@ -952,19 +957,14 @@ class QAlpha(Selector):
         def prep(xb):
             return class_normalize_block(xb, groups)
 
-        n = X.shape[1]
         nc = classes.size
         pairs = [(g, h) for g in range(nc) for h in range(nc)]
         kk = {(g, h): (self.k_within if g == h else self.k_between) for g, h in pairs}
-        uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
-        qtot = X.shape[0]
-        A = sum_over_blocks(
-            lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(qtot, qtot)
-        ).compute()
-        if restart > 0:  # a seeded random start (n_init > 1)
+        if restart > 0:  # a seeded random start (n_init > 1): no pass for A_α at uniform α
             rs = np.random.default_rng([self.random_state or 0, restart])
             Qs = {(g, h): orth(rs.standard_normal((sizes[h], kk[g, h]))) for g, h in pairs}
         else:
+            A = uniform_affinity(X, prep)
             Qs = {(g, h): right_singular(A[slices[g], slices[h]], kk[g, h]) for g, h in pairs}
         solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
         obj = []
@@ -1002,7 +1002,7 @@ class QAlpha(Selector):
             ): Qs[g, h]
             for g, h in pairs
         }
-        self.n_passes_ = solve.n_passes + 1
+        self.n_passes_ = solve.n_passes + int(restart == 0)  # + the pass for A at uniform α
         return FitOutput(
             scores=alpha,
             n_iter=n_iter,

@@ -24,9 +24,9 @@ def compute_blocks(*arrays: Any) -> tuple:
     with the block size (100 × 5·10⁶ t-test: ~400 MB in one task, a 500 MB worker killed).
     Computing the chunks as separate keys (``to_delayed``) keeps every task one block's
     worth; the arrays still share their reads of X (one graph, one pass).  Under a
-    distributed client each chunk is fetched as soon as it is done and released on the
-    workers (:func:`_gather_as_completed`), so a worker holds only the chunks not yet
-    fetched instead of its whole share of the result.  Non-dask arguments are passed through.
+    distributed client finished chunks are fetched in batches and released on the workers
+    (:func:`_gather_as_completed`), so the workers hold only the chunks not yet fetched
+    instead of the whole result.  Non-dask arguments are passed through.
     """
     # split without optimising: arrays that share X keep sharing its read tasks (optimised
     # one by one, each would fuse its own read of every block: one pass per array)
@@ -81,7 +81,7 @@ def _gather_as_completed(client: Any, delayeds: list) -> list:
         slots.setdefault(f.key, []).append(i)
     values: list = [None] * len(futures)
     # one gather per GATHER_SHARE of the chunks, not per chunk: a round trip costs more than
-    # a small chunk's task, and a worker then holds at most that share of its results
+    # a small chunk's task, and the workers then hold about that share of the result at most
     size = max(GATHER_MIN, len(futures) // GATHER_SHARE)
     pending: list = []
 

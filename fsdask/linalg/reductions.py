@@ -56,8 +56,8 @@ def _fresh(prefix: str) -> str:
 
     ``da.blockwise`` names its output by tokenizing the function, and a closure over the
     iteration's arrays is tokenized by cloudpickling it: ~10 ms per reduction, more than the
-    reduction itself on a small X.  A result that is computed at once and never names data
-    (a checkpoint keys on X's name, never on a sum's) needs no deterministic name.
+    reduction itself on a small X.  These layers are derived from X inside one fit and never
+    name data (a checkpoint keys on X's own name), so they need no deterministic name.
     """
     return f"{prefix}-{uuid.uuid4().hex}"
 

@@ -2,9 +2,10 @@
 
 The defaults live in ``fsdask/fsdask.yaml`` (package data); the user's dask config files,
 ``DASK_FSDASK__…`` environment variables and ``dask.config.set`` override them as for any
-dask key.  The only key so far is ``fsdask.memory-budget``, read by :func:`memory_budget`
-— the one budget every in-memory-or-chunked decision uses (:mod:`fsdask.linalg.execution`)
-and the bound of one task when a foreign store is re-blocked (:mod:`fsdask.io.rechunk`).
+dask key.  ``fsdask.memory-budget``, read by :func:`memory_budget`, is the one budget every
+in-memory-or-chunked decision uses (:mod:`fsdask.linalg.execution`) and the bound of one task
+when a foreign store is re-blocked (:mod:`fsdask.io.rechunk`); ``fsdask.hold-x-below``, read
+by :func:`hold_x_below`, is the size below which an iterative method holds X itself in memory.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from fsdask.errors import ParameterError
 
 #: the dask config key of the memory budget
 CONFIG_KEY = "fsdask.memory-budget"
+#: the dask config key of the size below which X is held in memory by iterative methods
+HOLD_KEY = "fsdask.hold-x-below"
 
 
 def _register_defaults() -> None:
@@ -47,6 +50,16 @@ def memory_budget(override: Any = None) -> int:
     """
     value = dask.config.get(CONFIG_KEY) if override is None else override
     where = "memory_budget" if override is not None else f"dask config {CONFIG_KEY!r}"
+    return _size(value, where)
+
+
+def hold_x_below() -> int:
+    """Bytes (dask config ``fsdask.hold-x-below``) below which an iterative method reads X into
+    memory once instead of building a dask graph per pass; 0 keeps every pass on dask."""
+    return _size(dask.config.get(HOLD_KEY, 0), f"dask config {HOLD_KEY!r}")
+
+
+def _size(value: Any, where: str) -> int:
     try:
         nbytes = parse_bytes(value) if isinstance(value, str) else value
     except (ValueError, TypeError):

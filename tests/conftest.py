@@ -24,6 +24,21 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _iterations_on_dask(request, monkeypatch):
+    """Infrastructure tests run every pass of an iterative method as dask tasks, as on data
+    too big to hold (``fsdask.hold-x-below`` = 0): their small stores would otherwise be read
+    into memory once and a killed worker or a failing bucket would meet only that read."""
+    if not (request.node.get_closest_marker("infra") or request.node.get_closest_marker("slurm")):
+        yield
+        return
+    import dask
+
+    monkeypatch.setenv("DASK_FSDASK__HOLD_X_BELOW", "0")  # for the CLI in subprocesses
+    with dask.config.set({"fsdask.hold-x-below": 0}):
+        yield
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

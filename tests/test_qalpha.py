@@ -16,6 +16,14 @@ from fsdask.testing import SelectorChecks
 pytestmark = pytest.mark.filterwarnings("ignore::fsdask.errors.ConvergenceWarning")
 
 
+@pytest.fixture(params=["memory", "dask"])
+def route(request):
+    """Q-α's two routes: a small X read into memory once (the default), or a graph per pass."""
+    limit = "32MiB" if request.param == "memory" else 0
+    with dask.config.set({"fsdask.hold-x-below": limit}):
+        yield request.param
+
+
 @pytest.fixture(scope="module")
 def weston():
     syn = weston_linear(n_samples=50, n_features=202, random_state=1)
@@ -43,7 +51,7 @@ def _rbf(A, B):
 
 
 @pytest.mark.parametrize("variant", ["power", "basic", "ritz", "laplacian", "gap"])
-def test_unsupervised_variants_match_dense(weston, variant):
+def test_unsupervised_variants_match_dense(weston, variant, route):
     X, _ = weston
     if variant == "gap":  # W has qk + q² columns: keep q small
         X = X[:20]
@@ -61,7 +69,8 @@ def test_power_matches_dense_n3000_chunked():
     X[:10, :20] += 3.0  # a planted cluster in 20 features
     a, obj, _ = dense.qalpha_dense(X, 3, "power", n_iter=3)
     Xd = da.from_array(X, chunks=(30, 700))
-    est = QAlpha(k=3, tol=0, max_iter=3).fit(Xd)
+    with dask.config.set({"fsdask.hold-x-below": 0}):  # X is small: keep it on dask
+        est = QAlpha(k=3, tol=0, max_iter=3).fit(Xd)
     np.testing.assert_allclose(est.scores_, a, atol=1e-8)
     np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
     # one pass over X per iteration: A⁽⁰⁾, the first Gram, then α/A_α fused with the next Gram
@@ -70,7 +79,7 @@ def test_power_matches_dense_n3000_chunked():
 
 
 @pytest.mark.parametrize("solver", ["gram", "tsqr", "lanczos"])
-def test_alpha_solvers_agree(weston, solver):
+def test_alpha_solvers_agree(weston, solver, route):
     X, _ = weston
     a, obj, _ = dense.qalpha_dense(X, 3, "power", n_iter=4)
     est = QAlpha(k=3, tol=0, max_iter=4, alpha_solver=solver).fit(da.from_array(X, chunks=(50, 64)))
@@ -82,7 +91,7 @@ def test_alpha_solvers_agree(weston, solver):
     "variant,solver",
     [("power", "auto"), ("basic", "auto"), ("power", "tsqr"), ("power", "lanczos")],
 )
-def test_supervised_matches_dense(weston, variant, solver):
+def test_supervised_matches_dense(weston, variant, solver, route):
     X, y = weston
     a, obj = dense.supervised_dense(X, y, gamma=0.5, variant=variant, n_iter=5)
     est = QAlpha(variant=variant, tol=0, max_iter=5, alpha_solver=solver).fit(
@@ -93,7 +102,7 @@ def test_supervised_matches_dense(weston, variant, solver):
     np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
 
 
-def test_supervised_three_classes_and_opt_out():
+def test_supervised_three_classes_and_opt_out(route):
     syn = qalpha_clusters(3, n_irrelevant=40, random_state=2)
     X, y = syn.X.values.astype(float), syn.y
     a, obj = dense.supervised_dense(X, y, gamma=0.3, k_within=1, k_between=2, n_iter=4)
@@ -108,7 +117,7 @@ def test_supervised_three_classes_and_opt_out():
 @pytest.mark.parametrize(
     "kernel,fn", [("linear", lambda A, B: A.T @ B), ("rbf", _rbf), ("sessions", _sessions_kernel)]
 )
-def test_kernel_matches_dense(weston, kernel, fn):
+def test_kernel_matches_dense(weston, kernel, fn, route):
     X, _ = weston
     X = X[:48, :80]
     a, obj = dense.kernel_dense(X, fn, 2, n_iter=4)

@@ -51,6 +51,8 @@ def test_ks_matches_scipy_with_ties(rng):
 
 
 QALPHA_VARIANTS = ("power", "basic", "ritz", "laplacian", "gap", "supervised", "kernel")
+#: Q-α's passes counted on dask: a small X would otherwise be read into memory once
+ON_DASK = {"scheduler": "threads", "fsdask.hold-x-below": 0}
 #: passes over X per iteration.  Ritz (Def. 4) has two α-steps, each a Gram; basic Q-α and the
 #: supervised 𝒢 update Q from all of A_α, which only the α pass yields (QAlpha._fused_step)
 QALPHA_PASSES = {"power": 1, "laplacian": 1, "gap": 1, "ritz": 2, "basic": 2, "supervised": 2}
@@ -72,7 +74,7 @@ def _qalpha_reads(variant: str, max_iter: int) -> tuple[float, int]:
     }
     if variant == "kernel":
         kw["kernel"] = "linear"
-    with dask.config.set(scheduler="threads"), pytest.warns(ConvergenceWarning):
+    with dask.config.set(ON_DASK), pytest.warns(ConvergenceWarning):
         est = fsdask.QAlpha(**kw).fit(Xd, y if variant == "supervised" else None)
     assert est.n_iter_ == max_iter
     return src.reads / Xd.npartitions, est.n_passes_
@@ -103,6 +105,28 @@ def test_qalpha_one_pass_per_iteration_pending(variant):
     assert _passes_per_iteration(variant) == 1
 
 
+@pytest.mark.parametrize("variant", QALPHA_VARIANTS)
+def test_small_x_is_read_once_into_memory(variant):
+    # below fsdask.hold-x-below every iteration sweeps X in memory: the input check and one read
+    rng = np.random.default_rng(5)
+    y = np.repeat([0, 1, 2], 8)
+    X = rng.normal(size=(24, 60))
+    X[:, :6] += 2 * y[:, None]
+    src = CountingArray(X)
+    Xd = da.from_array(src, chunks=(24, 15), asarray=False, fancy=False, meta=np.empty((0, 0)))
+    kw = {"k": 2, "variant": variant, "max_iter": 3, "tol": 0.0}
+    if variant == "kernel":
+        kw["kernel"] = "linear"
+    with dask.config.set(scheduler="threads"), pytest.warns(ConvergenceWarning):
+        est = fsdask.QAlpha(**kw).fit(Xd, y if variant == "supervised" else None)
+    assert src.reads / Xd.npartitions == 2 and est.n_passes_ == 1
+    with dask.config.set(ON_DASK), pytest.warns(ConvergenceWarning):
+        ref = fsdask.QAlpha(**kw).fit(Xd, y if variant == "supervised" else None)
+    assert ref.n_passes_ > 1
+    np.testing.assert_allclose(est.scores_, ref.scores_, atol=1e-10)
+    np.testing.assert_allclose(est.objective_, ref.objective_, rtol=1e-10)
+
+
 @pytest.mark.parametrize("variant", ["power", "basic"])
 def test_qalpha_random_init_skips_the_pca_pass(variant):
     # Q⁽⁰⁾ from A_α at uniform α is one pass over X; a random or given Q⁽⁰⁾ does not need it
@@ -112,7 +136,7 @@ def test_qalpha_random_init_skips_the_pca_pass(variant):
     for init in ("pca", "random"):
         src = CountingArray(X)
         Xd = da.from_array(src, chunks=(24, 15), asarray=False, fancy=False, meta=np.empty((0, 0)))
-        with dask.config.set(scheduler="threads"), pytest.warns(ConvergenceWarning):
+        with dask.config.set(ON_DASK), pytest.warns(ConvergenceWarning):
             est = fsdask.QAlpha(variant=variant, init=init, max_iter=2, tol=0.0).fit(Xd)
         reads[init] = src.reads / Xd.npartitions
         assert est.n_passes_ == reads[init] - 1  # all but the input check
@@ -128,7 +152,7 @@ def test_supervised_qalpha_restarts_skip_the_uniform_affinity_pass():
     for n_init in (1, 2):
         src = CountingArray(X)
         Xd = da.from_array(src, chunks=(24, 15), asarray=False, fancy=False, meta=np.empty((0, 0)))
-        with dask.config.set(scheduler="threads"), pytest.warns(ConvergenceWarning):
+        with dask.config.set(ON_DASK), pytest.warns(ConvergenceWarning):
             est = fsdask.QAlpha(variant="supervised", n_init=n_init, max_iter=2, tol=0.0).fit(Xd, y)
         reads[n_init] = src.reads / Xd.npartitions
         assert est.n_passes_ == reads[n_init] - 1  # all but the input check

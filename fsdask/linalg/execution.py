@@ -2,8 +2,9 @@
 
 Methods ask this module three questions instead of deciding them with dask themselves:
 
-* **in memory or chunked?**  :meth:`Execution.fits` and :meth:`Execution.hold` compare a
-  size with ONE memory budget, the dask config key ``fsdask.memory-budget`` (default
+* **in memory or chunked?**  :meth:`Execution.fits`, :meth:`Execution.hold` and
+  :meth:`Execution.local` (X itself, for iterative methods) compare a size with ONE memory
+  budget, the dask config key ``fsdask.memory-budget`` (default
   ``1GiB``, registered by :mod:`fsdask._config` from ``fsdask/fsdask.yaml``); a call's
   ``memory_budget=`` overrides it, and so does ``dask.config.set`` around the call;
 * **persist or recompute?**  :meth:`Execution.operator` wraps a matrix derived column by
@@ -11,7 +12,8 @@ Methods ask this module three questions instead of deciding them with dask thems
   like X, or recomputed from X at every product;
 * **how many passes over X?**  every sweep of a dask graph that reads X goes through
   :meth:`Execution.compute`, :meth:`Execution.persist`, :meth:`Execution.hold`,
-  :meth:`Execution.map_columns` or :meth:`Execution.sum_columns` and is counted in
+  :meth:`Execution.local`, :meth:`Execution.map_columns`, :meth:`Execution.sum_columns` or
+  :meth:`Execution.map_and_sum_columns` and is counted in
   :attr:`Execution.passes` (sweeps over in-memory columns read no storage and are not).
 
 The two places an array can live implement one small interface, :class:`ArrayBackend`
@@ -35,8 +37,8 @@ import numba
 import numpy as np
 from dask.utils import parse_bytes
 
-from fsdask._config import CONFIG_KEY, memory_budget  # noqa: F401  (CONFIG_KEY re-exported)
-from fsdask.linalg.reductions import compute_blocks, map_features, sum_over_blocks
+from fsdask._config import CONFIG_KEY, hold_x_below, memory_budget  # noqa: F401  (re-exported)
+from fsdask.linalg.reductions import compute_blocks, map_and_sum, map_features, sum_over_blocks
 
 #: columns per task when in-memory columns are swept (fixed: results do not depend on threads)
 SLICE = 2048
@@ -97,6 +99,17 @@ class ArrayBackend(ABC):
         """``Σ_b fn(x_b, *v_b)`` (float64 of ``shape``), in memory."""
 
     @abstractmethod
+    def map_and_sum_columns(
+        self,
+        fn: Callable[..., tuple],
+        x: Any,
+        *vectors: np.ndarray,
+        shapes: Sequence[Sequence[int]],
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """``fn(x_b, *v_b) -> (f_b, [s_1b, …])``: the f_b joined along the feature axis and
+        each ``Σ_b s_ib`` (float64 of ``shapes[i]``), in memory, from one sweep."""
+
+    @abstractmethod
     def take_columns(self, x: Any, idx: np.ndarray) -> Any:
         """The columns ``idx`` of x, same backend (lazy for dask)."""
 
@@ -144,6 +157,15 @@ class NumpyBackend(ArrayBackend):
             total += p
         return total
 
+    def map_and_sum_columns(self, fn, x, *vectors, shapes):
+        parts = self._run(fn, x, vectors)
+        totals = [np.zeros(tuple(s)) for s in shapes]
+        for _, sums in parts:
+            for t, s in zip(totals, sums):
+                t += s
+        mapped = np.concatenate([np.asarray(f, dtype=np.float64) for f, _ in parts] or [[]])
+        return mapped, totals
+
     def take_columns(self, x, idx):
         return x if idx.size == x.shape[1] else np.ascontiguousarray(x[:, idx])
 
@@ -172,6 +194,11 @@ class DaskBackend(ArrayBackend):
 
     def sum_columns(self, fn, x, *vectors, shape):
         return sum_over_blocks(fn, x, *self._aligned(x, vectors), shape=shape).compute()
+
+    def map_and_sum_columns(self, fn, x, *vectors, shapes):
+        mapped, sums = map_and_sum(fn, x, *self._aligned(x, vectors), shapes=shapes)
+        mapped, *sums = compute_blocks(mapped, *sums)  # the map joined on the client
+        return mapped, sums
 
     def take_columns(self, x, idx):
         # keep X's block width: a fancy-indexed selection would otherwise come as one block
@@ -411,6 +438,26 @@ class Execution:
             return b.gather(cols)
         return cols
 
+    def local(self, X: Any) -> Any:
+        """X itself in memory (one pass) when it is small, else X unchanged.
+
+        Small means at most ``fsdask.hold-x-below`` bytes (default 32 MiB) and within the
+        budget.  An iterative method sweeps X once per iteration; on a small X each sweep
+        through a dask graph costs more in building and scheduling it than in arithmetic,
+        and held in memory every later sweep reads no storage.
+
+        Returns
+        -------
+        ndarray (N × J, X's dtype) or X.  Memory: X's size, at most ``hold-x-below``.
+        """
+        if backend_of(X) is NUMPY:
+            return X
+        nbytes = X.size * X.dtype.itemsize
+        if nbytes > hold_x_below() or not self.fits(nbytes):
+            return X
+        self.passes += 1
+        return DASK.gather(X)
+
     def map_columns(
         self,
         fn: Callable[..., np.ndarray],
@@ -450,6 +497,27 @@ class Execution:
         if b is not NUMPY:
             self.passes += 1
         return b.sum_columns(fn, x, *vectors, shape=shape)
+
+    def map_and_sum_columns(
+        self,
+        fn: Callable[..., tuple],
+        x: Any,
+        *vectors: np.ndarray,
+        shapes: Sequence[Sequence[int]],
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """A per-feature map and block sums from one sweep; one pass if x is chunked.
+
+        ``fn(x_b, *v_b)`` returns ``(f_b, [s_1b, s_2b, …])``, f_b of shape (J_b,).
+
+        Returns
+        -------
+        (ndarray (J,), list of float64 ndarrays of ``shapes``).  Memory: the map and about
+        ``TREE_SUM_COPIES`` copies of each summed term.
+        """
+        b = backend_of(x)
+        if b is not NUMPY:
+            self.passes += 1
+        return b.map_and_sum_columns(fn, x, *vectors, shapes=shapes)
 
     def operator(
         self,

@@ -126,7 +126,7 @@ def feature_kernel_matmul(
 
     Parameters
     ----------
-    X : dask array (n, p)
+    X : dask array (n, p), or an ndarray (then the result is an ndarray)
     kernel : callable
         ``kernel(XI, XJ)`` receives two (n × tile) column blocks and returns the
         (tile_I × tile_J) block of V.
@@ -144,6 +144,9 @@ def feature_kernel_matmul(
     p = X.shape[1]
     squeeze = getattr(B, "ndim", 2) == 1
     B = B[:, None] if squeeze else B
+    if isinstance(X, np.ndarray):  # held in memory: the same tiles, summed in a loop
+        out = _kernel_matmul_in_memory(X, kernel, np.asarray(B, dtype=np.float64), tile)
+        return out[:, 0] if squeeze else out
     Xt = X.rechunk({0: -1, 1: tile})
     Bt = (B if isinstance(B, da.Array) else da.from_array(np.asarray(B))).rechunk({0: tile, 1: -1})
     if Bt.shape[0] != p:
@@ -165,3 +168,14 @@ def feature_kernel_matmul(
         )
     out = parts.sum(axis=1, split_every=split_every)
     return out[:, 0] if squeeze else out
+
+
+def _kernel_matmul_in_memory(X: np.ndarray, kernel: KernelFn, B: np.ndarray, tile: int):
+    """``V @ B`` for an in-memory X, one (tile × tile) block of V at a time."""
+    p = X.shape[1]
+    out = np.zeros((p, B.shape[1]))
+    for i0 in range(0, p, tile):
+        xi = X[:, i0 : i0 + tile]
+        for j0 in range(0, p, tile):
+            out[i0 : i0 + tile] += np.asarray(kernel(xi, X[:, j0 : j0 + tile])) @ B[j0 : j0 + tile]
+    return out

@@ -17,7 +17,8 @@ row map W and a small symmetric signature S (S = I except for the gap criterion 
 supervised 𝒢, which are indefinite).  ``A_α`` is one more pass (``sum_over_blocks``),
 fused with the evaluation of α = W u.  Where the Q-update needs only ``Wᵀα = K u`` (Def. 2,
 Def. 5, the gap criterion, Ritz's Q̄) that pass also sums the next Gram, so an iteration is
-one pass (Ritz: two, one per α-step); see :meth:`QAlpha._fused_step`.  Kernel Q-α (Def. 14) needs the n × n feature
+one pass (Ritz: two, one per α-step); see :meth:`QAlpha._fused_step`.  A small X is read
+into memory once and swept there (:meth:`fsdask.linalg.Execution.local`).  Kernel Q-α (Def. 14) needs the n × n feature
 kernel V: it is applied tile by tile (:func:`fsdask.linalg.feature_kernel_matmul`), never
 stored; ``G α = rowsum(B ∘ (V (diag(α) B)))`` with ``B = V E``.
 
@@ -74,7 +75,6 @@ from fsdask.linalg import (
     khatri_rao_matvec,
     khatri_rao_rmatvec,
     leading_eigh,
-    map_and_sum,
     map_features,
     sum_over_blocks,
     tall_skinny_qr,
@@ -271,13 +271,15 @@ def affinity_block(xb: np.ndarray, a: np.ndarray, prep: Callable) -> np.ndarray:
     return out
 
 
-def uniform_affinity(X: da.Array, prep: Callable) -> np.ndarray:
+def uniform_affinity(X: Any, prep: Callable, ex: Execution) -> np.ndarray:
     """A_α at uniform α (α_i = 1/√n), the start of Q⁽⁰⁾: one pass over X."""
     n = X.shape[1]
-    uniform = da.full((n,), 1.0 / np.sqrt(n), chunks=(X.chunks[1],))
-    return sum_over_blocks(
-        lambda xb, ab: affinity_block(xb, ab, prep), X, uniform, shape=(X.shape[0],) * 2
-    ).compute()
+    return ex.sum_columns(
+        lambda xb, ab: affinity_block(xb, ab, prep),
+        X,
+        np.full(n, 1.0 / np.sqrt(n)),
+        shape=(X.shape[0],) * 2,
+    )
 
 
 def _sym_top(H: np.ndarray) -> tuple[float, np.ndarray]:
@@ -299,22 +301,36 @@ def leading_from_gram(K: np.ndarray, signature: np.ndarray | None) -> tuple[floa
 
 
 class AlphaStep:
-    """Leading (algebraic) eigenvector of W S Wᵀ, α = W u, with A_α evaluated in the same pass."""
+    """Leading (algebraic) eigenvector of W S Wᵀ, α = W u, with A_α evaluated in the same pass.
 
-    def __init__(self, X: da.Array, prep: Callable, solver: str, random_state: int | None):
+    X is a dask array or, when :meth:`Execution.local` held it, a NumPy array: every sweep
+    goes through ``ex`` (one graph per pass for dask, a thread pool over column slices for
+    NumPy), so the α-step reads the same either way.
+    """
+
+    def __init__(
+        self, X: Any, prep: Callable, solver: str, random_state: int | None, ex: Execution
+    ):
         self.X = X
         self.prep = prep
         self.solver = solver
         self.v_prev: np.ndarray | None = None
         self.a_prev: np.ndarray | None = None
         self.rng = np.random.default_rng(random_state)
-        self.n_passes = 0
-        self.ex = Execution()  # the memory budget of this fit (dask config fsdask.memory-budget)
+        self.ex = ex  # the fit's memory budget and pass count
+        self.passes0 = ex.passes
+
+    @property
+    def n_passes(self) -> int:
+        """Passes over X made by this α-step so far (dask sweeps; in-memory sweeps read nothing)."""
+        return self.ex.passes - self.passes0
 
     def _choose(self, spec: TallSpec) -> str:
         n = self.X.shape[1]
         if self.solver == "tsqr" and n >= spec.r:
             return "tsqr"
+        if self.solver == "auto" and n < spec.r and not isinstance(self.X, da.Array):
+            return "tsqr"  # fewer features than qk, in memory: QR of W (n × r), no r × r eigh
         gram_fits = self.ex.fits(
             8.0 * spec.r**2, copies=TREE_SUM_COPIES
         )  # the tree-summed r × r Gram
@@ -323,73 +339,89 @@ class AlphaStep:
         # matrix-free: Lanczos on Wᵀ W in R^r (S = I: one pass per product), or on W S Wᵀ in R^n
         return "lanczos" if spec.signature is None else "lanczos_n"
 
-    def __call__(self, spec: TallSpec) -> tuple[np.ndarray, np.ndarray, float]:
-        """Return (α with ‖α‖ = 1 and Σα ≥ 0, A_α, eigenvalue = αᵀ(W S Wᵀ)α)."""
-        prep, X = self.prep, self.X
-        how = self._choose(spec)
-        if how == "tsqr":
-            Wd = map_features(
-                lambda xb: spec.rows(prep(xb)).T, X, out_rows=spec.r, dtype=np.float64
-            ).T
-            Qw, R = tall_skinny_qr(Wd)
-            R = R.compute()
-            self.n_passes += 1
-            S = np.eye(spec.r) if spec.signature is None else spec.signature
+    def _affinity(self, alpha: np.ndarray) -> np.ndarray:
+        prep = self.prep
+        return self.ex.sum_columns(
+            lambda xb, ab: affinity_block(xb, ab, prep), self.X, alpha, shape=(self.X.shape[0],) * 2
+        )
+
+    def _tsqr(self, spec: TallSpec) -> tuple[float, np.ndarray, np.ndarray]:
+        """(λ, α, A_α) from the QR of the tall W (n × r): Q_W R = W, λ, h = top of R S Rᵀ."""
+        prep, X, ex = self.prep, self.X, self.ex
+        S = np.eye(spec.r) if spec.signature is None else spec.signature
+
+        def rows(xb):
+            return spec.rows(prep(xb)).T
+
+        if not isinstance(X, da.Array):
+            Qw, R = np.linalg.qr(ex.map_columns(rows, X, out_rows=spec.r).T)
             lam, h = _sym_top(R @ S @ R.T)
-            alpha_d = (Qw @ h[:, None])[:, 0].rechunk((X.chunks[1],))
-        else:
-            if how == "gram":
-                K = sum_over_blocks(
-                    lambda xb: spec.gram_block(xb, prep), X, shape=(spec.r, spec.r)
-                ).compute()
-                self.n_passes += 1
-                lam, u = leading_from_gram(K, spec.signature)
-            elif how == "lanczos":
-                v0 = (
-                    self.v_prev
-                    if self.v_prev is not None and self.v_prev.size == spec.r
-                    else self.rng.standard_normal(spec.r)
-                )
-
-                def matvec(v):
-                    self.n_passes += 1
-                    return sum_over_blocks(
-                        lambda xb: spec.normal_block(xb, prep, v), X, shape=(spec.r,)
-                    ).compute()
-
-                w, V = leading_eigh(matvec, spec.r, 1, which="LA", v0=v0, tol=1e-12)
-                lam, v = float(w[0]), V[:, 0]
-                self.v_prev = v
-                u = v / np.sqrt(lam)
-            else:  # lanczos_n: (W S Wᵀ) a = W (S (Wᵀ a)) — a reduction pass and a map pass per product
-                S = spec.signature
-                n = X.shape[1]
-                a0 = self.a_prev if self.a_prev is not None else np.ones(n) / np.sqrt(n)
-
-                def matvec_n(a):
-                    self.n_passes += 2
-                    a_d = da.from_array(a, chunks=(X.chunks[1],))
-                    c = sum_over_blocks(
-                        lambda xb, ab: spec.apply_block_T(xb, prep, ab), X, a_d, shape=(spec.r,)
-                    ).compute()
-                    return compute_blocks(
-                        map_features(
-                            lambda xb: spec.apply_block(xb, prep, S @ c), X, dtype=np.float64
-                        )
-                    )[0]
-
-                w, U = leading_eigh(matvec_n, n, 1, which="LA", v0=a0, tol=1e-12)
-                lam = float(w[0])
-                alpha_d = da.from_array(U[:, 0], chunks=(X.chunks[1],))
-            if how != "lanczos_n":
-                alpha_d = map_features(
-                    lambda xb: spec.apply_block(xb, prep, u), X, dtype=np.float64
-                )
+            alpha = Qw @ h
+            return lam, alpha, self._affinity(alpha)
+        Qw, R = tall_skinny_qr(map_features(rows, X, out_rows=spec.r, dtype=np.float64).T)
+        (R,) = ex.compute(R)
+        lam, h = _sym_top(R @ S @ R.T)
+        alpha_d = (Qw @ h[:, None])[:, 0].rechunk((X.chunks[1],))
         A_d = sum_over_blocks(
             lambda xb, ab: affinity_block(xb, ab, prep), X, alpha_d, shape=(X.shape[0],) * 2
         )
-        alpha, A = compute_blocks(alpha_d, A_d)  # α joined on the client: tasks stay block-sized
-        self.n_passes += 1
+        alpha, A = ex.compute(alpha_d, A_d)  # α joined on the client: tasks stay block-sized
+        return lam, alpha, A
+
+    def _lanczos_n(self, spec: TallSpec) -> tuple[float, np.ndarray]:
+        """(λ, α) by Lanczos on W S Wᵀ in R^n: (W S Wᵀ) a = W (S (Wᵀ a)), two sweeps per product."""
+        prep, X, ex, S = self.prep, self.X, self.ex, spec.signature
+        n = X.shape[1]
+        a0 = self.a_prev if self.a_prev is not None else np.ones(n) / np.sqrt(n)
+
+        def matvec_n(a):
+            c = ex.sum_columns(
+                lambda xb, ab: spec.apply_block_T(xb, prep, ab), X, a, shape=(spec.r,)
+            )
+            return ex.map_columns(lambda xb: spec.apply_block(xb, prep, S @ c), X)
+
+        w, U = leading_eigh(matvec_n, n, 1, which="LA", v0=a0, tol=1e-12)
+        return float(w[0]), U[:, 0]
+
+    def _u(self, spec: TallSpec, how: str) -> tuple[float, np.ndarray]:
+        """(λ, u) with α = W u, from the Gram (one pass) or Lanczos on Wᵀ W (one per product)."""
+        prep, X, ex = self.prep, self.X, self.ex
+        if how == "gram":
+            K = ex.sum_columns(lambda xb: spec.gram_block(xb, prep), X, shape=(spec.r, spec.r))
+            return leading_from_gram(K, spec.signature)
+        v0 = (
+            self.v_prev
+            if self.v_prev is not None and self.v_prev.size == spec.r
+            else self.rng.standard_normal(spec.r)
+        )
+
+        def matvec(v):
+            return ex.sum_columns(lambda xb: spec.normal_block(xb, prep, v), X, shape=(spec.r,))
+
+        w, V = leading_eigh(matvec, spec.r, 1, which="LA", v0=v0, tol=1e-12)
+        lam, v = float(w[0]), V[:, 0]
+        self.v_prev = v
+        return lam, v / np.sqrt(lam)
+
+    def __call__(self, spec: TallSpec) -> tuple[np.ndarray, np.ndarray, float]:
+        """Return (α with ‖α‖ = 1 and Σα ≥ 0, A_α, eigenvalue = αᵀ(W S Wᵀ)α)."""
+        prep = self.prep
+        how = self._choose(spec)
+        if how == "tsqr":
+            lam, alpha, A = self._tsqr(spec)
+        elif how == "lanczos_n":
+            lam, alpha = self._lanczos_n(spec)
+            A = self._affinity(alpha)
+        else:
+            lam, u = self._u(spec, how)
+
+            def block(xb):  # α_b = W_b u and its A_α term from the same block
+                a = spec.apply_block(xb, prep, u)
+                return a, [affinity_block(xb, a, prep)]
+
+            alpha, (A,) = self.ex.map_and_sum_columns(
+                block, self.X, shapes=[(self.X.shape[0],) * 2]
+            )
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
         return alpha, A, lam
@@ -406,7 +438,7 @@ class AlphaStep:
     def set_state(self, saved: dict[str, Any]) -> None:
         self.v_prev, self.a_prev = saved.get("solver_v"), saved.get("solver_a")
         checkpoint.set_rng_state(self.rng, saved["solver_rng"])
-        self.n_passes = int(saved["solver_passes"])
+        self.passes0 = self.ex.passes - int(saved["solver_passes"])
 
     # ---- one pass per α-step: the Gram of the next step is summed while α is written out
     def fusable(self, spec: TallSpec) -> bool:
@@ -424,8 +456,7 @@ class AlphaStep:
                 out[r * r :] += Fm.ravel()
             return out
 
-        flat = sum_over_blocks(block, self.X, shape=(r * r + f * r,)).compute()
-        self.n_passes += 1
+        flat = self.ex.sum_columns(block, self.X, shape=(r * r + f * r,))
         return flat[: r * r].reshape(r, r), flat[r * r :].reshape(f, r)
 
     def materialize(self, spec: TallSpec, u: np.ndarray, next_spec: TallSpec | None):
@@ -446,9 +477,9 @@ class AlphaStep:
                     F_b += Fm
             return (np.concatenate(alpha_b) if alpha_b else np.zeros(0)), [A_b, K_b, F_b]
 
-        alpha_d, sums = map_and_sum(block, self.X, shapes=[(q, q), (r, r), (f, r)])
-        alpha, A, K, F = compute_blocks(alpha_d, *sums)  # α joined on the client
-        self.n_passes += 1
+        alpha, (A, K, F) = self.ex.map_and_sum_columns(
+            block, self.X, shapes=[(q, q), (r, r), (f, r)]
+        )
         alpha, A = _unit_positive(alpha, A)
         self.a_prev = alpha
         return alpha, A, K, F
@@ -634,7 +665,10 @@ class QAlpha(Selector):
     scores_ : α (0 for dropped constant features)   ranking_ : 1 = best
     Q_ : q × k (supervised: dict of Q^{gh}; kernel: None — Q lives in feature space)
     E_ : kernel variant only, n × k with Q = Mᵀ E
-    n_iter_, objective_ (criterion per iteration), converged_, n_passes_, result_
+    n_iter_, objective_ (criterion per iteration), converged_, result_
+    n_passes_ : reads of X after the input check.  An X of at most ``fsdask.hold-x-below``
+        bytes (dask config, default 32 MiB) is read once into memory and iterated there
+        (n_passes_ = 1); set it to 0 to keep every pass on dask.
     """
 
     method_name = "qalpha"
@@ -728,12 +762,14 @@ class QAlpha(Selector):
                     f"k={self.k} but X has only {q} samples; Q-α needs k < n_samples "
                     f"(centred rows span at most {q - 1} dimensions): lower k or add samples"
                 )
-            out, best, passes = None, None, 0
+            ex = Execution()  # the fit's budget; a small X is read into memory once, here
+            Xw = ex.local(X)
+            out, best, passes = None, None, ex.passes
             for t in range(self.n_init):
                 res = (
-                    self._fit_supervised(X, np.asarray(y), t)
+                    self._fit_supervised(X, np.asarray(y), t, Xw, ex)
                     if use_sup
-                    else self._fit_unsupervised(X, t)
+                    else self._fit_unsupervised(X, t, Xw, ex)
                 )
                 passes += self.n_passes_
                 if best is None or res.objective[-1] > best[0]:
@@ -818,18 +854,21 @@ class QAlpha(Selector):
             )
         return alpha_prev, r, converged
 
-    def _fit_unsupervised(self, X: da.Array, restart: int = 0) -> FitOutput:
+    def _fit_unsupervised(self, X: da.Array, restart: int, Xw: Any, ex: Execution) -> FitOutput:
+        """Def. 2–5 on ``Xw`` (X, or X held in memory by ``ex``); X names the checkpoint."""
         k, variant = self.k, self.variant
         prep = normalize_block
         rng = np.random.default_rng(self.random_state)
         a0_passes = []
 
         def A0() -> np.ndarray:  # for init="pca" only
-            a0_passes.append(1)
-            return uniform_affinity(X, prep)
+            before = ex.passes
+            A = uniform_affinity(Xw, prep, ex)
+            a0_passes.append(ex.passes - before)
+            return A
 
         Q = self._Q0(X.shape[0], A0, k, rng, restart)
-        solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
+        solve = AlphaStep(Xw, prep, self.alpha_solver, self.random_state, ex)
         obj: list[float] = []
         state = {"Q": Q, "d": None, "K": None, "F": None}
         fused = variant in FUSED_VARIANTS and solve.fusable(_spec(variant, Q, None))
@@ -879,7 +918,7 @@ class QAlpha(Selector):
         slot = checkpoint.for_fit(self, X).slot(f"qalpha/{variant}/restart{restart}")
         alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot, dump, load)
         self.Q_ = state["Q"]
-        self.n_passes_ = solve.n_passes + len(a0_passes)
+        self.n_passes_ = solve.n_passes + sum(a0_passes)
         return FitOutput(
             scores=alpha,
             n_iter=n_iter,
@@ -935,7 +974,10 @@ class QAlpha(Selector):
             return alpha, A, Q, 2 * criterion(A, Q) - float(np.sum(A * A))
         return alpha, A, Q, criterion(A, Q)
 
-    def _fit_supervised(self, X: da.Array, y: np.ndarray, restart: int = 0) -> FitOutput:
+    def _fit_supervised(
+        self, X: da.Array, y: np.ndarray, restart: int, Xw: Any, ex: Execution
+    ) -> FitOutput:
+        """Def. 6 on ``Xw`` (X, or X held in memory by ``ex``); X names the checkpoint."""
         classes, codes = np.unique(y, return_inverse=True)
         if classes.size < 2:
             raise InputError(
@@ -960,13 +1002,15 @@ class QAlpha(Selector):
         nc = classes.size
         pairs = [(g, h) for g in range(nc) for h in range(nc)]
         kk = {(g, h): (self.k_within if g == h else self.k_between) for g, h in pairs}
+        before = ex.passes
         if restart > 0:  # a seeded random start (n_init > 1): no pass for A_α at uniform α
             rs = np.random.default_rng([self.random_state or 0, restart])
             Qs = {(g, h): orth(rs.standard_normal((sizes[h], kk[g, h]))) for g, h in pairs}
         else:
-            A = uniform_affinity(X, prep)
+            A = uniform_affinity(Xw, prep, ex)
             Qs = {(g, h): right_singular(A[slices[g], slices[h]], kk[g, h]) for g, h in pairs}
-        solve = AlphaStep(X, prep, self.alpha_solver, self.random_state)
+        a0_passes = ex.passes - before
+        solve = AlphaStep(Xw, prep, self.alpha_solver, self.random_state, ex)
         obj = []
         basic = self.variant == "basic"
 
@@ -1002,7 +1046,7 @@ class QAlpha(Selector):
             ): Qs[g, h]
             for g, h in pairs
         }
-        self.n_passes_ = solve.n_passes + int(restart == 0)  # + the pass for A at uniform α
+        self.n_passes_ = solve.n_passes + a0_passes  # + the pass for A at uniform α
         return FitOutput(
             scores=alpha,
             n_iter=n_iter,
@@ -1026,8 +1070,14 @@ class QAlpha(Selector):
                 f"k={k} but X has only {n} features; the kernel Q-α needs k < n_features"
             )
         kern = make_kernel("rbf" if self.kernel is None else self.kernel, self.kernel_params)
-        Mx = map_features(normalize_block, X, out_rows=q, dtype=np.float64)
-        probe = Mx[:, : min(3, n)].compute()
+        ex = Execution()
+        Xw = ex.local(X)  # a small X: M held in memory, V applied tile by tile in a loop
+        if isinstance(Xw, da.Array):
+            Mx = map_features(normalize_block, X, out_rows=q, dtype=np.float64)
+            probe = Mx[:, : min(3, n)].compute()
+        else:
+            Mx = ex.map_columns(normalize_block, Xw, out_rows=q)
+            probe = Mx[:, : min(3, n)]
         try:
             v = np.asarray(kern(probe[:, :2], probe))
         except Exception as exc:
@@ -1044,11 +1094,13 @@ class QAlpha(Selector):
                 "the kernel returned NaN/Inf on the first features; check kernel_params"
             )
         tile = int(max(256, min(4096, 2**24 // max(1, q * 8))))
-        self.n_passes_ = 0
+        self.n_passes_ = ex.passes
 
         def Vmul(B: np.ndarray) -> np.ndarray:
-            self.n_passes_ += 1
             VB = feature_kernel_matmul(Mx, kern, np.asarray(B, dtype=np.float64), tile=tile)
+            if isinstance(VB, np.ndarray):
+                return VB
+            self.n_passes_ += 1
             return compute_blocks(VB)[0]  # p × k: joined on the client, never in one task
 
         rng = np.random.default_rng(self.random_state)

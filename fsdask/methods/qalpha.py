@@ -131,6 +131,7 @@ class TallSpec:
         matvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
         rmatvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
         functionals: Callable[[np.ndarray], np.ndarray] | None = None,
+        moments: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
     ):
         self.rows = rows
         self.r = r
@@ -139,6 +140,7 @@ class TallSpec:
         self.matvec = matvec or (lambda m, u: rows(m) @ u)
         self.rmatvec = rmatvec or (lambda m, a: rows(m).T @ a)
         self.functionals = functionals
+        self._moments = moments
 
     def _gram_rows(self, m: np.ndarray) -> np.ndarray:
         w = self.rows(m)
@@ -150,6 +152,8 @@ class TallSpec:
         Φ is ``functionals(m)``, by default the single row 1 (then F = (Wᵀ1)ᵀ, the sign of
         α).  A linear statistic of α = W u is then ``F u``, known before α is written out.
         """
+        if self._moments is not None:
+            return self._moments(m)
         if self.functionals is None:
             return self.gram(m), self.rmatvec(m, np.ones(m.shape[1]))[None, :]
         w = self.rows(m)
@@ -203,11 +207,19 @@ def standard_spec(Q: np.ndarray) -> TallSpec:
 
 
 def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
-    """Def. 5: F = Y Yᵀ, rows vec(L_i Q) = m_i ⊗ p_i + d_i vec(Q) (d_i = max_a m_ia² when d is None)."""
+    """Def. 5: F = Y Yᵀ, rows vec(L_i Q) = m_i ⊗ p_i + d_i vec(Q) (d_i = max_a m_ia² when d is None).
+
+    With K the Khatri–Rao rows m_i ⊗ p_i and s = (d_i), W = K + s vec(Q)ᵀ: its products and
+    Gram are those of K (never stored row-major) plus rank-one terms, so a Laplacian pass
+    costs what a Def. 2 pass costs (forming W would write b·qk values per batch, twice).
+    """
     vq = Q.ravel()
 
     def shift(m):
         return (m * m).max(axis=0) if d is None else np.full(m.shape[1], d)
+
+    def kr(m):
+        return m.T, (Q.T @ m).T
 
     def rows(m):
         return khatri_rao_rows(m, Q) + shift(m)[:, None] * vq[None, :]
@@ -215,7 +227,31 @@ def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
     def functionals(m):  # Φ = [1; d_i; m_i ∘ m_i]: F u = (Σα, Σα_i d_i, diag(A_α))
         return np.vstack([np.ones(m.shape[1]), shift(m), m * m])
 
-    return TallSpec(rows, Q.size, functionals=functionals)
+    def gram(m):  # WᵀW = KᵀK + (Kᵀs) vqᵀ + vq (Kᵀs)ᵀ + (sᵀs) vq vqᵀ
+        (mt, pt), s = kr(m), shift(m)
+        c = np.outer(khatri_rao_rmatvec(mt, pt, s), vq)
+        return khatri_rao_gram_block(mt, pt) + c + c.T + (s @ s) * np.outer(vq, vq)
+
+    def matvec(m, u):
+        return khatri_rao_matvec(*kr(m), u) + shift(m) * (vq @ u)
+
+    def rmatvec(m, a):
+        return khatri_rao_rmatvec(*kr(m), a) + vq * (shift(m) @ a)
+
+    def moments(m):  # (WᵀW, Φ W) with Φ W = Φ K + (Φ s) vqᵀ
+        phi = functionals(m)
+        F = phi @ khatri_rao_rows(m, Q) + np.outer(phi @ shift(m), vq)
+        return gram(m), F
+
+    return TallSpec(
+        rows,
+        Q.size,
+        gram=gram,
+        matvec=matvec,
+        rmatvec=rmatvec,
+        functionals=functionals,
+        moments=moments,
+    )
 
 
 def gap_spec(Q: np.ndarray) -> TallSpec:

@@ -58,26 +58,26 @@ ON_DASK = {"scheduler": "threads", "fsdask.hold-x-below": 0}
 QALPHA_PASSES = {"power": 1, "laplacian": 1, "gap": 1, "ritz": 2, "basic": 2, "supervised": 2}
 
 
-def _qalpha_reads(variant: str, max_iter: int) -> tuple[float, int]:
+def _qalpha_fit(variant: str, max_iter: int, config: dict):
+    """A Q-α fit on a counted 24 × 60 X (4 chunks): (chunk reads per chunk, the estimator)."""
     rng = np.random.default_rng(5)
     y = np.repeat([0, 1, 2], 8)
     X = rng.normal(size=(24, 60))
     X[:, :6] += 2 * y[:, None]
     src = CountingArray(X)
     Xd = da.from_array(src, chunks=(24, 15), asarray=False, fancy=False, meta=np.empty((0, 0)))
-    kw = {
-        "k": 2,
-        "variant": variant,
-        "max_iter": max_iter,
-        "tol": 0.0,
-        "supervised": variant == "supervised",
-    }
+    kw = {"k": 2, "variant": variant, "max_iter": max_iter, "tol": 0.0}
     if variant == "kernel":
         kw["kernel"] = "linear"
-    with dask.config.set(ON_DASK), pytest.warns(ConvergenceWarning):
+    with dask.config.set(config), pytest.warns(ConvergenceWarning):
         est = fsdask.QAlpha(**kw).fit(Xd, y if variant == "supervised" else None)
     assert est.n_iter_ == max_iter
-    return src.reads / Xd.npartitions, est.n_passes_
+    return src.reads / Xd.npartitions, est
+
+
+def _qalpha_reads(variant: str, max_iter: int) -> tuple[float, int]:
+    reads, est = _qalpha_fit(variant, max_iter, ON_DASK)
+    return reads, est.n_passes_
 
 
 def _passes_per_iteration(variant: str) -> float:
@@ -108,20 +108,9 @@ def test_qalpha_one_pass_per_iteration_pending(variant):
 @pytest.mark.parametrize("variant", QALPHA_VARIANTS)
 def test_small_x_is_read_once_into_memory(variant):
     # below fsdask.hold-x-below every iteration sweeps X in memory: the input check and one read
-    rng = np.random.default_rng(5)
-    y = np.repeat([0, 1, 2], 8)
-    X = rng.normal(size=(24, 60))
-    X[:, :6] += 2 * y[:, None]
-    src = CountingArray(X)
-    Xd = da.from_array(src, chunks=(24, 15), asarray=False, fancy=False, meta=np.empty((0, 0)))
-    kw = {"k": 2, "variant": variant, "max_iter": 3, "tol": 0.0}
-    if variant == "kernel":
-        kw["kernel"] = "linear"
-    with dask.config.set(scheduler="threads"), pytest.warns(ConvergenceWarning):
-        est = fsdask.QAlpha(**kw).fit(Xd, y if variant == "supervised" else None)
-    assert src.reads / Xd.npartitions == 2 and est.n_passes_ == 1
-    with dask.config.set(ON_DASK), pytest.warns(ConvergenceWarning):
-        ref = fsdask.QAlpha(**kw).fit(Xd, y if variant == "supervised" else None)
+    reads, est = _qalpha_fit(variant, 3, {"scheduler": "threads"})
+    assert reads == 2 and est.n_passes_ == 1
+    _, ref = _qalpha_fit(variant, 3, ON_DASK)
     assert ref.n_passes_ > 1
     np.testing.assert_allclose(est.scores_, ref.scores_, atol=1e-10)
     np.testing.assert_allclose(est.objective_, ref.objective_, rtol=1e-10)

@@ -121,12 +121,21 @@ def test_feature_kernel_matmul_rbf(X, rng, tile):
     np.testing.assert_allclose(
         feature_kernel_matmul(Xd, k, B[:, 0], tile=tile).compute(), V @ B[:, 0], rtol=1e-10
     )
+    # X held in memory: an ndarray from the same tiles
+    np.testing.assert_allclose(feature_kernel_matmul(Xn, k, B, tile=tile), V @ B, rtol=1e-10)
+    np.testing.assert_allclose(
+        feature_kernel_matmul(Xn, k, B[:, 0], tile=tile), V @ B[:, 0], rtol=1e-10
+    )
 
 
 def test_feature_kernel_matmul_rejects_bad_kernel(X):
-    _, Xd = X
+    Xn, Xd = X
     with pytest.raises(ValueError, match="kernel returned shape"):
         feature_kernel_matmul(Xd, lambda a, b: np.ones((2, 2)), np.ones(57), tile=8).compute()
+    with pytest.raises(ValueError, match="kernel returned shape"):
+        feature_kernel_matmul(Xn, lambda a, b: np.ones((2, 2)), np.ones(57), tile=8)
+    with pytest.raises(ValueError, match="B has 56 rows but X has 57 features"):
+        feature_kernel_matmul(Xn, lambda a, b: a.T @ b, np.ones(56), tile=8)
 
 
 @pytest.mark.parametrize("method", ["tsqr", "gram"])

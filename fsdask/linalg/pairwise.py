@@ -144,22 +144,16 @@ def feature_kernel_matmul(
     p = X.shape[1]
     squeeze = getattr(B, "ndim", 2) == 1
     B = B[:, None] if squeeze else B
+    if B.shape[0] != p:
+        raise ValueError(f"B has {B.shape[0]} rows but X has {p} features")
     if isinstance(X, np.ndarray):  # held in memory: the same tiles, summed in a loop
         out = _kernel_matmul_in_memory(X, kernel, np.asarray(B, dtype=np.float64), tile)
         return out[:, 0] if squeeze else out
     Xt = X.rechunk({0: -1, 1: tile})
     Bt = (B if isinstance(B, da.Array) else da.from_array(np.asarray(B))).rechunk({0: tile, 1: -1})
-    if Bt.shape[0] != p:
-        raise ValueError(f"B has {Bt.shape[0]} rows but X has {p} features")
 
     def tile_fn(xi, xj, bj):
-        v = np.asarray(kernel(xi, xj))
-        if v.shape != (xi.shape[1], xj.shape[1]):
-            raise ValueError(
-                f"kernel returned shape {v.shape}; expected ({xi.shape[1]}, {xj.shape[1]}) "
-                "for two column blocks of (sample × features)"
-            )
-        return (v @ bj)[:, None, :]
+        return (_kernel_tile(kernel, xi, xj) @ bj)[:, None, :]
 
     with warnings.catch_warnings():  # (tiles × tiles) tasks is the point here
         warnings.simplefilter("ignore", da.PerformanceWarning)
@@ -170,6 +164,17 @@ def feature_kernel_matmul(
     return out[:, 0] if squeeze else out
 
 
+def _kernel_tile(kernel: KernelFn, xi: np.ndarray, xj: np.ndarray) -> np.ndarray:
+    """The (tile_I × tile_J) block of V, its shape checked."""
+    v = np.asarray(kernel(xi, xj))
+    if v.shape != (xi.shape[1], xj.shape[1]):
+        raise ValueError(
+            f"kernel returned shape {v.shape}; expected ({xi.shape[1]}, {xj.shape[1]}) "
+            "for two column blocks of (sample × features)"
+        )
+    return v
+
+
 def _kernel_matmul_in_memory(X: np.ndarray, kernel: KernelFn, B: np.ndarray, tile: int):
     """``V @ B`` for an in-memory X, one (tile × tile) block of V at a time."""
     p = X.shape[1]
@@ -177,5 +182,7 @@ def _kernel_matmul_in_memory(X: np.ndarray, kernel: KernelFn, B: np.ndarray, til
     for i0 in range(0, p, tile):
         xi = X[:, i0 : i0 + tile]
         for j0 in range(0, p, tile):
-            out[i0 : i0 + tile] += np.asarray(kernel(xi, X[:, j0 : j0 + tile])) @ B[j0 : j0 + tile]
+            out[i0 : i0 + tile] += (
+                _kernel_tile(kernel, xi, X[:, j0 : j0 + tile]) @ B[j0 : j0 + tile]
+            )
     return out

@@ -307,15 +307,17 @@ def affinity_block(xb: np.ndarray, a: np.ndarray, prep: Callable) -> np.ndarray:
     return out
 
 
+def affinity(X: Any, alpha: np.ndarray, prep: Callable, ex: Execution) -> np.ndarray:
+    """``A_α = Σ_i α_i m_i m_iᵀ`` (q × q): one pass over X (none when X is in memory)."""
+    return ex.sum_columns(
+        lambda xb, ab: affinity_block(xb, ab, prep), X, alpha, shape=(X.shape[0],) * 2
+    )
+
+
 def uniform_affinity(X: Any, prep: Callable, ex: Execution) -> np.ndarray:
     """A_α at uniform α (α_i = 1/√n), the start of Q⁽⁰⁾: one pass over X."""
     n = X.shape[1]
-    return ex.sum_columns(
-        lambda xb, ab: affinity_block(xb, ab, prep),
-        X,
-        np.full(n, 1.0 / np.sqrt(n)),
-        shape=(X.shape[0],) * 2,
-    )
+    return affinity(X, np.full(n, 1.0 / np.sqrt(n)), prep, ex)
 
 
 def _sym_top(H: np.ndarray) -> tuple[float, np.ndarray]:
@@ -375,12 +377,6 @@ class AlphaStep:
         # matrix-free: Lanczos on Wᵀ W in R^r (S = I: one pass per product), or on W S Wᵀ in R^n
         return "lanczos" if spec.signature is None else "lanczos_n"
 
-    def _affinity(self, alpha: np.ndarray) -> np.ndarray:
-        prep = self.prep
-        return self.ex.sum_columns(
-            lambda xb, ab: affinity_block(xb, ab, prep), self.X, alpha, shape=(self.X.shape[0],) * 2
-        )
-
     def _tsqr(self, spec: TallSpec) -> tuple[float, np.ndarray, np.ndarray]:
         """(λ, α, A_α) from the QR of the tall W (n × r): Q_W R = W, λ, h = top of R S Rᵀ."""
         prep, X, ex = self.prep, self.X, self.ex
@@ -393,7 +389,7 @@ class AlphaStep:
             Qw, R = np.linalg.qr(ex.map_columns(rows, X, out_rows=spec.r).T)
             lam, h = _sym_top(R @ S @ R.T)
             alpha = Qw @ h
-            return lam, alpha, self._affinity(alpha)
+            return lam, alpha, affinity(self.X, alpha, self.prep, self.ex)
         Qw, R = tall_skinny_qr(map_features(rows, X, out_rows=spec.r, dtype=np.float64).T)
         (R,) = ex.compute(R)
         lam, h = _sym_top(R @ S @ R.T)
@@ -447,7 +443,7 @@ class AlphaStep:
             lam, alpha, A = self._tsqr(spec)
         elif how == "lanczos_n":
             lam, alpha = self._lanczos_n(spec)
-            A = self._affinity(alpha)
+            A = affinity(self.X, alpha, self.prep, self.ex)
         else:
             lam, u = self._u(spec, how)
 

@@ -183,7 +183,7 @@ class Bench:
                 fn()
         best = {k: Timing(float("inf"), float("nan"), 0.0, 0) for k in fns}
         other = {k: [0.0, 0.0] for k in fns}  # other processes' CPU seconds, wall seconds
-        for _ in range(repeat):
+        for i in range(repeat):
             for k, fn in fns.items():
                 l0, meter = load1(), ForeignMeter()
                 t0, c0 = time.perf_counter(), time.process_time()
@@ -193,6 +193,9 @@ class Bench:
                 other[k][1] += wall
                 if isinstance(out, dict) and "time" in out:
                     wall, cpu = out["time"], out.get("cpu", float("nan"))
+                # progress only (not in the result file): a run stopped early still shows
+                # the rounds it finished
+                print(f"[{self.name}] round {i + 1}/{repeat} {k}: {wall:.3f} s", flush=True)
                 b = best[k]
                 load = max(b.load, l0, load1())
                 if wall < b.seconds:

@@ -52,3 +52,15 @@ def test_peak_rss_of_a_child_is_its_own():
     assert child < 200 * 2**20, child / 2**20
     big = __import__("numpy").ones(50_000_000)  # this process's own peak is seen
     assert _harness.peak_rss() >= big.nbytes
+
+
+def test_alternate_reports_each_round_as_it_ends(tmp_path, monkeypatch, capsys):
+    # a run stopped before its last round (a cap, a kill) must still have shown its rounds
+    monkeypatch.setattr(_harness, "foreign_cores", lambda seconds=5.0: 0.0)
+    bench = _harness.Bench("x", tmp_path / "x.txt")
+    best = bench.alternate({"a": lambda: {"time": 0.5}, "b": lambda: None}, repeat=3, warm=False)
+    shown = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[x] round")]
+    assert len(shown) == 6 and shown[0].startswith("[x] round 1/3 a: 0.500 s"), shown
+    assert shown[-1].startswith("[x] round 3/3 b:")
+    assert best["a"].seconds == 0.5 and best["a"].runs == 3
+    assert bench.lines == []  # progress is not part of the result file

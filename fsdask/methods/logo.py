@@ -253,13 +253,14 @@ def solve_working_set(
     return w, f, nfev
 
 
-def _unit_scale(X):
+def _unit_scale(X, ex: Execution):
     """X with every feature divided by its standard deviation (constant features, which
     get weight 0 anyway, are left as they are): in memory when X is, else one pass."""
-    sd = X.std(axis=0, dtype=np.float64)
-    if isinstance(sd, da.Array):
+    if isinstance(X, da.Array):
         # p values joined on the client; a preprocessing pass, not one of the fit's passes_over_X
-        (sd,) = compute_blocks(sd)
+        (sd,) = compute_blocks(X.std(axis=0, dtype=np.float64))
+    else:  # held in memory: column slices in the client's threads (each column's sd alone)
+        sd = ex.map_columns(lambda xb: xb.std(axis=0, dtype=np.float64), X)
     return X / np.where(sd > 0, sd, 1.0).astype(X.dtype)
 
 
@@ -681,7 +682,7 @@ class _Source:
         self.ex = ex
         self.X = ex.hold(X)
         if standardize:
-            self.X = _unit_scale(self.X)
+            self.X = _unit_scale(self.X, ex)
         self._cache: tuple[np.ndarray, Any] | None = None
 
     def columns(self, idx: np.ndarray, cache: bool = True):

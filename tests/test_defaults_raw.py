@@ -87,6 +87,7 @@ def test_demo_defaults_no_warning(tmp_path, capsys):
         assert found[m][0] <= 10 and found[m][1] >= 4 and found[m][2] == 6, (m, found[m])
     chosen, hits, relevant = found["qalpha"]  # the unlabelled cluster problem
     assert relevant == 100 and hits >= 80 and hits >= 0.9 * chosen, found["qalpha"]
+    assert found["cpfs"] == (10, 10, 10), found["cpfs"]  # the 10 sources, and only they
 
 
 def test_qalpha_not_converged_says_what_to_try(weston):

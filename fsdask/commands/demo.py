@@ -8,7 +8,9 @@ and writes each result next to the data:
   among 200 000 noise features, 100 samples;
 * the cluster model of Wolf & Shashua (§6), unlabelled, for Q-α, which is unsupervised:
   100 samples in 4 clusters that only 100 of 20 000 features show (the others are the same
-  kind of column with its samples permuted).
+  kind of column with its samples permuted);
+* a principal-features model, unlabelled, for CPFS, which keeps the columns that
+  reconstruct X: 10 source columns, and 19 990 noisy multiples of them.
 """
 
 from __future__ import annotations
@@ -22,21 +24,24 @@ from fsdask.commands import add_scheduler
 
 #: (method, parameters) run by the demo, in order: every method at its defaults on the raw
 #: data (only the number of features to report is set); a method whose module is not in
-#: this installation is skipped with a note.  CPFS is not run: it picks the few columns that
-#: reconstruct all of X (principal features), so on either problem it rightly keeps one of
-#: the redundant relevant features and many independent noise ones.
+#: this installation is skipped with a note.
 DEMO_METHODS: list[tuple[str, dict]] = [
     ("ttest", {"n_features_to_select": 10}),
     ("logo", {"n_features_to_select": 10}),
     ("hsic", {"n_features_to_select": 10}),
     ("qalpha", {}),
+    ("cpfs", {"n_features_to_select": 10}),
 ]
-#: methods fitted without labels, on the cluster problem: Q-α finds the features that carry
-#: the samples' cluster structure, which Weston's labelled problem does not have
-UNSUPERVISED = {"qalpha"}
+#: the problem each method is shown on (the others: Weston's labelled problem).  Q-α finds
+#: the features that carry the samples' cluster structure, which Weston's problem does not
+#: have; CPFS keeps the columns that reconstruct all of X, which on Weston's problem are
+#: independent noise columns (its relevant features are redundant copies of each other)
+PROBLEM_OF = {"qalpha": "qalpha_clusters", "cpfs": "principal_sources"}
 #: the cluster problem: features, and the share of them that show the clusters (Q-α needs
 #: the relevant features to be a visible share: 0.5 % is the scale benchmark's ratio)
 CLUSTER_FEATURES, CLUSTER_RELEVANT_SHARE, CLUSTERS = 20_000, 0.005, 4
+#: the principal-features problem: features, and the sources among them (= CPFS's q)
+PRINCIPAL_FEATURES, SOURCES = 20_000, 10
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -99,8 +104,9 @@ def demo(
     check_count(features, "--features", 6)
     check_count(samples, "--samples", 4)
     wanted = methods or [m for m, _ in DEMO_METHODS]
-    problems = {"weston_linear": [m for m in wanted if m not in UNSUPERVISED]}
-    problems["qalpha_clusters"] = [m for m in wanted if m in UNSUPERVISED]
+    problems: dict[str, list[str]] = {}
+    for m in wanted:
+        problems.setdefault(PROBLEM_OF.get(m, "weston_linear"), []).append(m)
     stores = {name: os.path.join(folder, f"{name}.zarr") for name, ms in problems.items() if ms}
     for store in stores.values():  # before any work: refuse a folder fsdask did not write
         check_output(store, kind="dataset", overwrite=True)
@@ -125,13 +131,21 @@ def demo(
 
 def _write_problem(name: str, store: str, features: int, samples: int, seed: int):
     """Write problem ``name`` to ``store``; return it opened and its relevant features."""
-    from fsdask.datasets import qalpha_clusters, weston_linear, write_synthetic
+    from fsdask.datasets import principal_sources, qalpha_clusters, weston_linear, write_synthetic
     from fsdask.io import open_dataset
 
     t0 = time.perf_counter()
     if name == "weston_linear":
         syn = weston_linear(n_samples=samples, n_features=features, random_state=seed)
         what = "labelled: the t-test, Logo and SparseHSIC use y"
+    elif name == "principal_sources":
+        syn = principal_sources(
+            n_samples=samples,
+            n_features=PRINCIPAL_FEATURES,
+            n_sources=SOURCES,
+            random_state=seed,
+        )
+        what = f"unlabelled: every feature a noisy multiple of one of {SOURCES} source features"
     else:
         n_rel = round(CLUSTER_FEATURES * CLUSTER_RELEVANT_SHARE)
         syn = qalpha_clusters(

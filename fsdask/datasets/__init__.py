@@ -24,6 +24,7 @@ _GENERATORS = {
     "fermat_spiral": "fsdask.datasets.spiral",
     "add_noise_features": "fsdask.datasets.noise",
     "zarkoob_regression": "fsdask.datasets.zarkoob",
+    "principal_sources": "fsdask.datasets.principal",
     "load_npz": "fsdask.datasets.shared",
 }
 

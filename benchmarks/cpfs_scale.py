@@ -8,7 +8,7 @@
    p × p Gram: KKT scans on the rank-r factor B); target ≤ 60 s.
 
 Both run every other parameter at its default, as a user would; ``--tol`` (the relative
-duality gap at every λ, default the estimators' 1e-6) measures a looser solve, and every
+duality gap at every λ, default the estimators' 1e-4) measures another solve, and every
 line then names it.
 
     flock /work/.bench.lock python benchmarks/cpfs_scale.py [nips|synthetic|all]
@@ -123,7 +123,7 @@ def main() -> None:
         "--tol",
         type=float,
         default=None,
-        help="relative duality gap at every λ (default: the estimators' own, 1e-6)",
+        help="relative duality gap at every λ (default: the estimators' own, 1e-4)",
     )
     add_args(ap, "cpfs_scale", repeat=1)
     args = ap.parse_args()

@@ -427,3 +427,24 @@ def _check_hashes_on(client, X, column_hashes, duplicate_columns):
     with dask.config.set(scheduler=client):
         dup = duplicate_columns(da.from_array(X, chunks=(20, 1)))
     assert np.flatnonzero(dup).tolist() == [6]
+
+
+def test_default_tol_selects_what_a_tight_solve_selects(rng):
+    # the default tol certifies every λ of the path within 1e-4 of a tol=1e-9 solve (the gap
+    # bounds the distance to the optimum), and the rows it keeps are the same
+    L = rng.normal(size=(100, 8))
+    X = L @ (rng.normal(size=(8, 150)) * rng.uniform(0.2, 2.0, size=150))
+    X += 0.05 * rng.normal(size=X.shape)
+    lambdas = fsdask.cpfs_path(X, n_lambdas=6)["lambda"].values
+    loose = fsdask.cpfs_path(X, lambdas=lambdas)
+    tight = fsdask.cpfs_path(X, lambdas=lambdas, tol=1e-9, max_iter=50_000)
+    assert loose["path_gap"].max() <= 1e-4 and tight["path_gap"].max() <= 1e-9
+    P, Pt = loose["path_primal"].values, tight["path_primal"].values
+    assert np.all(P - Pt <= 1e-4 * Pt) and np.all(P - Pt >= -1e-9 * Pt), (P - Pt) / Pt
+    assert np.array_equal(loose["path_n_active"].values, tight["path_n_active"].values)
+    q = 10
+    a, b = (
+        fsdask.CPFS(n_features_to_select=q).fit(X),
+        fsdask.CPFS(n_features_to_select=q, tol=1e-9, max_iter=50_000).fit(X),
+    )
+    assert np.array_equal(a.support_, b.support_)

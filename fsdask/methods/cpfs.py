@@ -681,8 +681,14 @@ class CPFS(Selector):
         ``["path_stop_reason"]``.
     max_iter : int
         Inner iterations per λ and KKT round (FISTA steps or BCD sweeps).
-    tol : float
-        Target relative duality gap ``(P − D)/P`` at every λ (the certificate).
+    tol : float, default 1e-4
+        Target relative duality gap ``(P − D)/P`` at every λ (the certificate).  The gap
+        bounds how far P is from its optimum and often overstates it: at 1e-4 the primal
+        was within 3e-8 (relative) of a 1e-8 solve on every λ of nips_words' default path,
+        within 7e-7 on a rank-20 500 × 2·10⁴ X, within 1.4e-5 on a small noisy low-rank X.
+        The selections matched a 1e-6 solve (nips: the same top 250 in the same order;
+        500 × 10⁵ rank-20: 99 of the same 100) with 1.6× and 4.8× fewer FISTA steps.
+        Lower it when the path's own values matter, not for the selection.
     solver : {"fista", "qp", "bcd"}
         Accelerated proximal gradient on (4.2); accelerated projected gradient on the paper's
         QP (5.5); or exact block-coordinate descent over rows (slow, a reference).
@@ -752,7 +758,7 @@ class CPFS(Selector):
         lambdas: Sequence[float] | None = None,
         max_features: int | str | None = "auto",
         max_iter: int = 5000,
-        tol: float = 1e-6,
+        tol: float = 1e-4,
         solver: Literal["fista", "qp", "bcd"] = "fista",
         scale: bool = False,
         energy_tol: float = 1e-12,

@@ -10,10 +10,9 @@ result files with a provenance header naming the commit, so the tree must be cle
 from a modified tree would write headers no commit can reproduce, and this script refuses
 to start, as it does when a step's optional modules (e.g. the ``[peers]`` extra) are
 missing.  The benchmarks mark a figure "(loaded)" when other processes were busy; run this
-on an otherwise idle machine: it took about 2 h 30 min on 2 cores, the full protocols
+on an otherwise idle machine: it takes about 2 h 30 min on 2 cores, the full protocols
 ~25 min of it and ``benchmarks/qalpha_scale.py`` ~55 min (each results file's header records
-its own wall time); ``benchmarks/cpfs_scale.py`` now runs CPFS at its default tolerance,
-~5.5 min instead of ~1.5.
+its own wall time).
 
 At the end it lists every step with its exit status and wall time, and every file in
 examples/results/ that this run did not rewrite (stale); either makes the exit status 1.

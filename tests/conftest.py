@@ -23,6 +23,33 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
+#: the slowest test files, longest first (seconds summed over their tests in a CI run on the
+#: 2-core machine).  ``--dist loadfile --no-loadscope-reorder`` hands files to the two test
+#: processes in collection order, so these go first and the short files fill in at the end
+#: (longest-processing-time-first); xdist's default order (most tests first) left these
+#: few-test files for last, one process running them while the other sat idle.
+SLOWEST_FILES = {
+    "test_infra_hosts.py": 270,
+    "test_infra_outofcore.py": 206,
+    "test_infra_s3methods.py": 161,
+    "test_infra_slurm.py": 144,
+    "test_infra_workerloss.py": 131,
+    "test_infra_hangs.py": 105,
+    "test_estimators.py": 67,
+    "test_cli.py": 65,
+    "test_qalpha.py": 63,
+    "test_safety.py": 63,
+    "test_cpfs.py": 53,
+    "test_infra_s3faults.py": 50,
+    "test_scheduling.py": 45,
+    "test_checkpoint.py": 44,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files of SLOWEST_FILES first, longest first; the others after, in their order."""
+    items.sort(key=lambda item: -SLOWEST_FILES.get(item.path.name, 0))  # stable sort
+
 
 @pytest.fixture(autouse=True)
 def _iterations_on_dask(request, monkeypatch):

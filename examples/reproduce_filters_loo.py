@@ -23,6 +23,7 @@ from _common import (
     write_results_md,
     write_summary,
 )
+from _peers import loo_svm_errors, rfe_order
 
 DATASETS = ("leukemia_golub", "colon_alon")
 FILTERS = ("ttest", "snr", "f", "ks", "fold_change")
@@ -38,6 +39,9 @@ PAPER_ERRORS = {
     ("leukemia_golub", "snr"): (1, "Golub-Golub"),
     ("colon_alon", "snr"): (8, "Golub-Golub"),
 }
+
+#: Zarkoob's RFE-SVM (Table 3.1): 98.61 % = 1/72 on leukemia, 85.48 % = 9/62 on colon
+RFE_PAPER_ERRORS = {"leukemia_golub": 1, "colon_alon": 9}
 
 # Zarkoob (2010), §3.4.2 and Table 3.1: best LOO correct rate over the number of genes.
 # "Golub-Golub" = Golub's SNR genes + Golub's weighted vote; "FC-SVM" = fold-change filter + linear
@@ -124,6 +128,7 @@ def main() -> None:
                         f"knn best {res['knn'].best_n_errors}  ({dt:.1f} s)",
                         flush=True,
                     )
+            _rfe_rows(name, np.asarray(X, dtype=np.float64), np.asarray(y), rows, curves, summary)
             for g, ok in same.items():
                 rows.append(
                     [
@@ -166,6 +171,13 @@ def main() -> None:
         "classifiers together.",
     ]
     notes.append(
+        "svm_rfe (Table 3.1's RFE-SVM): SVM-RFE as Guyon et al. (2002) ran it on microarrays — a "
+        "linear SVM (C = 1), the genes with the smallest w² removed, to the nearest power of 2 "
+        "and then half at each step (examples/_peers.py) — with the same LOO linear SVM on the "
+        "top m (genes standardised on the training fold); run in this process, not through "
+        "fsdask.evaluate, and with the SVM only."
+    )
+    notes.append(
         f"protocol {protocol()}: " + ("only the t-test (--quick)." if QUICK else "every filter.")
     )
     write_summary("filters_loo", summary)
@@ -187,6 +199,43 @@ def main() -> None:
         notes=notes,
         extra="![LOO error curves](filters_loo.png)",
     )
+
+
+def _rfe_rows(name: str, X, y, rows: list, curves: dict, summary: list) -> None:
+    """Table 3.1's RFE-SVM: SVM-RFE rankings (examples/_peers.py), then the LOO linear SVM on
+    the top m = 1..50, the genes ranked inside every fold and once on all samples."""
+    n, ms = X.shape[0], list(range(1, 51))
+    for sel in ("inside", "once"):
+        t0 = time.perf_counter()
+        c = loo_svm_errors(X, y, rfe_order, ms, inside=sel == "inside")
+        best = min(c)
+        curves[(name, "svm_rfe", sel, "svm")] = np.array(c)
+        rows.append(
+            [
+                name,
+                "svm_rfe (Guyon, halving)",
+                sel,
+                "linear SVM",
+                f"{best}/{n} ({100 * best / n:.1f}%) @ {ms[c.index(best)]}",
+                f"{c[9]}/{n}",
+                f"{c[49]}/{n}",
+                "–",
+                f"{time.perf_counter() - t0:.0f}",
+            ]
+        )
+        if sel == "once":
+            paper = RFE_PAPER_ERRORS[name]
+            summary.append(
+                entry(
+                    f"Zarkoob Table 3.1, {name}: RFE-SVM",
+                    f"{paper}/{n} errors",
+                    f"{best}/{n} (SVM-RFE + linear SVM, genes ranked once; inside LOO: "
+                    f"{min(curves[(name, 'svm_rfe', 'inside', 'svm')])}/{n})",
+                    verdict(best, paper),
+                    "best LOO over m = 1..50 as the thesis; its RFE is SPIDER's, ours halves the "
+                    "genes per step as Guyon et al.",
+                )
+            )
 
 
 def _plot(curves: dict) -> None:

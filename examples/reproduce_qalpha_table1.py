@@ -24,6 +24,7 @@ import warnings
 
 import numpy as np
 from _common import QUICK, entry, load, protocol, verdict, write_results_md, write_summary
+from _peers import loo_svm_errors, rfe_order, snr_order
 
 import fsdask
 
@@ -90,44 +91,6 @@ def loo_errors(X, y, standardize=True, C=1.0, n_components=None) -> int:
     return errors
 
 
-def _standardised(A, b):
-    mu, sd = A.mean(0), A.std(0)
-    sd = np.where(sd > 0, sd, 1.0)
-    return (A - mu) / sd, (b - mu) / sd
-
-
-def snr_order(A, y) -> np.ndarray:
-    """Genes by |SNR| = |μ₁ − μ₂| / (σ₁ + σ₂) (Golub et al. 1999), largest first."""
-    return np.argsort(-fsdask.Filter("snr").fit(A, y).scores_, kind="stable")
-
-
-def rfe_order(A, y) -> np.ndarray:
-    """Genes in the reverse order of their elimination by SVM-RFE (Guyon et al. 2002): a
-    linear SVM (C = 1) refitted after removing the 10 % of the remaining genes with the
-    smallest weights² (scikit-learn's ``RFE(step=0.1)``; ties within a step by column)."""
-    from sklearn.feature_selection import RFE
-    from sklearn.svm import SVC
-
-    ranking = RFE(SVC(kernel="linear", C=1.0), n_features_to_select=1, step=0.1).fit(A, y)
-    return np.argsort(ranking.ranking_, kind="stable")
-
-
-def loo_selected(X, y, order_of) -> list[int]:
-    """LOO errors at each m of N_FEATURES of a linear SVM (standardised, C = 1) on the top m
-    genes of ``order_of(A, y_A)``, ranked in each fold on its training samples A only."""
-    from sklearn.model_selection import LeaveOneOut
-    from sklearn.svm import SVC
-
-    errors = np.zeros(len(N_FEATURES), dtype=int)
-    for tr, te in LeaveOneOut().split(X):
-        A, b = _standardised(X[tr], X[te])
-        order = order_of(A, y[tr])
-        for j, m in enumerate(N_FEATURES):
-            svm = SVC(kernel="linear", C=1.0).fit(A[:, order[:m]], y[tr])
-            errors[j] += int(svm.predict(b[:, order[:m]])[0] != y[te][0])
-    return errors.tolist()
-
-
 def main():
     rows, summary = [], []
     t0 = time.perf_counter()
@@ -188,7 +151,7 @@ def main():
             )
         )
         for peer, order_of in (("SNR", snr_order), ("RFE", rfe_order)):
-            curve = loo_selected(X, y, order_of)
+            curve = loo_svm_errors(X, y, order_of, N_FEATURES)
             e, m = min(curve), N_FEATURES[int(np.argmin(curve))]
             rows.append(
                 [
@@ -234,7 +197,7 @@ def main():
             "presumably is (the paper does not say how m was chosen).",
             "SNR and RFE (the table's supervised competitors): the genes are ranked inside each "
             "LOO fold on its training samples, then the same LOO linear SVM (standardised, C = 1) "
-            "on the top m; RFE removes 10 % of the remaining genes per step.",
+            "on the top m; RFE halves the genes at each step, as Guyon et al. did (examples/_peers.py).",
             "RAW and PCA-N: LOO linear SVM (standardised, C = 1) on all genes / on N principal "
             "components fitted inside each fold.  The majority-class row is the error of always "
             "predicting the larger class: a LOO error near it means the genes carry no usable signal.",

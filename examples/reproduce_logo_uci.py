@@ -209,7 +209,7 @@ def main() -> None:
                 f"{ours} over {len(got)} data sets",
                 _wtl_verdict(got, PAPER_WTL[peer]),
                 f"paired two-tailed t-test at p < 0.05 over {args.runs} runs per data set "
-                "(the paper: 10); 'better' = Logo as far ahead as the paper says or further",
+                "(the paper: 10); 'better' / 'worse' = Logo further / less far ahead than the paper says",
             )
         )
     write_summary("logo_uci", summary)

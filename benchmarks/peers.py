@@ -12,8 +12,10 @@ Methods, each at its defaults as a user would run it:
   each fitted on a Zarr store written by ``fsdask.write_dataset`` (so its time includes
   reading the store);
 * peers (the ``[peers]`` extra): scikit-learn ``f_classif`` / ``f_regression``,
-  ``mutual_info_classif`` / ``mutual_info_regression``, SVM-RFE (``RFE(LinearSVC())``,
-  10 % of the features per step, classification), skrebate ``ReliefF`` and ``MultiSURF``,
+  ``mutual_info_classif`` / ``mutual_info_regression``, SVM-RFE as Guyon et al. (2002)
+  ran it (a linear SVM, the features with the smallest w² removed, halving down to one;
+  ``examples/_peers.py``, shared with the reproductions; classification), skrebate
+  ``ReliefF`` and ``MultiSURF``,
   ``pyHSICLasso`` (``HSICLasso.classification`` / ``.regression``, 50 features), each on
   the in-memory array.
 
@@ -153,11 +155,14 @@ def peer_scores(method: str, X: np.ndarray, y: np.ndarray, task: str) -> np.ndar
 
         return (mutual_info_regression if reg else mutual_info_classif)(X, y, random_state=0)
     if method == "svm_rfe":
-        from sklearn.feature_selection import RFE
-        from sklearn.svm import LinearSVC
+        # Guyon's halving order (no ties): scikit-learn's RFE with a fractional step removes a
+        # fixed count per step and ties every feature of its last step
+        sys.path.insert(0, os.path.join(ROOT, "examples"))
+        from _peers import rfe_order
 
-        rfe = RFE(LinearSVC(), n_features_to_select=1, step=0.1).fit(X, y)
-        return -rfe.ranking_.astype(float)  # SVM-RFE ranks in tiers of 10 % of the features
+        scores = np.empty(X.shape[1])
+        scores[rfe_order(X, y)] = -np.arange(X.shape[1], dtype=float)  # kept longest = highest
+        return scores
     if method in ("relieff", "multisurf"):
         from skrebate import MultiSURF, ReliefF
 

@@ -107,7 +107,7 @@ def demo(
     problems: dict[str, list[str]] = {}
     for m in wanted:
         problems.setdefault(PROBLEM_OF.get(m, "weston_linear"), []).append(m)
-    stores = {name: os.path.join(folder, f"{name}.zarr") for name, ms in problems.items() if ms}
+    stores = {name: os.path.join(folder, f"{name}.zarr") for name in problems}
     for store in stores.values():  # before any work: refuse a folder fsdask did not write
         check_output(store, kind="dataset", overwrite=True)
     os.makedirs(folder, exist_ok=True)

@@ -850,9 +850,10 @@ class QAlpha(Selector):
         slot=None,
         dump: Callable[[], dict] | None = None,
         load: Callable[[dict], None] | None = None,
-    ) -> tuple[np.ndarray, int, bool, float]:
-        """Run ``step(r)`` until ‖Δα‖ < tol (returns α, iterations, converged, the last ‖Δα‖); ``slot`` checkpoints ``dump()`` (+ α, the objective)
-        and a resumed fit starts after the saved iteration with ``load(saved)``."""
+    ) -> tuple[np.ndarray, int, bool]:
+        """Run ``step(r)`` until ‖Δα‖ < tol; ``slot`` checkpoints ``dump()`` (+ α, the objective)
+        and a resumed fit starts after the saved iteration with ``load(saved)``.  The last
+        ‖Δα‖ is kept in ``_change`` for the warning of the start that :meth:`_fit` keeps."""
         alpha_prev = None
         converged = False
         start, change = 0, np.inf
@@ -887,7 +888,8 @@ class QAlpha(Selector):
                 )
             if converged:
                 break
-        return alpha_prev, r, converged, change
+        self._change = change
+        return alpha_prev, r, converged
 
     def _restart_hint(self) -> str:
         """The restarts to suggest when a fit does not converge (the kernel form has none).
@@ -965,8 +967,7 @@ class QAlpha(Selector):
             solve.set_state(saved)
 
         slot = checkpoint.for_fit(self, X).slot(f"qalpha/{variant}/restart{restart}")
-        alpha, n_iter, converged, change = self._iterate(step, self.max_iter, obj, slot, dump, load)
-        self._change = change  # the last ‖Δα‖, for the warning of the kept start
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot, dump, load)
         self.Q_ = state["Q"]
         self.n_passes_ = solve.n_passes + sum(a0_passes)
         return FitOutput(
@@ -1088,8 +1089,7 @@ class QAlpha(Selector):
             solve.set_state(saved)
 
         slot = checkpoint.for_fit(self, X, y).slot(f"qalpha/supervised/restart{restart}")
-        alpha, n_iter, converged, change = self._iterate(step, self.max_iter, obj, slot, dump, load)
-        self._change = change  # the last ‖Δα‖, for the warning of the kept start
+        alpha, n_iter, converged = self._iterate(step, self.max_iter, obj, slot, dump, load)
         self.Q_ = {
             (
                 classes[g].item() if hasattr(classes[g], "item") else classes[g],
@@ -1229,10 +1229,9 @@ class QAlpha(Selector):
             self.n_passes_ = int(saved["passes"])
 
         slot = checkpoint.for_fit(self, X).slot("qalpha/kernel")
-        alpha, n_iter, converged, change = self._iterate(
+        alpha, n_iter, converged = self._iterate(
             step, self.max_iter, obj, slot, lambda: {**state, "passes": self.n_passes_}, load
         )
-        self._change = change
         self.Q_ = None
         self.E_ = state["E"]
         name = (

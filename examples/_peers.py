@@ -37,7 +37,8 @@ def rfe_order(A: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.concatenate([left] + [chunk[::-1] for chunk in removed[::-1]])
 
 
-def _standardised(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def standardised(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A and b with the genes centred and scaled by A's mean and sd (constant genes kept)."""
     mu, sd = A.mean(0), A.std(0)
     sd = np.where(sd > 0, sd, 1.0)
     return (A - mu) / sd, (b - mu) / sd
@@ -52,10 +53,10 @@ def loo_svm_errors(
     from sklearn.model_selection import LeaveOneOut
     from sklearn.svm import SVC
 
-    once = None if inside else order_of(_standardised(X, X[:1])[0], y)
+    once = None if inside else order_of(standardised(X, X[:1])[0], y)
     errors = np.zeros(len(ms), dtype=int)
     for tr, te in LeaveOneOut().split(X):
-        A, b = _standardised(X[tr], X[te])
+        A, b = standardised(X[tr], X[te])
         order = order_of(A, y[tr]) if inside else once
         for j, m in enumerate(ms):
             svm = SVC(kernel="linear", C=1.0).fit(A[:, order[:m]], y[tr])

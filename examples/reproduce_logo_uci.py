@@ -98,12 +98,17 @@ def peer_orders(A, y) -> list:
     return [ks, rfe_order(A, y)]
 
 
+def _wtl(got: list[str]) -> str:
+    """The outcomes of the data sets counted as the paper's 'win/tie/loss'."""
+    return "/".join(str(got.count(o)) for o in ("win", "tie", "loss"))
+
+
 def _wtl_verdict(got: list[str], paper: str) -> str:
     """``match`` for the paper's counts; ``better`` when the competitor never wins and loses at
     least the paper's share of the data sets (Logo as far ahead or further); else ``worse``."""
     if not got:
         return "not comparable"
-    ours = "/".join(str(got.count(o)) for o in ("win", "tie", "loss"))
+    ours = _wtl(got)
     _, _, paper_loss = (int(v) for v in paper.split("/"))
     if ours == paper:
         return "match"
@@ -201,12 +206,11 @@ def main() -> None:
         )
     for peer in PEERS:
         got = [o for o in wtl[peer] if o]
-        ours = "/".join(str(got.count(o)) for o in ("win", "tie", "loss"))
         summary.append(
             entry(
                 f"Logo Table 2: win/tie/loss of {peer} against Logo",
                 f"{PAPER_WTL[peer]} over 7 data sets",
-                f"{ours} over {len(got)} data sets",
+                f"{_wtl(got)} over {len(got)} data sets",
                 _wtl_verdict(got, PAPER_WTL[peer]),
                 f"paired two-tailed t-test at p < 0.05 over {args.runs} runs per data set "
                 "(the paper: 10); 'better' / 'worse' = Logo further / less far ahead than the paper says",

@@ -24,7 +24,7 @@ import warnings
 
 import numpy as np
 from _common import QUICK, entry, load, protocol, verdict, write_results_md, write_summary
-from _peers import loo_svm_errors, rfe_order, snr_order
+from _peers import loo_svm_errors, rfe_order, snr_order, standardised
 
 import fsdask
 
@@ -79,11 +79,7 @@ def loo_errors(X, y, standardize=True, C=1.0, n_components=None) -> int:
 
     errors = 0
     for tr, te in LeaveOneOut().split(X):
-        A, b = X[tr], X[te]
-        if standardize:
-            mu, sd = A.mean(0), A.std(0)
-            sd = np.where(sd > 0, sd, 1.0)
-            A, b = (A - mu) / sd, (b - mu) / sd
+        A, b = standardised(X[tr], X[te]) if standardize else (X[tr], X[te])
         if n_components:
             pca = PCA(n_components=n_components, random_state=0).fit(A)
             A, b = pca.transform(A), pca.transform(b)

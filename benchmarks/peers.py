@@ -63,6 +63,8 @@ from _harness import QUIET_FOREIGN, RESULTS, Bench, ForeignMeter, Timing, peak_r
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+from _peers import rfe_order  # noqa: E402  (the reproductions' SVM-RFE; imports numpy only)
 
 SYNTHETIC = ("spiral", "weston", "zarkoob")
 MICROARRAY = ("leukemia_golub", "colon_alon")
@@ -157,9 +159,6 @@ def peer_scores(method: str, X: np.ndarray, y: np.ndarray, task: str) -> np.ndar
     if method == "svm_rfe":
         # Guyon's halving order (no ties): scikit-learn's RFE with a fractional step removes a
         # fixed count per step and ties every feature of its last step
-        sys.path.insert(0, os.path.join(ROOT, "examples"))
-        from _peers import rfe_order
-
         scores = np.empty(X.shape[1])
         scores[rfe_order(X, y)] = -np.arange(X.shape[1], dtype=float)  # kept longest = highest
         return scores

@@ -14,7 +14,8 @@ through ``benchmarks/_harness.py`` (load before/after, commit, command; load > 0
 passes over the data (and passes per iteration), converged, recovery of the planted
 features (|top-R ∩ planted| / R), peak RSS, and the 10× growth ratio of the time.  Beside
 the I/O floor, a compute floor in the same rounds: the BLAS work of one Gram pass (WᵀW of the
-n rows m_i ⊗ Qᵀm_i, 600 wide at k = 6, q = 100), which every iteration needs once.
+n rows m_i ⊗ Qᵀm_i, 600 wide at k = 6, q = 100, one BLAS thread per core as in a fit),
+which every iteration needs once.
 
 The dense O(n²) version (tests/qalpha_dense.py: explicit G = (MMᵀ)∘(PPᵀ), ARPACK for its
 leading eigenvector) is timed on the first n features for growing n until G would not fit
@@ -106,20 +107,32 @@ def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dic
 
 def gram_floor(n: int, k: int = 6, q: int = 100) -> dict:
     """Seconds of the BLAS work one Gram pass of the power variant cannot avoid: WᵀW of the
-    n Khatri–Rao rows m_i ⊗ Qᵀm_i (qk wide), summed in the fit's batches from random data."""
+    n Khatri–Rao rows m_i ⊗ Qᵀm_i (qk wide), in the fit's batches from random data, run as
+    a fit runs them — one thread per core, one BLAS thread each (fsdask.linalg.threads)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
+    from threadpoolctl import threadpool_limits
 
     from fsdask.linalg.tsqr import khatri_rao_gram_block
     from fsdask.methods.qalpha import _ROW_BATCH
 
     rng = np.random.default_rng(0)
     m, p = rng.normal(size=(_ROW_BATCH, q)), rng.normal(size=(_ROW_BATCH, k))
-    khatri_rao_gram_block(m, p)  # warm
-    t, c0 = time.perf_counter(), _cpu()
-    G = np.zeros((q * k, q * k))
-    for _ in range(-(-n // _ROW_BATCH)):
-        G += khatri_rao_gram_block(m, p)
-    return {"time": time.perf_counter() - t, "cpu": _cpu() - c0}
+    cores = os.cpu_count() or 1
+
+    def share(batches: int) -> np.ndarray:
+        G = np.zeros((q * k, q * k))
+        for _ in range(batches):
+            G += khatri_rao_gram_block(m, p)
+        return G
+
+    batches = -(-n // _ROW_BATCH)
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(cores) as pool:
+        share(1)  # warm
+        t, c0 = time.perf_counter(), _cpu()
+        sum(pool.map(share, [batches // cores + (i < batches % cores) for i in range(cores)]))
+        return {"time": time.perf_counter() - t, "cpu": _cpu() - c0}
 
 
 def dense_one(path: str, n: int, n_iter: int) -> dict:

@@ -425,6 +425,23 @@ def test_prox_linf_grad_step_matches_numpy(rng):
     np.testing.assert_allclose(Yn, An + 0.3 * (An - A), atol=1e-14)
 
 
+def test_prox_linf_grad_step_split_over_threads_equals_one_thread(rng, monkeypatch):
+    from fsdask.linalg import prox
+
+    # 5 rows × 300 000 entries: over the threading size, rows split unevenly between cores
+    Y, G, A = (rng.normal(size=(5, 300_000)) for _ in range(3))
+    c, tau = rng.uniform(0.1, 1.0, 5), np.r_[0.0, 1e9, rng.uniform(10.0, 1e4, 3)]
+    assert Y.size >= prox._THREADED_ENTRIES
+    threaded = prox.prox_linf_grad_step(Y, G, A, c, tau, beta=0.4)
+    monkeypatch.setattr(prox, "_THREADED_ENTRIES", np.inf)
+    serial = prox.prox_linf_grad_step(Y, G, A, c, tau, beta=0.4)
+    for a, b in zip(threaded, serial):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(
+        threaded[0], prox.prox_linf_rows(Y - c[:, None] * G, tau), atol=1e-12
+    )
+
+
 def test_row_l1_norms_screened(rng):
     from fsdask.linalg import row_l1_norms_screened
 

@@ -68,9 +68,8 @@ def loo_svm_errors(
 def relieff_scores(A: np.ndarray, y: np.ndarray, k: int = 10) -> np.ndarray:
     """ReliefF feature weights (Kononenko 1994) exactly as scikit-rebate's ``ReliefF`` computes
     them for data without missing values (``tests/test_peers_relieff.py`` checks the equality),
-    vectorised over the features: skrebate loops over instances × features in Python, some
-    40 s per fit on a 100 × 12 600 microarray, which the papers' full protocols (hundreds of
-    fits) cannot afford.
+    vectorised over the features: skrebate steps through instances × features in the
+    interpreter, too slow for the papers' full protocols (hundreds of fits on 10⁴ genes).
 
     A feature with at most 10 distinct values is discrete (diff 0/1), the others continuous
     (diff |Δ| / range, or 1 where |Δ| exceeds the feature's sd when both kinds are present).
@@ -119,9 +118,8 @@ def _relieff_distances(A: np.ndarray, diff) -> np.ndarray:
     d, c = diff.discrete, ~diff.discrete
     D = np.zeros((len(A), len(A)))
     if c.any():
-        D += cdist(
-            (A[:, c] - diff.lo[c]) / diff.rng[c], (A[:, c] - diff.lo[c]) / diff.rng[c], "cityblock"
-        )
+        scaled = (A[:, c] - diff.lo[c]) / diff.rng[c]
+        D += cdist(scaled, scaled, "cityblock")
     if d.any():
         D += cdist(A[:, d], A[:, d], "hamming") * (A.shape[1] if c.any() else 1)
     return D

@@ -12,9 +12,9 @@ exactly when ``‖v‖₁ ≤ τ``.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
+import dask.system
 import numba
 import numpy as np
 
@@ -166,7 +166,7 @@ def prox_linf_grad_step(
     float64 C-contiguous (k, p) arrays, distinct from the inputs, to write A⁺ and the momentum
     point into (a FISTA loop reuses them instead of faulting in fresh pages every step).
     Rows are split over the cores in threads (the kernel releases the GIL) when the arrays
-    are large: the step is memory-bound, so two cores gain ~1.2×, not 2×.
+    are large; the step is memory-bound, so the gain stays well below the thread count.
     """
     k, p = Y.shape
     An, Yn = (
@@ -198,7 +198,7 @@ _THREADED_ENTRIES = 1 << 20
 def _over_rows(kernel, k: int, entries: int) -> None:
     """``kernel(i0, i1)`` over the rows [0, k): in one thread per available core (each a
     contiguous share of the rows) when the step is large, else in the calling thread."""
-    cores = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1, k)
+    cores = min(dask.system.CPU_COUNT, k)  # affinity and cgroup quota (a pod's CPU limit)
     if cores < 2 or entries < _THREADED_ENTRIES:
         kernel(0, k)
         return

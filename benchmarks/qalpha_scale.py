@@ -8,9 +8,9 @@ ones drawn the same way and permuted sample-wise; float32, written chunk by chun
 ``write_synthetic`` (64 MiB feature blocks).  Each fit runs in its own subprocess
 (threads scheduler) so its peak RSS (``VmHWM``, :func:`_harness.peak_rss`) is its own,
 after an untimed one-iteration warm-up fit (it reads all of X and runs every kernel of the
-timed fit at a tenth of its cost); the I/O floor (``X.sum()``) and the fits alternate, best of ``--repeat`` (≥ 3) rounds,
-through ``benchmarks/_harness.py`` (load before/after, commit, command; load > 0.5 →
-"(loaded)").  Printed per size and variant: wall time, its ratio to the floor, iterations,
+timed fit at a tenth of its cost); the I/O floor (``X.sum()``) and the fits alternate,
+best of ``--repeat`` (≥ 3) rounds, through ``benchmarks/_harness.py`` (load before/after,
+commit, command; load > 0.5 → "(loaded)").  Printed per size and variant: wall time, its ratio to the floor, iterations,
 passes over the data (and passes per iteration), converged, recovery of the planted
 features (|top-R ∩ planted| / R), peak RSS, and the 10× growth ratio of the time.  Beside
 the I/O floor, a compute floor in the same rounds: the BLAS work of one Gram pass (WᵀW of the

@@ -25,7 +25,8 @@ Kernels (each is one pass over the feature blocks, or one iteration of the metho
 And two ceilings, the speed-up this machine gives work with nothing serial in it: ``io_floor``
 (``X.sum()``: read and decompress every block) and ``blas_floor`` (per feature block, a task
 of 40 products S Sᵀ of a 600 × 2048 float64 S — the shape of Q-α's Gram batches — on no data).
-A kernel cannot beat them; where they stay under 1.8×, so must every method.
+A kernel that only reads cannot beat the first, one that only multiplies the second; a
+method mixes the two, so where both stay under 1.8× it has no room to reach the target.
 
 Prints the speed-up t(1 process) / t(2 processes) per kernel (target ≥ 1.8×), with the cores
 each figure kept busy (CPU seconds of the client and of every worker process, all threads,

@@ -80,8 +80,9 @@ def relieff_scores(A: np.ndarray, y: np.ndarray, k: int = 10) -> np.ndarray:
     labels, y = np.unique(np.asarray(y), return_inverse=True)
     if not 2 <= labels.size <= 10:
         raise ValueError(f"ReliefF here takes 2–10 classes, got {labels.size}")
-    diff = _relieff_diff(A)
-    D = _relieff_distances(A, diff)
+    discrete, lo, rng, sd = _feature_kinds(A)
+    diff = _relieff_diff(discrete, rng, sd)
+    D = _relieff_distances(A, discrete, lo, rng)
     n, scores = len(y), np.zeros(A.shape[1])
     for i in range(n):
         nn, w = _relieff_neighbours(D[i], y, i, k, labels.size)
@@ -89,16 +90,26 @@ def relieff_scores(A: np.ndarray, y: np.ndarray, k: int = 10) -> np.ndarray:
     return scores / n
 
 
+#: why ReliefF's rows in Logo's Tables 2 and 4 get no verdict against the paper's column
+NOT_IRELIEF = (
+    "the paper's column is I-RELIEF/BS (Sun & Li 2006, with back-selection); "
+    "ReliefF is its ancestor, not the same algorithm"
+)
+
+
 def relieff_order(A: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Features by ReliefF weight (k = 10, Kononenko's value), largest first."""
     return np.argsort(-relieff_scores(A, y), kind="stable")
 
 
-def _relieff_diff(A: np.ndarray):
-    """``diff(a, B)``: the per-feature diff of sample a to each row of B, skrebate's rule."""
+def _feature_kinds(A: np.ndarray):
+    """skrebate's view of each feature: discrete (≤ 10 distinct values), and min, range, sd."""
     discrete = np.array([np.unique(col).size <= 10 for col in A.T])
-    lo, rng, sd = A.min(0), np.ptp(A, 0), A.std(0)
-    rng = np.where(discrete, 1.0, rng)
+    return discrete, A.min(0), np.where(discrete, 1.0, np.ptp(A, 0)), A.std(0)
+
+
+def _relieff_diff(discrete, rng, sd):
+    """``diff(a, B)``: the per-feature diff of sample a to each row of B, skrebate's rule."""
     mixed = discrete.any() and not discrete.all()
 
     def diff(a: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -106,19 +117,18 @@ def _relieff_diff(A: np.ndarray):
         cont = np.where(mixed & (raw > sd), 1.0, raw / rng)
         return np.where(discrete, (raw != 0).astype(float), cont)
 
-    diff.discrete, diff.lo, diff.rng = discrete, lo, rng
     return diff
 
 
-def _relieff_distances(A: np.ndarray, diff) -> np.ndarray:
+def _relieff_distances(A: np.ndarray, discrete, lo, rng) -> np.ndarray:
     """skrebate's neighbour distance: Manhattan on range-scaled continuous features plus, when
     discrete features exist, their Hamming fraction (times the feature count when mixed)."""
     from scipy.spatial.distance import cdist
 
-    d, c = diff.discrete, ~diff.discrete
+    d, c = discrete, ~discrete
     D = np.zeros((len(A), len(A)))
     if c.any():
-        scaled = (A[:, c] - diff.lo[c]) / diff.rng[c]
+        scaled = (A[:, c] - lo[c]) / rng[c]
         D += cdist(scaled, scaled, "cityblock")
     if d.any():
         D += cdist(A[:, d], A[:, d], "hamming") * (A.shape[1] if c.any() else 1)

@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 from _common import entry, load, protocol, verdict, write_results_md, write_summary
-from _peers import relieff_order
+from _peers import NOT_IRELIEF, relieff_order
 
 from fsdask.errors import ConvergenceWarning
 
@@ -45,8 +45,6 @@ METHODS = {
     "KS": ("ks", {}),
     "ReliefF": (relieff_order, {}),
 }
-#: why ReliefF's row has no verdict
-NOT_IRELIEF = "the paper's column is I-RELIEF/BS (Sun & Li 2006); ReliefF is its ancestor, not the same algorithm"
 
 
 def prepare(name: str, X: np.ndarray) -> np.ndarray:

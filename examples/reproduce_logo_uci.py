@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 from _common import entry, load, protocol, verdict, write_results_md, write_summary
-from _peers import relieff_order, rfe_order
+from _peers import NOT_IRELIEF, relieff_order, rfe_order
 
 from fsdask import Logo
 from fsdask.datasets import add_noise_features
@@ -53,10 +53,7 @@ PAPER_PEERS = {
 #: the paper's win/tie/loss of each competitor against Logo (paired t-test, p < 0.05)
 PAPER_WTL = {"KS": "0/4/3", "RFE": "0/0/7", "ReliefF": "0/3/4"}
 #: the competitors whose paper column is another algorithm: no verdict, and why
-NOT_THE_PAPERS = {
-    "ReliefF": "the paper's column is I-RELIEF/BS (Sun & Li 2006, with back-selection); "
-    "ReliefF is its ancestor, not the same algorithm"
-}
+NOT_THE_PAPERS = {"ReliefF": NOT_IRELIEF}
 
 
 def svm_error(Xtr, ytr, Xte, yte) -> float:

@@ -1,6 +1,6 @@
 """examples/_peers.py's vectorised ReliefF gives scikit-rebate's ReliefF weights.
 
-The reproductions rank with the vectorised copy (skrebate takes ~40 s per microarray fit);
+The reproductions rank with the vectorised copy (skrebate's loops are too slow for them);
 these cases pin it to skrebate on every branch of its rule: two classes and three, continuous,
 discrete and mixed features, and k larger than a class (the sample itself becomes a hit)."""
 

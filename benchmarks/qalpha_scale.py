@@ -111,6 +111,7 @@ def gram_floor(n: int, k: int = 6, q: int = 100) -> dict:
     a fit runs them — one thread per core, one BLAS thread each (fsdask.linalg.threads)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    import dask.system
     import numpy as np
     from threadpoolctl import threadpool_limits
 
@@ -119,7 +120,7 @@ def gram_floor(n: int, k: int = 6, q: int = 100) -> dict:
 
     rng = np.random.default_rng(0)
     m, p = rng.normal(size=(_ROW_BATCH, q)), rng.normal(size=(_ROW_BATCH, k))
-    cores = os.cpu_count() or 1
+    cores = dask.system.CPU_COUNT  # the threaded scheduler's worker count
 
     def share(batches: int) -> np.ndarray:
         G = np.zeros((q * k, q * k))

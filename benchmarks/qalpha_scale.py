@@ -10,12 +10,14 @@ ones drawn the same way and permuted sample-wise; float32, written chunk by chun
 after an untimed one-iteration warm-up fit (it reads all of X and runs every kernel of the
 timed fit at a tenth of its cost); the I/O floor (``X.sum()``) and the fits alternate,
 best of ``--repeat`` (≥ 3) rounds, through ``benchmarks/_harness.py`` (load before/after,
-commit, command; load > 0.5 → "(loaded)").  Printed per size and variant: wall time, its ratio to the floor, iterations,
+commit, command; load > 0.5 → "(loaded)").  ``power-float64`` is the power variant with
+``fsdask.gram-precision`` set to ``"float64"`` (double Gram products; the default takes
+them in the float32 store's precision), timed in the same rounds.  Printed per size and variant: wall time, its ratio to the floor, iterations,
 passes over the data (and passes per iteration), converged, recovery of the planted
 features (|top-R ∩ planted| / R), peak RSS, and the 10× growth ratio of the time.  Beside
 the I/O floor, a compute floor in the same rounds: the BLAS work of one Gram pass (WᵀW of the
-n rows m_i ⊗ Qᵀm_i, 600 wide at k = 6, q = 100, one BLAS thread per core as in a fit),
-which every iteration needs once.
+n rows m_i ⊗ Qᵀm_i, 600 wide at k = 6, q = 100, in the precision the fit takes for the
+float32 store, one BLAS thread per core as in a fit), which every iteration needs once.
 
 The dense O(n²) version (tests/qalpha_dense.py: explicit G = (MMᵀ)∘(PPᵀ), ARPACK for its
 leading eigenvector) is timed on the first n features for growing n until G would not fit
@@ -82,15 +84,23 @@ def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dic
             "peak_rss_mb": peak_rss() / 2**20,
         }
 
+    import dask
+
+    # "power-float64": the power variant with the Gram's products in double — the
+    # non-default fsdask.gram-precision, timed beside the default for the float32 store
+    precision = "float64" if variant.endswith("-float64") else "data"
+    variant = variant.removesuffix("-float64")
+
     def fit(iters=max_iter):
         return fsdask.QAlpha(
             k=6, variant=variant, max_iter=iters, tol=tol, supervised=variant == "supervised"
         ).fit(ds)
 
-    fit(1)  # warm: one iteration reads all of X and runs every kernel of the timed fit
-    t, c0 = time.perf_counter(), _cpu()
-    est = fit()
-    wall, cpu = time.perf_counter() - t, _cpu() - c0
+    with dask.config.set({"fsdask.gram-precision": precision}):
+        fit(1)  # warm: one iteration reads all of X and runs every kernel of the timed fit
+        t, c0 = time.perf_counter(), _cpu()
+        est = fit()
+        wall, cpu = time.perf_counter() - t, _cpu() - c0
     top = np.argsort(-est.scores_)[:R]
     return {
         "n": n,
@@ -102,21 +112,27 @@ def fit_one(path: str, max_iter: int, tol: float, variant: str = "power") -> dic
         "recovery": len(set(top) & set(range(R))) / R,
         "peak_rss_mb": peak_rss() / 2**20,
         "alpha_positive": float((est.scores_ > 0).mean()),
+        "gram_dtype": est.result_.attrs["gram_dtype"],
     }
 
 
-def gram_floor(n: int, k: int = 6, q: int = 100) -> dict:
+def gram_floor(path: str, n: int, k: int = 6, q: int = 100) -> dict:
     """Seconds of the BLAS work one Gram pass of the power variant cannot avoid: WᵀW of the
-    n Khatri–Rao rows m_i ⊗ Qᵀm_i (qk wide), in the fit's batches from random data, run as
-    a fit runs them — one thread per core, one BLAS thread each (fsdask.linalg.threads)."""
+    n Khatri–Rao rows m_i ⊗ Qᵀm_i (qk wide), in the fit's batches from random data, in the
+    precision a fit of the store at ``path`` takes them (:meth:`Execution.gram_dtype`), run
+    as a fit runs them — one thread per core, one BLAS thread each (fsdask.linalg.threads)."""
     from concurrent.futures import ThreadPoolExecutor
 
     import dask.system
     import numpy as np
     from threadpoolctl import threadpool_limits
 
+    import fsdask
+    from fsdask.linalg.execution import Execution
     from fsdask.linalg.tsqr import khatri_rao_gram_block
     from fsdask.methods.qalpha import _ROW_BATCH
+
+    dt = Execution().gram_dtype(fsdask.open_dataset(path)["X"].dtype)
 
     rng = np.random.default_rng(0)
     m, p = rng.normal(size=(_ROW_BATCH, q)), rng.normal(size=(_ROW_BATCH, k))
@@ -125,7 +141,7 @@ def gram_floor(n: int, k: int = 6, q: int = 100) -> dict:
     def share(batches: int) -> np.ndarray:
         G = np.zeros((q * k, q * k))
         for _ in range(batches):
-            G += khatri_rao_gram_block(m, p)
+            G += khatri_rao_gram_block(m, p, dt)
         return G
 
     batches = -(-n // _ROW_BATCH)
@@ -133,7 +149,7 @@ def gram_floor(n: int, k: int = 6, q: int = 100) -> dict:
         share(1)  # warm
         t, c0 = time.perf_counter(), _cpu()
         sum(pool.map(share, [batches // cores + (i < batches % cores) for i in range(cores)]))
-        return {"time": time.perf_counter() - t, "cpu": _cpu() - c0}
+        return {"time": time.perf_counter() - t, "cpu": _cpu() - c0, "dtype": str(dt)}
 
 
 def dense_one(path: str, n: int, n_iter: int) -> dict:
@@ -162,7 +178,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--sizes", default="100000,1000000")
-    ap.add_argument("--variants", default="power,basic,ritz,laplacian,gap,supervised,kernel")
+    ap.add_argument(
+        "--variants",
+        default="power,basic,ritz,laplacian,gap,supervised,kernel,power-float64",
+        help="Q-α variants; 'power-float64' is power with fsdask.gram-precision=float64",
+    )
     ap.add_argument("--dir", default="/tmp/fsdask-qalpha-bench")
     ap.add_argument("--max-iter", type=int, default=10)
     ap.add_argument("--tol", type=float, default=1e-4)
@@ -176,7 +196,7 @@ def main() -> None:
         if kind == "dense":
             out = dense_one(path, int(n), args.max_iter)
         elif kind == "gram":
-            out = gram_floor(int(n))
+            out = gram_floor(path, int(n))
         else:
             out = fit_one(path, args.max_iter, args.tol, kind)
         print(json.dumps(out))
@@ -231,17 +251,23 @@ def main() -> None:
         bench.line(f"n={n:>9,}  floor (X.sum) {fl}, peak RSS {last['floor']['peak_rss_mb']:.0f} MB")
         tg = t["gram"]
         bench.line(
-            f"n={n:>9,}  Gram floor: one pass's WᵀW (BLAS syrk in the fit's batches, random rows) "
+            f"n={n:>9,}  Gram floor: one pass's WᵀW (BLAS syrk in the fit's batches and "
+            f"precision, {last['gram']['dtype']}, random rows) "
             f"{tg} (CPU {tg.cpu:.1f} s); × {args.max_iter} iterations = "
             f"{args.max_iter * tg.seconds:.1f} s of each fit below"
         )
         for v in variants:
             r = last[v]
             bench.line(
-                f"n={n:>9,}  {v:<10} {t[v]} = {Bench.ratio(t[v], fl)} floor (CPU {t[v].cpu:.1f} s)  "
+                f"n={n:>9,}  {v:<13} {t[v]} = {Bench.ratio(t[v], fl)} floor (CPU {t[v].cpu:.1f} s)  "
                 f"iters {r['n_iter']:3d}  passes {r['passes']:3d} ({r['passes'] / max(r['n_iter'], 1):.2f}/iteration)  "
                 f"converged {r['converged']!s:5}  recovery {r['recovery']:.2f}  α>0 {r['alpha_positive']:.3f}  "
-                f"peak RSS {r['peak_rss_mb']:7.0f} MB"
+                f"peak RSS {r['peak_rss_mb']:7.0f} MB  Gram products {r.get('gram_dtype', '-')}"
+            )
+        if {"power", "power-float64"} <= set(variants):
+            bench.line(
+                f"n={n:>9,}  power, Gram products in the data's precision / in float64: "
+                f"{Bench.ratio(t['power'], t['power-float64'])} (same rounds)"
             )
     for a, b in zip(sizes, sizes[1:]):
         for v in variants:

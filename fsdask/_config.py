@@ -5,7 +5,9 @@ The defaults live in ``fsdask/fsdask.yaml`` (package data); the user's dask conf
 dask key.  ``fsdask.memory-budget``, read by :func:`memory_budget`, is the one budget every
 in-memory-or-chunked decision uses (:mod:`fsdask.linalg.execution`) and the bound of one task
 when a foreign store is re-blocked (:mod:`fsdask.io.rechunk`); ``fsdask.hold-x-below``, read
-by :func:`hold_x_below`, is the size below which an iterative method holds X itself in memory.
+by :func:`hold_x_below`, is the size below which an iterative method holds X itself in memory;
+``fsdask.gram-precision``, read by :func:`gram_precision`, whether large Gram products follow
+the data's precision.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from fsdask.errors import ParameterError
 CONFIG_KEY = "fsdask.memory-budget"
 #: the dask config key of the size below which X is held in memory by iterative methods
 HOLD_KEY = "fsdask.hold-x-below"
+#: the dask config key of the precision of large Gram products ("data" or "float64")
+PRECISION_KEY = "fsdask.gram-precision"
+PRECISIONS = ("data", "float64")
 
 
 def _register_defaults() -> None:
@@ -57,6 +62,17 @@ def hold_x_below() -> int:
     """Bytes (dask config ``fsdask.hold-x-below``) below which an iterative method reads X into
     memory once instead of building a dask graph per pass; 0 keeps every pass on dask."""
     return _size(dask.config.get(HOLD_KEY, 0), f"dask config {HOLD_KEY!r}")
+
+
+def gram_precision() -> str:
+    """``"data"`` or ``"float64"`` (dask config ``fsdask.gram-precision``): whether the BLAS
+    products of a large Gram are taken in the input's precision or always in double."""
+    value = dask.config.get(PRECISION_KEY, "data")
+    if value not in PRECISIONS:
+        raise ParameterError(
+            f"dask config {PRECISION_KEY!r}={value!r} is not a precision; use one of {PRECISIONS}"
+        )
+    return value
 
 
 def _size(value: Any, where: str) -> int:

@@ -169,6 +169,10 @@ def test_khatri_rao_block_products(rng, k):
     m, p = rng.normal(size=(40, 7)), rng.normal(size=(40, k))
     W = (m[:, :, None] * p[:, None, :]).reshape(40, -1)
     np.testing.assert_allclose(khatri_rao_gram_block(m, p), W.T @ W, atol=1e-12)
+    G32 = khatri_rao_gram_block(m, p, np.float32)
+    assert G32.dtype == np.float64  # float32 products, returned for float64 accumulation
+    np.testing.assert_allclose(G32, W.T @ W, rtol=1e-5, atol=1e-5 * np.abs(W.T @ W).max())
+    assert np.abs(G32 - W.T @ W).max() > 0  # the products were taken in float32
     u, a = rng.normal(size=7 * k), rng.normal(size=40)
     np.testing.assert_allclose(khatri_rao_matvec(m, p, u), W @ u, atol=1e-12)
     np.testing.assert_allclose(khatri_rao_rmatvec(m, p, a), W.T @ a, atol=1e-12)

@@ -102,6 +102,62 @@ def test_supervised_matches_dense(weston, variant, solver, route):
     np.testing.assert_allclose(est.objective_, obj, rtol=1e-10)
 
 
+@pytest.mark.parametrize("variant", ["power", "basic", "ritz", "laplacian", "supervised"])
+def test_float32_data_gram_in_float32_within_its_rounding(weston, variant, route):
+    """float32 data: the Gram's products are float32 (fsdask.gram-precision "data"), and α
+    stays within float32 rounding of the paper's algorithm on the same values in float64;
+    "float64" restores double products and agreement to 1e-12."""
+    X, y = weston
+    X32 = X.astype(np.float32)
+    X = X32.astype(np.float64)  # the same values: only the products' precision differs
+    sup = variant == "supervised"
+    if sup:
+        a, obj = dense.supervised_dense(X, y, gamma=0.5, variant="power", n_iter=5)
+    else:
+        a, obj, _ = dense.qalpha_dense(X, 2, variant, n_iter=5)
+
+    def fit(Xin):
+        est = QAlpha(k=2, variant="power" if sup else variant, tol=0, max_iter=5)
+        return est.fit(Xin, y) if sup else est.fit(Xin)
+
+    est = fit(X32)
+    assert est.result_.attrs["gram_dtype"] == "float32"
+    np.testing.assert_allclose(est.scores_, a, atol=1e-6)
+    np.testing.assert_allclose(est.objective_, obj, rtol=1e-6)
+    assert np.abs(est.scores_ - a).max() > 1e-12  # the float32 products were really used
+    with dask.config.set({"fsdask.gram-precision": "float64"}):
+        est = fit(X32)
+    assert est.result_.attrs["gram_dtype"] == "float64"
+    np.testing.assert_allclose(est.scores_, a, atol=1e-12)
+    assert fit(X).result_.attrs["gram_dtype"] == "float64"  # float64 data: double products
+
+
+def test_float32_gram_error_does_not_grow_with_features():
+    """Each 2048-feature batch's float32 product is summed into float64: at 30 000 features
+    α is as close to the float64 fit as at a few hundred."""
+    rng = np.random.default_rng(0)
+    X32 = rng.standard_normal((30, 30_000)).astype(np.float32)
+    X32[:10, :50] += 2.0
+    Xd = da.from_array(X32, chunks=(30, 7000))
+    with dask.config.set({"fsdask.hold-x-below": 0}):
+        est = QAlpha(k=3, tol=0, max_iter=4).fit(Xd)
+        with dask.config.set({"fsdask.gram-precision": "float64"}):
+            ref = QAlpha(k=3, tol=0, max_iter=4).fit(Xd)
+    assert (est.result_.attrs["gram_dtype"], ref.result_.attrs["gram_dtype"]) == (
+        "float32",
+        "float64",
+    )
+    assert np.abs(est.scores_ - ref.scores_).max() < 1e-6 * np.abs(ref.scores_).max() * 100
+    assert set(np.argsort(-est.scores_)[:50]) == set(np.argsort(-ref.scores_)[:50])
+
+
+def test_gram_precision_config_is_checked(weston):
+    X, _ = weston
+    with dask.config.set({"fsdask.gram-precision": "half"}):
+        with pytest.raises(ParameterError, match="fsdask.gram-precision"):
+            QAlpha(k=2, max_iter=2).fit(X.astype(np.float32))
+
+
 def test_supervised_three_classes_and_opt_out(route):
     syn = qalpha_clusters(3, n_irrelevant=40, random_state=2)
     X, y = syn.X.values.astype(float), syn.y
@@ -159,9 +215,15 @@ def test_kernel_equals_linear_on_explicit_feature_map(weston):
 
 @pytest.mark.parametrize("seed,k", [(0, 1), (1, 2), (2, 4)])
 def test_power_objective_never_decreases(seed, k):
+    """Prop. 3 holds for exact products; float32 products (the float32 data's default) keep
+    it up to their rounding."""
     syn = qalpha_clusters(3, n_irrelevant=60, random_state=seed)
-    est = QAlpha(k=k, tol=0, max_iter=15).fit(syn.X.values)
+    with dask.config.set({"fsdask.gram-precision": "float64"}):
+        est = QAlpha(k=k, tol=0, max_iter=15).fit(syn.X.values)
     assert np.all(np.diff(est.objective_) >= -1e-12 * est.objective_[-1])
+    est = QAlpha(k=k, tol=0, max_iter=15).fit(syn.X.values)
+    assert est.result_.attrs["gram_dtype"] == "float32"
+    assert np.all(np.diff(est.objective_) >= -1e-6 * est.objective_[-1])
     rng = np.random.default_rng(seed)
     est = QAlpha(k=k, tol=0, max_iter=10, init="random", random_state=seed).fit(
         rng.standard_normal((40, 150))

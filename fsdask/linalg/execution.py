@@ -14,7 +14,10 @@ Methods ask this module three questions instead of deciding them with dask thems
   :meth:`Execution.compute`, :meth:`Execution.persist`, :meth:`Execution.hold`,
   :meth:`Execution.local`, :meth:`Execution.map_columns`, :meth:`Execution.sum_columns` or
   :meth:`Execution.map_and_sum_columns` and is counted in
-  :attr:`Execution.passes` (sweeps over in-memory columns read no storage and are not).
+  :attr:`Execution.passes` (sweeps over in-memory columns read no storage and are not);
+* **in what precision are the large Gram products taken?**  :meth:`Execution.gram_dtype`
+  follows the data (float32 stores: float32 BLAS) unless the dask config key
+  ``fsdask.gram-precision`` is ``"float64"``.
 
 The two places an array can live implement one small interface, :class:`ArrayBackend`
 (the habit of xarray's ``ChunkManagerEntrypoint``: algorithms talk to the interface, not to
@@ -37,7 +40,12 @@ import numba
 import numpy as np
 from dask.utils import parse_bytes
 
-from fsdask._config import CONFIG_KEY, hold_x_below, memory_budget  # noqa: F401  (re-exported)
+from fsdask._config import (  # noqa: F401  (CONFIG_KEY re-exported)
+    CONFIG_KEY,
+    gram_precision,
+    hold_x_below,
+    memory_budget,
+)
 from fsdask.linalg.reductions import compute_blocks, map_and_sum, map_features, sum_over_blocks
 
 #: columns per task when in-memory columns are swept (fixed: results do not depend on threads)
@@ -394,6 +402,19 @@ class Execution:
     def fits(self, nbytes: float, copies: int = 1) -> bool:
         """Whether ``copies`` arrays of ``nbytes`` each fit the budget."""
         return copies * float(nbytes) <= self.budget
+
+    def gram_dtype(self, data_dtype: Any) -> np.dtype:
+        """The dtype of the BLAS products of a large Gram over data of ``data_dtype``.
+
+        float32 (or narrower) data give float32 products — a float32 rank update runs at
+        twice the rate of a float64 one, and the data carry no more digits — unless
+        ``fsdask.gram-precision`` is ``"float64"``; every other dtype gives float64.  The
+        caller sums each batch's product into float64, so rounding does not grow with the
+        number of features (one batch's rank update has relative error ~1e-7).
+        """
+        dt = np.dtype(data_dtype)
+        narrow = dt.kind == "f" and dt.itemsize <= 4
+        return np.dtype(np.float32 if narrow and gram_precision() == "data" else np.float64)
 
     def rows_per_chunk(self, row_bytes: float) -> int:
         """Rows per chunk of a row-chunked array whose rows take ``row_bytes`` each: a chunk

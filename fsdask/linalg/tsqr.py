@@ -115,7 +115,7 @@ def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
     )
 
 
-def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
+def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
     """``WᵀW`` for the rows ``w_i = m_i ⊗ p_i`` of one block, W never stored row-major.
 
     The columns of W are reordered as (s, a): ``S = [p_s ∘ m]_s`` is (k·q × b), its Gram
@@ -127,14 +127,16 @@ def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray) -> np.ndarray:
     ----------
     m : ndarray (b, q)
     p : ndarray (b, k)
+    dtype : precision of S and of its rank update (see :meth:`Execution.gram_dtype`)
 
     Returns
     -------
-    ndarray (q·k, q·k).  Memory: S (b · q·k · 8 bytes) plus the result.
+    ndarray (q·k, q·k), float64.  Memory: S (b · q·k · itemsize bytes) plus the result.
     """
     q, k = m.shape[1], p.shape[1]
-    S = (p.T[:, None, :] * m.T[None, :, :]).reshape(k * q, m.shape[0])  # row (s, a): p_is m_ia
-    G = S @ S.T
+    mt, pt = m.T.astype(dtype, copy=False), p.T.astype(dtype, copy=False)
+    S = (pt[:, None, :] * mt[None, :, :]).reshape(k * q, m.shape[0])  # row (s, a): p_is m_ia
+    G = (S @ S.T).astype(np.float64, copy=False)
     return G.reshape(k, q, k, q).transpose(1, 0, 3, 2).reshape(q * k, q * k)
 
 

@@ -22,6 +22,12 @@ into memory once and swept there (:meth:`fsdask.linalg.Execution.local`).  Kerne
 kernel V: it is applied tile by tile (:func:`fsdask.linalg.feature_kernel_matmul`), never
 stored; ``G α = rowsum(B ∘ (V (diag(α) B)))`` with ``B = V E``.
 
+**Precision.**  The Gram's BLAS products are taken in the data's precision
+(:meth:`fsdask.linalg.Execution.gram_dtype`: float32 for a float32 store, each 2048-feature
+batch summed into float64); everything else is float64.  On float32 data α then matches the
+all-double computation to ~1e-7 and Prop. 3's non-decreasing objective holds up to that
+rounding; ``fsdask.gram-precision: float64`` gives double products on every input.
+
 **Where the paper is misprinted or silent** (each checked numerically against the dense
 transcription in ``tests/qalpha_dense.py``):
 
@@ -119,7 +125,9 @@ class TallSpec:
 
     ``rows(m)`` receives preprocessed columns m_i (q × b) and returns the rows of W (b × r);
     ``gram(m)`` / ``matvec(m, u)`` may give WᵀW and W u of those rows without forming them.
-    The ``*_block`` methods take a *raw* block and ``prep`` and sweep it in batches.
+    The ``*_block`` methods take a *raw* block and ``prep`` and sweep it in batches.  ``dtype``
+    is the precision of the Gram's products (:meth:`Execution.gram_dtype`); the Gram itself,
+    the products with u and everything else are float64.
     """
 
     def __init__(
@@ -132,8 +140,10 @@ class TallSpec:
         rmatvec: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
         functionals: Callable[[np.ndarray], np.ndarray] | None = None,
         moments: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
+        dtype: Any = np.float64,
     ):
         self.rows = rows
+        self.dtype = np.dtype(dtype)
         self.r = r
         self.signature = signature  # None means S = I
         self.gram = gram or self._gram_rows
@@ -143,8 +153,8 @@ class TallSpec:
         self._moments = moments
 
     def _gram_rows(self, m: np.ndarray) -> np.ndarray:
-        w = self.rows(m)
-        return w.T @ w
+        w = self.rows(m).astype(self.dtype, copy=False)
+        return (w.T @ w).astype(np.float64, copy=False)
 
     def moments(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(WᵀW, F)`` of these rows, ``F = Φ W`` for the per-feature values Φ (f × b).
@@ -157,7 +167,7 @@ class TallSpec:
         if self.functionals is None:
             return self.gram(m), self.rmatvec(m, np.ones(m.shape[1]))[None, :]
         w = self.rows(m)
-        return w.T @ w, self.functionals(m) @ w
+        return self._gram_rows(m), self.functionals(m) @ w
 
     def n_functionals(self, q: int) -> int:
         return 1 if self.functionals is None else len(self.functionals(np.zeros((q, 1))))
@@ -195,18 +205,19 @@ def khatri_rao_rows(m: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return (m.T[:, :, None] * p.T[:, None, :]).reshape(m.shape[1], -1)
 
 
-def standard_spec(Q: np.ndarray) -> TallSpec:
+def standard_spec(Q: np.ndarray, dtype: Any = np.float64) -> TallSpec:
     """Def. 2: G = W Wᵀ, rows m_i ⊗ Qᵀm_i (WᵀW and W u without forming W)."""
     return TallSpec(
         lambda m: khatri_rao_rows(m, Q),
         Q.shape[0] * Q.shape[1],
-        gram=lambda m: khatri_rao_gram_block(m.T, (Q.T @ m).T),
+        dtype=dtype,
+        gram=lambda m: khatri_rao_gram_block(m.T, (Q.T @ m).T, dtype),
         matvec=lambda m, u: khatri_rao_matvec(m.T, (Q.T @ m).T, u),
         rmatvec=lambda m, a: khatri_rao_rmatvec(m.T, (Q.T @ m).T, a),
     )
 
 
-def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
+def laplacian_spec(Q: np.ndarray, d: float | None, dtype: Any = np.float64) -> TallSpec:
     """Def. 5: F = Y Yᵀ, rows vec(L_i Q) = m_i ⊗ p_i + d_i vec(Q) (d_i = max_a m_ia² when d is None).
 
     With K the Khatri–Rao rows m_i ⊗ p_i and s = (d_i), W = K + s vec(Q)ᵀ: its products and
@@ -230,7 +241,7 @@ def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
     def gram(m):  # WᵀW = KᵀK + (Kᵀs) vqᵀ + vq (Kᵀs)ᵀ + (sᵀs) vq vqᵀ
         (mt, pt), s = kr(m), shift(m)
         c = np.outer(khatri_rao_rmatvec(mt, pt, s), vq)
-        return khatri_rao_gram_block(mt, pt) + c + c.T + (s @ s) * np.outer(vq, vq)
+        return khatri_rao_gram_block(mt, pt, dtype) + c + c.T + (s @ s) * np.outer(vq, vq)
 
     def matvec(m, u):
         return khatri_rao_matvec(*kr(m), u) + shift(m) * (vq @ u)
@@ -246,6 +257,7 @@ def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
     return TallSpec(
         rows,
         Q.size,
+        dtype=dtype,
         gram=gram,
         matvec=matvec,
         rmatvec=rmatvec,
@@ -254,7 +266,7 @@ def laplacian_spec(Q: np.ndarray, d: float | None) -> TallSpec:
     )
 
 
-def gap_spec(Q: np.ndarray) -> TallSpec:
+def gap_spec(Q: np.ndarray, dtype: Any = np.float64) -> TallSpec:
     """Gap criterion: rows [m_i ⊗ p_i, m_i ⊗ m_i], S = diag(2I, −I)."""
     q, k = Q.shape
     eye = np.eye(q)
@@ -263,10 +275,12 @@ def gap_spec(Q: np.ndarray) -> TallSpec:
         return np.concatenate([khatri_rao_rows(m, Q), khatri_rao_rows(m, eye)], axis=1)
 
     S = np.r_[np.full(q * k, 2.0), np.full(q * q, -1.0)]
-    return TallSpec(rows, q * k + q * q, np.diag(S))
+    return TallSpec(rows, q * k + q * q, np.diag(S), dtype=dtype)
 
 
-def supervised_spec(Qs: dict, slices: list[slice], gamma: float) -> TallSpec:
+def supervised_spec(
+    Qs: dict, slices: list[slice], gamma: float, dtype: Any = np.float64
+) -> TallSpec:
     """Def. 6: 𝒢 = Σ_l G^{ll} − γ Σ_{g≠h} G^{gh}; rows [m_i^g ⊗ Q^{gh}ᵀ m_i^h]_{(g,h)}."""
     keys = sorted(Qs)
     widths = [(slices[g].stop - slices[g].start) * Qs[g, h].shape[1] for g, h in keys]
@@ -282,20 +296,21 @@ def supervised_spec(Qs: dict, slices: list[slice], gamma: float) -> TallSpec:
             parts.append((mg.T[:, :, None] * p.T[:, None, :]).reshape(m.shape[1], -1))
         return np.concatenate(parts, axis=1)
 
-    return TallSpec(rows, int(sum(widths)), np.diag(sign))
+    return TallSpec(rows, int(sum(widths)), np.diag(sign), dtype=dtype)
 
 
 #: variants whose iteration is one pass over X (Ritz: two, one per α-step of Def. 4)
 FUSED_VARIANTS = ("power", "ritz", "laplacian", "gap")
 
 
-def _spec(variant: str, Q: np.ndarray, d: float | None) -> TallSpec:
-    """The tall matrix W of an unsupervised variant at Q (d: Def. 5's shift)."""
+def _spec(variant: str, Q: np.ndarray, d: float | None, dtype: Any) -> TallSpec:
+    """The tall matrix W of an unsupervised variant at Q (d: Def. 5's shift; dtype: the
+    precision of its Gram's products)."""
     if variant == "laplacian":
-        return laplacian_spec(Q, d)
+        return laplacian_spec(Q, d, dtype)
     if variant == "gap":
-        return gap_spec(Q)
-    return standard_spec(Q)
+        return gap_spec(Q, dtype)
+    return standard_spec(Q, dtype)
 
 
 # --------------------------------------------------------------------------- one pass each
@@ -357,6 +372,7 @@ class AlphaStep:
         self.rng = np.random.default_rng(random_state)
         self.ex = ex  # the fit's memory budget and pass count
         self.passes0 = ex.passes
+        self.dtype = ex.gram_dtype(X.dtype)  # of the Gram's products: the specs are built with it
 
     @property
     def n_passes(self) -> int:
@@ -922,36 +938,37 @@ class QAlpha(Selector):
         solve = AlphaStep(Xw, prep, self.alpha_solver, self.random_state, ex)
         obj: list[float] = []
         state = {"Q": Q, "d": None, "K": None, "F": None}
-        fused = variant in FUSED_VARIANTS and solve.fusable(_spec(variant, Q, None))
+        dt = solve.dtype
+        fused = variant in FUSED_VARIANTS and solve.fusable(_spec(variant, Q, None, dt))
 
         def step(r: int) -> np.ndarray:
             if fused:
                 if state["K"] is None:  # the Gram of iteration 1 (or of a resumed fit)
-                    state["K"], state["F"] = solve.gram(_spec(variant, state["Q"], state["d"]))
+                    state["K"], state["F"] = solve.gram(_spec(variant, state["Q"], state["d"], dt))
                 alpha, A, Q, value = self._fused_step(solve, state, r == self.max_iter)
                 obj.append(value)
                 return alpha
             Q = state["Q"]
             if variant == "laplacian":
-                alpha, A, _ = solve(laplacian_spec(Q, state["d"]))  # steps 1–2
+                alpha, A, _ = solve(laplacian_spec(Q, state["d"], dt))  # steps 1–2
                 d = float(np.max(np.diag(A)) / alpha.sum())  # step 3
                 L = A + alpha.sum() * d * np.eye(A.shape[0])  # steps 4–5 (D_α = 0)
                 Q = orth(L @ Q)  # steps 6–7
                 state["d"] = d
                 obj.append(criterion(L, Q))
             elif variant == "gap":
-                alpha, A, _ = solve(gap_spec(Q))
+                alpha, A, _ = solve(gap_spec(Q, dt))
                 Q = orth(A @ Q)
                 obj.append(2 * criterion(A, Q) - float(np.sum(A * A)))
             else:
-                alpha, A, _ = solve(standard_spec(Q))  # Def. 2 steps 1–3
+                alpha, A, _ = solve(standard_spec(Q, dt))  # Def. 2 steps 1–3
                 if variant == "power":
                     Q = orth(A @ Q)  # steps 4–5
                 elif variant == "basic":
                     Q = top_abs_eigvecs(A, k)
                 elif variant == "ritz":
                     Qb = orth(A @ Q)  # Def. 4 steps 2–3
-                    alpha, A, _ = solve(standard_spec(Qb))  # steps 4–5 (Def. 2's G at Q̄)
+                    alpha, A, _ = solve(standard_spec(Qb, dt))  # steps 4–5 (Def. 2's G at Q̄)
                     Q = Qb @ top_abs_eigvecs(Qb.T @ A @ Qb, k)  # steps 6–8
                 obj.append(criterion(A, Q))
             state["Q"] = Q
@@ -977,7 +994,12 @@ class QAlpha(Selector):
             objective=list(obj),
             extras={"Q": self.Q_},
             extra_dims={"Q": ("sample", "component")},
-            attrs={"variant": variant, "k": int(k), "n_passes": int(self.n_passes_)},
+            attrs={
+                "variant": variant,
+                "k": int(k),
+                "n_passes": int(self.n_passes_),
+                "gram_dtype": str(dt),
+            },
         )
 
     def _fused_step(
@@ -995,7 +1017,7 @@ class QAlpha(Selector):
         cost q/k times the Gram to carry: they keep a second pass.
         """
         variant, Q, K, F, d_prev = self.variant, state["Q"], state["K"], state["F"], state["d"]
-        spec = _spec(variant, Q, d_prev)
+        spec = _spec(variant, Q, d_prev, solve.dtype)
         u = gram_alpha(K, F, spec.signature)
         KuQ = (K @ u)[: Q.size].reshape(Q.shape)
         d = None
@@ -1010,12 +1032,12 @@ class QAlpha(Selector):
             Q = orth(A_u @ Q)
         else:  # ritz, Def. 4: Q̄ from A_α Q, then the second α-step at Q̄ (its own Gram pass)
             Qb = orth(KuQ)  # steps 2–3
-            spec = standard_spec(Qb)
+            spec = standard_spec(Qb, solve.dtype)
             Kb, Fb = solve.gram(spec)
             u = gram_alpha(Kb, Fb)  # steps 4–5
             AQb = (Kb @ u).reshape(Q.shape)
             Q = Qb @ top_abs_eigvecs(Qb.T @ AQb, self.k)  # steps 6–8
-        nxt = None if last else _spec(variant, Q, d)
+        nxt = None if last else _spec(variant, Q, d, solve.dtype)
         alpha, A, state["K"], state["F"] = solve.materialize(spec, u, nxt)
         state["Q"], state["d"] = Q, d
         if variant == "laplacian":
@@ -1066,7 +1088,7 @@ class QAlpha(Selector):
         basic = self.variant == "basic"
 
         def step(r: int) -> np.ndarray:
-            alpha, A, _ = solve(supervised_spec(Qs, slices, float(self.gamma)))
+            alpha, A, _ = solve(supervised_spec(Qs, slices, float(self.gamma), solve.dtype))
             val = 0.0
             for g, h in pairs:
                 Agh = A[slices[g], slices[h]]
@@ -1110,6 +1132,7 @@ class QAlpha(Selector):
                 "k_between": int(self.k_between),
                 "classes": [str(c) for c in classes],
                 "n_passes": int(self.n_passes_),
+                "gram_dtype": str(solve.dtype),
             },
         )
 

@@ -40,7 +40,7 @@ STEPS: dict[str, list[str]] = {
     "qalpha_scale": [
         "benchmarks/qalpha_scale.py",
         "--variants",
-        "power,basic,laplacian,supervised",
+        "power,basic,laplacian,supervised,power-float64",
         "--dense-sizes",
         "0",
     ],

@@ -17,6 +17,7 @@ from fsdask.methods.cpfs import (
     project_l1_ball_rows,
     project_linf_epigraph_rows,
     prox_linf_rows,
+    row_abs_max,
 )
 from fsdask.testing import SelectorChecks
 
@@ -29,6 +30,15 @@ def _proj_l1_ref(v, r):
     rho = max(j for j in range(1, v.size + 1) if u[j - 1] > (cs[j - 1] - r) / j)
     th = (cs[rho - 1] - r) / rho
     return np.sign(v) * np.maximum(np.abs(v) - th, 0)
+
+
+def test_row_abs_max(rng):
+    A = rng.normal(size=(6, 50))
+    A[1] = -np.abs(A[1])  # the largest magnitude negative
+    A[2] = 0.0
+    np.testing.assert_array_equal(row_abs_max(A), np.abs(A).max(axis=1))
+    assert row_abs_max(np.zeros((0, 50))).shape == (0,)
+    np.testing.assert_array_equal(row_abs_max(np.zeros((3, 0))), np.zeros(3))
 
 
 def test_l1_projection_and_linf_prox(rng):

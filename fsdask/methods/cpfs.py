@@ -177,7 +177,7 @@ class _Problem:
         ``fx = (f, ⟨R, X⟩)`` if already known (:meth:`_Rows.losses`), else from :meth:`losses`.
         """
         f, rx = self.losses(S, A) if fx is None else fx
-        pen = lam * float(np.abs(A).max(axis=1).sum()) if S.size else 0.0
+        pen = lam * float(row_abs_max(A).sum()) if S.size else 0.0
         P = f + pen
         c = 1.0 if f <= 0 else rx / f
         if gmax > 0:
@@ -388,7 +388,7 @@ def qp_rows(
     if L <= 0:
         return np.zeros_like(A0), 0, 0.0
     A = A0.copy()
-    s = np.abs(A).max(axis=1)
+    s = row_abs_max(A)
     YA, Ys = A.copy(), s.copy()
     t = 1.0
     gap = np.inf
@@ -474,10 +474,18 @@ def solve_lambda(
     }
 
 
+def row_abs_max(A: np.ndarray) -> np.ndarray:
+    """``‖a_i‖_∞`` of every row of A (k × p) without the k × p temporary ``np.abs(A)``: A's
+    rows are p long, and the duality gap and the path's bookkeeping take this every few steps."""
+    if A.shape[1] == 0:
+        return np.zeros(A.shape[0])
+    return np.maximum(A.max(axis=1), -A.min(axis=1))
+
+
 def _row_norms(p: int, S: np.ndarray, A: np.ndarray) -> np.ndarray:
     out = np.zeros(p)
     if S.size:
-        out[S] = np.abs(A).max(axis=1)
+        out[S] = row_abs_max(A)
     return out
 
 
@@ -513,7 +521,7 @@ class _Path:
         S0, A0, gl1, lam_prev = (
             warm if warm is not None else (self.S, self.A, self.gl1, self.lam_prev)
         )
-        nz = S0[np.abs(A0).max(axis=1) > 0] if S0.size else S0
+        nz = S0[row_abs_max(A0) > 0] if S0.size else S0
         strong = np.flatnonzero(self.prob.allowed & (gl1 >= 2 * lam - lam_prev))
         if lam >= self.lambda_max:  # A = 0 is optimal iff max_i ‖∇f_i(0)‖₁ ≤ λ: nothing to solve
             nz, strong = nz[:0], strong[:0]
@@ -538,7 +546,7 @@ class _Path:
             max_iter=self.max_iter,
             gl1_zero=self.gl1_zero,
         )
-        keep = np.abs(res["A"]).max(axis=1) > 0 if res["S"].size else np.zeros(0, bool)
+        keep = row_abs_max(res["A"]) > 0 if res["S"].size else np.zeros(0, bool)
         S, A = res["S"][keep], res["A"][keep]
         rec = {
             "lambda": lam,

@@ -406,8 +406,9 @@ class Execution:
     def gram_dtype(self, data_dtype: Any) -> np.dtype:
         """The dtype of the BLAS products of a large Gram over data of ``data_dtype``.
 
-        float32 (or narrower) data give float32 products — a float32 rank update runs at
-        twice the rate of a float64 one, and the data carry no more digits — unless
+        float32 (or narrower) data give float32 products — a vector instruction does twice
+        as many float32 multiply-adds, S takes half the memory, and the data carry no more
+        digits — unless
         ``fsdask.gram-precision`` is ``"float64"``; every other dtype gives float64.  The
         caller sums each batch's product into float64, so rounding does not grow with the
         number of features (one batch's rank update has relative error ~1e-7).

@@ -153,7 +153,11 @@ class TallSpec:
         self._moments = moments
 
     def _gram_rows(self, m: np.ndarray) -> np.ndarray:
-        w = self.rows(m).astype(self.dtype, copy=False)
+        return self._gram_of(self.rows(m))
+
+    def _gram_of(self, w: np.ndarray) -> np.ndarray:
+        """wᵀw with the products in ``dtype``, as float64."""
+        w = w.astype(self.dtype, copy=False)
         return (w.T @ w).astype(np.float64, copy=False)
 
     def moments(self, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -167,7 +171,7 @@ class TallSpec:
         if self.functionals is None:
             return self.gram(m), self.rmatvec(m, np.ones(m.shape[1]))[None, :]
         w = self.rows(m)
-        return self._gram_rows(m), self.functionals(m) @ w
+        return self._gram_of(w), self.functionals(m) @ w
 
     def n_functionals(self, q: int) -> int:
         return 1 if self.functionals is None else len(self.functionals(np.zeros((q, 1))))

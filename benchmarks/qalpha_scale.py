@@ -262,7 +262,7 @@ def main() -> None:
                 f"n={n:>9,}  {v:<13} {t[v]} = {Bench.ratio(t[v], fl)} floor (CPU {t[v].cpu:.1f} s)  "
                 f"iters {r['n_iter']:3d}  passes {r['passes']:3d} ({r['passes'] / max(r['n_iter'], 1):.2f}/iteration)  "
                 f"converged {r['converged']!s:5}  recovery {r['recovery']:.2f}  α>0 {r['alpha_positive']:.3f}  "
-                f"peak RSS {r['peak_rss_mb']:7.0f} MB  Gram products {r.get('gram_dtype', '-')}"
+                f"peak RSS {r['peak_rss_mb']:7.0f} MB  Gram products {r['gram_dtype']}"
             )
         if {"power", "power-float64"} <= set(variants):
             bench.line(

@@ -9,6 +9,7 @@ import pytest
 import fsdask
 from fsdask.errors import InputError, ParameterError
 from fsdask.linalg import gram_factor, row_l1_norms
+from fsdask.methods import cpfs as cpfs_module
 from fsdask.methods.cpfs import (
     CPFS,
     _Problem,
@@ -18,6 +19,7 @@ from fsdask.methods.cpfs import (
     project_linf_epigraph_rows,
     prox_linf_rows,
     row_abs_max,
+    solve_lambda,
 )
 from fsdask.testing import SelectorChecks
 
@@ -233,6 +235,48 @@ def test_exactly_low_rank_uses_factor_products(rng):
     assert (P - D) / P <= 1e-7
     ref = CPFS(lam=e.lambda_, solver="qp", tol=1e-9, max_iter=200000).fit(X)
     assert ref.result_.attrs["primal"] == pytest.approx(e.result_.attrs["primal"], rel=1e-6)
+
+
+def test_kkt_rounds_drop_zero_rows_that_pass_their_test(rng, monkeypatch):
+    # A working set of weak rows plus a few strong ones: the first solve leaves most of it
+    # zero and the scan finds violators outside.  The next round keeps none of the zero rows
+    # that passed their KKT test (each would cost a p-long row per FISTA step), and the
+    # solution is still the one solved on every row at once.
+    X = rng.normal(size=(30, 8)) @ rng.normal(size=(8, 80)) + 0.1 * rng.normal(size=(30, 80))
+    B, _ = gram_factor(da.from_array(X - X.mean(0), chunks=(30, 40)))
+    prob = _Problem(B, np.ones(80, bool))
+    gl0 = prob.grad_l1(np.zeros(0, np.int64), np.zeros((0, 80)))
+    lam = 0.4 * gl0.max()
+    order = np.argsort(gl0)
+    S0 = np.sort(np.r_[order[:30], order[-3:]])  # the 30 weakest rows and the 3 strongest
+    rounds, scans = [], []
+    inner, scan = cpfs_module._SOLVERS["fista"], prob.grad_l1
+
+    def spy_inner(rows, *a, **k):
+        out = inner(rows, *a, **k)
+        rounds.append((rows.S.copy(), row_abs_max(out[0]) > 0))
+        return out
+
+    def spy_scan(*a, **k):
+        scans.append(scan(*a, **k))
+        return scans[-1]
+
+    monkeypatch.setitem(cpfs_module._SOLVERS, "fista", spy_inner)
+    monkeypatch.setattr(prob, "grad_l1", spy_scan)
+    res = solve_lambda(prob, lam, S0, np.zeros((S0.size, 80)), tol=1e-10, max_iter=100000)
+    assert res["kkt_rounds"] >= 2
+    dropped = 0
+    for (S, nz), (S_next, _), gl1 in zip(rounds, rounds[1:], scans):
+        passed = S[~nz & (gl1[S] <= lam)]
+        dropped += passed.size
+        assert not np.isin(passed, S_next).any()
+    assert dropped > 0
+    monkeypatch.undo()
+    ref = solve_lambda(prob, lam, np.arange(80), np.zeros((80, 80)), tol=1e-10, max_iter=100000)
+    assert res["primal"] == pytest.approx(ref["primal"], rel=1e-8)
+    np.testing.assert_array_equal(
+        np.sort(res["S"][row_abs_max(res["A"]) > 0]), np.sort(ref["S"][row_abs_max(ref["A"]) > 0])
+    )
 
 
 def test_duplicate_columns(rng):

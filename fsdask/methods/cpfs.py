@@ -429,6 +429,11 @@ def solve_lambda(
 ) -> dict[str, Any]:
     """Solve (4.2) at one λ from the warm start (S, A_S); grow S until the KKT scan passes.
 
+    Between rounds the working set keeps its nonzero rows, the rows that fail their KKT test,
+    and the largest violators outside it; a zero row that passes leaves (on low-rank data the
+    strong rule's candidates are often half zero rows, and every row costs a p-long pass of
+    each FISTA step).
+
     Returns the rows S, A_S, the scan ``gl1 = ‖∇f_i‖₁`` (all rows), primal, dual, relative
     gap (global certificate: the dual point is scaled with the max over *all* p rows),
     iterations and the number of KKT rounds.  ``gl1_zero``: the scan at A = 0, if already
@@ -451,6 +456,9 @@ def solve_lambda(
             break
         # add violators (largest first, at most as many again as S holds + 10)
         viol = viol[np.argsort(-gl1[viol])][: max(10, S.size)]
+        if S.size:  # zero rows that pass their KKT test leave: each costs p per FISTA step
+            stay = (row_abs_max(A) > 0) | (gl1[S] > lam)  # (a later scan re-adds a violator)
+            S, A = S[stay], A[stay]
         S_new = np.union1d(S, viol)
         A_new = np.zeros((S_new.size, p))
         if S.size:

@@ -357,6 +357,28 @@ def test_ks_columns_screen_counts_nonfinite(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_center_unit_columns(rng, dtype):
+    """Centred unit-norm columns equal numpy's over several tiles; constant columns stay 0,
+    also a float64 0.1 whose mean is off by an ulp; a column varying in its last bit does not."""
+    from fsdask.linalg.moments import center_unit_columns
+
+    X = (rng.normal(size=(37, 1300)) * 3 + 50).astype(dtype)
+    X[:, 5], X[:, 6], X[:, 7] = 0.0, 0.1, 1 / 3
+    one = np.float32(1.0)
+    X[:, 8] = one
+    X[::2, 8] = np.nextafter(one, np.float32(2))
+    out = center_unit_columns(X)
+    assert out.dtype == np.float64 and out.shape == X.shape
+    Xc = X.astype(np.float64) - X.astype(np.float64).mean(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ref = Xc / np.linalg.norm(Xc, axis=0)
+    live = np.r_[0:5, 8:1300]
+    np.testing.assert_allclose(out[:, live], ref[:, live], rtol=1e-12, atol=1e-14)
+    assert not out[:, 5:8].any()
+    np.testing.assert_allclose(np.linalg.norm(out[:, live], axis=0), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_class_moments_match_numpy(rng, dtype):
     """Fused class moments (two-pass, float64) equal numpy's, over several column tiles."""
     from fsdask.linalg.moments import class_moments

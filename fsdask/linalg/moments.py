@@ -5,6 +5,7 @@ centred squares, and the screen (NaN/Inf count, min, max) of the column.  NumPy 
 them with a dozen float64 temporaries per slice; this kernel makes two sweeps over a
 cache-sized tile of columns (sums, then centred squares — two-pass, so large offsets
 such as raw intensities do not cancel) with float64 accumulators and no temporaries.
+:func:`center_unit_columns` is the same two-pass scheme for Q-α's §2.1 preprocessing.
 """
 
 from __future__ import annotations
@@ -116,3 +117,70 @@ def class_moments(
         scr[0, flagged] = (~np.isfinite(xb[:, flagged])).sum(0)
     var = m2 / np.maximum(counts - 1, 1)[:, None]
     return Moments(counts, mean, var, dot, scr)
+
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
+@numba.njit(nogil=True, cache=True)
+def _is_constant(var, mean, n):  # pragma: no cover - numba
+    """A variance no larger than the rounding of the mean can leave: a column of 0.1 has a
+    float64 mean off by an ulp, and its residues would otherwise be scaled up to a unit vector
+    of noise.  The bound is scikit-learn's ``_is_constant_feature`` (Chan, Golub & LeVeque)."""
+    return var <= n * _EPS * var + (n * mean * _EPS) ** 2
+
+
+@numba.njit(nogil=True, cache=True)
+def _center_unit_kernel(xb, out):  # pragma: no cover - numba
+    """Three sweeps per tile of columns (sum, centred squares, write), all in L2.
+
+    No fast-math: each column's sums run down the rows in order, as NumPy's ``mean(axis=0)``
+    does, and the loops vectorise across columns without reassociation.
+    """
+    n, p = xb.shape
+    mu = np.empty(_TILE)
+    ss = np.empty(_TILE)
+    for j0 in range(0, p, _TILE):
+        width = min(p, j0 + _TILE) - j0
+        mu[:] = 0.0
+        ss[:] = 0.0
+        for i in range(n):
+            row = xb[i, j0 : j0 + width]
+            for t in range(width):
+                mu[t] += np.float64(row[t])
+        for t in range(width):
+            mu[t] /= n
+        for i in range(n):
+            row = xb[i, j0 : j0 + width]
+            for t in range(width):
+                e = np.float64(row[t]) - mu[t]
+                ss[t] += e * e
+        for t in range(width):  # 1/‖x − x̄‖, and 0 for a constant column (which stays 0)
+            ss[t] = 0.0 if _is_constant(ss[t] / n, mu[t], n) else 1.0 / np.sqrt(ss[t])
+        for i in range(n):
+            row = xb[i, j0 : j0 + width]
+            dst = out[i, j0 : j0 + width]
+            for t in range(width):
+                dst[t] = (np.float64(row[t]) - mu[t]) * ss[t]
+
+
+def center_unit_columns(xb: np.ndarray) -> np.ndarray:
+    """Columns of ``xb`` centred and scaled to unit L2 norm, as float64 (a zero column stays 0).
+
+    Parameters
+    ----------
+    xb : (n, w) array, float32 or float64 (accumulation is float64)
+
+    Returns
+    -------
+    (n, w) float64 array; a column whose variance is within the rounding of its mean is
+    constant and stays 0.  One pass over a cache-sized tile at a time, no temporaries: the
+    NumPy form (``x − x.mean(0)``, the norms, the division) makes four float64 copies of the
+    block.  Memory: the result.
+    """
+    xb = np.ascontiguousarray(xb)
+    if xb.dtype not in (np.float32, np.float64):
+        xb = xb.astype(np.float64)
+    out = np.empty(xb.shape)
+    _center_unit_kernel(xb, out)
+    return out

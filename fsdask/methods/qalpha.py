@@ -86,6 +86,7 @@ from fsdask.linalg import (
     tall_skinny_qr,
 )
 from fsdask.linalg.execution import TREE_SUM_COPIES, Execution
+from fsdask.linalg.moments import center_unit_columns
 from fsdask.linalg.reductions import compute_blocks
 
 log = logging.getLogger("fsdask")
@@ -98,10 +99,7 @@ _ROW_BATCH = 2048
 # --------------------------------------------------------------------------- §2.1 preprocessing
 def normalize_block(xb: np.ndarray) -> np.ndarray:
     """Rows of M (= columns of the X block) centred and scaled to unit L2 norm (zero stays zero)."""
-    x = np.asarray(xb, dtype=np.float64)
-    x = x - x.mean(axis=0)
-    norm = np.sqrt(np.einsum("ij,ij->j", x, x))
-    return np.divide(x, norm, out=np.zeros_like(x), where=norm > 0)
+    return center_unit_columns(xb)
 
 
 def class_normalize_block(xb: np.ndarray, groups: list[np.ndarray]) -> np.ndarray:

@@ -136,8 +136,10 @@ def khatri_rao_gram_block(m: np.ndarray, p: np.ndarray, dtype: Any = np.float64)
     q, k = m.shape[1], p.shape[1]
     mt, pt = m.T.astype(dtype, copy=False), p.T.astype(dtype, copy=False)
     S = (pt[:, None, :] * mt[None, :, :]).reshape(k * q, m.shape[0])  # row (s, a): p_is m_ia
-    G = (S @ S.T).astype(np.float64, copy=False)
-    return G.reshape(k, q, k, q).transpose(1, 0, 3, 2).reshape(q * k, q * k)
+    G = S @ S.T
+    out = np.empty((q, k, q, k))  # (a, s) order and float64 in one copy (a reshape of the
+    out[...] = G.reshape(k, q, k, q).transpose(1, 0, 3, 2)  # transposed view costs ~10×)
+    return out.reshape(q * k, q * k)
 
 
 def khatri_rao_matvec(m: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -154,7 +156,7 @@ def khatri_rao_matvec(m: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray
     ndarray (b,).  O(b·q·k) time, O(b·q) memory.
     """
     U = np.asarray(u).reshape(m.shape[1], p.shape[1])
-    return np.einsum("ia,ia->i", m, p @ U.T)
+    return np.einsum("ai,ai->i", m.T, U @ p.T)  # callers pass m, p as views of (q, b) arrays
 
 
 def khatri_rao_rmatvec(m: np.ndarray, p: np.ndarray, a: np.ndarray) -> np.ndarray:

@@ -23,8 +23,8 @@ kernel V: it is applied tile by tile (:func:`fsdask.linalg.feature_kernel_matmul
 stored; ``G α = rowsum(B ∘ (V (diag(α) B)))`` with ``B = V E``.
 
 **Precision.**  The Gram's BLAS products are taken in the data's precision
-(:meth:`fsdask.linalg.Execution.gram_dtype`: float32 for a float32 store, each 2048-feature
-batch summed into float64); everything else is float64.  On float32 data α then matches the
+(:meth:`fsdask.linalg.Execution.gram_dtype`: float32 for a float32 store, each batch of
+2048–8192 features summed into float64); everything else is float64.  On float32 data α then matches the
 all-double computation to ~1e-7 and Prop. 3's non-decreasing objective holds up to that
 rounding; ``fsdask.gram-precision: float64`` gives double products on every input.
 
@@ -93,7 +93,17 @@ log = logging.getLogger("fsdask")
 
 VARIANTS = ("power", "basic", "ritz", "laplacian", "gap", "supervised", "kernel")
 KERNELS = ("linear", "rbf", "poly", "sessions")
+#: features preprocessed at once (fewest): A_α's products and the sweeps of the matrix-free solvers
 _ROW_BATCH = 2048
+#: a tall matrix's batch is as large as keeps b rows of it in float64 (8·r·b bytes) under this,
+#: up to _MAX_BATCH: each batch costs an r × r Gram copy and fresh temporaries (page faults)
+#: whatever b is, about a third of a 600-wide Gram pass at b = 2048
+_BATCH_BYTES, _MAX_BATCH = 32 * 2**20, 8192
+
+
+def _batch(r: int) -> int:
+    """Features per batch for a tall matrix r wide (a multiple of 256 in [2048, 8192])."""
+    return int(min(_MAX_BATCH, max(_ROW_BATCH, _BATCH_BYTES // (8 * r) // 256 * 256)))
 
 
 # --------------------------------------------------------------------------- §2.1 preprocessing
@@ -107,14 +117,14 @@ def class_normalize_block(xb: np.ndarray, groups: list[np.ndarray]) -> np.ndarra
     return np.concatenate([normalize_block(np.asarray(xb)[idx]) for idx in groups], axis=0)
 
 
-def prepped(xb: np.ndarray, prep: Callable[[np.ndarray], np.ndarray]):
-    """``(offset, prep(batch))`` for column batches of a raw feature block.
+def prepped(xb: np.ndarray, prep: Callable[[np.ndarray], np.ndarray], batch: int = _ROW_BATCH):
+    """``(offset, prep(xb[:, offset : offset + batch]))`` for the column batches of a raw block.
 
     §2.1 acts feature by feature, so preprocessing batch by batch gives the same M while
     never holding a float64 copy of a whole (possibly 64 MiB float32) block.
     """
-    for s in range(0, xb.shape[1], _ROW_BATCH):
-        yield s, prep(xb[:, s : s + _ROW_BATCH])
+    for s in range(0, xb.shape[1], batch):
+        yield s, prep(xb[:, s : s + batch])
 
 
 # --------------------------------------------------------------------------- tall matrices W
@@ -143,6 +153,7 @@ class TallSpec:
         self.rows = rows
         self.dtype = np.dtype(dtype)
         self.r = r
+        self.batch = _batch(r)  # features per batch of the *_block sweeps
         self.signature = signature  # None means S = I
         self.gram = gram or self._gram_rows
         self.matvec = matvec or (lambda m, u: rows(m) @ u)
@@ -176,26 +187,26 @@ class TallSpec:
 
     def gram_block(self, xb: np.ndarray, prep: Callable) -> np.ndarray:
         out = np.zeros((self.r, self.r))
-        for _, m in prepped(xb, prep):
+        for _, m in prepped(xb, prep, self.batch):
             out += self.gram(m)
         return out
 
     def apply_block(self, xb: np.ndarray, prep: Callable, u: np.ndarray) -> np.ndarray:
         """(W u) of the block."""
-        parts = [self.matvec(m, u) for _, m in prepped(xb, prep)]
+        parts = [self.matvec(m, u) for _, m in prepped(xb, prep, self.batch)]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def apply_block_T(self, xb: np.ndarray, prep: Callable, a: np.ndarray) -> np.ndarray:
         """Wᵀ a of the block (r,)."""
         out = np.zeros(self.r)
-        for s, m in prepped(xb, prep):
+        for s, m in prepped(xb, prep, self.batch):
             out += self.rmatvec(m, a[s : s + m.shape[1]])
         return out
 
     def normal_block(self, xb: np.ndarray, prep: Callable, v: np.ndarray) -> np.ndarray:
         """Wᵀ (W v) of the block (r,)."""
         out = np.zeros(self.r)
-        for _, m in prepped(xb, prep):
+        for _, m in prepped(xb, prep, self.batch):
             w = self.rows(m)
             out += w.T @ (w @ v)
         return out
@@ -209,6 +220,11 @@ def khatri_rao_rows(m: np.ndarray, Q: np.ndarray) -> np.ndarray:
 
 def standard_spec(Q: np.ndarray, dtype: Any = np.float64) -> TallSpec:
     """Def. 2: G = W Wᵀ, rows m_i ⊗ Qᵀm_i (WᵀW and W u without forming W)."""
+
+    def moments(m):  # (WᵀW, (Wᵀ1)ᵀ) from one P = Qᵀm; Wᵀ1 = Σ_i m_i ⊗ p_i = vec(m Pᵀ)
+        p = Q.T @ m
+        return khatri_rao_gram_block(m.T, p.T, dtype), (m @ p.T).reshape(1, -1)
+
     return TallSpec(
         lambda m: khatri_rao_rows(m, Q),
         Q.shape[0] * Q.shape[1],
@@ -216,6 +232,7 @@ def standard_spec(Q: np.ndarray, dtype: Any = np.float64) -> TallSpec:
         gram=lambda m: khatri_rao_gram_block(m.T, (Q.T @ m).T, dtype),
         matvec=lambda m, u: khatri_rao_matvec(m.T, (Q.T @ m).T, u),
         rmatvec=lambda m, a: khatri_rao_rmatvec(m.T, (Q.T @ m).T, a),
+        moments=moments,
     )
 
 
@@ -500,7 +517,7 @@ class AlphaStep:
 
         def block(xb):  # K and F side by side in one summed vector: one tree-sum
             out = np.zeros(r * r + f * r)
-            for _, m in prepped(xb, self.prep):
+            for _, m in prepped(xb, self.prep, spec.batch):
                 Km, Fm = spec.moments(m)
                 out[: r * r] += Km.ravel()
                 out[r * r :] += Fm.ravel()
@@ -514,10 +531,11 @@ class AlphaStep:
         prep, q = self.prep, self.X.shape[0]
         r = 0 if next_spec is None else next_spec.r
         f = 0 if next_spec is None else next_spec.n_functionals(q)
+        batch = spec.batch if next_spec is None else min(spec.batch, next_spec.batch)
 
-        def block(xb):  # each 2048-feature batch preprocessed once, used for all four terms
+        def block(xb):  # each batch of features preprocessed once, used for all four terms
             alpha_b, A_b, K_b, F_b = [], np.zeros((q, q)), np.zeros((r, r)), np.zeros((f, r))
-            for _, m in prepped(xb, prep):
+            for _, m in prepped(xb, prep, batch):
                 a = spec.matvec(m, u)
                 alpha_b.append(a)
                 A_b += (m * a) @ m.T

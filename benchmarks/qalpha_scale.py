@@ -130,12 +130,13 @@ def gram_floor(path: str, n: int, k: int = 6, q: int = 100) -> dict:
     import fsdask
     from fsdask.linalg.execution import Execution
     from fsdask.linalg.tsqr import khatri_rao_gram_block
-    from fsdask.methods.qalpha import _ROW_BATCH
+    from fsdask.methods.qalpha import _batch
 
     dt = Execution().gram_dtype(fsdask.open_dataset(path)["X"].dtype)
+    b = _batch(q * k)  # the features per batch a fit takes for this Gram
 
     rng = np.random.default_rng(0)
-    m, p = rng.normal(size=(_ROW_BATCH, q)), rng.normal(size=(_ROW_BATCH, k))
+    m, p = rng.normal(size=(b, q)), rng.normal(size=(b, k))
     cores = dask.system.CPU_COUNT  # the threaded scheduler's worker count
 
     def share(batches: int) -> np.ndarray:
@@ -144,7 +145,7 @@ def gram_floor(path: str, n: int, k: int = 6, q: int = 100) -> dict:
             G += khatri_rao_gram_block(m, p, dt)
         return G
 
-    batches = -(-n // _ROW_BATCH)
+    batches = -(-n // b)
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(cores) as pool:
         share(1)  # warm
         t, c0 = time.perf_counter(), _cpu()

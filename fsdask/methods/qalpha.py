@@ -97,8 +97,9 @@ KERNELS = ("linear", "rbf", "poly", "sessions")
 _ROW_BATCH = 2048
 #: a tall matrix's batch is as large as keeps b rows of it in float64 (8·r·b bytes) under this,
 #: up to _MAX_BATCH: each batch costs an r × r Gram copy and fresh temporaries (page faults)
-#: whatever b is, about a third of a 600-wide Gram pass at b = 2048
-_BATCH_BYTES, _MAX_BATCH = 32 * 2**20, 8192
+#: whatever b is, about a third of a 600-wide Gram pass at b = 2048; at twice this the
+#: float32 Khatri–Rao rows of two threads no longer share a 32 MiB L3 and the pass slows down
+_BATCH_BYTES, _MAX_BATCH = 16 * 2**20, 8192
 
 
 def _batch(r: int) -> int:

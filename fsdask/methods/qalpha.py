@@ -93,7 +93,8 @@ log = logging.getLogger("fsdask")
 
 VARIANTS = ("power", "basic", "ritz", "laplacian", "gap", "supervised", "kernel")
 KERNELS = ("linear", "rbf", "poly", "sessions")
-#: features preprocessed at once (fewest): A_α's products and the sweeps of the matrix-free solvers
+#: features preprocessed at once by A_α's own pass (affinity_block), and the fewest in a
+#: tall matrix's batch (_batch)
 _ROW_BATCH = 2048
 #: a tall matrix's batch is as large as keeps b rows of it in float64 (8·r·b bytes) under this,
 #: up to _MAX_BATCH: each batch costs an r × r Gram copy and fresh temporaries (page faults)

@@ -1,8 +1,9 @@
 """The scikit-learn estimator every fsdask selector derives from.
 
 A subclass declares its parameters (``__init__`` plus ``_parameter_constraints``) and
-implements ``_fit``, which receives X as a dask array in feature blocks (non-finite values
-already refused, constant features already removed according to ``on_constant``) and
+implements ``_fit(X, y, ctx)``, which receives X as a dask array in feature blocks (non-finite
+values already refused, constant features already removed according to ``on_constant``) and
+the fit's :class:`~fsdask.fitting.FitContext` (budget, passes, checkpoints, warnings), and
 returns a :class:`FitOutput`.  The template does the rest: validation, scores / ranking /
 support, ``transform``, and the ``result_`` Dataset with provenance.  Nothing else is
 overridden: what a method knows about its own ranking or selection travels in the
@@ -29,6 +30,7 @@ from sklearn.utils.validation import _get_feature_names, check_is_fitted
 from fsdask._sort import stable_argsort
 from fsdask._validation import check_array, check_y, feature_names_of
 from fsdask.errors import InputError, ParameterError
+from fsdask.fitting import FitContext
 from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.threads import blas_threads_for
 
@@ -109,7 +111,9 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         except InvalidParameterError as exc:
             raise ParameterError(str(exc)) from None
 
-    def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:  # pragma: no cover - abstract
+    def _fit(
+        self, X: da.Array, y: np.ndarray | None, ctx: FitContext
+    ) -> FitOutput:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:
@@ -167,9 +171,12 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             p,
             len(Xd.chunks[1]),
         )
-        self._iter_t0 = time.perf_counter()
-        with blas_threads_for(Xd):  # (methods' warnings use stacklevel=4 to get past this frame)
-            out, active = self._screen_and_fit(Xd, y, names)
+        ctx = FitContext(self, memory_budget=getattr(self, "memory_budget", None))
+        self.__dict__.pop("n_passes_", None)
+        with blas_threads_for(Xd):
+            out, active = self._screen_and_fit(Xd, y, names, ctx)
+        if "n_passes_" not in self.__dict__:  # methods that count their own passes set it
+            self.n_passes_ = ctx.passes
         self._set_fitted(
             out, active, names if names is not None else np.arange(p), source_attrs, t0
         )
@@ -180,9 +187,13 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         prohibitive says so here, not hours into the fit)."""
 
     def _screen_and_fit(
-        self, Xd: da.Array, y: np.ndarray | None, names: np.ndarray | None
+        self, Xd: da.Array, y: np.ndarray | None, names: np.ndarray | None, ctx: FitContext
     ) -> tuple[FitOutput, np.ndarray]:
-        """The screen (NaN/Inf, constant features) and the method's work: one of three routes."""
+        """The screen (NaN/Inf, constant features) and the method's work: one of three routes.
+
+        ``ctx.passes`` ends as the passes over X after the screen; on the single-pass route
+        the screen and the method's statistics share one pass, counted once.
+        """
         plan = self._fit_lazy(Xd, y)
         if plan is not None:
             # single pass: the screen and the method's per-feature statistics share one read of X
@@ -196,9 +207,10 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             else:
                 bad, lo, hi, computed = compute_blocks(*_screen_stats(Xd), lazy)
             active = self._apply_screen(bad, lo, hi, names)
+            ctx.execution.passes += 1
             return finish(computed, active, lo, hi), active
         if self.screen_in_fit:
-            out = self._fit(Xd, y)
+            out = self._fit(Xd, y, ctx.bind(Xd, y))
             return out, np.asarray(out.active, bool)
         bad, lo, hi = compute_blocks(*_screen_stats(Xd))
         active = self._apply_screen(bad, lo, hi, names)
@@ -206,7 +218,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         X_act = Xd if active.all() else Xd[:, active]
         if len(X_act.chunks[1]) > 1 and not active.all():
             X_act = X_act.rechunk({1: Xd.chunks[1][0]})
-        return self._fit(X_act, y), active
+        return self._fit(X_act, y, ctx.bind(X_act, y)), active
 
     def _set_fitted(
         self, out: FitOutput, active: np.ndarray, feature: np.ndarray, source_attrs: dict, t0: float
@@ -274,21 +286,6 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
                 res[name] = ("feature", fn())
             self._result_deferred = {}
         return res
-
-    def _log_iteration(self, it: int, **values: Any) -> None:
-        """Log one outer iteration (``fsdask`` logger, INFO; the CLI shows it with ``-v``).
-
-        Methods call this once per outer iteration with the paper's quantities, e.g.
-        ``self._log_iteration(t, objective=f, change=delta)``.
-        """
-        if not log.isEnabledFor(logging.INFO):
-            return
-        parts = ", ".join(
-            f"{k}={v:.6g}" if isinstance(v, (float, np.floating)) else f"{k}={v}"
-            for k, v in values.items()
-        )
-        elapsed = time.perf_counter() - getattr(self, "_iter_t0", time.perf_counter())
-        log.info("%s: iteration %d: %s (%.1f s)", self.method_name, it, parts, elapsed)
 
     def _apply_screen(
         self, bad: np.ndarray, lo: np.ndarray, hi: np.ndarray, names: np.ndarray | None = None
@@ -419,10 +416,6 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         attrs.update(out.attrs)
         ds.attrs = attrs
         return ds
-
-
-#: the name the methods (and older code) import
-SelectorMixin = Selector
 
 
 def _screen_stats(X: da.Array) -> tuple[da.Array, da.Array, da.Array]:

@@ -144,17 +144,17 @@ def test_progress_lines_on_threads_and_cluster(cluster):
 
 
 def test_per_iteration_log(caplog):
-    from fsdask.base import FitOutput, SelectorMixin
+    from fsdask.base import FitOutput, Selector
 
-    class Iterating(SelectorMixin):
+    class Iterating(Selector):
         method_name = "iterating"
 
         def __init__(self, n_features_to_select=None):
             self.n_features_to_select = n_features_to_select
 
-        def _fit(self, X, y):
+        def _fit(self, X, y, ctx):
             for t in range(3):
-                self._log_iteration(t + 1, objective=1.0 / (t + 1), change=0.5**t)
+                ctx.log_iteration(t + 1, objective=1.0 / (t + 1), change=0.5**t)
             return FitOutput(scores=np.arange(X.shape[1], dtype=float), n_iter=3, converged=True)
 
     with caplog.at_level(logging.INFO, logger="fsdask"):

@@ -20,6 +20,7 @@ uses the active scheduler over the feature blocks.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -624,7 +625,7 @@ def _run_fold(
     if fixed_top is None:
         e = _clone(est)
         yf = codes if y_fit is None else y_fit
-        ctx = dask.config.set(scheduler="synchronous") if in_task else _nullcontext()
+        ctx = dask.config.set(scheduler="synchronous") if in_task else contextlib.nullcontext()
         with ctx:
             e.fit(X[train], yf[train])
         top = ranking_of(e)[:k_max]
@@ -632,21 +633,13 @@ def _run_fold(
         top = fixed_top
     Xtop = X[:, top]
     if isinstance(Xtop, da.Array):
-        with dask.config.set(scheduler="synchronous") if in_task else _nullcontext():
+        with dask.config.set(scheduler="synchronous") if in_task else contextlib.nullcontext():
             Xtop = Xtop.compute()
     Xtop = np.asarray(Xtop)
     preds = _classify(
         Xtop[train], codes[train], Xtop[test], ms, classifiers, C, n_neighbors, standardize
     )
     return np.asarray(top, dtype=np.int64), preds
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -731,7 +724,7 @@ def evaluate_classifiers(
         raise ParameterError(f"parallel={parallel!r}; use 'auto', 'folds' or 'within'")
     splits = _splits(protocol, k_folds, codes, random_state)
 
-    ctx = scheduler_ctx(scheduler) if scheduler else _nullcontext()
+    ctx = scheduler_ctx(scheduler) if scheduler else contextlib.nullcontext()
     with ctx:
         if mode == "folds" and isinstance(Xa, da.Array):
             (Xa,) = compute_blocks(Xa)  # X loaded on the client, never whole in one task

@@ -79,7 +79,9 @@ class ReadOptions:
                 f"sample_dim and feature_dim are both {self.sample_dim!r}; name two different dims"
             )
         if not isinstance(self.drop_unlabelled, bool):
-            raise ParameterError(f"drop_unlabelled={self.drop_unlabelled!r}: expected True or False")
+            raise ParameterError(
+                f"drop_unlabelled={self.drop_unlabelled!r}: expected True or False"
+            )
         if self.nan_policy not in NAN_POLICIES:
             raise ParameterError(
                 f"nan_policy={self.nan_policy!r}: expected one of {', '.join(NAN_POLICIES)}"

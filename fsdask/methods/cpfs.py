@@ -55,6 +55,7 @@ from fsdask import checkpoint
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.fitting import FitContext
 from fsdask.linalg import (
     gram_factor,
     map_features,
@@ -866,7 +867,7 @@ class CPFS(Selector):
             else np.array([lo])
         )
 
-    def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:
+    def _fit(self, X: da.Array, y: np.ndarray | None, ctx: FitContext) -> FitOutput:
         n, p = X.shape
         q = self.n_features_to_select
         if self.lambdas is not None:

@@ -34,6 +34,7 @@ from sklearn.utils._param_validation import StrOptions
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector, _top_k_mask
 from fsdask.errors import InputError, ParameterError
+from fsdask.fitting import FitContext
 from fsdask.linalg import map_features, sample_pairwise
 from fsdask.linalg.moments import Moments, class_moments
 from fsdask.linalg.reductions import compute_blocks
@@ -390,7 +391,7 @@ class LaplacianScore(Selector):
         self.n_features_to_select = n_features_to_select
         self.on_constant = on_constant
 
-    def _fit(self, X, y) -> FitOutput:
+    def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         n = X.shape[0]
         if self.n_neighbors >= n:
             raise ParameterError(

@@ -53,6 +53,7 @@ from fsdask import checkpoint
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.fitting import FitContext
 from fsdask.linalg import row_dot_summary
 from fsdask.linalg.execution import Execution, fits
 from fsdask.linalg.reductions import compute_blocks
@@ -870,7 +871,7 @@ class SparseHSIC(Selector):
         return np.multiply(At, factor[:, None], out=np.empty(At.shape)), active
 
     # ---- FeatureSelection ----
-    def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
+    def _fit(self, X: da.Array, y: np.ndarray, ctx: FitContext) -> FitOutput:
         n, p = X.shape
         self.__dict__.pop("rho_path_", None)  # a refit's path is computed afresh
         delta, kind, info = response_factor(

@@ -50,6 +50,7 @@ from fsdask import checkpoint
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError
+from fsdask.fitting import FitContext
 from fsdask.linalg.absdiff import (
     _SPARSE_DENSITY,
     DROP_BELOW,
@@ -367,7 +368,7 @@ class Logo(Selector):
         return scores > self.support_threshold * top
 
     # ---- the algorithm
-    def _fit(self, X: da.Array, y: np.ndarray) -> FitOutput:
+    def _fit(self, X: da.Array, y: np.ndarray, ctx: FitContext) -> FitOutput:
         _check_classes(y)
         N, J = X.shape
         lam, sigma = float(self.lam), float(self.sigma)

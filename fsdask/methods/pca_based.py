@@ -31,6 +31,7 @@ from sklearn.utils._param_validation import StrOptions
 from fsdask._validation import Int
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
+from fsdask.fitting import FitContext
 from fsdask.linalg import gram_factor
 from fsdask.linalg.reductions import compute_blocks
 
@@ -94,7 +95,7 @@ class JolliffeI(_PCABase):
 
     method_name = "jolliffe_i"
 
-    def _fit(self, X: da.Array, y) -> FitOutput:
+    def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeI")
         B, s, _ = _factor(X, self.scale)
@@ -130,7 +131,7 @@ class JolliffeNI(_PCABase):
 
     method_name = "jolliffe_ni"
 
-    def _fit(self, X: da.Array, y) -> FitOutput:
+    def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeNI")
         B, s, V = _factor(X, self.scale)
@@ -194,7 +195,7 @@ class PFA(_PCABase):
         self.random_state = random_state
         self.max_iter = max_iter
 
-    def _fit(self, X: da.Array, y) -> FitOutput:
+    def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "PFA")
         B, s, V = _factor(X, self.scale)
@@ -282,7 +283,7 @@ class SparsePCASelector(_PCABase):
         self.max_bisect = max_bisect
         self.random_state = random_state
 
-    def _fit(self, X: da.Array, y) -> FitOutput:
+    def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         from sklearn.decomposition import SparsePCA
 
         p = X.shape[1]

@@ -75,6 +75,7 @@ from fsdask import checkpoint
 from fsdask._validation import Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
+from fsdask.fitting import FitContext
 from fsdask.linalg import (
     feature_kernel_matmul,
     khatri_rao_gram_block,
@@ -809,7 +810,7 @@ class QAlpha(Selector):
         return _top(scores, auto_cut(scores))
 
     # ---- fit
-    def _fit(self, X: da.Array, y: np.ndarray | None) -> FitOutput:
+    def _fit(self, X: da.Array, y: np.ndarray | None, ctx: FitContext) -> FitOutput:
         q, n = X.shape
         if self.supervised is True and self.variant not in ("power", "basic", "supervised"):
             raise ParameterError(

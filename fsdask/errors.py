@@ -35,3 +35,7 @@ class ConvergenceWarning(UserWarning):
 
 class ClusterError(FsdaskError, OSError):
     """The Dask cluster is unreachable, is not a Dask scheduler, or cannot keep workers alive."""
+
+
+class MissingDependencyError(FsdaskError, ImportError):
+    """An optional dependency (scikit-learn, matplotlib, anndata…) is not installed."""

@@ -48,7 +48,7 @@ def _plt():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        from fsdask.evaluate.protocol import MissingDependencyError
+        from fsdask.errors import MissingDependencyError
 
         raise MissingDependencyError(
             "reports need matplotlib, an optional dependency: pip install 'fsdask[eval]'"

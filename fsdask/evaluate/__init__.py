@@ -11,6 +11,7 @@
 scikit-learn is needed only for the classifiers (optional dependency: ``fsdask[eval]``).
 """
 
+from fsdask.errors import MissingDependencyError
 from fsdask.evaluate.metrics import (
     false_discovery_rate,
     jaccard_stability,
@@ -22,7 +23,6 @@ from fsdask.evaluate.metrics import (
 )
 from fsdask.evaluate.protocol import (
     EvaluationResult,
-    MissingDependencyError,
     check_labels,
     evaluate,
     evaluate_classifiers,

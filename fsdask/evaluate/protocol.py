@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from fsdask.errors import FsdaskError, InputError, ParameterError
+from fsdask.errors import InputError, MissingDependencyError, ParameterError
 from fsdask.evaluate.metrics import jaccard_stability, kuncheva_index
 from fsdask.linalg.execution import fits
 from fsdask.linalg.reductions import compute_blocks
@@ -41,10 +41,6 @@ log = logging.getLogger("fsdask")
 PROTOCOLS = ("loo", "kfold")
 SELECTIONS = ("inside", "once")
 CLASSIFIERS = ("svm", "knn")
-
-
-class MissingDependencyError(FsdaskError, ImportError):
-    """An optional dependency (scikit-learn, matplotlib) is not installed."""
 
 
 def _sklearn():
@@ -603,43 +599,88 @@ def _classify(
     return out
 
 
-def _run_fold(
+@dataclasses.dataclass(frozen=True)
+class Feeding:
+    """How a fold's classifiers are fed: the top ``ms`` features, each classifier's setting.
+
+    Attributes
+    ----------
+    ms : list of int
+        The numbers of top-ranked features fed in turn (the curve's x axis).
+    classifiers : tuple of str
+        ``"svm"`` and/or ``"knn"``.
+    C, n_neighbors : float, int
+        The linear SVM's C and the k-NN's k.
+    standardize : bool
+        Standardise with the training part's mean and sd.
+    """
+
+    ms: list[int]
+    classifiers: tuple[str, ...]
+    C: float
+    n_neighbors: int
+    standardize: bool
+
+    @property
+    def k_max(self) -> int:
+        """The largest number of features fed."""
+        return max(self.ms)
+
+
+def run_fold(
     X: Any,
     codes: np.ndarray,
-    train: np.ndarray,
-    test: np.ndarray,
-    est: Any,
-    fixed_top: np.ndarray | None,
-    k_max: int,
-    ms: list[int],
-    classifiers: Sequence[str],
-    C: float,
-    n_neighbors: int,
-    standardize: bool,
-    in_task: bool,
+    split: tuple[np.ndarray, np.ndarray],
+    feed: Feeding,
+    *,
+    est: Any = None,
+    fixed_top: np.ndarray | None = None,
     y_fit: np.ndarray | None = None,
+    in_task: bool = False,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Select on the training part (unless ``fixed_top``), then classify the test part."""
+    """Select on the training part (unless ``fixed_top``), then classify the test part.
+
+    Returns the fold's top ``feed.k_max`` features and ``{classifier: predictions}``
+    (len(ms) × n_test).  ``in_task``: the fold runs inside a dask task, so its own graphs run
+    on the synchronous scheduler (a task never waits on the pool it runs in).
+    """
     import dask.array as da
 
-    if fixed_top is None:
-        e = _clone(est)
-        yf = codes if y_fit is None else y_fit
-        ctx = dask.config.set(scheduler="synchronous") if in_task else contextlib.nullcontext()
-        with ctx:
+    train, test = split
+    sync = dask.config.set(scheduler="synchronous") if in_task else contextlib.nullcontext()
+    with sync:
+        if fixed_top is None:
+            e = _clone(est)
+            yf = codes if y_fit is None else y_fit
             e.fit(X[train], yf[train])
-        top = ranking_of(e)[:k_max]
-    else:
-        top = fixed_top
-    Xtop = X[:, top]
-    if isinstance(Xtop, da.Array):
-        with dask.config.set(scheduler="synchronous") if in_task else contextlib.nullcontext():
+            fixed_top = ranking_of(e)[: feed.k_max]
+        Xtop = X[:, fixed_top]
+        if isinstance(Xtop, da.Array):
             Xtop = Xtop.compute()
     Xtop = np.asarray(Xtop)
     preds = _classify(
-        Xtop[train], codes[train], Xtop[test], ms, classifiers, C, n_neighbors, standardize
+        Xtop[train],
+        codes[train],
+        Xtop[test],
+        feed.ms,
+        feed.classifiers,
+        feed.C,
+        feed.n_neighbors,
+        feed.standardize,
     )
-    return np.asarray(top, dtype=np.int64), preds
+    return np.asarray(fixed_top, dtype=np.int64), preds
+
+
+def _map_folds(
+    X: Any, codes: np.ndarray, splits: list[tuple], feed: Feeding, parallel: bool, **fold: Any
+) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """:func:`run_fold` for every split: as parallel dask tasks over an in-memory X shared by
+    all of them, or one after another (each selection then parallel over feature blocks)."""
+    if not parallel:
+        return [run_fold(X, codes, sp, feed, **fold) for sp in splits]
+    Xdel = dask.delayed(X, pure=True, traverse=False)
+    run = dask.delayed(run_fold, pure=False)
+    return list(dask.compute(*[run(Xdel, codes, sp, feed, in_task=True, **fold) for sp in splits]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -686,24 +727,17 @@ def evaluate_classifiers(
     """
     t0 = time.perf_counter()
     Xa, yv, names = _unpack(X, y)
-    shape = getattr(Xa, "shape", None)
-    if shape is None or len(shape) != 2:
-        Xa = np.asarray(Xa)
-        shape = Xa.shape
-        if Xa.ndim != 2:
-            raise InputError(f"X must be 2-D (sample, feature); got shape {Xa.shape}")
-    n, p = int(shape[0]), int(shape[1])
+    Xa, n, p = _as_2d(Xa)
     classes, codes = check_labels(yv, n)
     classifiers = list(classifiers)
+    if not classifiers:
+        raise ParameterError("give at least one classifier (svm, knn)")
     for c in classifiers:
-        _check_params(protocol, selection, c, n_splits, n, classes, codes, C, n_neighbors)
-    k_folds = _check_params(
-        protocol, selection, classifiers[0], n_splits, n, classes, codes, C, n_neighbors
-    )
-    ms = _n_features_list(n_features, p)
-    k_max = max(ms)
+        k_folds = _check_params(protocol, selection, c, n_splits, n, classes, codes, C, n_neighbors)
+    feed = Feeding(_n_features_list(n_features, p), tuple(classifiers), C, n_neighbors, standardize)
     _sklearn()  # fail early and clearly if scikit-learn is missing
-    if _fixed_ranking is None:
+    fixed = _fixed_ranking is not None
+    if not fixed:
         if method is None:
             raise ParameterError("give a method (registry name or estimator) to evaluate")
         est, mname, mparams = _resolve_method(method, params)
@@ -711,170 +745,132 @@ def evaluate_classifiers(
         est, mname, mparams = None, _method_name or "ranking", _method_params or {}
     # the estimator sees the original labels (regression-style scores such as pearson need numbers)
     y_fit = yv if yv.dtype.kind in "iufb" else codes
-
-    import dask.array as da
-
+    mode = _fold_mode(Xa, n, p, parallel)
+    splits = _splits(protocol, k_folds, codes, random_state)
     from fsdask.cluster import scheduler as scheduler_ctx
 
+    with scheduler_ctx(scheduler) if scheduler else contextlib.nullcontext():
+        if mode == "folds":
+            Xa = _in_memory(Xa)  # X loaded on the client, never whole in one task
+        if selection == "once" or fixed:
+            outs = _folds_once(Xa, y_fit, codes, splits, feed, est, _fixed_ranking, mode)
+        else:
+            outs = _map_folds(Xa, codes, splits, feed, mode == "folds", est=est, y_fit=y_fit)
+    once = selection == "once" or fixed
+    rankings, stability = _fold_stability(np.stack([o[0] for o in outs]), once, stability_k, p)
+    common = dict(
+        protocol=protocol,
+        n_splits=len(splits),
+        selection="once" if fixed else selection,
+        method=mname,
+        method_params=mparams,
+        n_samples=n,
+        n_features_total=p,
+        stability=stability,
+        fold_rankings=rankings,
+        feature_names=None if names is None else np.asarray(names),
+        standardized=standardize,
+        random_state=random_state if protocol == "kfold" else None,
+        wall_time_s=time.perf_counter() - t0,
+    )
+    return {
+        clf: EvaluationResult(
+            curve=_error_curve(clf, splits, outs, codes, feed.ms),
+            classifier=clf,
+            classifier_params={"C": C} if clf == "svm" else {"n_neighbors": n_neighbors},
+            **common,
+        )
+        for clf in classifiers
+    }
+
+
+def _as_2d(Xa: Any) -> tuple[Any, int, int]:
+    """X (anything with a 2-D shape, else made a NumPy array) and its (n, p)."""
+    shape = getattr(Xa, "shape", None)
+    if shape is None or len(shape) != 2:
+        Xa = np.asarray(Xa)
+        shape = Xa.shape
+        if Xa.ndim != 2:
+            raise InputError(f"X must be 2-D (sample, feature); got shape {Xa.shape}")
+    return Xa, int(shape[0]), int(shape[1])
+
+
+def _fold_mode(Xa: Any, n: int, p: int, parallel: str) -> str:
+    """``"folds"`` (folds as parallel tasks, X in memory) or ``"within"`` (folds in turn):
+    X that fits the memory budget is loaded and its folds run in parallel."""
+    import dask.array as da
+
     nbytes = n * p * np.dtype(getattr(Xa, "dtype", np.float64)).itemsize
-    # X that fits the memory budget is loaded and folds run in parallel; else one after another
     in_memory = not isinstance(Xa, da.Array) or fits(nbytes)
     mode = parallel if parallel != "auto" else ("folds" if in_memory else "within")
     if mode not in ("folds", "within"):
         raise ParameterError(f"parallel={parallel!r}; use 'auto', 'folds' or 'within'")
-    splits = _splits(protocol, k_folds, codes, random_state)
+    return mode
 
-    ctx = scheduler_ctx(scheduler) if scheduler else contextlib.nullcontext()
-    with ctx:
-        if mode == "folds" and isinstance(Xa, da.Array):
-            (Xa,) = compute_blocks(Xa)  # X loaded on the client, never whole in one task
-        fixed_top = None
-        if selection == "once" or _fixed_ranking is not None:
-            if _fixed_ranking is not None:
-                fixed_top = np.asarray(_fixed_ranking, dtype=np.int64)[:k_max]
-            else:
-                e = _clone(est)
-                e.fit(Xa, y_fit)
-                fixed_top = ranking_of(e)[:k_max]
-            Xsmall = Xa[:, fixed_top]
-            Xsmall = np.asarray(Xsmall.compute() if isinstance(Xsmall, da.Array) else Xsmall)
-            local = np.arange(fixed_top.size)
-            if (
-                mode == "folds" and len(splits) > 1
-            ):  # only the classifier runs per fold: still parallel
-                Xdel = dask.delayed(Xsmall, pure=True, traverse=False)
-                tasks = [
-                    dask.delayed(_run_fold, pure=False)(
-                        Xdel,
-                        codes,
-                        tr,
-                        te,
-                        None,
-                        local,
-                        k_max,
-                        ms,
-                        classifiers,
-                        C,
-                        n_neighbors,
-                        standardize,
-                        True,
-                    )
-                    for tr, te in splits
-                ]
-                outs = list(dask.compute(*tasks))
-            else:
-                outs = [
-                    _run_fold(
-                        Xsmall,
-                        codes,
-                        tr,
-                        te,
-                        None,
-                        local,
-                        k_max,
-                        ms,
-                        classifiers,
-                        C,
-                        n_neighbors,
-                        standardize,
-                        False,
-                    )
-                    for tr, te in splits
-                ]
-            outs = [(fixed_top, pr) for _, pr in outs]
-        elif mode == "folds":
-            Xdel = dask.delayed(Xa, pure=True, traverse=False)
-            tasks = [
-                dask.delayed(_run_fold, pure=False)(
-                    Xdel,
-                    codes,
-                    tr,
-                    te,
-                    est,
-                    None,
-                    k_max,
-                    ms,
-                    classifiers,
-                    C,
-                    n_neighbors,
-                    standardize,
-                    True,
-                    y_fit,
-                )
-                for tr, te in splits
-            ]
-            outs = list(dask.compute(*tasks))
-        else:
-            outs = [
-                _run_fold(
-                    Xa,
-                    codes,
-                    tr,
-                    te,
-                    est,
-                    None,
-                    k_max,
-                    ms,
-                    classifiers,
-                    C,
-                    n_neighbors,
-                    standardize,
-                    False,
-                    y_fit,
-                )
-                for tr, te in splits
-            ]
 
-    tops = np.stack([o[0] for o in outs])
-    if selection == "once" or _fixed_ranking is not None:
-        rankings = tops[:1]
-        k_st = stability_k or k_max
-        stability = {"k": int(k_st), "kuncheva": float("nan"), "jaccard": float("nan")}
+def _in_memory(Xa: Any) -> np.ndarray:
+    """X as NumPy, a dask array joined on the client block by block."""
+    import dask.array as da
+
+    return compute_blocks(Xa)[0] if isinstance(Xa, da.Array) else Xa
+
+
+def _folds_once(
+    Xa: Any,
+    y_fit: np.ndarray,
+    codes: np.ndarray,
+    splits: list[tuple],
+    feed: Feeding,
+    est: Any,
+    fixed_ranking: np.ndarray | None,
+    mode: str,
+) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """The ``selection="once"`` folds: one ranking on all samples (or the given one), then
+    only the classifier per fold — still parallel when there are several folds."""
+    if fixed_ranking is not None:
+        top = np.asarray(fixed_ranking, dtype=np.int64)[: feed.k_max]
     else:
-        rankings = tops
-        k_st = min(stability_k or k_max, tops.shape[1])
-        sets = [t[:k_st] for t in tops]
-        stability = {
-            "k": int(k_st),
-            "kuncheva": kuncheva_index(sets, p) if k_st < p else float("nan"),
-            "jaccard": jaccard_stability(sets),
-        }
-    wall = time.perf_counter() - t0
-    results = {}
-    for clf in classifiers:
-        errors = np.zeros(len(ms), dtype=np.int64)
-        tested = 0
-        for (_tr, te), (_, preds) in zip(splits, outs):
-            errors += (preds[clf] != codes[te][None, :]).sum(axis=1)
-            tested += te.size
-        curve = pd.DataFrame(
-            {
-                "error_rate": errors / tested,
-                "n_errors": errors,
-                "n_tested": np.full(len(ms), tested),
-            },
-            index=pd.Index(ms, name="n_features"),
-        )
-        cparams = {"C": C} if clf == "svm" else {"n_neighbors": n_neighbors}
-        results[clf] = EvaluationResult(
-            curve=curve,
-            protocol=protocol,
-            n_splits=len(splits),
-            selection=selection if _fixed_ranking is None else "once",
-            classifier=clf,
-            classifier_params=cparams,
-            method=mname,
-            method_params=mparams,
-            n_samples=n,
-            n_features_total=p,
-            stability=stability,
-            fold_rankings=rankings,
-            feature_names=None if names is None else np.asarray(names),
-            standardized=standardize,
-            random_state=random_state if protocol == "kfold" else None,
-            wall_time_s=wall,
-        )
-    return results
+        e = _clone(est)
+        e.fit(Xa, y_fit)
+        top = ranking_of(e)[: feed.k_max]
+    Xsmall = _in_memory(Xa[:, top])
+    local = np.arange(top.size)
+    parallel = mode == "folds" and len(splits) > 1
+    outs = _map_folds(np.asarray(Xsmall), codes, splits, feed, parallel, fixed_top=local)
+    return [(top, pr) for _, pr in outs]
+
+
+def _fold_stability(
+    tops: np.ndarray, once: bool, stability_k: int | None, p: int
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The rankings to record and the stability of the folds' top-k sets (NaN when the
+    ranking was made once)."""
+    k_max = tops.shape[1]
+    if once:
+        k_st = stability_k or k_max
+        return tops[:1], {"k": int(k_st), "kuncheva": float("nan"), "jaccard": float("nan")}
+    k_st = min(stability_k or k_max, k_max)
+    sets = [t[:k_st] for t in tops]
+    return tops, {
+        "k": int(k_st),
+        "kuncheva": kuncheva_index(sets, p) if k_st < p else float("nan"),
+        "jaccard": jaccard_stability(sets),
+    }
+
+
+def _error_curve(
+    clf: str, splits: list[tuple], outs: list, codes: np.ndarray, ms: list[int]
+) -> pd.DataFrame:
+    """Errors of ``clf`` over all folds for every m of ``ms``."""
+    errors = np.zeros(len(ms), dtype=np.int64)
+    tested = 0
+    for (_tr, te), (_, preds) in zip(splits, outs):
+        errors += (preds[clf] != codes[te][None, :]).sum(axis=1)
+        tested += te.size
+    return pd.DataFrame(
+        {"error_rate": errors / tested, "n_errors": errors, "n_tested": np.full(len(ms), tested)},
+        index=pd.Index(ms, name="n_features"),
+    )
 
 
 def evaluate(

@@ -737,12 +737,11 @@ def evaluate_classifiers(
     feed = Feeding(_n_features_list(n_features, p), tuple(classifiers), C, n_neighbors, standardize)
     _sklearn()  # fail early and clearly if scikit-learn is missing
     fixed = _fixed_ranking is not None
-    if not fixed:
-        if method is None:
-            raise ParameterError("give a method (registry name or estimator) to evaluate")
-        est, mname, mparams = _resolve_method(method, params)
-    else:
-        est, mname, mparams = None, _method_name or "ranking", _method_params or {}
+    est, mname, mparams = (
+        (None, _method_name or "ranking", _method_params or {})
+        if fixed
+        else _method_to_evaluate(method, params)
+    )
     # the estimator sees the original labels (regression-style scores such as pearson need numbers)
     y_fit = yv if yv.dtype.kind in "iufb" else codes
     mode = _fold_mode(Xa, n, p, parallel)
@@ -773,15 +772,26 @@ def evaluate_classifiers(
         random_state=random_state if protocol == "kfold" else None,
         wall_time_s=time.perf_counter() - t0,
     )
-    return {
-        clf: EvaluationResult(
-            curve=_error_curve(clf, splits, outs, codes, feed.ms),
-            classifier=clf,
-            classifier_params={"C": C} if clf == "svm" else {"n_neighbors": n_neighbors},
-            **common,
-        )
-        for clf in classifiers
-    }
+    return {clf: _result_of(clf, splits, outs, codes, feed, common) for clf in classifiers}
+
+
+def _method_to_evaluate(method: Any, params: dict | None) -> tuple[Any, str, dict]:
+    """(estimator, name, parameters) of the method to refit in the folds."""
+    if method is None:
+        raise ParameterError("give a method (registry name or estimator) to evaluate")
+    return _resolve_method(method, params)
+
+
+def _result_of(
+    clf: str, splits: list[tuple], outs: list, codes: np.ndarray, feed: Feeding, common: dict
+) -> EvaluationResult:
+    """The :class:`EvaluationResult` of one classifier from the folds' predictions."""
+    return EvaluationResult(
+        curve=_error_curve(clf, splits, outs, codes, feed.ms),
+        classifier=clf,
+        classifier_params={"C": feed.C} if clf == "svm" else {"n_neighbors": feed.n_neighbors},
+        **common,
+    )
 
 
 def _as_2d(Xa: Any) -> tuple[Any, int, int]:

@@ -43,8 +43,44 @@ def as_feature_blocks(
     return X.rechunk({0: -1, 1: block})
 
 
+def is_anndata(X: Any) -> bool:
+    """Whether ``X`` is an ``anndata.AnnData`` (tested by duck type: anndata stays optional)."""
+    return type(X).__module__.split(".")[0] == "anndata" and hasattr(X, "var_names")
+
+
+def _anndata_matrix(X: Any, name: str) -> Any:
+    """The matrix of an in-memory AnnData; a backed one is refused (its ``X`` is a file handle)."""
+    if getattr(X, "isbacked", False):
+        raise InputError(
+            f"{name} is a backed AnnData ({X.filename}); open the file with "
+            "fsdask.open_dataset(path), which streams it block by block, and fit on that"
+        )
+    return X.X
+
+
+def check_dims(X: xr.DataArray, name: str = "X") -> xr.DataArray:
+    """``X`` with dims ``(sample, feature)``; dims named otherwise are refused, never guessed.
+
+    xarray names its dims, so fsdask matches them by name: a ``(gene, cell)`` array taken by
+    position would return one score per cell.
+    """
+    if X.ndim != 2:
+        raise InputError(f"{name} must be 2-D (sample, feature); got dims {X.dims}")
+    if set(X.dims) != {"sample", "feature"}:
+        raise InputError(
+            f"{name} has dims {tuple(X.dims)}; fsdask matches dims by name, not position: rename "
+            f"them to 'sample' and 'feature', e.g. X.rename({{{X.dims[0]!r}: 'sample', "
+            f"{X.dims[1]!r}: 'feature'}}) (or the other way round), or name them when opening "
+            "a store (open_dataset(..., sample_dim=, feature_dim=))"
+        )
+    return X.transpose("sample", "feature")
+
+
 def feature_names_of(X: Any) -> np.ndarray | None:
-    """Feature ids of ``X`` if it carries them (DataArray ``feature`` coord or DataFrame columns)."""
+    """Feature ids of ``X`` if it carries them (DataArray ``feature`` coord, DataFrame columns,
+    AnnData ``var_names``)."""
+    if is_anndata(X):
+        return np.asarray(X.var_names)
     if isinstance(X, xr.DataArray) and "feature" in X.coords:
         return np.asarray(X.coords["feature"].values)
     cols = getattr(X, "columns", None)
@@ -76,12 +112,10 @@ def check_array(
                 "pass ds['X'] or a dataset made by fsdask.ingest"
             )
         X = X["X"]
+    if is_anndata(X):
+        X = _anndata_matrix(X, name)
     if isinstance(X, xr.DataArray):
-        if X.ndim != 2:
-            raise InputError(f"{name} must be 2-D (sample, feature); got dims {X.dims}")
-        if X.dims != ("sample", "feature") and set(X.dims) == {"sample", "feature"}:
-            X = X.transpose("sample", "feature")
-        X = X.data
+        X = check_dims(X, name).data
     elif hasattr(X, "to_numpy") and not isinstance(X, da.Array):  # pandas
         try:
             X = X.to_numpy()

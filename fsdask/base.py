@@ -13,6 +13,7 @@ overridden: what a method knows about its own ranking or selection travels in th
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import logging
 import time
@@ -28,7 +29,7 @@ from sklearn.utils._param_validation import InvalidParameterError, validate_para
 from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
 from fsdask._sort import stable_argsort
-from fsdask._validation import check_array, check_y, feature_names_of
+from fsdask._validation import check_array, check_y, feature_names_of, is_anndata
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg.reductions import compute_blocks
@@ -68,6 +69,15 @@ class FitOutput:
     coords: dict[str, Any] = dataclasses.field(default_factory=dict)
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
     deferred: dict[str, Callable[[], np.ndarray]] = dataclasses.field(default_factory=dict)
+
+
+#: what the three variables every result holds mean (their ``description`` attribute)
+RESULT_VARIABLES = {
+    "weight": "{method} score of each feature; higher is more relevant (0 for constant features)",
+    "rank": "position of the feature when sorted by relevance; 1 is the most relevant",
+    "selected": "whether the feature is in the selection (n_features_to_select or the "
+    "method's own rule)",
+}
 
 
 class Selector(_SklearnSelectorMixin, BaseEstimator):
@@ -389,6 +399,8 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             else:
                 attrs[name] = val
         ds = xr.Dataset(data_vars, coords={"feature": np.asarray(feature), **out.coords})
+        for var, text in RESULT_VARIABLES.items():
+            ds[var].attrs["description"] = text.format(method=self.method_name)
         params = {
             k: (v if isinstance(v, (int, float, str, bool, type(None), list, tuple)) else repr(v))
             for k, v in self.get_params().items()
@@ -405,6 +417,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
                 "n_features": int(p),
                 "n_selected": int(self.support_.sum()),
                 "n_constant_features": int((~active).sum()),
+                "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 "fsdask_version": __version__,
                 "dask_version": dask.__version__,
                 "distributed_version": distributed.__version__,
@@ -426,7 +439,7 @@ def _screen_stats(X: da.Array) -> tuple[da.Array, da.Array, da.Array]:
 def _sklearn_feature_names(X: Any, names: np.ndarray | None) -> np.ndarray | None:
     """The names behind ``feature_names_in_``: DataFrame string columns (as scikit-learn
     defines them), or the xarray ``feature`` coordinate (made strings on access)."""
-    if isinstance(X, xr.DataArray):
+    if isinstance(X, xr.DataArray) or is_anndata(X):
         return names
     if hasattr(X, "columns"):
         return _get_feature_names(X)

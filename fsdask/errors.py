@@ -8,6 +8,8 @@ storage problems), so ``except ValueError`` keeps working, and from
 
 from __future__ import annotations
 
+from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
+
 
 class FsdaskError(Exception):
     """Base class of all fsdask errors."""
@@ -29,8 +31,13 @@ class StoreError(FsdaskError, OSError):
     """A store is missing, unreachable, empty, incomplete or not an fsdask dataset."""
 
 
-class ConvergenceWarning(UserWarning):
-    """An iterative method stopped at ``max_iter`` before meeting its tolerance."""
+class ConvergenceWarning(_SklearnConvergenceWarning):
+    """An iterative method stopped at ``max_iter`` before meeting its tolerance.
+
+    A subclass of scikit-learn's, so scikit-learn's usual filter
+    (``warnings.simplefilter("ignore", sklearn.exceptions.ConvergenceWarning)``) silences
+    fsdask's too, e.g. inside a ``GridSearchCV``.
+    """
 
 
 class ClusterError(FsdaskError, OSError):

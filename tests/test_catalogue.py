@@ -1,0 +1,91 @@
+"""The catalogue of what a new user meets first (issue 38): inputs written by the libraries
+that own their formats, each either made right or refused with a one-line message that says
+what is wrong and what to do — never a silent wrong answer, never a raw NumPy/anndata error.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import fsdask
+from fsdask.errors import FsdaskError
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(20, 8))
+X[:10, 2] += 3.0  # feature 2 separates the classes
+Y = np.r_[np.zeros(10), np.ones(10)]
+GENES = [f"g{j}" for j in range(8)]
+
+
+def _anndata(backed_path=None):
+    anndata = pytest.importorskip("anndata")
+    ad = anndata.AnnData(X.copy())
+    ad.var_names = GENES
+    ad.obs_names = [f"c{i}" for i in range(20)]
+    if backed_path is None:
+        return ad
+    ad.write_h5ad(backed_path)
+    return anndata.read_h5ad(backed_path, backed="r")
+
+
+# ---- refused: (case id, how to make the input, a fragment of the one-line message)
+BAD = [
+    (
+        "dataarray-dims-not-named",
+        lambda tmp: xr.DataArray(X.T, dims=("gene", "cell")),
+        "matches dims by name",
+    ),
+    (
+        "dataarray-cell-gene",
+        lambda tmp: xr.DataArray(X, dims=("cell", "gene"), coords={"gene": GENES}),
+        "rename them to 'sample' and 'feature'",
+    ),
+    ("anndata-backed", lambda tmp: _anndata(tmp / "a.h5ad"), "backed AnnData"),
+]
+
+
+@pytest.mark.parametrize("case, make, message", BAD, ids=[c[0] for c in BAD])
+def test_bad_input_is_refused_in_one_line(tmp_path, case, make, message):
+    with pytest.raises(FsdaskError) as info:
+        fsdask.Filter(statistic="ttest").fit(make(tmp_path), Y)
+    text = str(info.value)
+    assert message in text and "\n" not in text
+
+
+# ---- made right: the input means what it says
+def test_dims_are_matched_by_name_not_position():
+    ref = fsdask.Filter(statistic="ttest").fit(X, Y)
+    fe = xr.DataArray(X.T, dims=("feature", "sample"), coords={"feature": GENES})
+    est = fsdask.Filter(statistic="ttest").fit(fe, Y)
+    np.testing.assert_array_equal(est.scores_, ref.scores_)
+    assert list(est.feature_names_in_) == GENES
+
+
+def test_in_memory_anndata_keeps_its_gene_names():
+    est = fsdask.Filter(statistic="ttest", n_features_to_select=1).fit(_anndata(), Y)
+    assert list(est.feature_names_in_) == GENES
+    assert list(est.get_feature_names_out()) == ["g2"]
+    np.testing.assert_array_equal(est.scores_, fsdask.Filter(statistic="ttest").fit(X, Y).scores_)
+
+
+def test_convergence_warning_obeys_scikit_learns_filter():
+    from sklearn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fsdask.Logo(max_iter=1).fit(X, Y)  # stops at max_iter: warns, silenced by the filter
+    with pytest.warns(ConvergenceWarning):
+        fsdask.Logo(max_iter=1).fit(X, Y)
+
+
+def test_result_describes_itself():
+    res = fsdask.Filter(statistic="ttest").fit(X, Y).result_
+    for var in ("weight", "rank", "selected"):
+        assert res[var].attrs["description"]
+    assert "1 is the most relevant" in res["rank"].attrs["description"]
+    np.datetime64(res.attrs["created"].replace("+00:00", ""))  # an ISO time

@@ -138,19 +138,7 @@ def read_cluster_yaml(path: str) -> tuple[str, int, dict]:
     keyword argument of the dask-jobqueue class (``cores``, ``memory``, ``processes``,
     ``walltime``, ``queue``, ``account``, ``job_extra_directives``, …).  See ``cluster/``.
     """
-    import yaml
-
-    try:
-        with open(path) as fh:
-            spec = yaml.safe_load(fh) or {}
-    except OSError as exc:
-        raise ParameterError(f"--scheduler {path}: cannot read the cluster file ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise ParameterError(
-            f"--scheduler {path}: not valid YAML ({str(exc).splitlines()[0]})"
-        ) from None
-    if not isinstance(spec, dict):
-        raise ParameterError(f"{path}: expected a mapping of options (jobqueue: slurm, cores: …)")
+    spec = _load_cluster_yaml(path)
     spec = dict(spec)
     kind = str(spec.pop("jobqueue", spec.pop("kind", ""))).lower()
     if kind not in JOBQUEUE_CLASSES:
@@ -167,11 +155,29 @@ def read_cluster_yaml(path: str) -> tuple[str, int, dict]:
     return JOBQUEUE_CLASSES[kind], jobs, spec
 
 
-def _yaml_worker_timeout(path: str) -> float | None:
+def _load_cluster_yaml(path: str) -> dict:
+    """The mapping in the cluster file ``path``; a ParameterError naming the file otherwise."""
     import yaml
 
-    with open(path) as fh:
-        value = (yaml.safe_load(fh) or {}).get("worker_timeout")
+    try:
+        with open(path) as fh:
+            spec = yaml.safe_load(fh) or {}
+    except OSError as exc:
+        raise ParameterError(f"--scheduler {path}: cannot read the cluster file ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise ParameterError(
+            f"--scheduler {path}: not valid YAML ({str(exc).splitlines()[0]})"
+        ) from None
+    if not isinstance(spec, dict):
+        raise ParameterError(
+            f"--scheduler {path}: expected a mapping of options (jobqueue: slurm, cores: …), "
+            f"got a YAML {type(spec).__name__}"
+        )
+    return spec
+
+
+def _yaml_worker_timeout(path: str) -> float | None:
+    value = _load_cluster_yaml(path).get("worker_timeout")
     return None if value is None else _positive_seconds(value, f"{path}: worker_timeout")
 
 

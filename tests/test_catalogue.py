@@ -89,3 +89,29 @@ def test_result_describes_itself():
         assert res[var].attrs["description"]
     assert "1 is the most relevant" in res["rank"].attrs["description"]
     np.datetime64(res.attrs["created"].replace("+00:00", ""))  # an ISO time
+
+
+# ---- the CLI: exit 2 and one line on stderr, nothing written
+@pytest.fixture
+def store(tmp_path):
+    fsdask.ingest(X.astype(np.float32), tmp_path / "d.zarr", y=Y)
+    return tmp_path / "d.zarr"
+
+
+CLI_BAD = [
+    ("cluster-yaml-not-a-mapping", "cluster.yaml", "- just\n- a list\n", "expected a mapping"),
+    ("cluster-yaml-invalid", "cluster.yaml", "jobqueue: [slurm\n", "not valid YAML"),
+]
+
+
+@pytest.mark.parametrize("case, name, text, message", CLI_BAD, ids=[c[0] for c in CLI_BAD])
+def test_cli_bad_input_exits_2_in_one_line(capsys, store, tmp_path, case, name, text, message):
+    from fsdask.cli import main
+
+    (tmp_path / name).write_text(text)
+    out = tmp_path / "r.zarr"
+    argv = ["select", store, "--method", "ttest", "-o", out, "--scheduler", tmp_path / name]
+    code = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not out.exists()

@@ -18,13 +18,7 @@ certified by the optimality condition of eq. 7.
 from fsdask.methods.logo.algorithm import SOLVERS, LogoState, check_classes, logo_weights
 from fsdask.methods.logo.certify import KKTBounds, kkt_block, violators
 from fsdask.methods.logo.estimator import Logo
-from fsdask.methods.logo.inner import (
-    objective,
-    sigmoid_neg,
-    solve_lbfgs,
-    solve_v2_gradient,
-    solve_working_set,
-)
+from fsdask.methods.logo.inner import solve_lbfgs, solve_v2_gradient, solve_working_set
 from fsdask.methods.logo.margins import miss_hit_probabilities
 
 __all__ = [
@@ -36,8 +30,6 @@ __all__ = [
     "kkt_block",
     "logo_weights",
     "miss_hit_probabilities",
-    "objective",
-    "sigmoid_neg",
     "solve_lbfgs",
     "solve_v2_gradient",
     "solve_working_set",

@@ -59,6 +59,7 @@ class LogoState:
     certified_active : ndarray of int or None
         The active set at the last certification.
     n_certifications : int
+        Certifications made so far.
     delta_trace, objective : list of float
         ``‖w(t) − w(t−1)‖₂`` (line 8) and eq. 7 at w(t), per outer iteration.
     active_sizes, inner_passes : list of int
@@ -302,7 +303,7 @@ class _Algorithm1:
 
     def _advance(self, s: LogoState, w_new: np.ndarray, f: float, inner_passes: int) -> None:
         """Line 8 and §3.2: record w(t), eliminate ~0 weights, decide whether to stop."""
-        s.n_iter += 1
+        s.n_iter += 1  # line 7
         s.inner_passes.append(inner_passes)
         delta = _norm(w_new - s.w)  # line 8
         s.delta_trace.append(delta)

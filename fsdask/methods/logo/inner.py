@@ -1,11 +1,12 @@
 """The inner problem of Algorithm 1 (lines 5–6): eq. 7 and its solvers.
 
 ``min_{w≥0} Σ_n log(1 + exp(−wᵀ z̄_n)) + λ‖w‖₁`` (eq. 7) is solved either by the paper's
-gradient descent on ``w = v²`` with a line search (eqs. 9–10, :func:`solve_v2_gradient`) or
-by L-BFGS-B on ``w ≥ 0`` (:func:`solve_lbfgs`: same optimum, far fewer passes); for many
-columns :func:`solve_working_set` solves it on a working set certified by one sweep.  Z̄ is
-seen only through its products (a :class:`~fsdask.linalg.execution.LinearOperator`): every
-objective/gradient is one sweep over Z̄ for the margins Z̄w plus one for the gradient Z̄ᵀs.
+gradient descent on ``w = v²`` with a line search (eqs. 9–10, :func:`solve_v2_gradient`,
+``solver="gd"``) or by L-BFGS-B on ``w ≥ 0`` (:func:`solve_lbfgs`, ``solver="lbfgs"``, the
+default: same optimum, far fewer passes); for many columns :func:`solve_working_set` solves
+it on a working set certified by one sweep.  Z̄ is seen only through its products (a
+:class:`~fsdask.linalg.execution.LinearOperator`): every objective/gradient is one sweep
+over Z̄ for the margins Z̄w plus one for the gradient Z̄ᵀs.
 """
 
 from __future__ import annotations

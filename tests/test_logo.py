@@ -10,6 +10,7 @@ import pytest
 from logo_dense import logo_dense, probabilities, zbar
 
 import fsdask.methods.logo as logo_mod
+import fsdask.methods.logo.algorithm as logo_algorithm
 from fsdask import Logo
 from fsdask.datasets import fermat_spiral, write_synthetic
 from fsdask.errors import ConvergenceWarning, InputError
@@ -124,7 +125,7 @@ def test_elimination_is_certified_and_a_wrongly_dropped_feature_rejoins(spiral, 
             w[0] = 0.0
         return w, f, n
 
-    monkeypatch.setattr(logo_mod, "solve_lbfgs", sabotage)
+    monkeypatch.setattr(logo_algorithm, "solve_lbfgs", sabotage)
     lost = _fit(X, y, theta=1e-4, certify=False)
     assert (
         lost.scores_[0] == 0 and lost.result_.attrs["n_rejoined"] == 0
@@ -232,7 +233,7 @@ def test_certification_bounds_hold_and_find_the_exact_violators():
     X = rng.normal(size=(40, 300)).astype(np.float32)
     y = np.repeat([0, 1], 20)
     lam, tol = 0.5, 1e-6
-    kkt = logo_mod._KKTBounds(X.shape[1])
+    kkt = logo_mod.KKTBounds(X.shape[1])
     cols = np.arange(X.shape[1])
     ex = Execution()
     s = 0.2 * rng.random(40)
@@ -240,7 +241,7 @@ def test_certification_bounds_hold_and_find_the_exact_violators():
         D = np.abs(X[:, None, :4] - X[None, :, :4]).sum(2) * scale
         Pi = miss_hit_probabilities(D, y, 2.0)
         C = (s * scale)[:, None] * Pi
-        fn = logo_mod._kkt_block(lam, C, kkt.drift(C), tol)
+        fn = logo_mod.kkt_block(lam, C, kkt.drift(C), tol)
         lower, upper, summed = ex.map_columns(fn, X, kkt.lower, out_rows=3)
         exact = lam - weighted_absdiff_sum(X.astype(np.float64), C)
         assert np.all(lower <= exact + 1e-12) and np.all(exact <= upper + 1e-12)

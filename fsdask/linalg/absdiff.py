@@ -191,14 +191,14 @@ def _abs_deviation_dot_t(xt, r):  # pragma: no cover - compiled
 #: entries of Π with |Π_ni| ≤ this are skipped (Π holds differences of probabilities)
 DROP_BELOW = 1e-13
 #: below this fraction of non-zeros the sparse (CSR) kernels are used
-_SPARSE_DENSITY = 0.1
+SPARSE_DENSITY = 0.1
 
 
 def _csr(Pi: np.ndarray, drop_below: float = DROP_BELOW):
     """Row-compressed non-negligible entries of Π: (indptr, indices, data), or None when
-    they are not sparse (at least ``_SPARSE_DENSITY`` of Π: the dense kernels are faster)."""
+    they are not sparse (at least ``SPARSE_DENSITY`` of Π: the dense kernels are faster)."""
     mask = np.abs(Pi) > drop_below
-    if np.count_nonzero(mask) >= _SPARSE_DENSITY * Pi.size:
+    if np.count_nonzero(mask) >= SPARSE_DENSITY * Pi.size:
         return None
     indptr = np.concatenate([[0], np.cumsum(mask.sum(axis=1))]).astype(np.int64)
     rows, cols = np.nonzero(mask)

@@ -3,6 +3,12 @@
 The data model: ``X`` is (sample, feature); inside fsdask it is a dask array whose chunks
 span *all samples* and a contiguous block of features, so that every per-feature statistic
 is a blockwise map and every sample-by-sample statistic is a sum over blocks.
+
+This module is also the one importer of scikit-learn's private
+``sklearn.utils._param_validation``: the parameter-constraint types (``Interval``,
+``StrOptions``, ``Options``, ``HasMethods``), ``validate_parameter_constraints`` and
+``InvalidParameterError`` are re-exported here, so that a scikit-learn release that moves
+them is absorbed in one place (pyproject.toml bounds scikit-learn from above for that reason).
 """
 
 from __future__ import annotations
@@ -15,7 +21,16 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 import xarray as xr
-from sklearn.utils._param_validation import Interval
+
+# scikit-learn's private _param_validation, imported here only (``X as X``: re-exported)
+from sklearn.utils._param_validation import HasMethods as HasMethods
+from sklearn.utils._param_validation import Interval as Interval
+from sklearn.utils._param_validation import InvalidParameterError as InvalidParameterError
+from sklearn.utils._param_validation import Options as Options
+from sklearn.utils._param_validation import StrOptions as StrOptions
+from sklearn.utils._param_validation import (
+    validate_parameter_constraints as validate_parameter_constraints,
+)
 
 from fsdask._blocks import compute_blocks
 from fsdask.errors import InputError, InputTypeError

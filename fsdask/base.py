@@ -25,11 +25,17 @@ import numpy as np
 import xarray as xr
 from sklearn.base import BaseEstimator
 from sklearn.feature_selection import SelectorMixin as _SklearnSelectorMixin
-from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
 from fsdask._sort import stable_argsort
-from fsdask._validation import check_array, check_y, feature_names_of, is_anndata
+from fsdask._validation import (
+    InvalidParameterError,
+    check_array,
+    check_y,
+    feature_names_of,
+    is_anndata,
+    validate_parameter_constraints,
+)
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg.reductions import compute_blocks

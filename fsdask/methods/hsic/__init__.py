@@ -18,9 +18,9 @@ The core functions take A as NumPy or as a dask array chunked by rows
 (:mod:`fsdask.linalg.tall`); the looping ones take the fit's ``ctx`` (None outside a fit).
 """
 
-from fsdask.methods.hsic.components import Components, downdate, r1d, selection
+from fsdask.methods.hsic.components import downdate, r1d, selection
 from fsdask.methods.hsic.estimator import SparseHSIC
-from fsdask.methods.hsic.matrix import hsic_matrix, hsic_pass, pass_screen, scaled_A
+from fsdask.methods.hsic.matrix import hsic_matrix, hsic_pass, scaled_A
 from fsdask.methods.hsic.response import (
     MAX_CLASS_SHARE,
     RBF_MAX_RANK,
@@ -40,7 +40,6 @@ from fsdask.methods.hsic.rho import (
 from fsdask.methods.hsic.sparsepm import (
     SparsePMResult,
     power_method,
-    scatter,
     sparse_pm,
     sparse_pm_rows,
 )
@@ -52,14 +51,11 @@ __all__ = [
     "response_factor",
     "hsic_matrix",
     "hsic_pass",
-    "pass_screen",
     "scaled_A",
     "SparsePMResult",
     "sparse_pm",
     "sparse_pm_rows",
-    "scatter",
     "power_method",
-    "Components",
     "downdate",
     "r1d",
     "selection",

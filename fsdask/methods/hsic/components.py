@@ -12,7 +12,7 @@ cadence (``ctx.iterate``).  A resumed fit rebuilds the downdated A from the save
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Self, Sequence
 
 import numpy as np
 
@@ -69,15 +69,25 @@ class Components:
             for k in range(len(self.sigma))
         ]
 
-    def appended(self, res: SparsePMResult):
+    def appended(self, res: SparsePMResult) -> Self:
         """This state with one more component."""
         results = [*self.results(), res]
         return dataclasses.replace(self, **self.fields_of(results, res.M.size, res.N.size))
 
 
 def downdate(A, res: SparsePMResult):
-    """R1D: A_{M,N} ← A_{M,N} − u_M σ v_Nᵀ (u and v are zero outside M and N); A is not
-    modified (:func:`fsdask.linalg.tall.downdate`)."""
+    """R1D: A_{M,N} ← A_{M,N} − u_M σ v_Nᵀ (u and v are zero outside M and N).
+
+    Parameters
+    ----------
+    A : ndarray or dask array chunked by rows, m × c; not modified
+    res : SparsePMResult on the m rows of A
+
+    Returns
+    -------
+    ndarray or persisted dask array, m × c (:func:`fsdask.linalg.tall.downdate`).  Memory:
+    one copy of A.
+    """
     return tall.downdate(A, res.sigma, res.u, res.v, res.M, res.N)
 
 
@@ -125,9 +135,20 @@ def r1d(
     can select a row outside that set.  Same result, in time proportional to the candidate
     rows — the ρ bisection and path on a 10⁶-row A cost a few milliseconds per ρ.
 
+    Parameters
+    ----------
+    A : ndarray or dask array chunked by rows, m × c
+    n_components : int, the most rounds
+    gamma, rho : γ and ρ of (3.4)
+    row_norm2 : ndarray (m,), optional, the ‖A_i‖² if the caller has them
+    ctx : FitContext, optional, the fit's context (None: nothing is checkpointed)
+    name : str, the checkpoint slot of the rounds
+    **kw : ``tol``, ``max_iter``, ``memory_budget`` of :func:`sparse_pm`
+
     Returns
     -------
-    list of SparsePMResult (at most ``n_components``).  Memory: one downdated copy of A.
+    list of SparsePMResult (at most ``n_components``) on the m rows.  Memory: one
+    downdated copy of A.
     """
     norm2 = None
     if tall.held_in_memory(A):
@@ -161,7 +182,17 @@ def _stopped(state: R1DState) -> bool:
 
 
 def selection(results: Sequence[SparsePMResult], m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Union of the row sets, and the (first) component each feature came from (−1: none)."""
+    """Union of the row sets, and the (first) component each feature came from (−1: none).
+
+    Parameters
+    ----------
+    results : SparsePMResult of each component, on m rows
+    m : int
+
+    Returns
+    -------
+    (bool ndarray (m,), int ndarray (m,)).
+    """
     comp = np.full(m, -1)
     for k in range(len(results) - 1, -1, -1):
         comp[results[k].M] = k

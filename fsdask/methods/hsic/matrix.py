@@ -46,6 +46,16 @@ def hsic_matrix(X: da.Array, delta: np.ndarray, *, standardize: bool = False) ->
     ``standardize``).  One pass over X (:func:`fsdask.linalg.row_dot_summary`).
 
     H Δᵀ has centred columns, so ``X H Δᵀ = Xᵀ_fsdask (H Δᵀ)`` needs no centring of X.
+
+    Parameters
+    ----------
+    X : dask array, n × m (samples × features, chunked by feature blocks)
+    delta : ndarray (c, n), Δ
+    standardize : bool, compute the features' standard deviations too
+
+    Returns
+    -------
+    dask array (c + 3) × m, lazy.
     """
     n = X.shape[0]
     C = (delta.T - delta.T.mean(axis=0)) / (n - 1)  # H Δᵀ / (n − 1), n × c
@@ -68,6 +78,13 @@ def hsic_pass(
     ``"hsic/A"``; O(m·c), the costly part of a fit), so a resumed fit never reads X again —
     else persisted (not written: that would hold it in memory, which the budget forbids).
 
+    Parameters
+    ----------
+    X : dask array, n × m
+    delta : ndarray (c, n), Δ
+    ctx : FitContext, the fit's context (its execution counts the pass)
+    standardize : bool, as for :func:`hsic_matrix`
+
     Returns
     -------
     (ndarray or persisted dask array (c + 3) × m, bool).  Memory: (c + 3)·m·8 bytes.
@@ -84,8 +101,17 @@ def hsic_pass(
 
 
 def pass_screen(stats: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The screen's rows of the pass's stats, in memory: per-feature NaN/Inf counts, ranges
-    (max − min; 0 for a constant feature) and standard deviations."""
+    """The screen's rows of the pass's stats, in memory.
+
+    Parameters
+    ----------
+    stats : ndarray or dask array (c + 3) × m, from :func:`hsic_pass`
+
+    Returns
+    -------
+    (ndarray (m,), ndarray (m,), ndarray (m,)): per-feature NaN/Inf counts, ranges
+    (max − min; 0 for a constant feature) and standard deviations.
+    """
     nbad, rng_, sd = compute_blocks(stats[-3], stats[-2], stats[-1])
     return nbad, rng_, sd
 
@@ -95,6 +121,13 @@ def scaled_A(stats: Any, active: np.ndarray, sd: np.ndarray | None, ctx: FitCont
     ``sd`` (None: not standardised) and exactly 0 for an inactive (constant) feature — not
     rounding residue.  An in-memory A is written in one sweep (the transposed copy and the
     scaling together); a chunked one is persisted in row chunks that fit the budget.
+
+    Parameters
+    ----------
+    stats : ndarray or dask array (c + 3) × m, from :func:`hsic_pass`
+    active : bool ndarray (m,), the features kept
+    sd : ndarray (m,) or None
+    ctx : FitContext, the fit's context (its budget sizes the row chunks)
 
     Returns
     -------

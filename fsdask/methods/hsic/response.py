@@ -35,7 +35,16 @@ MAX_CLASS_SHARE = 0.5
 
 
 def infer_response(y: np.ndarray) -> str:
-    """``response="auto"``: 2-D y → multivariate; integer/bool/string → categorical; float → continuous."""
+    """``response="auto"``: 2-D y → multivariate; integer/bool/string → categorical; float → continuous.
+
+    Parameters
+    ----------
+    y : ndarray (n,) or (n, t)
+
+    Returns
+    -------
+    str
+    """
     if y.ndim == 2 and y.shape[1] > 1:
         return "multivariate"
     if y.dtype.kind in "biuOSUT":
@@ -83,6 +92,12 @@ def response_factor(
       smallest r whose eigenvalues hold ``RBF_TRACE_SHARE`` (99.9 %) of the trace, capped at
       ``kernel_rank`` (default ``RBF_MAX_RANK`` = 50).  Because A = X H Δᵀ only sees H B H,
       factoring the centred kernel loses nothing but the discarded tail.
+
+    Parameters
+    ----------
+    y : array-like (n,) or (n, t)
+    response : the kind of response, or "auto" (:func:`infer_response`)
+    kernel_rank, kernel_width : the RBF kernel's most eigenpairs and width (None: defaults)
 
     Returns
     -------

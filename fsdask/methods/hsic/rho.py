@@ -13,7 +13,7 @@ saved at the asked cadence (``ctx.iterate``); a resumed call continues with the 
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -33,7 +33,17 @@ RHO_ALPHA = 0.05
 
 
 def rho_max(A, row_norm2: np.ndarray | None = None) -> float:
-    """Smallest ρ at which SparsePM selects nothing: max_i ‖A_i‖² / c (the start then has f ≤ 0)."""
+    """Smallest ρ at which SparsePM selects nothing: max_i ‖A_i‖² / c (the start then has f ≤ 0).
+
+    Parameters
+    ----------
+    A : ndarray or dask array chunked by rows, m × c
+    row_norm2 : ndarray (m,), optional, the ‖A_i‖² if the caller has them
+
+    Returns
+    -------
+    float
+    """
     norm2 = tall.row_norm2(A) if row_norm2 is None else row_norm2
     return float(norm2.max() / A.shape[1])
 
@@ -50,7 +60,15 @@ def rho_noise(row_norm2: np.ndarray, delta: np.ndarray, alpha: float = RHO_ALPHA
     ‖A_i‖² (most features of a wide matrix are noise; the match also covers unstandardised X).
     A row enters M only when ‖A_{i,N}‖² > ρ|N| (3.6; |N| = c at the start), hence the /c.
 
-    Memory: O(c²) besides ``row_norm2``.  Returns ρ ≥ 0 (0 when every row is 0).
+    Parameters
+    ----------
+    row_norm2 : ndarray (p,), the ‖A_i‖² of every feature
+    delta : ndarray (c, n), Δ (:func:`~fsdask.methods.hsic.response.response_factor`)
+    alpha : float, the level
+
+    Returns
+    -------
+    float ρ ≥ 0 (0 when every row is 0).  Memory: O(c²) besides ``row_norm2``.
     """
     from scipy.stats import chi2
 
@@ -113,8 +131,22 @@ def rho_path(
     Screening first: a row with ‖A_i‖² ≤ min ρ never enters any M on the grid (:func:`r1d`),
     so the whole path runs on the other rows — O(candidates), not O(m), per SparsePM step.
     With a fit's ``ctx`` the points run under ``ctx.iterate`` (slot ``name``): a resumed call
-    continues with the next ρ.  ``row_norm2``: the ‖A_i‖² if the caller has them; ``kw`` go
-    to SparsePM (``memory_budget``: the fit's by default).
+    continues with the next ρ.
+
+    Parameters
+    ----------
+    A : ndarray or dask array chunked by rows, m × c
+    rhos : sequence of float, optional, the grid (None: the default grid)
+    gamma, n_components : as for :func:`r1d`
+    n_rhos, max_rows : the default grid's size and the most rows its low end keeps
+    row_norm2 : ndarray (m,), optional, the ‖A_i‖² if the caller has them
+    ctx : FitContext, optional, the fit's context (None: nothing is checkpointed)
+    name : str, the checkpoint slot of the path
+    **kw : ``tol``, ``max_iter``, ``memory_budget`` of SparsePM (the fit's budget by default)
+
+    Returns
+    -------
+    dict of ndarrays.  Memory: the candidate rows of A (an in-memory A), O(m) besides.
     """
     norm2 = tall.row_norm2(A) if row_norm2 is None else row_norm2
     m = A.shape[0]
@@ -152,7 +184,7 @@ class Bracket(Components):
     best_count: int | None = None
     rows: np.ndarray | None = None
 
-    def found(self, rho: float, trial: tuple, count: int, **bracket) -> Bracket:
+    def found(self, rho: float, trial: tuple, count: int, **bracket: Any) -> Bracket:
         """This state with the best selection ``trial`` = (rows, results) at ρ."""
         rows, res = trial
         m, c = (self.M.shape[1] if rows is None else rows.size), self.N.shape[1]
@@ -176,16 +208,18 @@ class Trials:
     taken from the last screen's rows when ρ is above its ρ (every bisection trial), so only
     a new low end of the bracket reads all m norms.  A chunked A is not screened (its rows
     are not cheap to take): its results are on all rows.
+
+    Parameters
+    ----------
+    A : ndarray or dask array chunked by rows, m × c
+    norm2 : ndarray (m,), ‖A_i‖²
+    n_components, gamma : as for :func:`r1d`
+    kw : SparsePM's keywords (``tol``, ``max_iter``, ``memory_budget``)
     """
 
     def __init__(self, A, norm2: np.ndarray, n_components: int, gamma: float, kw: dict):
-        self.A, self.norm2, self.n_components, self.gamma, self.kw = (
-            A,
-            norm2,
-            n_components,
-            gamma,
-            kw,
-        )
+        self.A, self.norm2, self.kw = A, norm2, kw
+        self.n_components, self.gamma = n_components, gamma
         self.screened: tuple[float, np.ndarray] = (np.inf, np.zeros(0, int))
 
     def candidates(self, rho: float) -> np.ndarray:
@@ -234,8 +268,28 @@ def rho_for_k(
     of the row norms, where few rows are candidates, and the search is cheap on a large A.
     With a fit's ``ctx`` the trials run under ``ctx.iterate`` (slot ``name``), the bracket
     and the best ρ saved after each; the steps read only that state, so a resumed call
-    continues exactly where the killed one was.  ``row_norm2``: the ‖A_i‖² if the caller
-    has them; ``kw`` go to SparsePM (``memory_budget``: the fit's by default).
+    continues exactly where the killed one was.
+
+    Parameters
+    ----------
+    A : ndarray or dask array chunked by rows, m × c
+    k : int, the features wanted, 1 ≤ k ≤ m
+    gamma, n_components : as for :func:`r1d`
+    max_bisect : int, the most bisection steps after the bracket is found
+    row_norm2 : ndarray (m,), optional, the ‖A_i‖² if the caller has them
+    ctx : FitContext, optional, the fit's context (None: nothing is checkpointed)
+    name : str, the checkpoint slot of the bisection
+    **kw : ``tol``, ``max_iter``, ``memory_budget`` of SparsePM (the fit's budget by default)
+
+    Returns
+    -------
+    (float, list of SparsePMResult on the m rows, int).  Memory: the candidate rows of A
+    (an in-memory A), O(m) besides.
+
+    Raises
+    ------
+    ParameterError
+        When even ρ → 0 selects fewer than k features.
     """
     m = A.shape[0]
     norm2 = tall.row_norm2(A) if row_norm2 is None else row_norm2

@@ -87,11 +87,20 @@ def sparse_pm(
     candidate rows only — one pass over A for the row norms, then (if the candidates fit
     ``memory_budget``, :func:`fsdask.linalg.execution.fits`; None: the dask config key
     ``fsdask.memory-budget``) in memory.  For the ρ of a small selection this is a tiny matrix.
-    ``row_norm2``: the ‖A_i‖² if the caller has them.
+
+    Parameters
+    ----------
+    A : ndarray or dask array chunked by rows, m × c
+    gamma : float > 1, γ of (3.4)
+    rho : float ≥ 0, ρ of (3.4)
+    tol, max_iter : the stagnation tolerance of step 14 and the most iterations
+    memory_budget : int, str or None, the bytes the candidate rows may take in memory
+    row_norm2 : ndarray (m,), optional, the ‖A_i‖² if the caller has them
 
     Returns
     -------
-    SparsePMResult.  Memory: the candidate rows of A when they fit the budget, O(m) besides.
+    SparsePMResult on all m rows.  Memory: the candidate rows of A when they fit the budget,
+    O(m) besides.
     """
     m, c = A.shape
     norm2 = tall.row_norm2(A) if row_norm2 is None else row_norm2
@@ -114,7 +123,18 @@ def sparse_pm(
 
 
 def scatter(res: SparsePMResult, rows: np.ndarray, m: int) -> SparsePMResult:
-    """A result on the rows ``rows`` of A, as a result on all m rows (u = 0, not in M elsewhere)."""
+    """A result on the rows ``rows`` of A, as a result on all m rows (u = 0, not in M elsewhere).
+
+    Parameters
+    ----------
+    res : SparsePMResult on |rows| rows
+    rows : int ndarray, the rows of A it is on
+    m : int, the rows of A
+
+    Returns
+    -------
+    SparsePMResult on m rows.
+    """
     M = np.zeros(m, bool)
     M[rows] = res.M
     u = np.zeros(m)
@@ -125,7 +145,18 @@ def scatter(res: SparsePMResult, rows: np.ndarray, m: int) -> SparsePMResult:
 def sparse_pm_rows(
     A, row_norm2: np.ndarray, gamma: float, rho: float, tol: float, max_iter: int
 ) -> SparsePMResult:
-    """SparsePM steps 1–14 on (candidate) rows A with their squared norms (no pruning)."""
+    """SparsePM steps 1–14 on (candidate) rows A with their squared norms (no pruning).
+
+    Parameters
+    ----------
+    A : ndarray or dask array chunked by rows, m × c
+    row_norm2 : ndarray (m,), ‖A_i‖²
+    gamma, rho, tol, max_iter : as for :func:`sparse_pm`
+
+    Returns
+    -------
+    SparsePMResult.  Memory: A∘A (a NumPy A) and O(m) vectors.
+    """
     m, c = A.shape
     A2 = A * A
     # steps 1–5: start from the row of largest norm
@@ -180,7 +211,19 @@ def sparse_pm_rows(
 
 
 def power_method(A: np.ndarray, *, seed: int = 0, tol: float = 1e-12, max_iter: int = 10_000):
-    """Algorithm ``[u, σ, v] = PowerMethod(A)`` of §3.3.1 (dense; for comparison and tests)."""
+    """Algorithm ``[u, σ, v] = PowerMethod(A)`` of §3.3.1 (dense; for comparison and tests).
+
+    Parameters
+    ----------
+    A : ndarray, m × c
+    seed : int, the seed of the random start ū (step 1)
+    tol, max_iter : stop when u and σ change by at most ``tol`` (σ relatively), or after
+        ``max_iter`` iterations
+
+    Returns
+    -------
+    (ndarray (m,), float, ndarray (c,)): u, σ, v.
+    """
     rng = np.random.default_rng(seed)
     u_bar = rng.standard_normal(A.shape[0])  # step 1
     sigma = np.linalg.norm(u_bar)  # step 2

@@ -242,6 +242,53 @@ class Trials:
         return (rows, res), int(selection(res, rows.size)[0].sum())
 
 
+class Bisection:
+    """The steps of :func:`rho_for_k` over its :class:`Bracket` state: first ρ_lo stepped
+    down from ρ_hi by factors of 4 until ``count(lo) ≥ k``, then geometric bisection until
+    exactly k, a jump, ``max_bisect`` steps or a bracket narrower than 1 + 10⁻⁹.
+
+    Parameters
+    ----------
+    trial : Trials, R1D at a trial ρ
+    k : int, the features wanted
+    max_bisect : int, the most bisection steps
+    """
+
+    def __init__(self, trial: Trials, k: int, max_bisect: int):
+        self.trial, self.k, self.max_bisect = trial, k, max_bisect
+        self.top = rho_max(trial.A, trial.norm2)
+        self.floor = self.top * 1e-12
+
+    def step(self, s: Bracket) -> Bracket:
+        """One trial: a lower ρ_lo while no ρ selects k features yet, else the bracket's midpoint."""
+        k = self.k
+        if s.best_rho is None:  # step ρ_lo down from ρ_hi
+            lo = max(s.lo / 4, self.floor)
+            found, c = self.trial(lo)
+            if c >= k:
+                return s.found(lo, found, c, lo=lo)
+            if lo <= self.floor:
+                raise ParameterError(
+                    f"n_features_to_select={k}, but SparseHSIC selects at most {c} features even with ρ → 0 "
+                    f"(γ={self.trial.gamma}, n_components={self.trial.n_components}): rows of A far from the "
+                    "leading direction are never accepted by (3.6); raise n_components, lower gamma "
+                    "towards 1, or ask for fewer features"
+                )
+            return dataclasses.replace(s, lo=lo, hi=lo)
+        mid = float(np.sqrt(s.lo * s.hi))
+        found, c = self.trial(mid)
+        if c >= k:
+            return s.found(mid, found, c, lo=mid, n_bisect=s.n_bisect + 1)
+        return dataclasses.replace(s, hi=mid, n_bisect=s.n_bisect + 1)
+
+    def done(self, s: Bracket) -> bool:
+        """Whether the search ends after this state."""
+        if s.best_rho is None:
+            return False
+        bisecting = s.n_bisect < self.max_bisect and (s.n_bisect == 0 or s.hi / s.lo >= 1 + 1e-9)
+        return s.best_count == self.k or not bisecting
+
+
 def rho_for_k(
     A,
     k: int,
@@ -293,36 +340,10 @@ def rho_for_k(
     """
     m = A.shape[0]
     norm2 = tall.row_norm2(A) if row_norm2 is None else row_norm2
-    trial = Trials(A, norm2, n_components, gamma, solver_options(ctx, kw))
-    top = rho_max(A, norm2)
-    floor = top * 1e-12
-    hi = min(top, float(np.partition(norm2, m - k)[m - k]))
-
-    def step(s: Bracket) -> Bracket:
-        if s.best_rho is None:  # step ρ_lo down from ρ_hi
-            lo = max(s.lo / 4, floor)
-            found, c = trial(lo)
-            if c >= k:
-                return s.found(lo, found, c, lo=lo)
-            if lo <= floor:
-                raise ParameterError(
-                    f"n_features_to_select={k}, but SparseHSIC selects at most {c} features even with ρ → 0 "
-                    f"(γ={gamma}, n_components={n_components}): rows of A far from the leading direction are "
-                    "never accepted by (3.6); raise n_components, lower gamma towards 1, or ask for fewer features"
-                )
-            return dataclasses.replace(s, lo=lo, hi=lo)
-        mid = float(np.sqrt(s.lo * s.hi))
-        found, c = trial(mid)
-        if c >= k:
-            return s.found(mid, found, c, lo=mid, n_bisect=s.n_bisect + 1)
-        return dataclasses.replace(s, hi=mid, n_bisect=s.n_bisect + 1)
-
-    def done(s: Bracket) -> bool:
-        if s.best_rho is None:
-            return False
-        bisecting = s.n_bisect < max_bisect and (s.n_bisect == 0 or s.hi / s.lo >= 1 + 1e-9)
-        return s.best_count == k or not bisecting
-
+    search = Bisection(
+        Trials(A, norm2, n_components, gamma, solver_options(ctx, kw)), k, max_bisect
+    )
+    hi = min(search.top, float(np.partition(norm2, m - k)[m - k]))
     start = Bracket(**Components.fields_of([], m, A.shape[1]), lo=hi, hi=hi)
-    s = driver(ctx)(name, start, step, done=done).state
+    s = driver(ctx)(name, start, search.step, done=search.done).state
     return float(s.best_rho), s.best(m), int(s.best_count)

@@ -312,7 +312,9 @@ def test_fixed_rho_fit_does_not_run_the_path_and_lazy_path_matches(rng, monkeypa
     X, y = _problem(rng, n=40, p=300, classes=3)
     calls = []
     real = hsic.rho_path
-    monkeypatch.setattr(hsic, "rho_path", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        hsic.estimator, "rho_path", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
     for kw in ({"rho": 1e-4}, {"n_features_to_select": 5}):
         est = fsdask.SparseHSIC(**kw).fit(X, y)
         assert calls == [], kw
@@ -336,12 +338,12 @@ def test_rho_path_screened_rows_match_every_row(rng):
     for rho, count, obj in zip(grid, path["n_selected"], path["objective"]):
         res, B = [], A.copy()
         for _ in range(2):  # R1D on all rows, no screening
-            r = hsic._sparse_pm_rows(B, (B * B).sum(axis=1), 1.1, rho, 1e-12, 200)
+            r = hsic.sparse_pm_rows(B, (B * B).sum(axis=1), 1.1, rho, 1e-12, 200)
             if not r.M.any():
                 break
             res.append(r)
-            B = hsic._downdate(B, r)
-        assert count == hsic._selection(res, A.shape[0])[0].sum()
+            B = hsic.downdate(B, r)
+        assert count == hsic.selection(res, A.shape[0])[0].sum()
         np.testing.assert_allclose(obj, sum(r.objective[-1] for r in res), rtol=1e-9)
     assert path["n_selected"][0] > 0
     capped = hsic.rho_path(A, max_rows=30)

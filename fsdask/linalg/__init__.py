@@ -8,6 +8,8 @@
 * :mod:`.tsqr` — tall-skinny QR/SVD and Khatri–Rao Grams;
 * :mod:`.eigen` — matrix-free symmetric eigensolvers whose mat-vec is one pass;
 * :mod:`.prox` — row-wise ℓ1-ball projection and the prox of the ℓ∞ norm (numba, no sort);
+* :mod:`.tall` — a tall m × c matrix (in memory or chunked by rows): one implementation
+  per array kind of the row-wise operations a method needs on it;
 * :mod:`.execution` — the one place that decides in memory vs dask and persist vs
   recompute against one memory budget (``fsdask.memory-budget``), and counts passes over X.
 

@@ -145,23 +145,21 @@ class FitContext:
         Loop
             The last state, the number of steps and whether ``done`` ended the loop.
         """
-        if max_iter is None and done is None:
-            raise TypeError("iterate needs max_iter or done, or it never ends")
         slot = self._slot(name)
-        n_iter, finished, last = 0, False, max_iter is not None and max_iter <= 0
+        n_iter, finished, last = 0, False, False
         saved = slot.restore()
         if saved is not None:
             self.execution.passes = int(saved.pop(_PASSES, self.execution.passes))
             finished = bool(saved.pop(_FINISHED, False))
             n_iter, last = int(saved.pop("iteration")), bool(saved.pop("final"))
             state = _restored(state, saved)
-        while not last:
-            state = step(state)
-            n_iter += 1
-            finished = bool(done(state)) if done is not None else False
-            last = finished or (max_iter is not None and n_iter >= max_iter)
-            slot.reached(n_iter, lambda s=state, f=finished: self._dump(s, f), final=last)
-        return Loop(state, n_iter, finished)
+        if last:
+            return Loop(state, n_iter, finished)
+
+        def save(n: int, s: S, f: bool, final: bool) -> None:
+            slot.reached(n, lambda: self._dump(s, f), final=final)
+
+        return _run(state, step, max_iter, done, n_iter, save)
 
     def _dump(self, state: Any, finished: bool) -> dict[str, Any]:
         out = {f.name: _saved_value(getattr(state, f.name)) for f in dataclasses.fields(state)}
@@ -187,6 +185,59 @@ class FitContext:
         )
         elapsed = time.perf_counter() - self._t0
         log.info("%s: iteration %d: %s (%.1f s)", self.method, it, parts, elapsed)
+
+
+def iterate(
+    name: str,
+    state: S,
+    step: Callable[[S], S],
+    *,
+    max_iter: int | None = None,
+    done: Callable[[S], bool] | None = None,
+    ctx: FitContext | None = None,
+) -> Loop[S]:
+    """The loop of a paper algorithm that is called inside a fit or on its own.
+
+    With a ``ctx`` this is :meth:`FitContext.iterate` (checkpointed); without one the same
+    steps run and nothing is saved — for the public core functions users call directly.
+
+    Parameters
+    ----------
+    name, state, step, max_iter, done
+        As in :meth:`FitContext.iterate`.
+    ctx : FitContext, optional
+        The fit the loop belongs to.
+
+    Returns
+    -------
+    Loop
+    """
+    if ctx is not None:
+        return ctx.iterate(name, state, step, max_iter=max_iter, done=done)
+    return _run(state, step, max_iter, done, 0, None)
+
+
+def _run(
+    state: S,
+    step: Callable[[S], S],
+    max_iter: int | None,
+    done: Callable[[S], bool] | None,
+    n_iter: int,
+    save: Callable[[int, S, bool, bool], None] | None,
+) -> Loop[S]:
+    """Steps from ``n_iter`` on until ``done`` or ``max_iter``; ``save(n, state, finished,
+    final)`` after each step."""
+    if max_iter is None and done is None:
+        raise TypeError("iterate needs max_iter or done, or it never ends")
+    finished, last = False, max_iter is not None and n_iter >= max_iter
+    while not last:
+        state = step(state)
+        n_iter += 1
+        finished = bool(done(state)) if done is not None else False
+        last = finished or (max_iter is not None and n_iter >= max_iter)
+        if save is not None:
+            save(n_iter, state, finished, last)
+    return Loop(state, n_iter, finished)
 
 
 # --------------------------------------------------------------------------- state I/O

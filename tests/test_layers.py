@@ -30,7 +30,6 @@ LAYERS = {
     "fsdask.base": 2,
     "fsdask.fitting": 2,
     "fsdask.checkpoint": 2,
-    "fsdask.fitting": 2,
     "fsdask.methods": 2,
     "fsdask.datasets": 2,
     "fsdask.evaluate": 3,

@@ -12,7 +12,6 @@ the thesis' ``X`` is our ``Xᵀ`` and its row i (a feature) is our column i.
 * :mod:`.components` — R1D rounds, each on A downdated by the components before;
 * :mod:`.rho` — ρ: its noise level, the ρ path and the bisection for k features;
 * :mod:`.estimator` — :class:`SparseHSIC` (``FeatureSelection``), the thin estimator;
-* :mod:`.loop` — the loops of R1D and ρ, checkpointed inside a fit, plain outside one.
 
 The core functions take A as NumPy or as a dask array chunked by rows
 (:mod:`fsdask.linalg.tall`); the looping ones take the fit's ``ctx`` (None outside a fit).

@@ -16,10 +16,9 @@ from typing import Self, Sequence
 
 import numpy as np
 
-from fsdask.fitting import FitContext
+from fsdask.fitting import FitContext, iterate
 from fsdask.linalg import tall
-from fsdask.methods.hsic.loop import driver, solver_options
-from fsdask.methods.hsic.sparsepm import SparsePMResult, scatter, sparse_pm
+from fsdask.methods.hsic.sparsepm import SparsePMResult, scatter, solver_options, sparse_pm
 
 __all__ = ["Components", "downdate", "r1d", "selection"]
 
@@ -173,7 +172,7 @@ def r1d(
         return state.appended(res)
 
     start = R1DState(**Components.fields_of([], A.shape[0], A.shape[1]))
-    loop = driver(ctx)(name, start, step, max_iter=n_components, done=_stopped)
+    loop = iterate(name, start, step, max_iter=n_components, done=_stopped, ctx=ctx)
     return loop.state.results()
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.utils._param_validation import StrOptions
 
-from fsdask._validation import Int, Real
+from fsdask._validation import Int, Real, StrOptions
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
 from fsdask.fitting import FitContext

@@ -18,11 +18,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from fsdask.errors import ParameterError
-from fsdask.fitting import FitContext
+from fsdask.fitting import FitContext, iterate
 from fsdask.linalg import tall
 from fsdask.methods.hsic.components import Components, r1d, selection
-from fsdask.methods.hsic.loop import driver, solver_options
-from fsdask.methods.hsic.sparsepm import SparsePMResult, scatter
+from fsdask.methods.hsic.sparsepm import SparsePMResult, scatter, solver_options
 
 __all__ = ["PATH_MAX_ROWS", "RHO_ALPHA", "rho_max", "rho_noise", "rho_path", "rho_for_k"]
 
@@ -166,7 +165,7 @@ def rho_path(
         return s
 
     start = PathState(0, np.zeros(rhos.size, dtype=np.int64), np.zeros(rhos.size))
-    s = driver(ctx)(name, start, step, max_iter=rhos.size).state
+    s = iterate(name, start, step, max_iter=rhos.size, ctx=ctx).state
     return {"rho": rhos, "n_selected": s.n_selected, "objective": s.objective}
 
 
@@ -345,5 +344,5 @@ def rho_for_k(
     )
     hi = min(search.top, float(np.partition(norm2, m - k)[m - k]))
     start = Bracket(**Components.fields_of([], m, A.shape[1]), lo=hi, hi=hi)
-    s = driver(ctx)(name, start, search.step, done=search.done).state
+    s = iterate(name, start, search.step, done=search.done, ctx=ctx).state
     return float(s.best_rho), s.best(m), int(s.best_count)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fsdask.fitting import FitContext
 from fsdask.linalg import tall
 from fsdask.linalg.execution import fits
 from fsdask.linalg.reductions import compute_blocks
@@ -239,3 +240,10 @@ def power_method(A: np.ndarray, *, seed: int = 0, tol: float = 1e-12, max_iter: 
         if np.max(np.abs(u - u_old)) <= tol and abs(sigma - s_old) <= tol * sigma:
             break
     return u, sigma, v
+
+
+def solver_options(ctx: FitContext | None, kw: dict[str, Any]) -> dict[str, Any]:
+    """SparsePM's keywords ``kw``, with the fit's memory budget unless ``kw`` names one."""
+    if ctx is None or "memory_budget" in kw:
+        return kw
+    return {**kw, "memory_budget": ctx.budget}

@@ -103,7 +103,7 @@ def ingest(
     write.update(chunk_bytes=chunk_bytes, dtype=dtype)
     if readable_store(source):
         ds = open_dataset(source, storage_options, options, chunk_bytes=chunk_bytes)
-        return ingest_dataset(ds, url, nan_policy=options.nan_policy, inputs=inputs, **write)
+        return ingest_dataset(ds, url, options=options, inputs=inputs, **write)
     attrs: dict = {}
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -177,12 +177,12 @@ def _read_file(
     with csv_errors(path, s):
         orient = how["orient"]
         if orient == "auto":
-            orient = guess_orient(path, s, options.label)
+            orient = guess_orient(path, s, options)
         if orient == "features":
             return stream_features_as_rows(
                 path, url, sep=s, options=options, batch=how["batch"], attrs=attrs, **write
             )
-        return samples_as_rows(path, options.label, s)
+        return samples_as_rows(path, options, s)
 
 
 #: file suffix → reader of the whole file (``path, x_key, y_key`` → record)

@@ -202,8 +202,8 @@ def ingest_dataset(
     ds: xr.Dataset,
     url: str,
     *,
-    storage_options,
-    nan_policy: str,
+    options: ReadOptions,
+    storage_options: Mapping[str, Any] | None,
     overwrite: bool,
     chunk_bytes: int,
     dtype: Any,
@@ -212,7 +212,7 @@ def ingest_dataset(
     """Copy an opened dataset (already in feature blocks) to the canonical fsdask layout."""
     where = ds.attrs.get("store") or ds.attrs.get("source") or "dataset"
     X = ds["X"].data.astype(dtype)
-    X, fnames, report = apply_nan_policy(X, nan_policy, ds["feature"].values, where=where)
+    X, fnames, report = apply_nan_policy(X, options.nan_policy, ds["feature"].values, where=where)
     y = ds["y"].values if "y" in ds else None
     out = build_dataset(X, y, fnames, ds["sample"].values, ds.attrs.get("class_names"))
     attrs = {**out.attrs, **report, "source_file": str(where)}

@@ -57,10 +57,12 @@ def csv_errors(path: Path, sep: str):
         raise InputError(f"{path}: no columns to read; the file is empty or not a CSV") from None
 
 
-def guess_orient(path: Path, sep: str, label: str | None) -> str:
-    """``samples`` or ``features``: where ``label`` is (a column or a row), else the shape."""
+def guess_orient(path: Path, sep: str, options: ReadOptions) -> str:
+    """``samples`` or ``features``: where ``options.label`` is (a column or a row), else the
+    shape."""
     import pandas as pd
 
+    label = options.label
     head = pd.read_csv(path, sep=sep, nrows=200, index_col=0)
     if label is not None:
         if label in head.columns:
@@ -86,10 +88,12 @@ def sniff_sep(path: Path, sep: str | None) -> str:
     return "\t" if path.suffix.lower() in (".tsv", ".tab") or ".tsv" in path.name.lower() else ","
 
 
-def samples_as_rows(path: Path, label: str | None, sep: str) -> dict:
-    """A row per sample: optional first column of sample ids, a label column, numeric features."""
+def samples_as_rows(path: Path, options: ReadOptions, sep: str) -> dict:
+    """A row per sample: optional first column of sample ids, a label column (``options.label``),
+    numeric features."""
     import pandas as pd
 
+    label = options.label
     df = pd.read_csv(path, sep=sep)
     if df.shape[0] == 0:
         raise InputError(f"{path}: no data rows; the file is empty apart from its header")

@@ -36,7 +36,7 @@ _LAZY = {
     "PFA": "fsdask.methods.pca_based",
     "SparsePCASelector": "fsdask.methods.pca_based",
     "LaplacianScore": "fsdask.methods.filters",
-    "annotate_anndata": "fsdask.io.anndata",
+    "annotate_anndata": "fsdask.io.anndata_write",
 }
 
 

@@ -245,7 +245,7 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
             f"{name} has {y.shape[0]} entries but X has {n_samples} samples; "
             "they must describe the same samples in the same order"
         )
-    missing = _missing_labels(y)
+    missing = missing_labels(y)
     if missing.any() and (
         task == "classification" or y.dtype.kind in "OUST"
     ):  # a response: its own NaN check
@@ -345,7 +345,7 @@ def Int(low: int | None = None, high: int | None = None, closed: str = "both") -
     return _Number(numbers.Integral, low, high, closed=kind[left, right])
 
 
-def _missing_labels(y: np.ndarray) -> np.ndarray:
+def missing_labels(y: np.ndarray) -> np.ndarray:
     """Elementwise mask of NaN, None and empty / blank string labels."""
     if y.dtype.kind == "f":
         return np.isnan(y)

@@ -23,12 +23,10 @@ import xarray as xr
 import zarr
 
 from fsdask.errors import StoreError
+from fsdask.io.location import Location
 from fsdask.io.outputs import KIND_ATTR, publish_file
 from fsdask.io.store import (
     COMPLETE_ATTR,
-    _is_local,
-    _local,
-    _zarr_kwargs,
     atomic_store,
     checksum_encoding,
     plain_strings,
@@ -92,8 +90,9 @@ def write_store(
     """
     url = os.fspath(url)
     ds = _zarr_ready(ds)
-    remote = not _is_local(url)
-    kwargs = _zarr_kwargs(url, storage_options) if remote else {}
+    loc = Location.of(url, storage_options)
+    remote = not loc.is_local
+    kwargs = loc.zarr_kwargs()
     try:
         with atomic_store(
             url, storage_options, overwrite=overwrite, kind=kind, inputs=inputs
@@ -116,7 +115,7 @@ def write_store(
             f"{safe_url(url)}: could not write the {kind} ({type(exc).__name__}: {exc}); "
             "check the path, the free space and the permissions"
         ) from None
-    return safe_url(url) if remote else _local(url)
+    return loc.shown if remote else loc.target
 
 
 def write_result(
@@ -144,14 +143,15 @@ def open_store(
 ) -> xr.Dataset:
     """Open a small fsdask store (loaded), JSON attributes decoded; StoreError when unreadable."""
     url = os.fspath(url)
-    if _is_local(url) and not os.path.exists(_local(url)):
+    loc = Location.of(url, storage_options)
+    if loc.is_local and not loc.exists():
         raise StoreError(f"{url}: no such {what}")
     try:
         ds = xr.open_zarr(
-            _local(url) if _is_local(url) else url,
+            loc.target,
             consolidated=False,
             zarr_format=3,
-            **_zarr_kwargs(url, storage_options),
+            **loc.zarr_kwargs(),
         ).load()
     except StoreError:
         raise
@@ -174,7 +174,7 @@ def open_result(
 ) -> xr.Dataset:
     """Open a result written by :func:`write_result`; refuse incomplete ones."""
     url = os.fspath(url)
-    if _is_local(url) and not os.path.exists(_local(url)):
+    if (loc := Location.of(url)).is_local and not loc.exists():
         raise StoreError(f"{url}: no such result; run `fsdask select … --output {url}` first")
     ds = open_store(url, storage_options, what="result")
     if "weight" not in ds or not ds.attrs.get(COMPLETE_ATTR):

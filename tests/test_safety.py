@@ -283,14 +283,14 @@ def test_s3_swap_failing_midway_keeps_the_new_output(capsys, tmp_path, s3, rng, 
     lose both: the complete new output stays under its temporary key and the error says where."""
     import s3fs
 
-    from fsdask.io import outputs
+    from fsdask.io import location
 
     bucket, opts = s3
     url = f"{bucket}/swap.zarr"
     np.savez(tmp_path / "a.npz", X=rng.normal(size=(6, 5)), y=np.array([0, 1] * 3))
     np.savez(tmp_path / "b.npz", X=rng.normal(size=(6, 7)), y=np.array([0, 1] * 3))
     assert cli(capsys, "ingest", tmp_path / "a.npz", url, *_so_args(opts))[0] == 0
-    real = outputs._copy_over
+    real = location.copy_over
 
     class Flaky:  # the real file system, whose connection drops after two copies
         def __init__(self, fs):
@@ -305,7 +305,7 @@ def test_s3_swap_failing_midway_keeps_the_new_output(capsys, tmp_path, s3, rng, 
         def __getattr__(self, name):
             return getattr(self.fs, name)
 
-    monkeypatch.setattr(outputs, "_copy_over", lambda fs, src, dst: real(Flaky(fs), src, dst))
+    monkeypatch.setattr(location, "copy_over", lambda fs, src, dst: real(Flaky(fs), src, dst))
     code, _, err = cli(capsys, "ingest", tmp_path / "b.npz", url, "--overwrite", *_so_args(opts))
     one_line_error(code, err, "failed midway", "kept at")
     kept = err.split("kept at ", 1)[1].split(" ")[0]

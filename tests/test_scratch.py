@@ -44,12 +44,12 @@ def test_a_new_scratch_folder_removes_only_what_killed_fsdask_processes_of_this_
 
 
 def test_rechunk_and_csr_copies_use_named_scratch_folders(tmp_path, monkeypatch):
-    from fsdask.io.anndata import _copy_location
-    from fsdask.io.rechunk import _new_location
+    from fsdask.io.anndata import copy_location
+    from fsdask.io.rechunk import new_location
 
     monkeypatch.setattr(scratch.tempfile, "tempdir", str(tmp_path))
-    url, _, temporary = _new_location(None, None)
-    folder, temporary_csr = _copy_location(None, None)
+    url, _, temporary = new_location(None, None)
+    folder, temporary_csr = copy_location(None, None)
     assert temporary and temporary_csr
     assert os.path.basename(url).startswith(f"fsdask-rechunk-{scratch.host_tag()}-{os.getpid()}-")
     assert os.path.basename(folder).startswith(f"fsdask-csr-{scratch.host_tag()}-{os.getpid()}-")

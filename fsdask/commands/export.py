@@ -44,7 +44,7 @@ def export(
     import os
 
     from fsdask.errors import StoreError
-    from fsdask.io.anndata import annotate_anndata
+    from fsdask.io.anndata_write import annotate_anndata
     from fsdask.results import open_result
 
     if os.path.exists(output):  # checked before anything is read

@@ -172,9 +172,10 @@ def select(
 
 def ckpt_path(output: str) -> str | None:
     """Where the checkpoint of the fit writing ``output`` lives (None for remote outputs)."""
-    from fsdask.io.store import _is_local, _local
+    from fsdask.io.location import Location
 
-    return os.path.abspath(_local(output)) + ".fsdask-checkpoint" if _is_local(output) else None
+    loc = Location.of(output)
+    return loc.abspath + ".fsdask-checkpoint" if loc.is_local else None
 
 
 def _checkpoint(output: str, every: Any, resume: bool | None):

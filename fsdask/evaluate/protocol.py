@@ -312,9 +312,10 @@ def write_evaluation(
             inputs=inputs,
         )
     from fsdask.errors import StoreError
-    from fsdask.io.outputs import KIND_ATTR, _is_local, publish_file
+    from fsdask.io.location import Location
+    from fsdask.io.outputs import KIND_ATTR, publish_file
 
-    if not _is_local(str(path)):
+    if not Location.of(path).is_local:
         raise StoreError(
             f"{path}: netCDF is written to local files only; use a .zarr URL for object storage"
         )
@@ -335,9 +336,9 @@ def open_evaluation(path: str, storage_options: dict | None = None) -> Evaluatio
     import os
 
     from fsdask.errors import StoreError
-    from fsdask.io.outputs import _is_local
+    from fsdask.io.location import Location
 
-    if _is_local(str(path)) and not os.path.exists(path):
+    if Location.of(path).is_local and not os.path.exists(path):
         raise StoreError(
             f"{path}: no such evaluation; write one with `fsdask evaluate … --output {path}`"
         )

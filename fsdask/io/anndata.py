@@ -8,34 +8,34 @@ scan of the non-zeros per block, and blocks are made larger for it).  ``obs``/``
 read with :func:`anndata.io.read_elem`; ``var_names`` become feature ids, ``obs_names``
 sample ids, and ``label`` may name an ``obs`` column (``obs:cell_type``).
 
-:func:`annotate_anndata` writes a result back: ``var["fsdask_selected"]``,
-``var["fsdask_weight"]``, ``var["fsdask_rank"]`` and ``uns["fsdask"]`` (provenance), and
-nothing else changes.
+:func:`fsdask.io.anndata_write.annotate_anndata` writes a result back.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import threading
-import uuid
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from dask.utils import format_bytes
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import InputError, StoreError
+from fsdask.io.blocks import apply_nan_policy, lazy_from_blocks
 from fsdask.io.foreign import LABEL_NAMES, check_numeric, encode_labels
+from fsdask.io.location import Location, safe_url
+from fsdask.io.options import ReadOptions
 
 SPARSE = ("csr_matrix", "csc_matrix")
 #: non-zeros read per batch when scanning a CSR matrix for a column block
 CSR_BATCH = 4_000_000
 
 
-def _read_elem():
+def read_elem():
+    """anndata's ``read_elem`` (refused with the extra to install when anndata is missing)."""
     try:
         import anndata
     except ImportError as exc:
@@ -44,13 +44,15 @@ def _read_elem():
     return getattr(io, "read_elem", None) or anndata.experimental.read_elem
 
 
-def _enc(node: Any) -> str:
+def encoding_type(node: Any) -> str:
+    """The AnnData ``encoding-type`` of an h5py/zarr node ('' when none)."""
     v = node.attrs.get("encoding-type", "")
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def is_anndata_group(group: Any) -> bool:
-    return _enc(group) == "anndata"
+    """Whether ``group`` is the root of an AnnData file or store."""
+    return encoding_type(group) == "anndata"
 
 
 class MatrixReader:
@@ -100,8 +102,6 @@ class MatrixReader:
         return self._node
 
     def __call__(self, j0: int, j1: int) -> np.ndarray:
-        from fsdask.io.store import safe_url
-
         try:
             with self._lock:
                 out = self._block(j0, j1)
@@ -161,17 +161,15 @@ class MatrixReader:
 
 def open_root(url: str, storage_options: Mapping[str, Any] | None, hdf5: bool) -> Any:
     """The root of an AnnData file (h5py) or store (zarr), local or fsspec URL."""
-    from fsdask.io.store import _is_local, _local, _zarr_kwargs
-
+    loc = Location.of(url, storage_options)
     if not hdf5:
         import zarr
 
-        target = _local(url) if _is_local(url) else url
-        return zarr.open_group(target, mode="r", **_zarr_kwargs(url, storage_options))
+        return zarr.open_group(loc.target, mode="r", **loc.zarr_kwargs())
     import h5py
 
-    if _is_local(url):
-        return h5py.File(_local(url), "r")
+    if loc.is_local:
+        return h5py.File(loc.target, "r")
     import fsspec
 
     return h5py.File(fsspec.open(url, "rb", **dict(storage_options or {})).open(), "r")
@@ -200,11 +198,11 @@ def _element(root: Any, variable: str | None, where: str) -> tuple[str, str | No
 
 
 def _frame(root: Any, path: str) -> pd.DataFrame:
-    return _read_elem()(root[path])
+    return read_elem()(root[path])
 
 
 def _matrix_info(node: Any, where: str, path: str) -> tuple[str, tuple[int, int], np.dtype]:
-    enc = _enc(node)
+    enc = encoding_type(node)
     if enc in SPARSE:
         shape = tuple(int(s) for s in node.attrs["shape"])
         return enc, shape, np.dtype(node["data"].dtype)
@@ -247,9 +245,7 @@ class BlockedCopy(MatrixReader):
         return (type(self).__name__, self.copy_url, self.shape, self.block)
 
     def _block(self, j0: int, j1: int) -> np.ndarray:
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.copy_url, **self.so)
+        fs, root = Location.of(self.copy_url, self.so).fs()
         k = j0 // self.block
         out = np.zeros((self.shape[0], j1 - j0), dtype=self.dtype)
         for b in self.parts.get(k, ()):
@@ -263,16 +259,16 @@ class BlockedCopy(MatrixReader):
         return 0  # counted on the source before the copy
 
 
-def _copy_location(rechunk_to: str | None, storage_options) -> tuple[str, bool]:
+def copy_location(rechunk_to: str | None, storage_options) -> tuple[str, bool]:
     """(URL, is_temporary) of the folder that receives a CSR matrix's per-block copy."""
     from fsdask.io.scratch import scratch_dir
-    from fsdask.io.store import _exists, safe_url
 
     if rechunk_to is None:
         return scratch_dir("csr"), True
-    if _exists(os.fspath(rechunk_to), storage_options):
+    loc = Location.of(rechunk_to, storage_options)
+    if loc.exists():
         raise StoreError(
-            f"{safe_url(os.fspath(rechunk_to))}: already exists; the per-block copy of a CSR "
+            f"{loc.shown}: already exists; the per-block copy of a CSR "
             "matrix (--rechunk-to) needs a new location (fsdask never replaces what it did not write)"
         )
     return os.fspath(rechunk_to), False
@@ -306,15 +302,11 @@ def csr_to_blocks(
     import logging
     import time
 
-    import fsspec
-
-    from fsdask.io.rechunk import _mib
-
     node = reader.node()
     n, p = reader.shape
     indptr = np.asarray(node["indptr"][...]).astype(np.int64)
     nnz = int(indptr[-1])
-    url, temporary = _copy_location(rechunk_to, reader.so)
+    url, temporary = copy_location(rechunk_to, reader.so)
     log = logging.getLogger("fsdask.io")
     log.warning(
         "%s: X is CSR (rows contiguous): filing its %d non-zeros by feature block in %s, so a "
@@ -322,11 +314,11 @@ def csr_to_blocks(
         where,
         nnz,
         "a temporary folder" if temporary else url,
-        _mib(nnz * (4 + reader.dtype.itemsize)),
-        _mib(nnz * (8 + reader.dtype.itemsize)),
+        format_bytes(nnz * (4 + reader.dtype.itemsize)),
+        format_bytes(nnz * (8 + reader.dtype.itemsize)),
     )
     t0 = time.perf_counter()
-    fs, root = fsspec.core.url_to_fs(url, **reader.so)
+    fs, root = Location.of(url, reader.so).fs()
     fs.makedirs(root, exist_ok=True)
     parts: dict[int, list[int]] = {}
     for batch, (rows, idx, vals) in enumerate(_csr_batches(node, indptr, reader.dtype)):
@@ -369,15 +361,12 @@ def _dataset(
     obs: pd.DataFrame,
     var: pd.DataFrame,
     *,
-    label: str | None,
+    options: ReadOptions,
     where: str,
     desc: str,
     chunk_bytes: int,
-    nan_policy: str,
-    rechunk_to: str | None = None,
 ) -> xr.Dataset:
-    from fsdask.io.ingest import apply_nan_policy, lazy_from_blocks
-
+    """The dataset of one AnnData matrix: X lazy by feature block, ids, the label."""
     n, p = reader.shape
     if not var.index.is_unique:
         dup = var.index[var.index.duplicated()][0]
@@ -396,22 +385,22 @@ def _dataset(
         else _block_for(reader.kind, n, reader.dtype.itemsize, chunk_bytes)
     )
     bad = reader.nonfinite() if reader.kind in SPARSE else 0
-    if bad and nan_policy == "error":
+    if bad and options.nan_policy == "error":
         raise InputError(
             f"{where}: {bad} NaN/Inf value(s) among the sparse matrix's stored values; "
             "choose a policy: --nan-policy zero|mean|drop-feature"
         )
     if stored_csr and -(-p // block) > 2:
-        reader = csr_to_blocks(reader, block, where, rechunk_to)
+        reader = csr_to_blocks(reader, block, where, options.rechunk_to)
     X = lazy_from_blocks(reader, n, p, block, dtype=reader.dtype)
     names = np.asarray(var.index).astype(str).astype(object)
     if bad:
-        X, names, _ = apply_nan_policy(X, nan_policy, names, where=where)
+        X, names, _ = apply_nan_policy(X, options.nan_policy, names, where=where)
     ds = xr.Dataset(
         {"X": (("sample", "feature"), X)},
         coords={"sample": np.asarray(obs.index).astype(str).astype(object), "feature": names},
     )
-    y, classes, lname = _label(obs, label, where)
+    y, classes, lname = _label(obs, options.label, where)
     if y is not None:
         ds["y"] = ("sample", y, {"label": f"obs:{lname}"})
     if classes is not None:
@@ -429,15 +418,31 @@ def open_anndata(
     storage_options: Mapping[str, Any] | None = None,
     *,
     hdf5: bool,
-    variable: str | None = None,
-    label: str | None = None,
+    options: ReadOptions | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    nan_policy: str = "error",
-    rechunk_to: str | None = None,
 ) -> xr.Dataset:
-    """An fsdask dataset (lazy, feature blocks) from an ``.h5ad`` file or an AnnData-on-Zarr store."""
-    from fsdask.io.store import safe_url
+    """An fsdask dataset (lazy, feature blocks) from an ``.h5ad`` file or an AnnData-on-Zarr store.
 
+    Parameters
+    ----------
+    url : str
+        Local path or fsspec URL.
+    storage_options : mapping, optional
+        Passed to fsspec.
+    hdf5 : bool
+        An ``.h5ad`` (HDF5) file rather than a Zarr store.
+    options : ReadOptions, optional
+        ``variable``, ``label``, ``nan_policy`` and ``rechunk_to`` are used.
+    chunk_bytes : int
+        The target size of a feature block.
+
+    Returns
+    -------
+    xarray.Dataset
+        X lazy by feature block: memory holds one dense block per task (a stored CSR
+        matrix is first filed by feature block, one pass, see :func:`csr_to_blocks`).
+    """
+    options = options or ReadOptions()
     where = safe_url(url)
     try:
         root = open_root(url, storage_options, hdf5)
@@ -446,7 +451,7 @@ def open_anndata(
             f"{where}: not a readable {'.h5ad' if hdf5 else 'AnnData Zarr'} file "
             f"({type(exc).__name__}: {exc})"
         ) from None
-    path, var_path = _element(root, variable, where)
+    path, var_path = _element(root, options.variable, where)
     kind, shape, dtype = _matrix_info(root[path], where, path)
     dtype = check_numeric(dtype, where, path)
     if dtype.kind in "iub":  # counts: float32 is exact below 2**24 and half of int64/float64
@@ -456,24 +461,26 @@ def open_anndata(
         reader,
         _frame(root, "obs"),
         _frame(root, var_path),
-        label=label,
+        options=options,
         where=where,
         desc="AnnData " + (".h5ad file" if hdf5 else "Zarr store"),
         chunk_bytes=chunk_bytes,
-        nan_policy=nan_policy,
-        rechunk_to=rechunk_to,
     )
 
 
 def from_anndata(
     adata: Any,
     *,
-    variable: str | None = None,
-    label: str | None = None,
+    options: ReadOptions | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    nan_policy: str = "error",
 ) -> xr.Dataset:
-    """An fsdask dataset from an in-memory ``AnnData`` (X, a layer or raw; dense or scipy.sparse)."""
+    """An fsdask dataset from an in-memory ``AnnData`` (X, a layer or raw; dense or scipy.sparse).
+
+    ``options.variable``, ``options.label`` and ``options.nan_policy`` are used; memory: the
+    AnnData's matrix is shared, one dense feature block per task.
+    """
+    options = options or ReadOptions()
+    variable = options.variable
     where = "in-memory AnnData"
     v = (variable or "X").strip("/")
     var = adata.var
@@ -510,19 +517,16 @@ def from_anndata(
         reader,
         adata.obs,
         var,
-        label=label,
+        options=options,
         where=where,
         desc="in-memory AnnData",
         chunk_bytes=chunk_bytes,
-        nan_policy=nan_policy,
     )
 
 
 def sparse_blocks(S: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES, dtype: Any = None) -> Any:
     """A scipy.sparse matrix (sample × feature) as a dask array of dense feature blocks, each
     densified only when its task runs."""
-    from fsdask.io.ingest import lazy_from_blocks
-
     fmt = S.format
     S = S if fmt in ("csr", "csc") else S.tocsc()
     kind = "csc_matrix" if S.format == "csc" else "csr_matrix"
@@ -535,119 +539,3 @@ def sparse_blocks(S: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES, dtype: Any = N
         _block_for(kind, S.shape[0], dt.itemsize, chunk_bytes),
         dtype=dt,
     )
-
-
-# ---- write-back ---------------------------------------------------------------------------------
-
-
-def _columns(result: xr.Dataset, var_names: pd.Index, where: str) -> pd.DataFrame:
-    feats = pd.Index(np.asarray(result["feature"].values).astype(str))
-    pos = pd.Index(var_names.astype(str)).get_indexer(feats)
-    if (pos < 0).any():
-        missing = feats[pos < 0]
-        raise InputError(
-            f"{where}: {missing.size} feature(s) of the result are not in var_names (first: "
-            f"{list(missing[:3])}); was the result computed on this AnnData (or on its .raw)?"
-        )
-    p = len(var_names)
-    sel = np.zeros(p, dtype=bool)
-    w = np.full(p, np.nan)
-    r = np.full(p, -1, dtype=np.int64)
-    sel[pos] = np.asarray(result["selected"].values, dtype=bool)
-    w[pos] = np.asarray(result["weight"].values, dtype=np.float64)
-    r[pos] = np.asarray(result["rank"].values, dtype=np.int64)
-    return pd.DataFrame(
-        {"fsdask_selected": sel, "fsdask_weight": w, "fsdask_rank": r}, index=var_names
-    )
-
-
-def _provenance(result: xr.Dataset) -> dict:
-    """The result's attributes as strings/numbers (what h5ad/zarr attributes can hold)."""
-    out = {}
-    for k, v in result.attrs.items():
-        out[k] = v if isinstance(v, (str, int, float, bool)) else json.dumps(v, default=str)
-    out["n_selected"] = int(np.asarray(result["selected"].values).sum())
-    return out
-
-
-def annotate_anndata(
-    result: xr.Dataset, adata_or_path: Any, out: str | os.PathLike | None = None
-) -> Any:
-    """Add ``var["fsdask_selected"/"fsdask_weight"/"fsdask_rank"]`` and ``uns["fsdask"]``.
-
-    An in-memory ``AnnData`` is annotated in place and returned.  A path (``.h5ad`` or
-    AnnData Zarr) is never modified: ``out`` (which must not exist) receives a copy whose
-    ``var`` and ``uns/fsdask`` are rewritten and every other byte is the input's.  Features
-    of the AnnData absent from the result get selected False, weight NaN, rank -1.
-    """
-    if not isinstance(adata_or_path, (str, os.PathLike)):
-        cols = _columns(result, adata_or_path.var_names, "in-memory AnnData")
-        for c in cols:
-            adata_or_path.var[c] = cols[c].to_numpy()
-        adata_or_path.uns["fsdask"] = _provenance(result)
-        return adata_or_path
-    if out is None:
-        raise InputError(
-            f"{adata_or_path}: annotating a file needs an output path (out=…); the input is "
-            "never modified"
-        )
-    return _annotate_file(result, os.fspath(adata_or_path), os.fspath(out))
-
-
-def _annotate_file(result: xr.Dataset, src: str, out: str) -> str:
-    if not os.path.exists(src):
-        raise InputError(
-            f"{src}: no such file or store; give the .h5ad (or AnnData .zarr) the result was "
-            "computed on"
-        )
-    if os.path.exists(out):
-        raise StoreError(
-            f"{out} already exists; choose another output path (fsdask never overwrites "
-            "what it did not write)"
-        )
-    hdf5 = os.path.isfile(src)
-    tmp = os.path.join(
-        os.path.dirname(os.path.abspath(out)),
-        f".{os.path.basename(out)}.tmp-{uuid.uuid4().hex[:8]}",
-    )
-    write_elem = _write_elem()
-    try:
-        (shutil.copyfile if hdf5 else shutil.copytree)(src, tmp)
-        if hdf5:
-            import h5py
-
-            root = h5py.File(tmp, "r+")
-        else:
-            import zarr
-
-            consolidated = zarr.open_group(tmp, mode="r").metadata.consolidated_metadata is not None
-            root = zarr.open_group(
-                tmp, mode="r+", use_consolidated=False
-            )  # edited, then re-consolidated
-        try:
-            if not is_anndata_group(root):
-                raise InputError(f"{src}: not an AnnData file (no encoding-type 'anndata')")
-            var = _read_elem()(root["var"])
-            cols = _columns(result, var.index, src)
-            for c in cols:
-                var[c] = cols[c].to_numpy()
-            write_elem(root, "var", var)
-            uns = root["uns"] if "uns" in root else root.create_group("uns")
-            write_elem(uns, "fsdask", _provenance(result))
-        finally:
-            if hdf5:
-                root.close()
-        if not hdf5 and consolidated:
-            zarr.consolidate_metadata(tmp)
-        os.rename(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            (os.remove if hdf5 else shutil.rmtree)(tmp)
-    return out
-
-
-def _write_elem():
-    import anndata
-
-    io = getattr(anndata, "io", None)
-    return getattr(io, "write_elem", None) or anndata.experimental.write_elem

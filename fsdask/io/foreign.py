@@ -23,15 +23,17 @@ attribute ``foreign`` that ``fsdask info`` shows.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
-import dask.array as da
 import numpy as np
 import xarray as xr
 import zarr
 
-from fsdask._validation import _missing_labels
+from fsdask._validation import missing_labels
 from fsdask.errors import InputError, StoreError
+from fsdask.io.guard import GuardedArray, guarded_dask
+from fsdask.io.location import safe_url
+from fsdask.io.options import ReadOptions
 
 #: 1-D variables along the sample dim taken as the label when ``label`` is not given, in this order
 LABEL_NAMES = ("y", "label", "labels", "class", "classes", "target", "cell_type")
@@ -89,11 +91,11 @@ def encode_labels(y: np.ndarray, where: str, name: str) -> tuple[np.ndarray, lis
     """Labels as numbers: text → integer codes (sorted classes).
 
     A missing label (None, NaN, a blank string) becomes NaN, never a class of its own;
-    :func:`fsdask.io.store.open_dataset` refuses it or drops the sample (``drop_unlabelled``).
+    :func:`fsdask.io.open.open_dataset` refuses it or drops the sample (``drop_unlabelled``).
     """
     y = np.asarray(y)
     if y.dtype.kind in "OUST":
-        missing = _missing_labels(y)
+        missing = missing_labels(y)
         classes, codes = np.unique(y[~missing].astype(object).astype(str), return_inverse=True)
         if missing.any():
             codes, known = np.full(y.shape, np.nan), codes
@@ -200,19 +202,25 @@ def _label(
     return y, classes, name
 
 
-def open_foreign_zarr(
-    node: Any,
-    url: str,
-    kwargs: Mapping[str, Any],
-    *,
-    variable: str | None,
-    sample_dim: str | None,
-    feature_dim: str | None,
-    label: str | None,
-) -> xr.Dataset:
-    """An fsdask dataset (lazy) from a Zarr group or array that fsdask did not write."""
-    from fsdask.io.store import GuardedArray, safe_url
+def open_foreign_zarr(node: Any, url: str, options: ReadOptions) -> xr.Dataset:
+    """An fsdask dataset (lazy) from a Zarr group or array that fsdask did not write.
 
+    Parameters
+    ----------
+    node : zarr.Group or zarr.Array
+        The store's root, opened read-only.
+    url : str
+        Its URL (for messages; credentials are never shown).
+    options : ReadOptions
+        ``variable``, ``sample_dim``, ``feature_dim`` and ``label`` are used.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``X`` lazy in the stored chunks (re-blocked by :mod:`fsdask.io.rechunk`), ``y``
+        when a label is found, attribute ``foreign`` saying how the store was read.
+    """
+    variable, label = options.variable, options.label
     where = safe_url(url)
     if isinstance(node, zarr.Array):
         group, name, arr = None, variable or "(root array)", node
@@ -228,20 +236,14 @@ def open_foreign_zarr(
         )
     dtype = check_numeric(arr.dtype, where, name)
     dims = dims_of(arr)
-    sdim, fdim = map_dims(dims, sample_dim, feature_dim, f"{where} (variable {name!r})")
+    sdim, fdim = map_dims(
+        dims, options.sample_dim, options.feature_dim, f"{where} (variable {name!r})"
+    )
     guarded = GuardedArray(arr, url if group is None else f"{url.rstrip('/')}/{name}")
     from dask.base import tokenize
 
-    X = da.from_array(
-        guarded,
-        chunks=arr.chunks,
-        lock=False,
-        asarray=False,
-        fancy=False,
-        meta=np.empty((0, 0), dtype=arr.dtype),
-        inline_array=True,
-        name="fsdask-foreign-" + tokenize(where, name, arr.shape, arr.chunks, str(arr.metadata)),
-    )
+    token = tokenize(where, name, arr.shape, arr.chunks, str(arr.metadata))
+    X = guarded_dask(guarded, arr.chunks, name="fsdask-foreign-" + token)
     if dims.index(sdim) == 1:
         X = X.T
     if X.dtype != dtype:

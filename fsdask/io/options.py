@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fsdask.errors import ParameterError
+from fsdask.errors import InputError, ParameterError
 
 #: what ``nan_policy`` accepts: refuse, replace by 0, by the feature's mean, or drop the feature
 NAN_POLICIES = ("error", "zero", "mean", "drop-feature")
@@ -75,7 +75,8 @@ class ReadOptions:
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ParameterError(f"{name}={value!r}: expected a non-empty string or None")
         if self.sample_dim is not None and self.sample_dim == self.feature_dim:
-            raise ParameterError(
+            # about the data's dims, so the error of bad input (what the readers always raised)
+            raise InputError(
                 f"sample_dim and feature_dim are both {self.sample_dim!r}; name two different dims"
             )
         if not isinstance(self.drop_unlabelled, bool):

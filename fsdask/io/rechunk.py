@@ -27,21 +27,18 @@ import time
 from typing import Any, Mapping
 
 import dask.array as da
-import numpy as np
 import zarr
+from dask.utils import format_bytes
 
 from fsdask._config import memory_budget as _memory_budget
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import InputError, StoreError
+from fsdask.io.guard import GuardedArray, guarded_dask
+from fsdask.io.location import Location
+from fsdask.io.options import ReadOptions
 from fsdask.io.scratch import scratch_dir
 
 log = logging.getLogger("fsdask.io")
-
-
-def _mib(b: float) -> str:
-    if b < 2**20:
-        return f"{b / 2**10:.1f} KiB"
-    return f"{b / 2**20:.1f} MiB" if b < 2**30 else f"{b / 2**30:.2f} GiB"
 
 
 def aligned_groups(stored: tuple[int, ...], block: int) -> tuple[int, ...]:
@@ -62,15 +59,36 @@ def to_feature_blocks(
     X: da.Array,
     *,
     where: str,
-    memory_budget: int | None = None,
+    options: ReadOptions | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    rechunk_to: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> da.Array:
-    """``X`` (sample, feature) re-blocked to (all samples, feature block) within ``memory_budget``
-    (what one task may hold: a stored chunk or an output block and one copy; default: the
-    dask config ``fsdask.memory-budget``)."""
-    budget = _memory_budget(memory_budget)
+    """``X`` (sample, feature) re-blocked to (all samples, feature block).
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        The stored matrix, in its stored chunks.
+    where : str
+        The store, for messages.
+    options : ReadOptions, optional
+        ``memory_budget`` (what one task may hold: a stored chunk or an output block and
+        one copy; default: the dask config ``fsdask.memory-budget``) and ``rechunk_to``
+        (where a copy goes when one is needed; default: a scratch folder).
+    chunk_bytes : int
+        The target size of a feature block.
+    storage_options : mapping, optional
+        fsspec options of ``rechunk_to``.
+
+    Returns
+    -------
+    dask.array.Array
+        Re-blocked on the fly, or read from a rechunked copy (memory per task bounded by
+        the budget either way).
+    """
+    options = options or ReadOptions()
+    rechunk_to = options.rechunk_to
+    budget = _memory_budget(options.memory_budget)
     n, p = X.shape
     item = X.dtype.itemsize
     rows, cols = X.chunks
@@ -80,8 +98,8 @@ def to_feature_blocks(
     if len(rows) == 1 and widths == cols:
         if need > budget:
             raise InputError(
-                f"{where}: a stored chunk of X is {_mib(n * max(cols) * item)}, over the memory "
-                f"budget {_mib(budget)}; raise it (--memory-budget) or re-chunk the store"
+                f"{where}: a stored chunk of X is {format_bytes(n * max(cols) * item)}, over the memory "
+                f"budget {format_bytes(budget)}; raise it (--memory-budget) or re-chunk the store"
             )
         return X
     if need <= budget:
@@ -105,18 +123,17 @@ def to_feature_blocks(
     )
 
 
-def _new_location(rechunk_to: str | None, storage_options) -> tuple[str, dict, bool]:
+def new_location(rechunk_to: str | None, storage_options) -> tuple[str, dict, bool]:
     """(URL, zarr kwargs, is_temporary) of the group that receives the copy."""
-    from fsdask.io.store import _exists, _zarr_kwargs, safe_url
-
     if rechunk_to is None:
         return scratch_dir("rechunk"), {}, True
-    if _exists(rechunk_to, storage_options):
+    loc = Location.of(rechunk_to, storage_options)
+    if loc.exists():
         raise StoreError(
-            f"{safe_url(rechunk_to)} already exists; --rechunk-to needs a new location "
+            f"{loc.shown} already exists; --rechunk-to needs a new location "
             "(fsdask never replaces what it did not write)"
         )
-    return rechunk_to, _zarr_kwargs(rechunk_to, storage_options), False
+    return rechunk_to, loc.zarr_kwargs(), False
 
 
 def _write(arr: da.Array, group: zarr.Group, name: str) -> zarr.Array:
@@ -136,10 +153,10 @@ def _copy(
     stored = max(rows) * max(cols) * item
     if 2 * stored > budget:
         raise InputError(
-            f"{where}: a stored chunk of X is {_mib(stored)}, over half the memory budget "
-            f"{_mib(budget)}; raise it (--memory-budget) or re-chunk the store with its own tool"
+            f"{where}: a stored chunk of X is {format_bytes(stored)}, over half the memory budget "
+            f"{format_bytes(budget)}; raise it (--memory-budget) or re-chunk the store with its own tool"
         )
-    url, kwargs, temporary = _new_location(rechunk_to, storage_options)
+    url, kwargs, temporary = new_location(rechunk_to, storage_options)
     size = n * p * item
     stage1 = tuple(cols) != tuple([block] * (p // block) + ([p % block] if p % block else []))
     passes = 2 if stage1 else 1
@@ -152,9 +169,9 @@ def _copy(
         rows[0],
         cols[0],
         "a temporary directory" if temporary else url,
-        _mib(budget),
-        _mib(passes * size),
-        _mib(passes * size),
+        format_bytes(budget),
+        format_bytes(passes * size),
+        format_bytes(passes * size),
     )
     t0 = time.perf_counter()
     group = zarr.open_group(url, mode="w-", zarr_format=3, **kwargs)
@@ -168,15 +185,5 @@ def _copy(
     if stage1:
         del group["intermediate"]
     log.warning("%s: rechunked copy written in %.1f s", where, time.perf_counter() - t0)
-    from fsdask.io.store import GuardedArray
-
     g = GuardedArray(final, os.path.join(url, "X") if temporary else f"{url.rstrip('/')}/X")
-    return da.from_array(
-        g,
-        chunks=final.chunks,
-        lock=False,
-        asarray=False,
-        fancy=False,
-        meta=np.empty((0, 0), dtype=final.dtype),
-        inline_array=True,
-    )
+    return guarded_dask(g, final.chunks)

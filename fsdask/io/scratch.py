@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 
-from fsdask.io.outputs import host_tag, pid_alive
+from fsdask.io.location import host_tag, pid_alive
 
 PREFIX = "fsdask-"
 

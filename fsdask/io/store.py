@@ -1,9 +1,11 @@
-"""fsdask datasets as Zarr v3 stores.
+"""The fsdask format: datasets as Zarr v3 stores — write, open, verify, fingerprint.
 
 Layout: an xarray Dataset with ``X(sample, feature)`` chunked (all samples, feature block),
 optional ``y(sample)`` or ``Y(sample, target)``, coordinates ``sample`` and ``feature``,
 and provenance attributes.  The attribute ``fsdask_complete`` is written *last*; a store
-without it was interrupted mid-write and is refused by :func:`open_dataset`.
+without it was interrupted mid-write and is refused by :func:`open_fsdask`.  Other
+formats are read by the readers above this module and dispatched by
+:func:`fsdask.io.open.open_dataset`.
 """
 
 from __future__ import annotations
@@ -21,110 +23,41 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from fsdask._config import memory_budget as _memory_budget
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import FsdaskError, InputError, StoreError
-from fsdask.io.outputs import COMPLETE_ATTR, KIND_ATTR, publish
+from fsdask.io.guard import GuardedArray, guarded_dask
+from fsdask.io.location import COMPLETE_ATTR, KIND_ATTR, Location, safe_url
+
+__all__ = [
+    "COMPLETE_ATTR",
+    "FORMAT_ATTR",
+    "FORMAT_VERSION",
+    "KIND_ATTR",
+    "GuardedArray",
+    "atomic_store",
+    "block_digests",
+    "checksum_encoding",
+    "combine_digests",
+    "dataset_fingerprint",
+    "describe",
+    "is_checksummed",
+    "mark_complete",
+    "open_fsdask",
+    "plain_strings",
+    "provenance",
+    "safe_url",
+    "verify_dataset",
+    "write_dataset",
+]
 
 log = logging.getLogger("fsdask")
 FORMAT_ATTR = "fsdask_format"
 FORMAT_VERSION = 1
 
 
-def _is_local(url: str) -> bool:
-    return "://" not in str(url) or str(url).startswith("file://")
-
-
-def _zarr_kwargs(url: str, storage_options: Mapping[str, Any] | None) -> dict:
-    """Keyword arguments that let xarray/zarr reach ``url`` (local path or fsspec URL)."""
-    if _is_local(url):
-        return {}
-    if url.startswith("s3://"):
-        try:
-            import s3fs  # noqa: F401
-        except ImportError as exc:
-            raise StoreError(
-                f"{url}: s3:// needs s3fs; install the extra: pip install 'fsdask[s3]'"
-            ) from exc
-    return {"storage_options": dict(storage_options or {})}
-
-
-def _local(url: str) -> str:
-    return str(url).removeprefix("file://")
-
-
-def safe_url(url: str) -> str:
-    """``url`` with any ``user:password@`` part removed (for logs and provenance)."""
-    url = str(url)
-    if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://{rest.split('@', 1)[1]}"
-    return url
-
-
-def _endpoint(storage_options: Mapping[str, Any] | None) -> str | None:
-    so = dict(storage_options or {})
-    return so.get("endpoint_url") or (so.get("client_kwargs") or {}).get("endpoint_url")
-
-
-def check_reachable(
-    url: str, storage_options: Mapping[str, Any] | None = None, timeout: float = 3.0
-) -> None:
-    """Fail fast with :class:`StoreError` when an explicit ``endpoint_url`` has nothing listening.
-
-    Without this, botocore's and s3fs's retries take many seconds before reporting a
-    connection error.  Only an explicit endpoint is probed (a TCP connect, no request).
-    """
-    import socket
-    from urllib.parse import urlparse
-
-    if _is_local(url):
-        return
-    ep = _endpoint(storage_options)
-    if not ep:
-        return
-    u = urlparse(ep)
-    host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
-    if not host:
-        raise StoreError(
-            f"{safe_url(url)}: endpoint_url {ep!r} is not a URL; use e.g. http://host:9000"
-        )
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except OSError as exc:
-        raise StoreError(
-            f"{safe_url(url)}: storage unreachable: nothing answers at {ep} "
-            f"({type(exc).__name__}: {exc}); check endpoint_url and that the server "
-            "is running and reachable from here"
-        ) from None
-
-
-def _fs(url: str, storage_options: Mapping[str, Any] | None):
-    import fsspec
-
-    return fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-
-
-def _exists(url: str, storage_options: Mapping[str, Any] | None) -> bool:
-    """Whether anything is stored at ``url`` (local path or fsspec URL)."""
-    if _is_local(url):
-        return os.path.exists(_local(url))
-    try:
-        fs, path = _fs(url, storage_options)
-        return bool(fs.exists(path.rstrip("/") + "/zarr.json") or fs.exists(path))
-    except FileNotFoundError:
-        return False
-    except Exception as exc:
-        raise StoreError(
-            f"{safe_url(url)}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
-            f"{_storage_hint(url)}"
-        ) from None
-
-
 @contextlib.contextmanager
 def atomic_store(
-    url: str,
+    url: str | os.PathLike,
     storage_options: Mapping[str, Any] | None = None,
     *,
     overwrite: bool = False,
@@ -133,14 +66,151 @@ def atomic_store(
 ) -> Iterator[str]:
     """Yield a place to write the store for ``url``; publish it only if the block succeeds.
 
-    See :func:`fsdask.io.outputs.publish`: the existing output is replaced only if it is an
-    fsdask output of the same ``kind`` and ``overwrite`` is given, and only once the new one
-    is complete.
+    See :meth:`fsdask.io.location.Location.publish`: the existing output is replaced only if
+    it is an fsdask output of the same ``kind`` and ``overwrite`` is given, and only once the
+    new one is complete.
     """
-    url = os.fspath(url)
-    check_reachable(url, storage_options)
-    with publish(url, storage_options, kind=kind, overwrite=overwrite, inputs=inputs) as target:
+    loc = Location.of(url, storage_options)
+    loc.check_reachable()
+    with loc.publish(kind=kind, overwrite=overwrite, inputs=inputs) as target:
         yield target
+
+
+def is_fsdask_attrs(attrs: Mapping[str, Any]) -> bool:
+    """Whether a Zarr root's attributes mark a store fsdask wrote (complete or not)."""
+    return COMPLETE_ATTR in attrs or FORMAT_ATTR in attrs or KIND_ATTR in attrs
+
+
+def open_fsdask(
+    url: str | os.PathLike,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    require_complete: bool = True,
+) -> xr.Dataset:
+    """Open a store written by fsdask (Zarr v3, the completion marker checked).
+
+    Parameters
+    ----------
+    url : str or path
+        Local path or fsspec URL.
+    storage_options : mapping, optional
+        Passed to fsspec.
+    require_complete : bool, default True
+        Refuse a store whose write did not finish.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``X`` lazy (read through :class:`~fsdask.io.guard.GuardedArray`, one task per stored
+        chunk); the other variables (labels, small) loaded and so verified.
+    """
+    loc = Location.of(url, storage_options)
+    if loc.is_local and not loc.exists():
+        raise StoreError(
+            f"{loc.url}: no such file or directory; give the path of a Zarr store made by "
+            "`fsdask ingest` or fsdask.write_dataset"
+        )
+    loc.check_reachable()
+    ds = _open_zarr(loc)
+    _check_layout(ds, loc.shown, require_complete)
+    ds["X"], verified = _guarded_X(ds, loc)
+    for name in [v for v in ds.data_vars if v != "X"]:
+        try:  # labels are small: read (and so verify) them now, with a clear error
+            ds[name] = ds[name].load()
+        except Exception as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else ""
+            raise StoreError(
+                f"{loc.shown}: cannot read {name!r} ({type(exc).__name__}: {msg}); the chunk is "
+                "corrupted or the storage failed — re-create the store with `fsdask ingest`"
+            ) from None
+    ds.attrs["store"] = loc.shown
+    ds.attrs["verified"] = bool(verified)
+    if not verified:
+        log.warning(
+            "%s: written without chunk checksums (before fsdask 0.2?): reads are unverified; "
+            "`fsdask verify` checks it against its fingerprint, re-ingesting adds checksums",
+            loc.shown,
+        )
+    return plain_strings(ds)
+
+
+def _open_zarr(loc: Location) -> xr.Dataset:
+    """``xr.open_zarr`` of an fsdask store, its failures as one-line StoreErrors."""
+    shown, hint, kwargs = loc.shown, loc.storage_hint(), loc.zarr_kwargs()
+    try:
+        return xr.open_zarr(loc.target, consolidated=False, zarr_format=3, chunks={}, **kwargs)
+    except StoreError:
+        raise
+    except (FileNotFoundError, KeyError) as exc:
+        if _is_zarr_group(loc.target, kwargs):
+            raise StoreError(
+                f"{shown}: a Zarr store but not an fsdask dataset ({type(exc).__name__}: {exc}); "
+                "create one with `fsdask ingest`"
+            ) from None
+        raise StoreError(
+            f"{shown}: not a Zarr v3 store ({type(exc).__name__}: {exc}); "
+            f"{hint}, or create it with `fsdask ingest`"
+        ) from None
+    except PermissionError as exc:
+        raise StoreError(f"{shown}: access denied ({exc}); {hint}") from None
+    except OSError as exc:
+        raise StoreError(
+            f"{shown}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); {hint}"
+        ) from None
+    except Exception as exc:
+        raise StoreError(
+            f"{shown}: could not open as a Zarr v3 dataset ({type(exc).__name__}: {exc}); {hint}"
+        ) from None
+
+
+def _check_layout(ds: xr.Dataset, shown: str, require_complete: bool) -> None:
+    if "X" not in ds:
+        raise StoreError(
+            f"{shown}: a Zarr store but not an fsdask dataset (no variable 'X'; found "
+            f"{sorted(ds.data_vars) or 'nothing'}); create one with `fsdask ingest`"
+        )
+    if set(ds["X"].dims) != {"sample", "feature"}:
+        raise StoreError(
+            f"{shown}: variable X has dims {ds['X'].dims}; expected ('sample', 'feature') — "
+            "not an fsdask dataset; create one with `fsdask ingest`"
+        )
+    if require_complete and not ds.attrs.get(COMPLETE_ATTR, False):
+        raise StoreError(
+            f"{shown}: the store is incomplete (its write was interrupted or is still "
+            "running); re-run the ingest/write that made it"
+        )
+
+
+def _is_zarr_group(target: str, kwargs: Mapping[str, Any]) -> bool:
+    try:
+        zarr.open_group(target, mode="r", **kwargs)
+        return True
+    except Exception:
+        return False
+
+
+def _guarded_X(ds: xr.Dataset, loc: Location) -> tuple[xr.DataArray, bool]:
+    """X as a dask array read through :class:`GuardedArray` (chunks = the stored chunks), and
+    whether its chunks are checksummed."""
+    from dask.base import tokenize
+
+    try:
+        arr = zarr.open_group(loc.target, mode="r", zarr_format=3, **loc.zarr_kwargs())["X"]
+    except Exception as exc:
+        raise StoreError(
+            f"{loc.shown}: cannot open X ({type(exc).__name__}: {exc}); {loc.storage_hint()}"
+        ) from None
+    dims = tuple(arr.metadata.dimension_names or ds["X"].dims)
+    guarded = GuardedArray(arr, loc.url)
+    name = "fsdask-X-" + tokenize(
+        loc.shown, ds.attrs.get("fingerprint"), ds.attrs.get("created"), arr.shape, arr.chunks
+    )
+    data = guarded_dask(guarded, arr.chunks, name=name)
+    X = xr.DataArray(
+        data, dims=dims, coords={d: ds[d] for d in dims if d in ds.coords}, attrs=ds["X"].attrs
+    )
+    X.encoding = ds["X"].encoding
+    return X.transpose("sample", "feature"), is_checksummed(arr)
 
 
 def checksum_encoding(names: Any, extra: Mapping[str, dict] | None = None) -> dict:
@@ -165,354 +235,6 @@ def is_checksummed(array: Any) -> bool:
     return False
 
 
-class GuardedArray:
-    """Read-only view of a stored Zarr array whose read errors name the store.
-
-    A corrupted chunk surfaces deep inside a codec (``RuntimeError: Zstd decompression
-    error``), lost storage as a botocore/aiohttp error; both become a :class:`StoreError`
-    saying which store and which features could not be read, and what to do.  Every
-    estimator and command reads X through this (it is what :func:`open_dataset` returns),
-    so this is the one place where read failures are translated.
-    """
-
-    def __init__(self, array: Any, url: str):
-        self.array = array
-        self.url = safe_url(url)
-        self.shape = tuple(array.shape)
-        self.dtype = np.dtype(array.dtype)
-        self.ndim = len(self.shape)
-
-    def _where(self, key: Any) -> str:
-        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], slice):
-            start, stop, _ = key[1].indices(self.shape[1])
-            return f" (features {start}–{stop - 1})"
-        return ""
-
-    def _missing_chunks(self, key: Any) -> list[str]:
-        """Keys of the stored chunks that ``key`` covers and that are absent from the store."""
-        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], slice)):
-            return []
-        from zarr.core.sync import sync
-
-        start, stop, _ = key[1].indices(self.shape[1])
-        width = self.array.chunks[1]
-        store, prefix = self.array.store_path.store, self.array.store_path.path
-        keys = [
-            self.array.metadata.encode_chunk_key((0, j))
-            for j in range(start // width, (stop - 1) // width + 1)
-        ]
-        keys = [f"{prefix}/{k}" if prefix else k for k in keys]
-        return [k for k in keys if not sync(store.exists(k))]
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        try:
-            block = np.asarray(self.array[key])
-            # a chunk missing from the store reads as the fill value (NaN) without any error
-            missing = (
-                self._missing_chunks(key)
-                if block.size and block.dtype.kind == "f" and np.isnan(block).all()
-                else []
-            )
-            if missing:
-                raise StoreError(
-                    f"{self.url}: chunk(s) {', '.join(missing)} of X"
-                    f"{self._where(key)} are missing from the store (deleted or never written); "
-                    "re-create the store with `fsdask ingest`"
-                )
-            return block
-        except (FsdaskError, MemoryError, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            where = self._where(key)
-            msg = str(exc).splitlines()[0] if str(exc) else ""
-            raise StoreError(
-                f"{self.url}: cannot read X{where}: {type(exc).__name__}: {msg}; the chunk is "
-                "corrupted or the storage failed — check the storage and retry, or re-create "
-                "the store with `fsdask ingest`"
-            ) from None
-
-
-def _storage_hint(url: str) -> str:
-    if _is_local(url):
-        return "check the path"
-    return (
-        "check the URL, the endpoint and the credentials (environment variables or "
-        "--storage-option key=value), and that the bucket exists"
-    )
-
-
-def open_dataset(
-    url: Any,
-    storage_options: Mapping[str, Any] | None = None,
-    *,
-    variable: str | None = None,
-    sample_dim: str | None = None,
-    feature_dim: str | None = None,
-    label: str | None = None,
-    rechunk_to: str | None = None,
-    memory_budget: Any = None,
-    nan_policy: str = "error",
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    require_complete: bool = True,
-    drop_unlabelled: bool = False,
-) -> xr.Dataset:
-    """Open a dataset lazily: an fsdask store, any Zarr v2/v3 store, an AnnData file/store or object.
-
-    Parameters
-    ----------
-    url
-        Local path or fsspec URL (``s3://bucket/data.zarr``) of a Zarr store (fsdask's, or
-        written by xarray / zarr-python, v2 or v3, consolidated or not), an ``.h5ad`` file or
-        an AnnData-on-Zarr store; or an in-memory ``anndata.AnnData``.
-    storage_options
-        Passed to fsspec (credentials, ``endpoint_url``, ``anon``, …).  Never logged or stored.
-    variable
-        The matrix to read (default: ``X``, else the only 2-D variable); AnnData: ``X``,
-        ``raw`` or ``layers/NAME``.
-    sample_dim, feature_dim
-        Which dims are samples and features (matched by name, never by position).
-    label
-        The label variable (AnnData: an ``obs`` column, ``obs:cell_type``); default: a 1-D
-        variable along the sample dim named as in :data:`fsdask.io.foreign.LABEL_NAMES`.
-    rechunk_to, memory_budget
-        Where a rechunked copy goes when the store's chunking cannot be re-blocked on the
-        fly (default: a temporary directory), and the memory one task may use (bytes or
-        ``"1GB"``; default: the dask config ``fsdask.memory-budget``, 1 GiB).
-    nan_policy
-        For sparse AnnData, what to do with NaN/Inf values (``error``, ``zero``, ``mean``,
-        ``drop-feature``).
-    require_complete
-        Refuse fsdask stores whose write did not finish (default).
-    drop_unlabelled
-        Leave out the samples whose label is missing (NaN, None or blank) and say how many
-        (attribute ``dropped_unlabelled_samples``); by default such labels are refused.
-
-    Returns
-    -------
-    xarray.Dataset
-        ``X(sample, feature)`` backed by dask in (all samples × feature block) chunks; ``y``
-        when present.  A store fsdask did not write is only read, and its dataset has an
-        attribute ``foreign`` saying so (shown by ``fsdask info``).
-    """
-    from fsdask.io import rechunk as _rechunk
-
-    budget = _memory_budget(memory_budget)  # a bad size is refused before anything is read
-    if not isinstance(url, (str, os.PathLike)):
-        if type(url).__name__ == "AnnData":
-            from fsdask.io.anndata import from_anndata
-
-            ds = from_anndata(
-                url, variable=variable, label=label, chunk_bytes=chunk_bytes, nan_policy=nan_policy
-            )
-            return _labelled(ds, drop_unlabelled)
-        if hasattr(url, "tocsc") and hasattr(
-            url, "nnz"
-        ):  # scipy.sparse: dense one feature block at a time
-            from fsdask.io.anndata import sparse_blocks
-
-            return xr.Dataset(
-                {"X": (("sample", "feature"), sparse_blocks(url, chunk_bytes))},
-                coords={"sample": np.arange(url.shape[0]), "feature": np.arange(url.shape[1])},
-                attrs={"source": f"in-memory {type(url).__name__}"},
-            )
-        raise InputError(
-            f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
-            f"got {type(url).__name__}"
-        )
-    url = os.fspath(url)
-    shown = safe_url(url)
-    if _is_local(url) and not os.path.exists(_local(url)):
-        raise StoreError(
-            f"{url}: no such file or directory; give the path of a Zarr store, an .h5ad file "
-            "or create a store with `fsdask ingest`"
-        )
-    check_reachable(url, storage_options)
-    if _is_hdf5(url):
-        from fsdask.io.anndata import open_anndata
-
-        ds = open_anndata(
-            url,
-            storage_options,
-            hdf5=True,
-            variable=variable,
-            label=label,
-            chunk_bytes=chunk_bytes,
-            nan_policy=nan_policy,
-            rechunk_to=rechunk_to,
-        )
-        return _labelled(ds, drop_unlabelled)
-    node = _open_node(url, storage_options)
-    attrs = dict(node.attrs) if node is not None else {}
-    if node is None or COMPLETE_ATTR in attrs or FORMAT_ATTR in attrs or KIND_ATTR in attrs:
-        # labels were checked when fsdask wrote it
-        return _open_fsdask(url, storage_options, require_complete=require_complete)
-    from fsdask.io.anndata import is_anndata_group, open_anndata
-
-    if is_anndata_group(node):
-        ds = open_anndata(
-            url,
-            storage_options,
-            hdf5=False,
-            variable=variable,
-            label=label,
-            chunk_bytes=chunk_bytes,
-            nan_policy=nan_policy,
-            rechunk_to=rechunk_to,
-        )
-        return _labelled(ds, drop_unlabelled)
-    from fsdask.io.foreign import open_foreign_zarr
-
-    target = _local(url) if _is_local(url) else url
-    ds = open_foreign_zarr(
-        node,
-        target,
-        _zarr_kwargs(url, storage_options),
-        variable=variable,
-        sample_dim=sample_dim,
-        feature_dim=feature_dim,
-        label=label,
-    )
-    X = _rechunk.to_feature_blocks(
-        ds["X"].data,
-        where=shown,
-        memory_budget=budget,
-        chunk_bytes=chunk_bytes,
-        rechunk_to=rechunk_to,
-        storage_options=storage_options,
-    )
-    ds["X"] = (("sample", "feature"), X)
-    ds.attrs["store"] = shown
-    return _labelled(ds, drop_unlabelled)
-
-
-def _labelled(ds: xr.Dataset, drop: bool) -> xr.Dataset:
-    """Refuse missing labels (NaN, as the openers encode them), or drop their samples."""
-    where = ds.attrs.get("store") or ds.attrs.get("source") or "the dataset"
-    if "y" not in ds:
-        if drop:
-            raise InputError(
-                f"{where}: --drop-unlabelled leaves out samples without a label, but no label "
-                "was found; name it with --label"
-            )
-        return ds
-    y = ds["y"].values
-    missing = np.isnan(y) if y.dtype.kind == "f" else np.zeros(y.shape, bool)
-    if not missing.any():
-        return ds
-    name = ds["y"].attrs.get("label", "y")
-    if not drop:
-        first = ", ".join(str(s) for s in ds["sample"].values[missing][:3])
-        raise InputError(
-            f"{where}: label {name!r} is missing for {int(missing.sum())} sample(s) (NaN, None "
-            f"or blank; first: {first}); fill them in, or leave them out with --drop-unlabelled"
-        )
-    keep = np.flatnonzero(~missing)
-    if keep.size == 0:
-        raise InputError(f"{where}: no sample has a label {name!r}; nothing would be left")
-    log.warning("%s: left out %d sample(s) without a label", where, missing.sum())
-    out = ds.isel(sample=keep)
-    if "class_names" in ds.attrs:  # class codes: whole numbers again
-        out["y"] = out["y"].astype(np.int64)
-    out.attrs["dropped_unlabelled_samples"] = int(missing.sum())
-    return out
-
-
-def _is_hdf5(url: str) -> bool:
-    """An HDF5 file (.h5ad): by its signature when local, by its suffix otherwise."""
-    if _is_local(url):
-        path = _local(url)
-        if not os.path.isfile(path):
-            return False
-        with open(path, "rb") as fh:
-            return fh.read(8) == b"\x89HDF\r\n\x1a\n"
-    return url.rstrip("/").lower().endswith((".h5ad", ".h5", ".hdf5"))
-
-
-def _open_node(url: str, storage_options: Mapping[str, Any] | None) -> Any:
-    """The store's root group (or root array), any Zarr format; ``None`` if Zarr cannot open it."""
-    target = _local(url) if _is_local(url) else url
-    try:
-        return zarr.open(target, mode="r", **_zarr_kwargs(url, storage_options))
-    except Exception:
-        return None  # the fsdask path below reports why, with its established messages
-
-
-def _open_fsdask(
-    url: str, storage_options: Mapping[str, Any] | None, *, require_complete: bool = True
-) -> xr.Dataset:
-    """Open a store written by fsdask (Zarr v3, the completion marker checked)."""
-    url = os.fspath(url)
-    shown = safe_url(url)
-    if _is_local(url) and not os.path.exists(_local(url)):
-        raise StoreError(
-            f"{url}: no such file or directory; give the path of a Zarr store made by "
-            "`fsdask ingest` or fsdask.write_dataset"
-        )
-    check_reachable(url, storage_options)
-    target = _local(url) if _is_local(url) else url
-    kwargs = _zarr_kwargs(url, storage_options)
-    try:
-        ds = xr.open_zarr(target, consolidated=False, zarr_format=3, chunks={}, **kwargs)
-    except StoreError:
-        raise
-    except (FileNotFoundError, KeyError) as exc:
-        if _is_zarr_group(target, kwargs):
-            raise StoreError(
-                f"{shown}: a Zarr store but not an fsdask dataset ({type(exc).__name__}: {exc}); "
-                "create one with `fsdask ingest`"
-            ) from None
-        raise StoreError(
-            f"{shown}: not a Zarr v3 store ({type(exc).__name__}: {exc}); "
-            f"{_storage_hint(url)}, or create it with `fsdask ingest`"
-        ) from None
-    except PermissionError as exc:
-        raise StoreError(f"{shown}: access denied ({exc}); {_storage_hint(url)}") from None
-    except OSError as exc:
-        raise StoreError(
-            f"{shown}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
-            f"{_storage_hint(url)}"
-        ) from None
-    except Exception as exc:
-        raise StoreError(
-            f"{shown}: could not open as a Zarr v3 dataset ({type(exc).__name__}: {exc}); "
-            f"{_storage_hint(url)}"
-        ) from None
-    if "X" not in ds:
-        raise StoreError(
-            f"{shown}: a Zarr store but not an fsdask dataset (no variable 'X'; found "
-            f"{sorted(ds.data_vars) or 'nothing'}); create one with `fsdask ingest`"
-        )
-    if set(ds["X"].dims) != {"sample", "feature"}:
-        raise StoreError(
-            f"{shown}: variable X has dims {ds['X'].dims}; expected ('sample', 'feature') — "
-            "not an fsdask dataset; create one with `fsdask ingest`"
-        )
-    if require_complete and not ds.attrs.get(COMPLETE_ATTR, False):
-        raise StoreError(
-            f"{shown}: the store is incomplete (its write was interrupted or is still "
-            "running); re-run the ingest/write that made it"
-        )
-    ds["X"], verified = _guarded_X(ds, target, kwargs, url)
-    for name in [v for v in ds.data_vars if v != "X"]:
-        try:  # labels are small: read (and so verify) them now, with a clear error
-            ds[name] = ds[name].load()
-        except Exception as exc:
-            msg = str(exc).splitlines()[0] if str(exc) else ""
-            raise StoreError(
-                f"{shown}: cannot read {name!r} ({type(exc).__name__}: {msg}); the chunk is "
-                "corrupted or the storage failed — re-create the store with `fsdask ingest`"
-            ) from None
-    ds.attrs["store"] = shown
-    ds.attrs["verified"] = bool(verified)
-    if not verified:
-        log.warning(
-            "%s: written without chunk checksums (before fsdask 0.2?): reads are unverified; "
-            "`fsdask verify` checks it against its fingerprint, re-ingesting adds checksums",
-            shown,
-        )
-    return plain_strings(ds)
-
-
 def plain_strings(ds: xr.Dataset) -> xr.Dataset:
     """Variable-length strings as object arrays, xarray's usual representation.
 
@@ -530,48 +252,7 @@ def plain_strings(ds: xr.Dataset) -> xr.Dataset:
     return ds.assign_coords(coords).assign(data)
 
 
-def _is_zarr_group(target: str, kwargs: Mapping[str, Any]) -> bool:
-    try:
-        zarr.open_group(target, mode="r", **kwargs)
-        return True
-    except Exception:
-        return False
-
-
-def _guarded_X(ds: xr.Dataset, target: str, kwargs: dict, url: str) -> tuple[xr.DataArray, bool]:
-    """X as a dask array read through :class:`GuardedArray` (chunks = the stored chunks), and
-    whether its chunks are checksummed."""
-    from dask.base import tokenize
-
-    try:
-        arr = zarr.open_group(target, mode="r", zarr_format=3, **kwargs)["X"]
-    except Exception as exc:
-        raise StoreError(
-            f"{safe_url(url)}: cannot open X ({type(exc).__name__}: {exc}); {_storage_hint(url)}"
-        ) from None
-    dims = tuple(arr.metadata.dimension_names or ds["X"].dims)
-    guarded = GuardedArray(arr, url)
-    name = "fsdask-X-" + tokenize(
-        safe_url(url), ds.attrs.get("fingerprint"), ds.attrs.get("created"), arr.shape, arr.chunks
-    )
-    data = da.from_array(
-        guarded,
-        chunks=arr.chunks,
-        name=name,
-        lock=False,
-        asarray=False,
-        fancy=False,
-        meta=np.empty((0, 0), dtype=guarded.dtype),
-        inline_array=True,
-    )
-    X = xr.DataArray(
-        data, dims=dims, coords={d: ds[d] for d in dims if d in ds.coords}, attrs=ds["X"].attrs
-    )
-    X.encoding = ds["X"].encoding
-    return X.transpose("sample", "feature"), is_checksummed(arr)
-
-
-def _block_digests(X: da.Array) -> da.Array:
+def block_digests(X: da.Array) -> da.Array:
     """(number of feature blocks, 16) uint8: a blake2b digest of each (all samples × block) block."""
     X = X.rechunk({0: -1})
 
@@ -597,10 +278,24 @@ def verify_dataset(
 ) -> dict:
     """Re-read every block of X and compare its digest with the one recorded at write time.
 
-    Returns ``{"fingerprint", "blocks", "checksummed"}``; raises :class:`StoreError` naming the
-    store and the feature ranges whose content differs from what was written.
+    Parameters
+    ----------
+    url : str or path
+        An fsdask store (local path or fsspec URL).
+    storage_options : mapping, optional
+        Passed to fsspec.
+
+    Returns
+    -------
+    dict
+        ``{"fingerprint", "blocks", "checksummed"}``.
+
+    Raises
+    ------
+    StoreError
+        Naming the store and the feature ranges whose content differs from what was written.
     """
-    ds = open_dataset(url, storage_options)
+    ds = open_fsdask(url, storage_options)
     shown = ds.attrs["store"]
     recorded = ds.attrs.get("fingerprint")
     if not recorded:
@@ -609,25 +304,13 @@ def verify_dataset(
             "re-create the store with `fsdask ingest`"
         )
     X = ds["X"].data
-    digests = _block_digests(X).compute()
+    digests = block_digests(X).compute()
     computed = combine_digests(digests, X.shape, X.dtype)
     if computed != recorded:
-        bounds = np.cumsum((0,) + X.chunks[1])
-        stored = ds.attrs.get("block_digests")
-        bad = [
-            j
-            for j in range(len(X.chunks[1]))
-            if stored and stored[32 * j : 32 * (j + 1)] != digests[j].tobytes().hex()
-        ]
-        where = (
-            ", ".join(f"{bounds[j]}–{bounds[j + 1] - 1}" for j in bad[:5])
-            + (" …" if len(bad) > 5 else "")
-            if bad
-            else "unknown (no per-block digests recorded)"
-        )
         raise StoreError(
             f"{shown}: content differs from what was written (fingerprint {computed} ≠ recorded "
-            f"{recorded}); features {where}; re-create the store with `fsdask ingest`"
+            f"{recorded}); features {_changed_blocks(X, digests, ds.attrs.get('block_digests'))}; "
+            "re-create the store with `fsdask ingest`"
         )
     return {
         "fingerprint": computed,
@@ -636,13 +319,29 @@ def verify_dataset(
     }
 
 
+def _changed_blocks(X: da.Array, digests: np.ndarray, stored: str | None) -> str:
+    """The feature ranges whose digest differs from the recorded one, for a message."""
+    bounds = np.cumsum((0,) + X.chunks[1])
+    bad = [
+        j
+        for j in range(len(X.chunks[1]))
+        if stored and stored[32 * j : 32 * (j + 1)] != digests[j].tobytes().hex()
+    ]
+    if not bad:
+        return "unknown (no per-block digests recorded)"
+    return ", ".join(f"{bounds[j]}–{bounds[j + 1] - 1}" for j in bad[:5]) + (
+        " …" if len(bad) > 5 else ""
+    )
+
+
 def dataset_fingerprint(X: da.Array | np.ndarray) -> str:
     """Content fingerprint of X: blake2b over per-feature-block digests (one pass)."""
     X = X if isinstance(X, da.Array) else da.from_array(np.asarray(X))
-    return combine_digests(_block_digests(X).compute(), X.shape, X.dtype)
+    return combine_digests(block_digests(X).compute(), X.shape, X.dtype)
 
 
-def _provenance(source: str, X: da.Array, extra: Mapping[str, Any] | None = None) -> dict:
+def provenance(source: str, X: da.Array, extra: Mapping[str, Any] | None = None) -> dict:
+    """The provenance attributes of a dataset written from ``source`` (``extra`` on top)."""
     from fsdask import __version__
 
     attrs = {
@@ -655,6 +354,40 @@ def _provenance(source: str, X: da.Array, extra: Mapping[str, Any] | None = None
     }
     attrs.update(extra or {})
     return attrs
+
+
+def _canonical(ds: xr.Dataset, chunk_bytes: int, block: int | None) -> tuple[xr.Dataset, int]:
+    """``ds`` in the stored layout (X in (all samples × ``block``) chunks, string ids), and
+    the block width."""
+    if "X" not in ds:
+        raise InputError("the Dataset to write has no variable 'X'")
+    X = ds["X"]
+    if X.dims != ("sample", "feature"):
+        X = X.transpose("sample", "feature")
+    n, p = X.shape
+    block = min(block or feature_block_size(n, X.dtype.itemsize, chunk_bytes), p)
+    data = (
+        X.data
+        if isinstance(X.data, da.Array)
+        else da.from_array(np.asarray(X.data), chunks=(n, block))
+    )
+    out = xr.Dataset(coords={k: v for k, v in ds.coords.items()})
+    out["X"] = (("sample", "feature"), data.rechunk((n, block)))
+    for name, var in ds.data_vars.items():
+        if name != "X":
+            out[name] = var.chunk() if hasattr(var, "chunk") else var
+    for c in ("sample", "feature"):
+        if c not in out.coords:
+            out = out.assign_coords({c: np.arange(out.sizes[c])})
+        if out[c].dtype.kind in "UT" or out[c].dtype == object:
+            out = out.assign_coords({c: np.array([str(v) for v in out[c].values], dtype=object)})
+    # the format attribute goes in first, so an interrupted write is recognisable as fsdask's
+    # (and refused as incomplete) rather than opened as a foreign store
+    out.attrs = {
+        **{k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR},
+        FORMAT_ATTR: FORMAT_VERSION,
+    }
+    return out, block
 
 
 def write_dataset(
@@ -675,40 +408,30 @@ def write_dataset(
     ``block`` features, the last block possibly shorter): parallel writers never share a
     chunk, which is what corrupts misaligned writes (dask#12583, zarr-python#3514).
     The completion marker is written last.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        With ``X`` (sample, feature), lazy or in memory; written block by block (memory:
+        one block per task).
+    url : str or path
+        Local path or fsspec URL; an existing fsdask dataset is replaced only with
+        ``overwrite``, anything else never.
+    storage_options, chunk_bytes, block, overwrite, source, attrs, inputs
+        fsspec options; the target block size (or the block width itself); replace an
+        fsdask dataset; provenance; the command's inputs (never written over).
+
+    Returns
+    -------
+    str
+        The content fingerprint.
     """
-    url = os.fspath(url)
-    if "X" not in ds:
-        raise InputError("the Dataset to write has no variable 'X'")
-    X = ds["X"]
-    if X.dims != ("sample", "feature"):
-        X = X.transpose("sample", "feature")
-    n, p = X.shape
-    block = block or feature_block_size(n, X.dtype.itemsize, chunk_bytes)
-    block = min(block, p)
-    data = (
-        X.data
-        if isinstance(X.data, da.Array)
-        else da.from_array(np.asarray(X.data), chunks=(n, block))
-    )
-    data = data.rechunk((n, block))
-    out = xr.Dataset(coords={k: v for k, v in ds.coords.items()})
-    out["X"] = (("sample", "feature"), data)
-    for name, var in ds.data_vars.items():
-        if name != "X":
-            out[name] = var.chunk() if hasattr(var, "chunk") else var
-    for c in ("sample", "feature"):
-        if c not in out.coords:
-            out = out.assign_coords({c: np.arange(out.sizes[c])})
-        if out[c].dtype.kind in "UT" or out[c].dtype == object:
-            out = out.assign_coords({c: np.array([str(v) for v in out[c].values], dtype=object)})
-    # the format attribute goes in first, so an interrupted write is recognisable as fsdask's
-    # (and refused as incomplete) rather than opened as a foreign store
-    out.attrs = {
-        **{k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR},
-        FORMAT_ATTR: FORMAT_VERSION,
-    }
+    loc = Location.of(url, storage_options)
+    out, block = _canonical(ds, chunk_bytes, block)
+    data = out["X"].data
+    n = data.shape[0]
     encoding = checksum_encoding(out.variables, {"X": {"chunks": (n, block)}})
-    kwargs = _zarr_kwargs(url, storage_options)
+    kwargs = loc.zarr_kwargs()
     with atomic_store(url, storage_options, overwrite=overwrite, inputs=inputs) as target:
         try:
             write = out.to_zarr(
@@ -720,16 +443,15 @@ def write_dataset(
                 compute=False,
                 **kwargs,
             )
-            _, digests = dask.compute(write, _block_digests(data))
+            _, digests = dask.compute(write, block_digests(data))
         except (PermissionError, OSError) as exc:
             if isinstance(exc, FsdaskError):
                 raise
             raise StoreError(
-                f"{safe_url(url)}: could not write ({type(exc).__name__}: {exc}); "
-                f"{_storage_hint(url)}"
+                f"{loc.shown}: could not write ({type(exc).__name__}: {exc}); {loc.storage_hint()}"
             ) from None
         fingerprint = combine_digests(digests, data.shape, data.dtype)
-        final_attrs = _provenance(source, data, attrs)
+        final_attrs = provenance(source, data, attrs)
         final_attrs.update(
             {
                 "fingerprint": fingerprint,

@@ -266,15 +266,6 @@ def _write_state(path: str, state: dict) -> None:
         ) from None
 
 
-def _exists(target: str, storage_options: dict | None) -> bool:
-    from fsdask.io.store import _exists as store_exists
-
-    try:
-        return store_exists(target, storage_options)
-    except FsdaskError:
-        return False
-
-
 @contextlib.contextmanager
 def _cwd(path: str):
     old = os.getcwd()

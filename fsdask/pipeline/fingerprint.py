@@ -24,6 +24,8 @@ import json
 import os
 from typing import Any, Mapping
 
+from fsdask.io.location import Location
+
 #: options naming the inputs of each command (paths relative to the config's folder)
 INPUT_OPTIONS = {
     "ingest": ("source",),
@@ -44,10 +46,6 @@ def step_inputs(command: str, options: Mapping[str, Any]) -> list[str]:
             continue
         out += [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
     return out
-
-
-def _is_local(url: str) -> bool:
-    return "://" not in url or url.startswith("file://")
 
 
 def _hash_file(path: str) -> str:
@@ -109,10 +107,7 @@ def _local_fingerprint(path: str, previous: Mapping[str, Any] | None) -> dict | 
 
 
 def _remote_fingerprint(url: str, storage_options: Mapping[str, Any] | None) -> dict | None:
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    path = path.rstrip("/")
+    fs, path = Location.of(url, storage_options).fs()
     try:
         if fs.isfile(path):
             info = fs.info(path)
@@ -160,8 +155,9 @@ def fingerprint(
     """
     target = str(target)
     try:
-        if _is_local(target):
-            return _local_fingerprint(target.removeprefix("file://"), previous)
+        loc = Location.of(target, storage_options)
+        if loc.is_local:
+            return _local_fingerprint(loc.target, previous)
         return _remote_fingerprint(target, storage_options)
     except (
         Exception

@@ -33,6 +33,7 @@ import warnings
 from typing import Any
 
 from fsdask.errors import FsdaskError, ParameterError
+from fsdask.io.location import Location
 from fsdask.pipeline import fingerprint as fpr
 from fsdask.pipeline import history
 from fsdask.pipeline.lock import Locked, RunLock
@@ -311,7 +312,7 @@ class Session:
                 f"fsdask version changed ({rec.get('fsdask_version') or 'unrecorded'} → {_version()})"
             )
         for o in step.outputs():
-            if not _exists(o, self.so):
+            if not Location.of(o, self.so).found():
                 reasons.append(f"output {o} missing")
         return reasons
 
@@ -407,12 +408,6 @@ class Session:
                 )
             )
         history.append(self.history_path, rec)
-
-
-def _exists(target: str, storage_options) -> bool:
-    from fsdask.pipeline import _exists as exists
-
-    return exists(target, storage_options)
 
 
 def exit_code(exc: BaseException) -> int:

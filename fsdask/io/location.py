@@ -1,0 +1,659 @@
+"""Where data lives: one :class:`Location` type for a local path or an fsspec URL.
+
+zarr-python's ``abc/store.py`` is the model: an abstract type with one implementation per
+kind of storage (:class:`LocalLocation`, :class:`FsspecLocation`), built by
+:meth:`Location.of`.  Every question fsdask asks of a place is a method here — is
+anything there (:meth:`~Location.exists`), what (:meth:`~Location.what_is_there`), may it be
+replaced (:meth:`~Location.check_output`), write it so that a crash never leaves something
+that looks finished (:meth:`~Location.publish`), remove what fsdask made
+(:meth:`~Location.remove`), how zarr/xarray reach it (:meth:`~Location.zarr_kwargs`), is the
+storage answering (:meth:`~Location.check_reachable`), and how it is named in messages
+(:attr:`~Location.shown`, never with credentials).  The URL helpers (is it local, strip
+``file://``, the fsspec file system of a URL) exist only in this module.
+
+The rule every output follows (dataset, result, evaluation, report, CSV table):
+
+* a place where something exists is refused unless ``overwrite`` is given, and even then
+  only an fsdask output *of the same kind* is replaced — never the command's own input, a
+  folder with other content, or a file fsdask did not write;
+* replacement is publish-then-swap: the new output is written complete under a temporary
+  name next to the target and only then takes the target's place, so the old output stays
+  whole until the new one is complete.  Locally that is two renames; object storage has no
+  rename, so the complete temporary store is copied over the target with its root
+  ``zarr.json`` (which holds the completion marker) copied last — that write is the switch.
+  A run killed midway leaves only temporaries named by fsdask
+  (``.NAME.fsdask-tmp-HOST-PID-HEX``), which the next run on the same target removes (a
+  temporary of another host of a shared file system only once it is a day old).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import json
+import os
+import re
+import shutil
+import uuid
+from typing import Any, Iterator, Mapping, Sequence
+
+from fsdask.errors import StoreError
+from fsdask.io.secrets import redact
+
+COMPLETE_ATTR = "fsdask_complete"
+KIND_ATTR = "fsdask_kind"
+#: a report folder is recognised by this file (written last)
+REPORT_MARKER = "fsdask-report.json"
+TMP_TAG = ".fsdask-tmp-"
+OLD_TAG = ".fsdask-old-"
+#: a temporary of another host (a shared file system) is removed only when older than this
+FOREIGN_TEMP_AGE_S = 24 * 3600
+#: first lines of the CSV tables fsdask writes (how an existing table is recognised as ours)
+CSV_HEADERS = ("rank,feature,weight,selected", "n_features,", "# fsdask")
+
+
+def is_local_url(url: Any) -> bool:
+    """Whether ``url`` names a local path (no scheme, or ``file://``)."""
+    url = str(url)
+    return "://" not in url or url.startswith("file://")
+
+
+def safe_url(url: Any) -> str:
+    """``url`` with any ``user:password@`` part removed (for logs and provenance)."""
+    url = str(url)
+    if "://" in url and "@" in url.split("://", 1)[1].split("/", 1)[0]:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://{rest.split('@', 1)[1]}"
+    return url
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host with this pid exists (ours or another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def host_tag() -> str:
+    """This host's name as a field of a file name: letters and digits only, at most 32."""
+    import socket
+
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+
+
+def legacy_kind(attrs: Mapping[str, Any], names: set[str]) -> str | None:
+    """The kind of a store written before :data:`KIND_ATTR` existed."""
+    if not attrs.get(COMPLETE_ATTR) and "fsdask_format" not in attrs:
+        return None
+    if "X" in names or "fsdask_format" in attrs:
+        return "dataset"
+    if "weight" in names and "method" in attrs:
+        return "result"
+    return None
+
+
+def stale_pattern(base: str) -> re.Pattern:
+    """Names of fsdask's own temporaries next to ``base`` (this release's and the older
+    ``.NAME.tmp-HEX[.old]``)."""
+    return re.compile(
+        rf"^\.{re.escape(base)}(?:\.fsdask-(?P<what>tmp|old)-(?P<host>[A-Za-z0-9]+)-(?P<pid>\d+)"
+        rf"-[0-9a-f]{{8}}|\.tmp-[0-9a-f]{{8}}(?P<legacy_old>\.old)?)$"
+    )
+
+
+def temp_name(final: str) -> str:
+    """The temporary name, next to ``final``, under which a new output of this run is written."""
+    head, base = final.rsplit("/", 1) if "/" in final else ("", final)
+    return f"{head}/.{base}{TMP_TAG}{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def complete_remote(fs: Any, path: str) -> bool:
+    """Whether the store at ``path`` of ``fs`` carries the completion marker."""
+    try:
+        return bool(
+            json.loads(fs.cat(path.rstrip("/") + "/zarr.json"))
+            .get("attributes", {})
+            .get(COMPLETE_ATTR)
+        )
+    except Exception:
+        return False
+
+
+def copy_over(fs: Any, src: str, dst: str) -> None:
+    """Replace the store at ``dst`` by the complete store at ``src``; the root ``zarr.json`` last."""
+    root = dst + "/zarr.json"
+    if fs.exists(root):  # first un-mark the old store: from here on readers refuse it
+        meta = json.loads(fs.cat(root))
+        meta.get("attributes", {}).pop(COMPLETE_ATTR, None)
+        fs.pipe(root, json.dumps(meta).encode())
+    new = {f[len(src) + 1 :] for f in fs.find(src)}
+    old = {f[len(dst) + 1 :] for f in fs.find(dst)} if fs.exists(dst) else set()
+    stale = [dst + "/" + k for k in sorted(old - new) if k != "zarr.json"]
+    if stale:
+        fs.rm(stale)
+    for key in sorted(new - {"zarr.json"}):
+        fs.copy(src + "/" + key, dst + "/" + key)
+    fs.copy(src + "/zarr.json", root)
+    fs.invalidate_cache()
+
+
+class Location(abc.ABC):
+    """A place where fsdask reads or writes: a local path or an fsspec URL.
+
+    Parameters
+    ----------
+    url : str
+        As the user gave it (``data.zarr``, ``file:///x``, ``s3://KEY:SECRET@bucket/x``).
+    storage_options : mapping, optional
+        Passed to fsspec (credentials, ``endpoint_url``, …); never shown.
+    """
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None):
+        self.url = str(url)
+        self.storage_options = dict(storage_options or {})
+
+    @staticmethod
+    def of(url: Any, storage_options: Mapping[str, Any] | None = None) -> Location:
+        """The :class:`LocalLocation` or :class:`FsspecLocation` of ``url``."""
+        url = os.fspath(url) if isinstance(url, os.PathLike) else str(url)
+        cls = LocalLocation if is_local_url(url) else FsspecLocation
+        return cls(url, storage_options)
+
+    is_local: bool = False
+
+    @property
+    def shown(self) -> str:
+        """The URL without credentials (what messages and provenance show)."""
+        return safe_url(self.url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.shown!r})"
+
+    @property
+    @abc.abstractmethod
+    def target(self) -> str:
+        """What zarr/xarray/h5py open: the local path, or the URL."""
+
+    @abc.abstractmethod
+    def exists(self) -> bool:
+        """Whether anything is stored here."""
+
+    def found(self) -> bool:
+        """Whether anything is stored here; False also when the storage cannot be asked."""
+        try:
+            return self.exists()
+        except StoreError:
+            return False
+
+    @abc.abstractmethod
+    def what_is_there(self) -> tuple[str, str | None]:
+        """(description, fsdask kind or None) of what is here; ("", None) when nothing is."""
+
+    @abc.abstractmethod
+    def cleanup_stale(self) -> list[str]:
+        """Remove the temporaries a killed run left next to this place; return what was removed."""
+
+    @abc.abstractmethod
+    def publish(
+        self, *, kind: str, overwrite: bool = False, inputs: Sequence[Any] = ()
+    ) -> contextlib.AbstractContextManager[str]:
+        """Yield a temporary place to write the output; publish it if the block succeeds.
+
+        The caller writes the whole output there, completion marker included (for a store:
+        :data:`COMPLETE_ATTR` and ``KIND_ATTR = kind``; for a report folder:
+        :data:`REPORT_MARKER`).  :meth:`check_output` is applied before and again at the
+        swap.  If the block raises, the temporary output is removed and the target is
+        untouched.
+        """
+
+    @abc.abstractmethod
+    def delete(self) -> None:
+        """Delete what is here (called by :meth:`remove` once it is known to be fsdask's)."""
+
+    def fs(self) -> tuple[Any, str]:
+        """(fsspec file system, path without the protocol and trailing slash)."""
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        return fs, path.rstrip("/")
+
+    def zarr_kwargs(self) -> dict:
+        """Keyword arguments that let xarray/zarr reach this place."""
+        return {}
+
+    def check_reachable(self, timeout: float = 3.0) -> None:
+        """Fail fast with :class:`StoreError` when the storage does not answer (no-op locally)."""
+        return None
+
+    def storage_hint(self) -> str:
+        """What to check when this place cannot be read (for the end of an error message)."""
+        return "check the path"
+
+    def overlaps(self, other: Location) -> bool:
+        """Whether ``other`` is this place, or one contains the other."""
+        if self.is_local != other.is_local:
+            return False
+        pa, pb = self.canonical(), other.canonical()
+        sep = os.sep if self.is_local else "/"
+        return pa == pb or pa.startswith(pb + sep) or pb.startswith(pa + sep)
+
+    def canonical(self) -> str:
+        """A normalised name for comparisons."""
+        return redact(self.url).rstrip("/")
+
+    def check_output(
+        self, *, kind: str, overwrite: bool = False, inputs: Sequence[Any] = ()
+    ) -> None:
+        """Refuse an output place that would destroy something; call before any computation.
+
+        Raises
+        ------
+        StoreError
+            Saying what is there and what to do: the place is (inside) an input, holds
+            something fsdask did not write, an fsdask output of another kind, or one of
+            the same kind without ``overwrite``.
+        """
+        shown = redact(self.url)
+        for source in inputs:
+            if source is not None and self.overlaps(Location.of(source)):
+                raise StoreError(
+                    f"{shown}: this is (or contains, or is inside) the input "
+                    f"{redact(os.fspath(source))} of this command; writing there would destroy "
+                    "the input — choose another path"
+                )
+        what, found = self.what_is_there()
+        if what:
+            if found is None:
+                raise StoreError(
+                    f"{shown}: {what} is there; fsdask replaces only its own outputs, so it "
+                    "leaves it alone even with --overwrite — choose another path or move it "
+                    "away yourself"
+                )
+            if found != kind:
+                raise StoreError(
+                    f"{shown}: an fsdask {found} is there, not a {kind}; fsdask replaces only "
+                    "an output of the same kind — choose another path"
+                )
+            if not overwrite:
+                raise StoreError(
+                    f"{shown}: an fsdask {kind} already exists there; pass --overwrite "
+                    "(API: overwrite=True) to replace it, or choose another path"
+                )
+        self.check_writable()
+
+    def check_writable(self) -> None:
+        """Refuse a place whose folder cannot be written (local only)."""
+        return None
+
+    def remove(self, kind: str) -> bool:
+        """Remove the fsdask output of ``kind`` here; return whether something was removed.
+
+        Raises
+        ------
+        StoreError
+            When what is here is not an fsdask output of ``kind`` (fsdask never deletes what
+            it did not write).
+        """
+        what, found = self.what_is_there()
+        if not what:
+            return False
+        if found != kind:
+            raise StoreError(
+                f"{redact(self.url)}: {what} is there, not an fsdask {kind}; fsdask removes "
+                "only its own outputs — remove it yourself if it should go"
+            )
+        self.delete()
+        return True
+
+
+class LocalLocation(Location):
+    """A path of this machine's file system (``file://`` accepted)."""
+
+    is_local = True
+
+    @property
+    def path(self) -> str:
+        """The path without ``file://`` (relative paths stay relative)."""
+        return self.url.removeprefix("file://")
+
+    @property
+    def abspath(self) -> str:
+        """The absolute path."""
+        return os.path.abspath(self.path)
+
+    @property
+    def target(self) -> str:
+        return self.path
+
+    def canonical(self) -> str:
+        return os.path.realpath(self.abspath).rstrip(os.sep)
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def is_hdf5(self) -> bool:
+        """Whether this is an HDF5 file (by its signature)."""
+        if not os.path.isfile(self.path):
+            return False
+        with open(self.path, "rb") as fh:
+            return fh.read(8) == b"\x89HDF\r\n\x1a\n"
+
+    def what_is_there(self) -> tuple[str, str | None]:
+        path = self.abspath
+        if not os.path.lexists(path):
+            return "", None
+        if not os.path.isdir(path):
+            return "a file", file_kind(path)
+        entries = set(os.listdir(path))
+        if not entries:
+            return "", None
+        if "zarr.json" in entries:
+            return self._store_kind(path, entries)
+        if REPORT_MARKER in entries:
+            extra = sorted(
+                e
+                for e in entries
+                if not (e == REPORT_MARKER or e.endswith((".html", ".png", ".csv")))
+            )
+            if extra:
+                return f"an fsdask report with other files added ({', '.join(extra[:3])})", None
+            return "an fsdask report", "report"
+        return f"a folder with other content ({len(entries)} entries)", None
+
+    @staticmethod
+    def _store_kind(path: str, entries: set[str]) -> tuple[str, str | None]:
+        try:
+            with open(os.path.join(path, "zarr.json")) as fh:
+                attrs = json.load(fh).get("attributes", {}) or {}
+        except (OSError, ValueError):
+            return "a folder with other content", None
+        kind = attrs.get(KIND_ATTR) or legacy_kind(attrs, entries)
+        if kind is None:
+            return "a Zarr store fsdask did not write", None
+        extra = sorted(
+            e
+            for e in entries
+            if e != "zarr.json" and not os.path.exists(os.path.join(path, e, "zarr.json"))
+        )
+        if extra:  # someone put files into the store: replacing it would delete them
+            return f"an fsdask {kind} with other files added ({', '.join(extra[:3])})", None
+        return f"an fsdask {kind}", kind
+
+    def check_writable(self) -> None:
+        parent = os.path.dirname(self.abspath)
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise StoreError(f"{self.url}: {parent} is a file, not a folder; choose another path")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"{self.url}: the folder {parent} is not writable; choose another path or fix "
+                "its permissions"
+            )
+
+    def cleanup_stale(self) -> list[str]:
+        final = self.abspath
+        parent, base = os.path.dirname(final), os.path.basename(final)
+        if not os.path.isdir(parent):
+            return []
+        pattern, removed = stale_pattern(base), []
+        for name in sorted(os.listdir(parent)):
+            m = pattern.match(name)
+            path = os.path.join(parent, name)
+            if not m or not _abandoned(m, path):
+                continue
+            if (m.group("what") == "old" or m.group("legacy_old")) and not os.path.lexists(final):
+                os.replace(path, final)
+                continue
+            discard(path)
+            removed.append(path)
+        return removed
+
+    @contextlib.contextmanager
+    def publish(
+        self, *, kind: str, overwrite: bool = False, inputs: Sequence[Any] = ()
+    ) -> Iterator[str]:
+        self.check_output(kind=kind, overwrite=overwrite, inputs=inputs)
+        self.cleanup_stale()
+        final = self.abspath
+        try:
+            os.makedirs(os.path.dirname(final), exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"{self.url}: cannot create the parent folder ({exc}); check the path"
+            ) from None
+        tmp = temp_name(final)
+        try:
+            yield tmp
+            self._swap(tmp, kind, overwrite)
+        finally:
+            for _ in range(2):  # writer threads of a failed compute may still add files
+                discard(tmp)
+
+    def _swap(self, tmp: str, kind: str, overwrite: bool) -> None:
+        self.check_output(kind=kind, overwrite=overwrite)  # again: it may have changed
+        final = self.abspath
+        if os.path.isdir(final) and not os.listdir(final):
+            os.rmdir(final)
+        if not os.path.lexists(final):
+            os.replace(tmp, final)
+            return
+        old = tmp.replace(TMP_TAG, OLD_TAG)
+        os.replace(final, old)
+        os.replace(tmp, final)
+        discard(old)
+
+    @contextlib.contextmanager
+    def publish_file(
+        self, *, kind: str = "csv", overwrite: bool = False, inputs: Sequence[Any] = ()
+    ) -> Iterator[str]:
+        """Like :meth:`publish` for a single file (a CSV table, a netCDF evaluation)."""
+        self.check_output(kind=kind, overwrite=overwrite, inputs=inputs)
+        self.cleanup_stale()
+        tmp = temp_name(self.abspath)
+        try:
+            yield tmp
+            self.check_output(kind=kind, overwrite=overwrite)
+            os.replace(tmp, self.abspath)
+        except OSError as exc:
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(
+                f"{self.url}: could not write ({type(exc).__name__}: {exc.strerror or exc}); "
+                "check the path, the free space and the permissions"
+            ) from None
+        finally:
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+
+    def delete(self) -> None:
+        discard(self.abspath)
+
+
+class FsspecLocation(Location):
+    """A URL reached through fsspec (``s3://``, ``gs://``, ``memory://``, …)."""
+
+    @property
+    def target(self) -> str:
+        return self.url
+
+    @property
+    def protocol(self) -> str:
+        """The URL's scheme (``s3``)."""
+        return self.url.split("://", 1)[0]
+
+    def exists(self) -> bool:
+        try:
+            fs, path = self.fs()
+            return bool(fs.exists(path + "/zarr.json") or fs.exists(path))
+        except FileNotFoundError:
+            return False
+        except Exception as exc:
+            raise StoreError(
+                f"{self.shown}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
+                f"{self.storage_hint()}"
+            ) from None
+
+    def zarr_kwargs(self) -> dict:
+        if self.protocol == "s3":
+            try:
+                import s3fs  # noqa: F401
+            except ImportError as exc:
+                raise StoreError(
+                    f"{self.url}: s3:// needs s3fs; install the extra: pip install 'fsdask[s3]'"
+                ) from exc
+        return {"storage_options": dict(self.storage_options)}
+
+    def storage_hint(self) -> str:
+        return (
+            "check the URL, the endpoint and the credentials (environment variables or "
+            "--storage-option key=value), and that the bucket exists"
+        )
+
+    def endpoint(self) -> str | None:
+        """The explicit ``endpoint_url`` of the storage options, if any."""
+        so = self.storage_options
+        return so.get("endpoint_url") or (so.get("client_kwargs") or {}).get("endpoint_url")
+
+    def check_reachable(self, timeout: float = 3.0) -> None:
+        """Probe an explicit ``endpoint_url`` (a TCP connect, no request).
+
+        Without this, botocore's and s3fs's retries take many seconds before reporting a
+        connection error.
+        """
+        import socket
+        from urllib.parse import urlparse
+
+        ep = self.endpoint()
+        if not ep:
+            return
+        u = urlparse(ep)
+        host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
+        if not host:
+            raise StoreError(
+                f"{self.shown}: endpoint_url {ep!r} is not a URL; use e.g. http://host:9000"
+            )
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                pass
+        except OSError as exc:
+            raise StoreError(
+                f"{self.shown}: storage unreachable: nothing answers at {ep} "
+                f"({type(exc).__name__}: {exc}); check endpoint_url and that the server "
+                "is running and reachable from here"
+            ) from None
+
+    def what_is_there(self) -> tuple[str, str | None]:
+        try:
+            fs, path = self.fs()
+            if fs.exists(path + "/zarr.json"):
+                attrs = json.loads(fs.cat(path + "/zarr.json")).get("attributes", {}) or {}
+                names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
+                kind = attrs.get(KIND_ATTR) or legacy_kind(attrs, names)
+                what = "a Zarr store fsdask did not write" if kind is None else f"an fsdask {kind}"
+                return what, kind
+            if fs.exists(path):
+                what = "other content" if fs.isdir(path) else "an object fsdask did not write"
+                return what, None
+            return "", None
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(
+                f"{redact(self.url)}: storage unreachable or unreadable "
+                f"({type(exc).__name__}: {exc}); check the URL, the endpoint and the credentials"
+            ) from None
+
+    def cleanup_stale(self) -> list[str]:
+        fs, path = self.fs()
+        parent, base = path.rsplit("/", 1) if "/" in path else ("", path)
+        pattern, removed = stale_pattern(base), []
+        try:
+            names = fs.ls(parent, detail=False, refresh=True)
+        except FileNotFoundError:
+            return []
+        for full in names:
+            name = full.rstrip("/").rsplit("/", 1)[-1]
+            if not pattern.match(name):
+                continue
+            if complete_remote(fs, full) and not complete_remote(fs, path):
+                copy_over(fs, full.rstrip("/"), path)  # a swap that was interrupted: finish it
+            fs.rm(full, recursive=True)
+            removed.append(full)
+        return removed
+
+    @contextlib.contextmanager
+    def publish(
+        self, *, kind: str, overwrite: bool = False, inputs: Sequence[Any] = ()
+    ) -> Iterator[str]:
+        self.check_output(kind=kind, overwrite=overwrite, inputs=inputs)
+        self.cleanup_stale()
+        fs, path = self.fs()
+        tmp_path = temp_name(path)
+        tmp_url = f"{self.protocol}://{tmp_path}"
+        keep = False
+        try:
+            yield tmp_url
+            # something may have appeared at the target while this ran: the same rule again
+            self.check_output(kind=kind, overwrite=overwrite)
+            try:
+                copy_over(fs, tmp_path, path)
+            except Exception as exc:
+                # the old store may already be un-marked: the complete new output is the only
+                # whole copy left, so it stays where it is
+                keep = True
+                raise StoreError(
+                    f"{redact(self.url)}: publishing the finished output failed midway "
+                    f"({type(exc).__name__}); the complete output is kept at "
+                    f"{redact(tmp_url)} — re-run, or copy it to the target"
+                ) from None
+        finally:
+            if not keep:
+                with contextlib.suppress(Exception):
+                    fs.rm(tmp_path, recursive=True)
+
+    def delete(self) -> None:
+        fs, path = self.fs()
+        fs.rm(path, recursive=True)
+        fs.invalidate_cache()
+
+
+def file_kind(path: str) -> str | None:
+    """``csv`` / ``evaluation`` for local files fsdask writes, else None."""
+    try:
+        if path.endswith(".nc"):
+            import xarray as xr
+
+            with xr.open_dataset(path) as ds:
+                return ds.attrs.get(KIND_ATTR)
+        with open(path, "rb") as fh:
+            first = fh.readline(200).decode("utf-8", "replace")
+        return "csv" if first.startswith(CSV_HEADERS) else None
+    except Exception:
+        return None
+
+
+def _abandoned(m: re.Match, path: str) -> bool:
+    """Whether the run that made this temporary is gone (its process, or a day for another host)."""
+    if not m.group("pid"):
+        return True
+    if m.group("host") == host_tag():
+        return not pid_alive(int(m.group("pid")))
+    import time
+
+    try:
+        return time.time() - os.lstat(path).st_mtime > FOREIGN_TEMP_AGE_S
+    except OSError:
+        return False
+
+
+def discard(path: str) -> None:
+    """Remove a local file or folder that fsdask made (a temporary, a replaced output)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.remove(path)

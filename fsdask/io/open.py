@@ -1,0 +1,183 @@
+"""The door for reading: :func:`open_dataset` dispatches a URL or an object to its reader.
+
+fsdask stores go to :func:`fsdask.io.store.open_fsdask`; ``.h5ad`` files, AnnData-on-Zarr
+stores and in-memory ``AnnData`` to :mod:`fsdask.io.anndata`; any other Zarr store to
+:mod:`fsdask.io.foreign` (re-blocked by :mod:`fsdask.io.rechunk`); a scipy.sparse matrix to
+:func:`fsdask.io.anndata.sparse_blocks`.  The read options arrive whole, as one
+:class:`~fsdask.io.options.ReadOptions`; loose keywords are folded into it here and nothing
+below sees them loose.  Missing labels are refused or dropped here, once, for every reader.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Mapping
+
+import numpy as np
+import xarray as xr
+import zarr
+
+from fsdask._validation import DEFAULT_CHUNK_BYTES
+from fsdask.errors import FsdaskError, InputError, StoreError
+from fsdask.io.anndata import from_anndata, is_anndata_group, open_anndata, sparse_blocks
+from fsdask.io.foreign import open_foreign_zarr
+from fsdask.io.location import Location
+from fsdask.io.options import ReadOptions
+from fsdask.io.rechunk import to_feature_blocks
+from fsdask.io.store import is_fsdask_attrs, open_fsdask
+
+log = logging.getLogger("fsdask")
+
+
+def open_dataset(
+    url: Any,
+    storage_options: Mapping[str, Any] | None = None,
+    options: ReadOptions | None = None,
+    *,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    require_complete: bool = True,
+    **loose: Any,
+) -> xr.Dataset:
+    """Open a dataset lazily: an fsdask store, any Zarr v2/v3 store, an AnnData file/store or object.
+
+    Parameters
+    ----------
+    url
+        Local path or fsspec URL (``s3://bucket/data.zarr``) of a Zarr store (fsdask's, or
+        written by xarray / zarr-python, v2 or v3, consolidated or not), an ``.h5ad`` file or
+        an AnnData-on-Zarr store; or an in-memory ``anndata.AnnData`` or scipy.sparse matrix.
+    storage_options
+        Passed to fsspec (credentials, ``endpoint_url``, ``anon``, …).  Never logged or stored.
+    options : ReadOptions, optional
+        Which matrix, dims and label to read, ``drop_unlabelled``, ``rechunk_to``,
+        ``memory_budget``, ``nan_policy`` (see :class:`~fsdask.io.options.ReadOptions`).
+    chunk_bytes
+        The target size of a feature block.
+    require_complete
+        Refuse fsdask stores whose write did not finish (default).
+    **loose
+        The fields of :class:`~fsdask.io.options.ReadOptions` as keywords (``variable=``,
+        ``sample_dim=``, ``label=``, ``drop_unlabelled=``, …), applied on top of ``options``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``X(sample, feature)`` backed by dask in (all samples × feature block) chunks; ``y``
+        when present.  A store fsdask did not write is only read, and its dataset has an
+        attribute ``foreign`` saying so (shown by ``fsdask info``).  Memory: nothing is read
+        until computed, then one block per task.
+    """
+    options = read_options(url, options, loose)  # a bad option is refused before any read
+    if not isinstance(url, (str, os.PathLike)):
+        return _open_object(url, options, chunk_bytes)
+    loc = Location.of(url, storage_options)
+    if loc.is_local and not loc.exists():
+        raise StoreError(
+            f"{loc.url}: no such file or directory; give the path of a Zarr store, an .h5ad "
+            "file or create a store with `fsdask ingest`"
+        )
+    loc.check_reachable()
+    if _is_hdf5(loc):
+        ds = open_anndata(
+            loc.url, storage_options, hdf5=True, options=options, chunk_bytes=chunk_bytes
+        )
+        return labelled(ds, options.drop_unlabelled)
+    node = _open_node(loc)
+    if node is None or is_fsdask_attrs(dict(node.attrs)):
+        # labels were checked when fsdask wrote it
+        return open_fsdask(loc.url, storage_options, require_complete=require_complete)
+    if is_anndata_group(node):
+        ds = open_anndata(
+            loc.url, storage_options, hdf5=False, options=options, chunk_bytes=chunk_bytes
+        )
+        return labelled(ds, options.drop_unlabelled)
+    return labelled(_open_foreign(node, loc, options, chunk_bytes), options.drop_unlabelled)
+
+
+def read_options(url: Any, options: ReadOptions | None, loose: Mapping[str, Any]) -> ReadOptions:
+    """``ReadOptions.of(options, **loose)``; an error names the data it was meant for."""
+    try:
+        return ReadOptions.of(options, **loose)
+    except FsdaskError as exc:
+        where = Location.of(url).shown if isinstance(url, (str, os.PathLike)) else "open_dataset"
+        raise type(exc)(f"{where}: {exc}") from None
+
+
+def _open_object(obj: Any, options: ReadOptions, chunk_bytes: int) -> xr.Dataset:
+    """An in-memory AnnData or scipy.sparse matrix as a dataset."""
+    if type(obj).__name__ == "AnnData":
+        ds = from_anndata(obj, options=options, chunk_bytes=chunk_bytes)
+        return labelled(ds, options.drop_unlabelled)
+    if hasattr(obj, "tocsc") and hasattr(obj, "nnz"):  # scipy.sparse: dense one block at a time
+        return xr.Dataset(
+            {"X": (("sample", "feature"), sparse_blocks(obj, chunk_bytes))},
+            coords={"sample": np.arange(obj.shape[0]), "feature": np.arange(obj.shape[1])},
+            attrs={"source": f"in-memory {type(obj).__name__}"},
+        )
+    raise InputError(
+        f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
+        f"got {type(obj).__name__}"
+    )
+
+
+def _open_foreign(node: Any, loc: Location, options: ReadOptions, chunk_bytes: int) -> xr.Dataset:
+    """A Zarr store fsdask did not write, re-blocked to feature blocks."""
+    ds = open_foreign_zarr(node, loc.target, options)
+    X = to_feature_blocks(
+        ds["X"].data,
+        where=loc.shown,
+        options=options,
+        chunk_bytes=chunk_bytes,
+        storage_options=loc.storage_options,
+    )
+    ds["X"] = (("sample", "feature"), X)
+    ds.attrs["store"] = loc.shown
+    return ds
+
+
+def labelled(ds: xr.Dataset, drop: bool) -> xr.Dataset:
+    """Refuse missing labels (NaN, as the openers encode them), or drop their samples."""
+    where = ds.attrs.get("store") or ds.attrs.get("source") or "the dataset"
+    if "y" not in ds:
+        if drop:
+            raise InputError(
+                f"{where}: --drop-unlabelled leaves out samples without a label, but no label "
+                "was found; name it with --label"
+            )
+        return ds
+    y = ds["y"].values
+    missing = np.isnan(y) if y.dtype.kind == "f" else np.zeros(y.shape, bool)
+    if not missing.any():
+        return ds
+    name = ds["y"].attrs.get("label", "y")
+    if not drop:
+        first = ", ".join(str(s) for s in ds["sample"].values[missing][:3])
+        raise InputError(
+            f"{where}: label {name!r} is missing for {int(missing.sum())} sample(s) (NaN, None "
+            f"or blank; first: {first}); fill them in, or leave them out with --drop-unlabelled"
+        )
+    keep = np.flatnonzero(~missing)
+    if keep.size == 0:
+        raise InputError(f"{where}: no sample has a label {name!r}; nothing would be left")
+    log.warning("%s: left out %d sample(s) without a label", where, missing.sum())
+    out = ds.isel(sample=keep)
+    if "class_names" in ds.attrs:  # class codes: whole numbers again
+        out["y"] = out["y"].astype(np.int64)
+    out.attrs["dropped_unlabelled_samples"] = int(missing.sum())
+    return out
+
+
+def _is_hdf5(loc: Location) -> bool:
+    """An HDF5 file (.h5ad): by its signature when local, by its suffix otherwise."""
+    if loc.is_local:
+        return loc.is_hdf5()
+    return loc.url.rstrip("/").lower().endswith((".h5ad", ".h5", ".hdf5"))
+
+
+def _open_node(loc: Location) -> Any:
+    """The store's root group (or root array), any Zarr format; ``None`` if Zarr cannot open it."""
+    try:
+        return zarr.open(loc.target, mode="r", **loc.zarr_kwargs())
+    except Exception:
+        return None  # the fsdask path reports why, with its established messages

@@ -1,4 +1,4 @@
-"""Imports point one way: io → linalg → methods → evaluate/report → commands/pipeline → cli.
+"""Imports point one way: io → linalg → methods → evaluate/report → api → pipeline → cli.
 
 An AST scan of every module of the package (imports inside functions included): a module may
 import from its own layer or a lower one, never from a higher one.
@@ -27,12 +27,20 @@ LAYERS = {
     "fsdask.datasets": 2,
     "fsdask.evaluate": 3,
     "fsdask.report": 3,
-    "fsdask.commands": 4,
-    "fsdask.pipeline": 4,
+    "fsdask.api": 4,
     "fsdask.testing": 4,
-    "fsdask.cli": 5,
+    "fsdask.pipeline": 5,
+    "fsdask.cli": 6,
 }
-NAMES = {0: "io", 1: "linalg", 2: "methods", 3: "evaluate/report", 4: "commands/pipeline", 5: "cli"}
+NAMES = {
+    0: "io",
+    1: "linalg",
+    2: "methods",
+    3: "evaluate/report",
+    4: "api",
+    5: "pipeline",
+    6: "cli",
+}
 
 
 def layer(module: str) -> int | None:
@@ -92,6 +100,8 @@ def test_imports_point_down(path):
 
 def test_the_scan_sees_upward_imports():
     probe = PACKAGE / "io" / "probe.py"
-    source = "def f():\n    from fsdask.commands.select import select\n    from ..linalg import reductions\n"
+    source = (
+        "def f():\n    from fsdask.api.select import select\n    from ..linalg import reductions\n"
+    )
     up = [m for _, m in imports(probe, source) if layer(m) > layer(module_name(probe))]
-    assert up == ["fsdask.commands.select.select", "fsdask.linalg.reductions"]
+    assert up == ["fsdask.api.select.select", "fsdask.linalg.reductions"]

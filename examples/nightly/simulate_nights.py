@@ -82,7 +82,7 @@ def main() -> None:
     a = ap.parse_args()
 
     from fsdask.pipeline import run_pipeline
-    from fsdask.pipeline.history import (
+    from fsdask.api.runs import (
         history_path,
         read_history,
         table,

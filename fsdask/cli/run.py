@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from fsdask import pipeline
+from fsdask.pipeline import load_config, run_pipeline
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    from fsdask import pipeline
-
     p = sub.add_parser(
         "run",
         help="run a pipeline described in YAML (resumes after a crash)",
@@ -32,8 +33,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fsdask.pipeline import load_config, run_pipeline
-
     summary = run_pipeline(
         args.config,
         restart=args.restart,

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any, Mapping
 
-from fsdask.commands import add_storage_options, storage_options
+from fsdask.api import export
+from fsdask.cli.options import add_storage_options, storage_options
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -30,36 +29,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     add_storage_options(p)
     return p
-
-
-def export(
-    result: str,
-    *,
-    anndata: str,
-    output: str,
-    storage_options: Mapping[str, Any] | None = None,
-    stdout=None,
-) -> str:
-    """Write ``result``'s selection into a copy of ``anndata`` at ``output``; return ``output``."""
-    import os
-
-    from fsdask.errors import StoreError
-    from fsdask.io.anndata import annotate_anndata
-    from fsdask.results import open_result
-
-    if os.path.exists(output):  # checked before anything is read
-        raise StoreError(
-            f"{output} already exists; choose another output path (fsdask never overwrites "
-            "what it did not write)"
-        )
-    res = open_result(result, storage_options=dict(storage_options or {}))
-    out = annotate_anndata(res, anndata, out=output)
-    print(
-        f"{out}: {anndata} with var['fsdask_selected'] ({int(res['selected'].values.sum())} selected), "
-        "var['fsdask_weight'], var['fsdask_rank'] and uns['fsdask'] added",
-        file=stdout or sys.stdout,
-    )
-    return out
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,7 +1,9 @@
-"""The ``fsdask`` command line.
+"""The ``fsdask`` command line: argparse adapters over :mod:`fsdask.api` and :mod:`fsdask.pipeline`.
 
-Each subcommand lives in :mod:`fsdask.commands` as a module with ``add_parser(subparsers)``
-and ``run(args) -> int``; a module that is absent is simply not offered.  Errors that
+Each subcommand is a module ``fsdask.cli.NAME`` with ``add_parser(subparsers)`` and
+``run(args) -> int``, which turns the parsed options into one call of the command's function
+(:mod:`fsdask.api`; ``run``: :func:`fsdask.pipeline.run_pipeline`); a module that is absent is
+simply not offered.  Errors that
 fsdask raises on purpose (bad input, unreachable storage, bad parameters) become a
 one-line message on stderr and exit status 2; anything else is a bug: exit 1, with where to
 report it (``--debug`` shows the traceback).  Every line printed on error, and every log
@@ -16,10 +18,22 @@ import logging
 import sys
 
 from fsdask import __version__
-from fsdask.commands import COMMANDS as SUBCOMMANDS
 from fsdask.errors import FsdaskError
 from fsdask.io.secrets import RedactingFilter, redact
 
+#: the subcommands, in the order ``fsdask --help`` lists them
+SUBCOMMANDS = (
+    "ingest",
+    "info",
+    "select",
+    "evaluate",
+    "report",
+    "export",
+    "verify",
+    "run",
+    "history",
+    "demo",
+)
 BUG_REPORT = (
     "this is a bug in fsdask; please report it with the command line and the output of "
     "the same command with --debug (README.md, section Safety)"
@@ -40,9 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
-            mod = importlib.import_module(f"fsdask.commands.{name}")
+            mod = importlib.import_module(f"fsdask.cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"fsdask.commands.{name}":
+            if exc.name == f"fsdask.cli.{name}":
                 continue
             raise
         p = mod.add_parser(sub)
@@ -140,7 +154,3 @@ def _quiet_unraisable(verbose: int) -> None:
 def _one_line(exc: BaseException) -> str:
     text = str(exc)
     return " ".join(text.split()) if text else ""
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -34,30 +34,17 @@ def _ranking(ds, result, method, params, so) -> tuple[np.ndarray, str, object]:
     return ranking_of(est), method, est.result_
 
 
-def _reconstruction(
-    ds,
-    result,
-    method,
-    params,
-    so,
-    *,
-    max_features,
-    all_rows,
-    csv,
-    overwrite,
-    inputs,
-    scheduler,
-    memory_limit,
-    stdout,
-) -> None:
-    from fsdask.cluster import scheduler as run_on
+def _reconstruction_curve(ds, result, method, params, so, max_features) -> tuple[str, np.ndarray]:
+    """(method name, reconstruction error of the top 1..q features), ranked on all samples."""
     from fsdask.evaluate import reconstruction_curve
-    from fsdask.results import write_table
 
-    with run_on(scheduler, memory_limit=memory_limit):
-        order, name, _ = _ranking(ds, result, method, params, so)
-        q = min(max_features, order.size)
-        curve = reconstruction_curve(ds["X"], order[:q])
+    order, name, _ = _ranking(ds, result, method, params, so)
+    q = min(max_features, order.size)
+    return name, reconstruction_curve(ds["X"], order[:q])
+
+
+def _print_reconstruction(name: str, curve: np.ndarray, all_rows: bool, stdout) -> None:
+    q = curve.size
     print(
         f"**{name}** — normalised reconstruction error ‖X − X_S X_S⁺ X‖²_F / ‖X‖²_F of the top q features "
         "(features centred; ranking on all samples)\n",
@@ -67,15 +54,19 @@ def _reconstruction(
     shown = sorted({m for m in (1, 2, 3, 5, 10, 20, 30, 40, 50, 100, 200, 500) if m <= q} | {q})
     for m in range(1, q + 1) if all_rows else shown:
         print(f"| {m} | {curve[m - 1]:.5f} | {1 - curve[m - 1]:.5f} |", file=stdout)
-    if csv:
-        import pandas as pd
 
-        table = pd.DataFrame(
-            {"reconstruction_error": curve, "pev": 1 - curve},
-            index=pd.Index(np.arange(1, q + 1), name="n_features"),
-        )
-        write_table(table, csv, overwrite=overwrite, inputs=inputs)
-        print(f"curve written to {csv}", file=stdout)
+
+def _write_reconstruction(curve: np.ndarray, csv: str, overwrite: bool, inputs, stdout) -> None:
+    import pandas as pd
+
+    from fsdask.results import write_table
+
+    table = pd.DataFrame(
+        {"reconstruction_error": curve, "pev": 1 - curve},
+        index=pd.Index(np.arange(1, curve.size + 1), name="n_features"),
+    )
+    write_table(table, csv, overwrite=overwrite, inputs=inputs)
+    print(f"curve written to {csv}", file=stdout)
 
 
 @command(outputs=("output", "csv"), inputs=("data", "result"), reads=DATA_READS)
@@ -114,24 +105,18 @@ def evaluate(
     ----------
     data : str
         The dataset: a store :func:`fsdask.open_dataset` reads, or a ``.npz`` file.
-    result : str, optional
-        A result written by ``select`` whose ranking is evaluated (instead of ``method``).
-    method, params : str, mapping
-        The selector refitted in the protocol (instead of ``result``).
+    result, method, params
+        A result of ``select`` whose ranking is evaluated, or the selector (registry name and
+        parameters) refitted in the protocol: one of the two.
     protocol, folds, seed, classifier, C, neighbors, selection, max_features, standardize, parallel
         The protocol (:func:`fsdask.evaluate.evaluate`).
     reconstruction : bool
         Print the reconstruction error of the top features instead of a classifier's error.
-    output, csv : str, optional
-        Where to write the evaluation store and the error curve.
-    all_rows, overwrite, scheduler, memory_limit
-        Print every row; replace fsdask outputs of the same kind; where to run.
-    read : ReadOptions, optional
-        How to read a dataset other tools wrote.
-    storage_options : mapping, optional
-        fsspec storage options.
-    stdout : file, optional
-        Where to print (default: ``sys.stdout``).
+    output, csv, all_rows, overwrite
+        Where to write the evaluation store and the error curve; print every row; replace
+        fsdask outputs of the same kind.
+    scheduler, memory_limit, read, storage_options, stdout
+        Where to run; how to read a dataset other tools wrote; fsspec options; where to print.
 
     Returns
     -------
@@ -143,31 +128,34 @@ def evaluate(
     inputs = _check(data, result, method, selection, max_features, output, csv, so, overwrite)
     ds = open_data(data, so, read)
     if reconstruction:
-        _reconstruction(
-            ds, result, method, params, so, max_features=max_features, all_rows=all_rows,
-            csv=csv, overwrite=overwrite, inputs=inputs, scheduler=scheduler,
-            memory_limit=memory_limit, stdout=stdout,
-        )  # fmt: skip
+        from fsdask.cluster import scheduler as run_on
+
+        with run_on(scheduler, memory_limit=memory_limit):
+            name, curve = _reconstruction_curve(ds, result, method, params, so, max_features)
+        _print_reconstruction(name, curve, all_rows, stdout)
+        if csv:
+            _write_reconstruction(curve, csv, overwrite, inputs, stdout)
         return None
-    common = dict(
-        protocol=protocol, n_splits=folds, classifier=classifier, C=C, n_neighbors=neighbors,
-        n_features=max_features, random_state=seed, standardize=standardize, scheduler=scheduler,
-    )  # fmt: skip
+    refit = dict(selection=selection or "inside", parallel=parallel)
+    common = dict(protocol=protocol, n_splits=folds, classifier=classifier, C=C)
+    common.update(n_neighbors=neighbors, n_features=max_features, random_state=seed)
+    common.update(standardize=standardize, scheduler=scheduler)
+    res = _cross_validate(ds, result, method, params, so, refit, common)
+    _print(res, ds, all_rows, stdout)
+    _write(res, output, csv, so, overwrite, inputs, stdout)
+    return res
+
+
+def _cross_validate(ds, result, method, params, so, refit: dict, common: dict):
+    """The evaluation of a saved result's ranking, or of ``method`` refitted in the protocol."""
     if result is not None:
         from fsdask.evaluate import evaluate_result
         from fsdask.results import open_result
 
-        res = evaluate_result(ds, None, open_result(result, storage_options=so), **common)
-    else:
-        from fsdask.evaluate import evaluate as cv_evaluate
+        return evaluate_result(ds, None, open_result(result, storage_options=so), **common)
+    from fsdask.evaluate import evaluate as cv_evaluate
 
-        res = cv_evaluate(
-            ds, None, method, dict(params or {}), selection=selection or "inside",
-            parallel=parallel, **common,
-        )  # fmt: skip
-    _print(res, ds, all_rows, stdout)
-    _write(res, output, csv, so, overwrite, inputs, stdout)
-    return res
+    return cv_evaluate(ds, None, method, dict(params or {}), **refit, **common)
 
 
 def _check(data, result, method, selection, max_features, output, csv, so, overwrite) -> tuple:

@@ -56,21 +56,11 @@ def ingest(
     str
         The content fingerprint of the dataset written.
     """
-    import math
-
-    from fsdask.errors import ParameterError
     from fsdask.io import ingest as ingest_file
     from fsdask.io import open_dataset
     from fsdask.io.store import describe, safe_url
 
     so = dict(storage_options or {})
-    if (
-        isinstance(chunk_mb, bool)
-        or not isinstance(chunk_mb, (int, float))
-        or not math.isfinite(chunk_mb)
-        or chunk_mb <= 0
-    ):
-        raise ParameterError(f"--chunk-mb={chunk_mb!r}: expected a size in MiB > 0 (e.g. 64)")
     fingerprint = ingest_file(
         source,
         url,
@@ -78,7 +68,7 @@ def ingest(
         sep=sep,
         storage_options=so,
         overwrite=overwrite,
-        chunk_bytes=max(1, int(chunk_mb * 2**20)),
+        chunk_bytes=_chunk_bytes(chunk_mb),
         x_key=x_key,
         y_key=y_key,
         **(read or ReadOptions()).as_dict(),
@@ -91,3 +81,19 @@ def ingest(
             file=stdout or sys.stdout,
         )
     return fingerprint
+
+
+def _chunk_bytes(chunk_mb: Any) -> int:
+    """``--chunk-mb`` in bytes, or a ParameterError."""
+    import math
+
+    from fsdask.errors import ParameterError
+
+    if (
+        isinstance(chunk_mb, bool)
+        or not isinstance(chunk_mb, (int, float))
+        or not math.isfinite(chunk_mb)
+        or chunk_mb <= 0
+    ):
+        raise ParameterError(f"--chunk-mb={chunk_mb!r}: expected a size in MiB > 0 (e.g. 64)")
+    return max(1, int(chunk_mb * 2**20))

@@ -38,18 +38,11 @@ def report(
         The dataset the result was computed on (adds a heatmap and class means).
     evaluation : sequence of str
         Evaluations written by ``evaluate --output``.
-    csv : bool
-        Also write ``out/ranked.csv``.
-    top : int
-        How many top features to list.
-    title : str, optional
-        The page title.
-    overwrite : bool
-        Replace an fsdask report at ``out``.
-    read : ReadOptions, optional
-        How to read a dataset other tools wrote.
-    storage_options : mapping, optional
-        fsspec storage options.
+    csv, top, title, overwrite
+        Also write ``out/ranked.csv``; how many top features to list; the page title;
+        replace an fsdask report at ``out``.
+    read, storage_options
+        How to read a dataset other tools wrote; fsspec storage options.
     history : str, optional
         A pipeline's state file (or config); adds its run-history page (also alone, without
         a result).
@@ -61,7 +54,6 @@ def report(
     str
         The path of the report's index page.
     """
-    from fsdask.api.runs import history_pages, history_report
     from fsdask.evaluate import open_evaluation
     from fsdask.io.outputs import check_output
     from fsdask.report import make_report
@@ -73,28 +65,47 @@ def report(
         evaluation = [evaluation]
     inputs = tuple(x for x in (result, data, *evaluation) if x)
     check_output(out, kind="report", overwrite=overwrite, inputs=inputs)
-    pages = None
+    pages = _history_pages(history, result)
+    if result is None:
+        return _history_only(out, pages, overwrite, inputs, stdout)
+    res = open_result(result, storage_options=so)
+    ds = open_data(data, so, read) if data else None
+    evs = [open_evaluation(e, storage_options=so) for e in evaluation]
+    index = make_report(
+        res,
+        out,
+        data=ds,
+        evaluations=evs,
+        csv=csv,
+        top=top,
+        title=title,
+        overwrite=overwrite,
+        inputs=inputs,
+        extra=pages,
+    )
+    print(f"report written to {index} (open it in a browser)", file=stdout or sys.stdout)
+    return str(index)
+
+
+def _history_pages(history: str | None, result: str | None):
+    """The history pages' writer, read (and checked) before anything is computed; None without ``history``."""
     if history:
-        pages = history_pages(history)  # read (and checked) before anything is computed
-        if result is None:
-            index = history_report(out, pages, overwrite=overwrite, inputs=inputs)
-            print(
-                f"history report written to {index} (open it in a browser)",
-                file=stdout or sys.stdout,
-            )
-            return str(index)
-    elif result is None:
+        from fsdask.api.runs import history_pages
+
+        return history_pages(history)
+    if result is None:
         from fsdask.errors import ParameterError
 
         raise ParameterError(
             "fsdask report: give a RESULT, or --history STATE for the run-history page"
         )
-    res = open_result(result, storage_options=so)
-    ds = open_data(data, so, read) if data else None
-    evs = [open_evaluation(e, storage_options=so) for e in evaluation]
-    index = make_report(
-        res, out, data=ds, evaluations=evs, csv=csv, top=top, title=title,
-        overwrite=overwrite, inputs=inputs, extra=pages,
-    )  # fmt: skip
-    print(f"report written to {index} (open it in a browser)", file=stdout or sys.stdout)
+    return None
+
+
+def _history_only(out: str, pages, overwrite: bool, inputs: tuple, stdout) -> str:
+    """A report folder holding the run-history page alone; return its path."""
+    from fsdask.api.runs import history_report
+
+    index = history_report(out, pages, overwrite=overwrite, inputs=inputs)
+    print(f"history report written to {index} (open it in a browser)", file=stdout or sys.stdout)
     return str(index)

@@ -282,23 +282,12 @@ def _plot_series(
     plt.close(fig)
 
 
-def write_history_report(state: str, out_dir: str, *, page: str = "history.html") -> str:
-    """Write ``out_dir/page`` with plots of the history next to ``state``; return its path."""
+def _plot_history(records: list[dict], rows: list[dict], night: dict, out_dir: str) -> None:
+    """history_selected.png, history_stability.png and history_runtime.png in ``out_dir``."""
     from fsdask.report import pyplot
 
-    state = state_of(state)
-    hpath = history_path(state)
-    records = read_history(hpath)
-    if not records:
-        raise ParameterError(
-            f"{hpath}: no run history yet; it is written by `fsdask run` next to the "
-            "state file — pass the state file (or config) of a pipeline that has run"
-        )
     plt = pyplot()
     os.makedirs(out_dir, exist_ok=True)
-    runs = list(dict.fromkeys(r.get("run") for r in records))
-    night = {run: i + 1 for i, run in enumerate(runs)}
-    rows = with_stability(records)
     by_step: dict[str, list[dict]] = {}
     for r in rows:
         by_step.setdefault(r["step"], []).append(r)
@@ -323,6 +312,22 @@ def write_history_report(state: str, out_dir: str, *, page: str = "history.html"
     for r in records:
         steps.setdefault(r["step"], []).append((night[r.get("run")], r.get("seconds")))
     _plot_series(plt, steps, "runtime (s)", os.path.join(out_dir, "history_runtime.png"))
+
+
+def write_history_report(state: str, out_dir: str, *, page: str = "history.html") -> str:
+    """Write ``out_dir/page`` with plots of the history next to ``state``; return its path."""
+    state = state_of(state)
+    hpath = history_path(state)
+    records = read_history(hpath)
+    if not records:
+        raise ParameterError(
+            f"{hpath}: no run history yet; it is written by `fsdask run` next to the "
+            "state file — pass the state file (or config) of a pipeline that has run"
+        )
+    runs = list(dict.fromkeys(r.get("run") for r in records))
+    night = {run: i + 1 for i, run in enumerate(runs)}
+    rows = with_stability(records)
+    _plot_history(records, rows, night, out_dir)
     changed = [r for r in rows if r["jaccard"] is not None and r["jaccard"] < 1]
     trs = "".join(
         f"<tr><td>{night[r['run']]}</td><td>{html.escape(str(r.get('date', ''))[:19])}</td>"

@@ -41,12 +41,10 @@ def select(
     ----------
     url : str
         The input dataset.
-    method : str
-        A name of :data:`fsdask.methods.REGISTRY`.
+    method, params
+        A name of :data:`fsdask.methods.REGISTRY` and the estimator's keyword arguments.
     output : str
         The result store to write (local path or URL).
-    params : mapping, optional
-        The estimator's keyword arguments.
     csv : str, optional
         Also write the ranked table to this CSV file.
     top : int
@@ -55,14 +53,11 @@ def select(
         Replace an fsdask result (or table) of the same kind at ``output`` / ``csv``.
     scheduler, memory_limit, progress
         Where to run (:func:`fsdask.cluster.scheduler`) and whether to show progress.
-    read : ReadOptions, optional
-        How to read a dataset other tools wrote.
-    storage_options : mapping, optional
-        fsspec storage options.
+    read, storage_options
+        How to read a dataset other tools wrote; fsspec storage options.
     checkpoint_every : int or str, optional
         Checkpoint iterative fits every ``5`` iterations or ``"60s"`` to
-        ``<output>.fsdask-checkpoint``; an existing checkpoint there is resumed unless
-        ``resume=False``; it is removed once the result is published.
+        ``<output>.fsdask-checkpoint``; it is removed once the result is published.
     resume : bool, optional
         Continue from (True) or ignore (False) an existing checkpoint; None: continue when one
         exists.

@@ -41,6 +41,7 @@ BUG_REPORT = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``fsdask`` and of every subcommand this installation offers."""
     parser = argparse.ArgumentParser(
         prog="fsdask",
         description="Out-of-core, distributed feature selection on chunked Zarr data.",
@@ -70,13 +71,9 @@ def _install_redaction() -> None:
             handler.addFilter(RedactingFilter())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
-    level = logging.WARNING - 10 * min(args.verbose, 2)
+def _configure_logging(verbose: int) -> None:
+    """Log to stderr, redacted; ``-v`` raises fsdask's level, ``-vv`` dask's too."""
+    level = logging.WARNING - 10 * min(verbose, 2)
     # only fsdask's own logger (and, with -vv, dask's) become verbose: the storage libraries
     # (botocore, s3fs, aiohttp, urllib3, fsspec) log request headers that carry credentials,
     # so they stay at WARNING whatever -v says
@@ -88,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     _install_redaction()
     logging.getLogger("fsdask").setLevel(level)
     for noisy in ("distributed", "dask", "bokeh", "tornado"):
-        logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
     for secret_bearing in (
         "botocore",
         "aiobotocore",
@@ -102,7 +99,29 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(secret_bearing).setLevel(logging.WARNING)
     # a storage call that fails raises in fsdask's code, which reports it in one line; the
     # event loop's "exception never retrieved" notes about the cancelled retries are noise
-    logging.getLogger("asyncio").setLevel(logging.DEBUG if args.verbose >= 2 else logging.CRITICAL)
+    logging.getLogger("asyncio").setLevel(logging.DEBUG if verbose >= 2 else logging.CRITICAL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``fsdask ARGV``; return the exit status.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 done; 2 bad input, parameters, storage or config (one line on stderr); 1 a bug;
+        75 another pipeline run holds the lock; 130 interrupted.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    _configure_logging(args.verbose)
     try:
         return int(args._run(args) or 0)
     except BrokenPipeError:

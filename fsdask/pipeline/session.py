@@ -371,8 +371,9 @@ def _describe(step: Step, kwargs: dict[str, Any]) -> str:
     shown = {
         k: (redact_options(v) if k == "storage_options" else v)
         for k, v in kwargs.items()
-        if not (k == "storage_options" and not v)
+        if not (k == "storage_options" and not v) and k != "read"
     }
+    shown.update(kwargs["read"].as_dict() if kwargs.get("read") else {})  # as the file gave them
     return redact(f"fsdask {step.command} " + " ".join(f"{k}={v}" for k, v in shown.items()))
 
 

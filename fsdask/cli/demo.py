@@ -10,6 +10,7 @@ from fsdask.cli.options import add_scheduler
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask demo`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "demo",
         help="run the end-to-end demo on a synthetic problem",
@@ -39,6 +40,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.demo` with the parsed options; return the exit status (0)."""
     demo(
         args.out,
         features=args.features,

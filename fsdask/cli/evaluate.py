@@ -34,6 +34,7 @@ examples
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask evaluate`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "evaluate",
         help="cross-validate a selection (LOO / k-fold, SVM / KNN)",
@@ -111,6 +112,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.evaluate` with the parsed options; return the exit status (0)."""
     evaluate(
         args.data,
         args.result,

@@ -9,6 +9,7 @@ from fsdask.cli.options import add_storage_options, storage_options
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask export`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "export",
         help="write a result back into an AnnData file (.h5ad or AnnData Zarr)",
@@ -32,6 +33,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.export` with the parsed options; return the exit status (0)."""
     export(
         args.result, anndata=args.anndata, output=args.output, storage_options=storage_options(args)
     )

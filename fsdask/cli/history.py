@@ -8,6 +8,7 @@ from fsdask.api import history
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask history`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "history",
         help="the run history of a pipeline, one line per selecting step and run",
@@ -30,5 +31,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.history` with the parsed options; return the exit status (0)."""
     history(args.state, top=args.top, as_json=args.json)
     return 0

@@ -14,6 +14,7 @@ from fsdask.cli.options import (
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask info`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "info",
         help="describe a dataset or a result",
@@ -30,5 +31,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.info` with the parsed options; return the exit status (0)."""
     info(args.url, top=args.top, read=read_options(args), storage_options=storage_options(args))
     return 0

@@ -15,6 +15,7 @@ from fsdask.cli.options import (
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask ingest`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "ingest",
         help="convert .npz/.csv/.tsv/.mat/.h5ad to a chunked Zarr dataset",
@@ -63,6 +64,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.ingest` with the parsed options; return the exit status (0)."""
     ingest(
         args.source,
         args.url,

@@ -16,6 +16,7 @@ from fsdask.io.options import ReadOptions
 
 
 def add_storage_options(p: argparse.ArgumentParser) -> None:
+    """Add ``--storage-option KEY=VALUE`` (repeatable) to ``p``."""
     p.add_argument(
         "--storage-option",
         action="append",
@@ -48,6 +49,7 @@ class WorkerTimeout(argparse.Action):
 
 
 def add_scheduler(p: argparse.ArgumentParser) -> None:
+    """Add ``--scheduler``, ``--memory-limit``, ``--worker-timeout`` and ``--no-progress`` to ``p``."""
     p.add_argument(
         "--scheduler",
         default="threads",
@@ -73,7 +75,15 @@ def add_scheduler(p: argparse.ArgumentParser) -> None:
 
 
 def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
-    """Options of every command that reads a dataset other tools may have written."""
+    """Add the read options of a command that reads a dataset other tools may have written.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser.
+    label : bool
+        Also add ``--label`` and ``--drop-unlabelled`` (ingest declares its own).
+    """
     g = p.add_argument_group("data written by other tools (xarray, zarr-python, AnnData)")
     g.add_argument(
         "--variable",
@@ -129,6 +139,7 @@ def read_options(args: argparse.Namespace) -> ReadOptions:
 
 
 def add_overwrite(p: argparse.ArgumentParser) -> None:
+    """Add ``--overwrite`` to ``p``."""
     p.add_argument(
         "--overwrite",
         action="store_true",

@@ -15,6 +15,7 @@ from fsdask.cli.options import (
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask report`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "report",
         help="an HTML page with figures for a result",
@@ -51,6 +52,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.report` with the parsed options; return the exit status (0)."""
     report(
         args.result,
         out=args.out,

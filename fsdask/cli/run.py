@@ -9,6 +9,7 @@ from fsdask.pipeline import load_config, run_pipeline
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask run`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "run",
         help="run a pipeline described in YAML (resumes after a crash)",
@@ -33,6 +34,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.pipeline.run_pipeline` with the parsed options; return the exit status (0)."""
     summary = run_pipeline(
         args.config,
         restart=args.restart,

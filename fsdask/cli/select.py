@@ -16,6 +16,7 @@ from fsdask.cli.options import (
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask select`` to the subparsers ``sub``; return its parser."""
     from fsdask.methods import REGISTRY
 
     p = sub.add_parser(
@@ -76,6 +77,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.select` with the parsed options; return the exit status (0)."""
     select(
         args.url,
         method=args.method,

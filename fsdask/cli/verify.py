@@ -9,6 +9,7 @@ from fsdask.cli.options import add_scheduler, add_storage_options, storage_optio
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask verify`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "verify",
         help="check a dataset's content against its recorded fingerprint",
@@ -23,6 +24,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.verify` with the parsed options; return the exit status (0)."""
     verify(
         args.url,
         scheduler=args.scheduler,

@@ -1,6 +1,7 @@
 """One ``fsdask run``: lock, state, skip decisions, JSON log and history around the step loop.
 
-:class:`Session` is what the pipeline's step loop talks to::
+:func:`run_pipeline` checks every step's options, then runs the steps in order through a
+:class:`Session`, which is what the step loop talks to::
 
     with Session(config, restart=…, out=…, log_json=…) as night:
         night.preflight()
@@ -12,10 +13,9 @@
                 …run the step…
             night.done(i, step)
 
-State file (JSON, written atomically): ``format``, ``format_version``, ``fsdask_version``,
-``config`` and per completed step its option digest, input fingerprints, fsdask version,
-outputs, runtime and finish time.  A step is skipped only when all of these match and its
-outputs exist; otherwise it and every later step run.
+A step is skipped only when its recorded option digest, input fingerprints and fsdask
+version (:mod:`fsdask.pipeline.state`) match and its outputs exist; otherwise it and every
+later step run.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import time
 import warnings
 from typing import Any
 
-from fsdask.api import runs as history
+import fsdask.api.runs as history
+import fsdask.pipeline.fingerprint as fpr
 from fsdask.errors import FsdaskError, ParameterError
-from fsdask.pipeline import fingerprint as fpr
 from fsdask.pipeline.config import Step, load_config, step_kwargs
 from fsdask.pipeline.lock import Locked, RunLock
 from fsdask.pipeline.logjson import JsonLog, capture_iterations
@@ -153,6 +153,7 @@ class Session:
         self._old_sigterm = signal.signal(signal.SIGTERM, interrupt)
 
     def complete(self) -> None:
+        """Record that the run finished."""
         self.state["completed"] = now()
         write_state(self.pipe.state_path, self.state)
 
@@ -245,6 +246,7 @@ class Session:
         return True
 
     def start(self, i: int, step, shown: str = "") -> None:
+        """Announce and log that step ``i`` runs (and why); forget its earlier record."""
         self.rerun_rest = self.rerun_rest or f"earlier step {step.name!r} ran"
         self.state["steps"].pop(step.name, None)
         write_state(self.pipe.state_path, self.state)
@@ -277,6 +279,7 @@ class Session:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
     def done(self, i: int, step) -> None:
+        """Record step ``i`` as done: state, log, history."""
         seconds = round(time.perf_counter() - self._step_t0, 3)
         self.state["steps"][step.name] = {
             "digest": step.digest(),

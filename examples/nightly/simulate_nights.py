@@ -81,7 +81,6 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
 
-    from fsdask.pipeline import run_pipeline
     from fsdask.api.runs import (
         history_path,
         read_history,
@@ -89,6 +88,7 @@ def main() -> None:
         with_stability,
         write_history_report,
     )
+    from fsdask.pipeline import run_pipeline
 
     work = Path(a.work or tempfile.mkdtemp(prefix="fsdask-nightly-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,19 @@ from fsdask.errors import InputError
 PATH_DIM = re.compile(r"^(lambda|lambdas|rho|rhos|iteration|iterations|iter|step)$|_path$|^path")
 
 
-def _plt():
+def pyplot():
+    """matplotlib's ``pyplot`` on the Agg backend (figures are written to files, never shown).
+
+    Returns
+    -------
+    module
+        ``matplotlib.pyplot``.
+
+    Raises
+    ------
+    MissingDependencyError
+        When matplotlib (``fsdask[eval]``) is not installed.
+    """
     try:
         import matplotlib
 
@@ -66,7 +78,7 @@ def path_variables(result: xr.Dataset) -> list[str]:
 def _save(fig, path: Path) -> str:
     fig.tight_layout()
     fig.savefig(path, dpi=80)
-    _plt().close(fig)
+    pyplot().close(fig)
     return path.name
 
 
@@ -79,7 +91,7 @@ def _thin_ranks(p: int, n_points: int = 3000) -> np.ndarray:
 
 
 def plot_weights(result: xr.Dataset, out: Path) -> str:
-    plt = _plt()
+    plt = pyplot()
     order = np.argsort(result["rank"].values, kind="stable")
     w = result["weight"].values[order]
     k = int(result["selected"].values.sum())
@@ -102,7 +114,7 @@ def plot_weights(result: xr.Dataset, out: Path) -> str:
 
 
 def plot_convergence(objective: Sequence[float], out: Path) -> str:
-    plt = _plt()
+    plt = pyplot()
     obj = np.asarray(objective, dtype=np.float64)
     fig, axes = plt.subplots(1, 2, figsize=(8, 3))
     axes[0].plot(np.arange(1, obj.size + 1), obj, "o-", ms=3)
@@ -121,7 +133,7 @@ def plot_convergence(objective: Sequence[float], out: Path) -> str:
 
 
 def plot_path(result: xr.Dataset, var: str, out: Path, n_lines: int = 15) -> str:
-    plt = _plt()
+    plt = pyplot()
     da_ = result[var]
     pdim = next(d for d in da_.dims if PATH_DIM.search(str(d)))
     x = da_[pdim].values if pdim in da_.coords else np.arange(da_.sizes[pdim])
@@ -159,7 +171,7 @@ def plot_path(result: xr.Dataset, var: str, out: Path, n_lines: int = 15) -> str
 
 
 def plot_cv(evaluations: Sequence[Any], out: Path) -> str:
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for ev in evaluations:
         c = ev.curve
@@ -180,7 +192,7 @@ def plot_heatmap(
     class_names: Sequence[str] | None,
     out: Path,
 ) -> str:
-    plt = _plt()
+    plt = pyplot()
     Z = np.asarray(Xtop, dtype=np.float64)
     sd = Z.std(axis=0)
     Z = (Z - Z.mean(axis=0)) / np.where(sd > 0, sd, 1)

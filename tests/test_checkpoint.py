@@ -293,7 +293,7 @@ def test_pipeline_rerun_continues_the_killed_fit(store, tmp_path, caplog):
 
 def left_checkpoint(store, out, opts=SHORT):
     """A finished fit's checkpoint at ``out``'s place (the Python API leaves it; the CLI removes it)."""
-    from fsdask.commands import parse_kv
+    from fsdask.api import parse_kv
     from fsdask.methods import get_method
 
     params = parse_kv([opts[i + 1] for i in range(len(opts)) if opts[i] == "--param"])

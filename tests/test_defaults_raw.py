@@ -59,8 +59,8 @@ def test_defaults_find_relevant_features_on_raw_data_without_warning(weston, met
 
 
 def test_demo_defaults_no_warning(tmp_path, capsys):
+    from fsdask.api.demo import DEMO_METHODS
     from fsdask.cli import main
-    from fsdask.commands.demo import DEMO_METHODS
 
     assert all(set(p) <= {"n_features_to_select"} for _, p in DEMO_METHODS)  # defaults only
     with warnings.catch_warnings():

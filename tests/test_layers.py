@@ -35,7 +35,6 @@ LAYERS = {
     "fsdask.evaluate": 3,
     "fsdask.report": 3,
     "fsdask.api": 4,
-    "fsdask.commands": 4,  # replaced by fsdask.api (functions) and fsdask.cli (argparse)
     "fsdask.testing": 4,
     "fsdask.pipeline": 5,
     "fsdask.cli": 6,
@@ -95,26 +94,7 @@ def test_every_module_has_a_layer():
     assert [module_name(p) for p in MODULES if layer(module_name(p)) is None] == []
 
 
-#: modules that import upward at the commit the api < pipeline < cli order was added
-#: (fsdask.commands imports fsdask.pipeline); issue 39 moves them into fsdask.api
-UPWARD_TODAY = {"fsdask.commands.history", "fsdask.commands.report", "fsdask.commands.run"}
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(
-                strict=True, reason="issue 39: commands/ imports pipeline/ (api < pipeline)"
-            ),
-        )
-        if module_name(p) in UPWARD_TODAY
-        else p
-        for p in MODULES
-    ],
-    ids=lambda p: module_name(p),
-)
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
 def test_imports_point_down(path):
     me = layer(module_name(path))
     upward = [
@@ -127,9 +107,11 @@ def test_imports_point_down(path):
 
 def test_the_scan_sees_upward_imports():
     probe = PACKAGE / "io" / "probe.py"
-    source = "def f():\n    from fsdask.commands.select import select\n    from ..linalg import reductions\n"
+    source = (
+        "def f():\n    from fsdask.api.select import select\n    from ..linalg import reductions\n"
+    )
     up = [m for _, m in imports(probe, source) if layer(m) > layer(module_name(probe))]
-    assert up == ["fsdask.commands.select.select", "fsdask.linalg.reductions"]
+    assert up == ["fsdask.api.select.select", "fsdask.linalg.reductions"]
 
 
 # ---------------------------------------------------------------- issue 39: the doors

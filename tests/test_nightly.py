@@ -197,7 +197,7 @@ def test_log_json_and_history(night, tmp_path, capsys):
 
 
 def test_stability_against_previous_night():
-    from fsdask.pipeline.history import with_stability
+    from fsdask.api.runs import with_stability
 
     base = {"format": "fsdask-history/1", "step": "s", "n_features": 10, "n_selected": 3}
     recs = [

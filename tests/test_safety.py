@@ -728,8 +728,9 @@ def test_info_into_a_closed_pipe_is_quiet(data):
 
 
 def test_pipeline_boolean_strings_mean_what_they_say(tmp_path):
-    from fsdask.commands.select import select
-    from fsdask.pipeline import Step, _kwargs
+    from fsdask.api import select
+    from fsdask.pipeline import Step
+    from fsdask.pipeline import step_kwargs as _kwargs
 
     opts = {"url": "d.zarr", "method": "ttest", "output": "r.zarr"}
     for text, value in (("false", False), ("no", False), ("true", True), (False, False)):

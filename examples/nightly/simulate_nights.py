@@ -81,14 +81,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
 
-    from fsdask.pipeline import run_pipeline
-    from fsdask.pipeline.history import (
+    from fsdask.api.runs import (
         history_path,
         read_history,
         table,
         with_stability,
         write_history_report,
     )
+    from fsdask.pipeline import run_pipeline
 
     work = Path(a.work or tempfile.mkdtemp(prefix="fsdask-nightly-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -26,27 +26,6 @@ from typing import Any, Mapping
 
 from fsdask.io.location import Location
 
-#: options naming the inputs of each command (paths relative to the config's folder)
-INPUT_OPTIONS = {
-    "ingest": ("source",),
-    "select": ("url",),
-    "info": ("url",),
-    "evaluate": ("data", "result"),
-    "report": ("result", "data", "evaluation", "history"),
-    "verify": ("url",),
-    "export": ("result", "anndata"),
-}
-
-
-def step_inputs(command: str, options: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
-    for key in INPUT_OPTIONS.get(command, ()):
-        value = options.get(key)
-        if value is None:
-            continue
-        out += [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
-    return out
-
 
 def _hash_file(path: str) -> str:
     h = hashlib.blake2b(digest_size=16)
@@ -172,17 +151,3 @@ def same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     if a.get("kind") == "file" and b.get("kind") == "file":
         return a.get("size") == b.get("size") and a.get("hash") == b.get("hash")
     return dict(a) == dict(b)
-
-
-def short(fp: Mapping[str, Any] | None) -> str:
-    """A short printable id of a fingerprint (for tables and logs)."""
-    if fp is None:
-        return "-"
-    text = (
-        fp.get("fingerprint")
-        or fp.get("hash")
-        or fp.get("digest")
-        or fp.get("etag")
-        or json.dumps(fp)
-    )
-    return str(text).split(":")[-1][:12]

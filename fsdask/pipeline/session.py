@@ -1,6 +1,7 @@
 """One ``fsdask run``: lock, state, skip decisions, JSON log and history around the step loop.
 
-:class:`Session` is what the pipeline's step loop talks to::
+:func:`run_pipeline` checks every step's options, then runs the steps in order through a
+:class:`Session`, which is what the step loop talks to::
 
     with Session(config, restart=…, out=…, log_json=…) as night:
         night.preflight()
@@ -12,17 +13,15 @@
                 …run the step…
             night.done(i, step)
 
-State file (JSON, written atomically): ``format``, ``format_version``, ``fsdask_version``,
-``config`` and per completed step its option digest, input fingerprints, fsdask version,
-outputs, runtime and finish time.  A step is skipped only when all of these match and its
-outputs exist; otherwise it and every later step run.
+A step is skipped only when its recorded option digest, input fingerprints and fsdask
+version (:mod:`fsdask.pipeline.state`) match and its outputs exist; otherwise it and every
+later step run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
-import json
+import inspect
 import os
 import signal
 import socket
@@ -32,104 +31,14 @@ import time
 import warnings
 from typing import Any
 
+import fsdask.api.runs as history
+import fsdask.pipeline.fingerprint as fpr
 from fsdask.errors import FsdaskError, ParameterError
 from fsdask.io.location import Location
-from fsdask.pipeline import fingerprint as fpr
-from fsdask.pipeline import history
+from fsdask.pipeline.config import Step, load_config, step_kwargs
 from fsdask.pipeline.lock import Locked, RunLock
 from fsdask.pipeline.logjson import JsonLog, capture_iterations
-
-STATE_FORMAT = "fsdask-pipeline-state"
-STATE_VERSION = 2
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-
-
-def _version() -> str:
-    import fsdask
-
-    return fsdask.__version__
-
-
-def _newer(a: str, b: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(a) > Version(b)
-    except InvalidVersion:
-        return False
-
-
-def write_state(path: str, state: dict) -> None:
-    """Atomically, secrets redacted (:func:`fsdask.pipeline._write_state`)."""
-    from fsdask.pipeline import _write_state
-
-    _write_state(path, state)
-
-
-def _set_aside(path: str, why: str) -> str:
-    aside = f"{path}.{why}-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%S')}"
-    os.replace(path, aside)
-    return aside
-
-
-def read_state(path: str, config: str, *, restart: bool = False, out=None) -> dict:
-    """The recorded state of the pipeline ``config``; a fresh one when there is none.
-
-    A damaged state file, one of another pipeline or of a newer fsdask is refused with a
-    :class:`ParameterError`; with ``restart`` it is renamed aside (never deleted) instead.
-    """
-    fresh = {"format": STATE_FORMAT, "format_version": STATE_VERSION, "steps": {}}
-    if not os.path.exists(path):
-        return fresh
-    problem = None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            state = json.load(fh)
-        if (
-            not isinstance(state, dict)
-            or not isinstance(state.get("steps"), dict)
-            or not all(isinstance(v, dict) for v in state["steps"].values())
-        ):
-            raise ValueError("not a pipeline state")
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        problem = (
-            "corrupt",
-            f"{path}: the pipeline state is damaged or truncated ({exc}); "
-            "`fsdask run --restart` sets it aside and runs every step (outputs are kept)",
-        )
-        state = None
-    if state is not None:
-        theirs = str(state.get("fsdask_version") or "")
-        if (
-            state.get("format", STATE_FORMAT) != STATE_FORMAT
-            or int(state.get("format_version", 1)) > STATE_VERSION
-            or (theirs and _newer(theirs, _version()))
-        ):
-            problem = (
-                "newer",
-                f"{path}: written by fsdask {theirs or '?'} (state format "
-                f"{state.get('format_version', '?')}), newer than this fsdask {_version()}; upgrade "
-                "fsdask, or `fsdask run --restart` to set the state aside and run every step",
-            )
-        elif state.get("config") and os.path.realpath(str(state["config"])) != os.path.realpath(
-            config
-        ):
-            problem = (
-                "other",
-                f"{path}: the state of another pipeline ({state['config']}); give this "
-                "pipeline its own file with `state:` in its config, or `fsdask run --restart` "
-                "to set that state aside",
-            )
-    if problem is None:
-        return state if not restart else fresh
-    if not restart:
-        raise ParameterError(problem[1])
-    aside = _set_aside(path, problem[0])
-    print(f"--restart: set the state file aside as {aside}", file=out or sys.stdout, flush=True)
-    return fresh
+from fsdask.pipeline.state import STATE_FORMAT, STATE_VERSION, now, read_state, version, write_state
 
 
 class Session:
@@ -160,15 +69,13 @@ class Session:
     # -- the run ---------------------------------------------------------------------------
     def open(self) -> Session:
         """Log the start, read the config, take the lock, read the state and history."""
-        from fsdask.pipeline import load_config
-
         self._opened = True
         self._trap_sigterm()
         try:
             self.jlog.event(
                 "run_start",
                 config=os.path.abspath(os.fspath(self.config)),
-                fsdask_version=_version(),
+                fsdask_version=version(),
                 pid=os.getpid(),
                 host=socket.gethostname(),
                 restart=self.restart,
@@ -199,7 +106,7 @@ class Session:
             {
                 "format": STATE_FORMAT,
                 "format_version": STATE_VERSION,
-                "fsdask_version": _version(),
+                "fsdask_version": version(),
                 "config": self.pipe.path,
             }
         )
@@ -247,7 +154,8 @@ class Session:
         self._old_sigterm = signal.signal(signal.SIGTERM, interrupt)
 
     def complete(self) -> None:
-        self.state["completed"] = _now()
+        """Record that the run finished."""
+        self.state["completed"] = now()
         write_state(self.pipe.state_path, self.state)
 
     def _say(self, text: str) -> None:
@@ -265,7 +173,7 @@ class Session:
             if name not in {s.name for s in self.pipe.steps}
         }
         for i, step in enumerate(self.pipe.steps, 1):
-            for target in fpr.step_inputs(step.command, step.options):
+            for target in step.inputs():
                 norm = os.path.normpath(target)
                 if "://" in target or norm in produced or os.path.exists(target):
                     continue
@@ -288,7 +196,7 @@ class Session:
         rec = self.state["steps"].get(step.name)
         prev_inputs = (rec or {}).get("inputs") or {}
         reasons = []
-        for target in fpr.step_inputs(step.command, step.options):
+        for target in step.inputs():
             fp = fpr.fingerprint(target, self.so, prev_inputs.get(target))
             self._inputs[target] = fp
             if rec is None or self.rerun_rest:
@@ -307,9 +215,9 @@ class Session:
             return ["not run before"]
         if rec.get("digest") != step.digest():
             reasons.insert(0, "options changed")
-        if rec.get("fsdask_version") != _version():
+        if rec.get("fsdask_version") != version():
             reasons.append(
-                f"fsdask version changed ({rec.get('fsdask_version') or 'unrecorded'} → {_version()})"
+                f"fsdask version changed ({rec.get('fsdask_version') or 'unrecorded'} → {version()})"
             )
         for o in step.outputs():
             if not Location.of(o, self.so).found():
@@ -339,6 +247,7 @@ class Session:
         return True
 
     def start(self, i: int, step, shown: str = "") -> None:
+        """Announce and log that step ``i`` runs (and why); forget its earlier record."""
         self.rerun_rest = self.rerun_rest or f"earlier step {step.name!r} ran"
         self.state["steps"].pop(step.name, None)
         write_state(self.pipe.state_path, self.state)
@@ -371,15 +280,16 @@ class Session:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
     def done(self, i: int, step) -> None:
+        """Record step ``i`` as done: state, log, history."""
         seconds = round(time.perf_counter() - self._step_t0, 3)
         self.state["steps"][step.name] = {
             "digest": step.digest(),
             "command": step.command,
             "outputs": step.outputs(),
             "inputs": self._inputs,
-            "fsdask_version": _version(),
+            "fsdask_version": version(),
             "seconds": seconds,
-            "finished": _now(),
+            "finished": now(),
         }
         write_state(self.pipe.state_path, self.state)
         self._say(f"[{i}/{len(self.pipe.steps)}] {step.name}: ran in {seconds:.1f} s")
@@ -390,19 +300,20 @@ class Session:
 
     def _history(self, step, status: str, seconds: float) -> None:
         rec: dict[str, Any] = {
-            "date": _now(),
+            "date": now(),
             "run": self.jlog.run,
             "step": step.name,
             "command": step.command,
             "status": status,
             "seconds": seconds,
-            "fsdask_version": _version(),
+            "fsdask_version": version(),
             "inputs": {k: v for k, v in self._inputs.items()},
         }
-        if step.command == "select" and step.options.get("output"):
+        result = step.named().get(step.spec.result) if step.spec.result else None
+        if result:  # a selecting step: its selection goes into the history
             rec.update(
                 history.selection_summary(
-                    str(step.options["output"]),
+                    str(result),
                     self.so,
                     int(self.pipe.defaults.get("history_top_k", history.TOP_K)),
                 )
@@ -420,3 +331,136 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(code, int):
         return code
     return 2 if isinstance(exc, FsdaskError) else 1
+
+
+class StepFailed(FsdaskError):
+    """A pipeline step failed; ``exit_code`` is what the CLI returns.
+
+    Parameters
+    ----------
+    message : str
+        One line naming the step and the reason.
+    exit_code : int
+        2 for bad input, 1 for a bug, 75 when another run holds the lock.
+    """
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@contextlib.contextmanager
+def _cwd(path: str):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def _describe(step: Step, kwargs: dict[str, Any]) -> str:
+    """The step as a redacted one-liner for the log."""
+    from fsdask.io.secrets import redact, redact_options
+
+    shown = {
+        k: (redact_options(v) if k == "storage_options" else v)
+        for k, v in kwargs.items()
+        if not (k == "storage_options" and not v) and k != "read"
+    }
+    shown.update(kwargs["read"].as_dict() if kwargs.get("read") else {})  # as the file gave them
+    return redact(f"fsdask {step.command} " + " ".join(f"{k}={v}" for k, v in shown.items()))
+
+
+def run_pipeline(
+    config: str | os.PathLike,
+    *,
+    restart: bool = False,
+    out=None,
+    log_json: str | os.PathLike | None = None,
+    defaults: dict | None = None,
+) -> dict[str, str]:
+    """Run (or resume) the pipeline in ``config``.
+
+    Parameters
+    ----------
+    config : str or path-like
+        The pipeline file (:mod:`fsdask.pipeline`).
+    restart : bool
+        Ignore the recorded state (and every select step's fit checkpoint): run every step.
+    out : file, optional
+        Where steps print (default: ``sys.stdout``).
+    log_json : str or path-like, optional
+        Append JSON-lines events to this file.
+    defaults : dict, optional
+        Override the config's ``scheduler`` / ``memory_limit`` (e.g. sized from a batch
+        allocation).
+
+    Returns
+    -------
+    dict
+        ``{step name: "ran" | "skipped"}``.
+
+    Raises
+    ------
+    StepFailed
+        One line naming the step that failed; ``exit_code`` 75 when another run holds the lock.
+    """
+    out = out or sys.stdout
+    night = Session(config, restart=restart, out=out, log_json=log_json, defaults=defaults)
+    try:
+        night.open()
+    except Locked as exc:
+        raise StepFailed(str(exc), exit_code=exc.exit_code) from None
+    with night, _cwd(os.path.dirname(night.pipe.path)):
+        calls = _calls(night.pipe, restart)
+        night.preflight()
+        # an unwritable state file stops the run before any step
+        write_state(night.pipe.state_path, night.state)
+        for i, (step, kwargs) in enumerate(zip(night.pipe.steps, calls), 1):
+            if night.skip(i, step):
+                continue
+            night.start(i, step, shown=_describe(step, kwargs))
+            _run_step(night, i, step, kwargs, out)
+            night.done(i, step)
+        night.complete()
+    return night.summary
+
+
+def _calls(pipe, restart: bool) -> list[dict[str, Any]]:
+    """Every step's keyword arguments, checked before any step runs; secrets registered."""
+    from fsdask.io.secrets import register
+
+    register(pipe.defaults.get("storage_options"))
+    for step in pipe.steps:
+        register(
+            step.options.get("storage_options") or step.options.get("storage_option"),
+            *(str(v) for v in step.options.values() if isinstance(v, str)),
+        )
+    calls = []
+    for step in pipe.steps:
+        func = step.spec.function
+        kwargs = step_kwargs(step, func, pipe.defaults)
+        if restart and "resume" in inspect.signature(func).parameters and "resume" not in kwargs:
+            kwargs["resume"] = False  # --restart: a step's fit checkpoint is ignored too
+        calls.append(kwargs)
+    return calls
+
+
+def _run_step(night: Session, i: int, step: Step, kwargs: dict[str, Any], out) -> None:
+    """Call the step's function; a failure becomes a :class:`StepFailed` naming the step."""
+    from fsdask.io.secrets import redact
+
+    try:
+        with night.capture():
+            step.spec.function(**kwargs, stdout=out)
+    except FsdaskError as exc:
+        raise StepFailed(redact(f"step {i} ({step.name}) failed: {exc}")) from None
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        raise StepFailed(
+            redact(f"step {i} ({step.name}) failed unexpectedly: {type(exc).__name__}: {msg}"),
+            exit_code=1,
+        ) from exc

@@ -15,13 +15,14 @@ and writes each result next to the data:
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import time
 
-from fsdask.commands import add_scheduler
+from fsdask.api.common import check_count
+from fsdask.api.spec import command
 
+#: what the demo shows (the description of ``fsdask demo --help``)
+ABOUT = __doc__
 #: (method, parameters) run by the demo, in order: every method at its defaults on the raw
 #: data (only the number of features to report is set); a method whose module is not in
 #: this installation is skipped with a note.
@@ -44,48 +45,7 @@ CLUSTER_FEATURES, CLUSTER_RELEVANT_SHARE, CLUSTERS = 20_000, 0.005, 4
 PRINCIPAL_FEATURES, SOURCES = 20_000, 10
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "demo",
-        help="run the end-to-end demo on a synthetic problem",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "--out",
-        default="fsdask-demo",
-        help="folder for the data and results (default ./fsdask-demo)",
-    )
-    p.add_argument(
-        "--features", type=int, default=200_000, help="number of features (default 200000)"
-    )
-    p.add_argument("--samples", type=int, default=100, help="number of samples (default 100)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--methods",
-        default=None,
-        help="comma-separated methods to run (default: "
-        + ",".join(m for m, _ in DEMO_METHODS)
-        + ")",
-    )
-    add_scheduler(p)
-    p.set_defaults(scheduler="local:2")
-    return p
-
-
-def run(args: argparse.Namespace) -> int:
-    demo(
-        args.out,
-        features=args.features,
-        samples=args.samples,
-        seed=args.seed,
-        methods=args.methods.split(",") if args.methods else None,
-        scheduler=args.scheduler,
-        memory_limit=args.memory_limit,
-    )
-    return 0
-
-
+@command(outputs=("folder",), step=False)
 def demo(
     folder: str = "fsdask-demo",
     *,
@@ -96,14 +56,36 @@ def demo(
     scheduler: str = "local:2",
     memory_limit: str | None = None,
 ) -> None:
-    """Run the demo into ``folder`` (its data and results are replaced on a re-run; nothing else is)."""
+    """Run the demo into ``folder`` (its data and results are replaced on a re-run; nothing else is).
+
+    Parameters
+    ----------
+    folder : str
+        Where the data and results go.
+    features, samples : int
+        The size of Weston's labelled problem.
+    seed : int
+        The seed of every problem.
+    methods : list of str, optional
+        Names of :data:`fsdask.methods.REGISTRY` to run (default: those of
+        :data:`DEMO_METHODS`).
+    scheduler, memory_limit
+        Where to run (:func:`fsdask.cluster.scheduler`).
+    """
     from fsdask.cluster import scheduler as run_on
-    from fsdask.commands import check_count
+    from fsdask.errors import ParameterError
     from fsdask.io.outputs import check_output
+    from fsdask.methods import REGISTRY, available_methods
 
     check_count(features, "--features", 6)
     check_count(samples, "--samples", 4)
-    wanted = methods or [m for m, _ in DEMO_METHODS]
+    # spelled as the registry spells them (``get_method`` accepts "Jolliffe-I" for "jolliffe_i")
+    wanted = [m.lower().replace("-", "_") for m in methods or [m for m, _ in DEMO_METHODS]]
+    unknown = [m for m in wanted if m not in REGISTRY]
+    if unknown:  # before any data is written
+        raise ParameterError(
+            f"unknown method {unknown[0]!r}; available: {', '.join(available_methods())}"
+        )
     problems: dict[str, list[str]] = {}
     for m in wanted:
         problems.setdefault(PROBLEM_OF.get(m, "weston_linear"), []).append(m)
@@ -168,14 +150,12 @@ def _write_problem(name: str, store: str, features: int, samples: int, seed: int
 
 
 def _run_method(name: str, ds, store: str, relevant: set, folder: str) -> None:
-    """Fit ``name`` at its demo parameters, write its result, print what it found."""
-    from fsdask.methods import REGISTRY, get_method
+    """Fit ``name`` at its demo parameters, write its result, print what it found (a method
+    whose module this installation lacks is skipped with a note)."""
+    from fsdask.methods import available_methods, get_method
     from fsdask.results import print_top, write_result
 
-    mod = REGISTRY.get(name, (None,))[0]
-    try:
-        importlib.import_module(mod) if mod else None
-    except ImportError:
+    if name not in available_methods():
         print(f"[{name}] not available in this version — skipped\n")
         return
     t1 = time.perf_counter()

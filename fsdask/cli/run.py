@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from fsdask import pipeline
+from fsdask.pipeline import load_config, run_pipeline
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    from fsdask import pipeline
-
+    """Add ``fsdask run`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "run",
         help="run a pipeline described in YAML (resumes after a crash)",
@@ -32,8 +34,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fsdask.pipeline import load_config, run_pipeline
-
+    """Call :func:`fsdask.pipeline.run_pipeline` with the parsed options; return the exit status (0)."""
     summary = run_pipeline(
         args.config,
         restart=args.restart,

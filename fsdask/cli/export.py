@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any, Mapping
 
-from fsdask.commands import add_storage_options, storage_options
+from fsdask.api import export
+from fsdask.cli.options import add_storage_options, storage_options
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask export`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "export",
         help="write a result back into an AnnData file (.h5ad or AnnData Zarr)",
@@ -32,37 +32,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def export(
-    result: str,
-    *,
-    anndata: str,
-    output: str,
-    storage_options: Mapping[str, Any] | None = None,
-    stdout=None,
-) -> str:
-    """Write ``result``'s selection into a copy of ``anndata`` at ``output``; return ``output``."""
-    import os
-
-    from fsdask.errors import StoreError
-    from fsdask.io.anndata_write import annotate_anndata
-    from fsdask.results import open_result
-
-    if os.path.exists(output):  # checked before anything is read
-        raise StoreError(
-            f"{output} already exists; choose another output path (fsdask never overwrites "
-            "what it did not write)"
-        )
-    res = open_result(result, storage_options=dict(storage_options or {}))
-    out = annotate_anndata(res, anndata, out=output)
-    print(
-        f"{out}: {anndata} with var['fsdask_selected'] ({int(res['selected'].values.sum())} selected), "
-        "var['fsdask_weight'], var['fsdask_rank'] and uns['fsdask'] added",
-        file=stdout or sys.stdout,
-    )
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.export` with the parsed options; return the exit status (0)."""
     export(
         args.result, anndata=args.anndata, output=args.output, storage_options=storage_options(args)
     )

@@ -4,7 +4,8 @@ Each ``fsdask run`` appends one JSON line per step: date, run id, step, status (
 skipped), runtime, the input fingerprints, and for a selecting step the method, the number
 of features, the number selected and the ids of the top-k features.  ``fsdask history
 STATE`` prints the table; ``fsdask report --history STATE --out DIR`` draws it
-(:func:`write_history_report`).  Stability against the previous night is the Jaccard index
+(:func:`write_history_report`).  The pipeline (:mod:`fsdask.pipeline`) appends the records;
+the ``history`` and ``report`` commands read them.  Stability against the previous night is the Jaccard index
 and Kuncheva's consistency index of the two top-k sets (:mod:`fsdask.evaluate.metrics`).
 """
 
@@ -23,17 +24,88 @@ FORMAT = "fsdask-history/1"
 
 
 def history_path(state_path: str) -> str:
+    """The history file next to the state file ``state_path``.
+
+    Parameters
+    ----------
+    state_path : str
+        A pipeline's state file.
+
+    Returns
+    -------
+    str
+        ``STATE`` without ``.json``, plus ``.history.jsonl``.
+    """
     base = state_path[: -len(".json")] if state_path.endswith(".json") else state_path
     return base + ".history.jsonl"
 
 
+def read_config(path: str) -> Any:
+    """The parsed YAML of the pipeline config at ``path`` (unchecked).
+
+    Parameters
+    ----------
+    path : str
+        The config file.
+
+    Returns
+    -------
+    Any
+        What the YAML holds; :func:`fsdask.pipeline.load_config` checks it.
+
+    Raises
+    ------
+    ParameterError
+        When the file cannot be read or is not YAML.
+    """
+    import yaml
+
+    try:
+        with open(path) as fh:
+            return yaml.safe_load(fh)
+    except OSError as exc:
+        raise ParameterError(
+            f"{path}: cannot read the pipeline config ({exc.strerror or exc})"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ParameterError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+
+
+def state_path(config_path: str, state: Any = None) -> str:
+    """Where the pipeline of ``config_path`` records its state.
+
+    Parameters
+    ----------
+    config_path : str
+        The config file (absolute).
+    state : str, optional
+        Its ``state:`` key; default ``<config name>.state.json`` next to it.
+
+    Returns
+    -------
+    str
+    """
+    state = state or os.path.splitext(os.path.basename(config_path))[0] + ".state.json"
+    return os.path.join(os.path.dirname(config_path), str(state))
+
+
 def state_of(path: str) -> str:
-    """Accept a state file, a history file or a pipeline YAML; return the state file's path."""
+    """Accept a state file, a history file or a pipeline YAML; return the state file's path.
+
+    Parameters
+    ----------
+    path : str
+        The state file, its ``.history.jsonl`` or the pipeline's config.
+
+    Returns
+    -------
+    str
+        The absolute path of the state file.
+    """
     path = os.path.abspath(os.fspath(path))
     if path.endswith((".yaml", ".yml")):
-        from fsdask.pipeline import load_config
-
-        return load_config(path).state_path
+        cfg = read_config(path)
+        return state_path(path, cfg.get("state") if isinstance(cfg, dict) else None)
     if path.endswith(".history.jsonl"):
         return path[: -len(".history.jsonl")] + ".json"
     return path
@@ -142,10 +214,22 @@ def _fmt(v: Any, spec: str = "") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def short(fp: Mapping[str, Any] | None) -> str:
+    """A short printable id of a fingerprint (for tables and logs)."""
+    if fp is None:
+        return "-"
+    text = (
+        fp.get("fingerprint")
+        or fp.get("hash")
+        or fp.get("digest")
+        or fp.get("etag")
+        or json.dumps(fp)
+    )
+    return str(text).split(":")[-1][:12]
+
+
 def table(records: list[dict], show_top: int = 5) -> str:
     """The history as a text table, one line per selecting step and night."""
-    from fsdask.pipeline.fingerprint import short
-
     rows = with_stability(records)
     if not rows:
         return "no selecting step recorded yet"
@@ -198,23 +282,12 @@ def _plot_series(
     plt.close(fig)
 
 
-def write_history_report(state: str, out_dir: str, *, page: str = "history.html") -> str:
-    """Write ``out_dir/page`` with plots of the history next to ``state``; return its path."""
-    from fsdask.report import _plt
+def _plot_history(records: list[dict], rows: list[dict], night: dict, out_dir: str) -> None:
+    """history_selected.png, history_stability.png and history_runtime.png in ``out_dir``."""
+    from fsdask.report import pyplot
 
-    state = state_of(state)
-    hpath = history_path(state)
-    records = read_history(hpath)
-    if not records:
-        raise ParameterError(
-            f"{hpath}: no run history yet; it is written by `fsdask run` next to the "
-            "state file — pass the state file (or config) of a pipeline that has run"
-        )
-    plt = _plt()
+    plt = pyplot()
     os.makedirs(out_dir, exist_ok=True)
-    runs = list(dict.fromkeys(r.get("run") for r in records))
-    night = {run: i + 1 for i, run in enumerate(runs)}
-    rows = with_stability(records)
     by_step: dict[str, list[dict]] = {}
     for r in rows:
         by_step.setdefault(r["step"], []).append(r)
@@ -239,6 +312,22 @@ def write_history_report(state: str, out_dir: str, *, page: str = "history.html"
     for r in records:
         steps.setdefault(r["step"], []).append((night[r.get("run")], r.get("seconds")))
     _plot_series(plt, steps, "runtime (s)", os.path.join(out_dir, "history_runtime.png"))
+
+
+def write_history_report(state: str, out_dir: str, *, page: str = "history.html") -> str:
+    """Write ``out_dir/page`` with plots of the history next to ``state``; return its path."""
+    state = state_of(state)
+    hpath = history_path(state)
+    records = read_history(hpath)
+    if not records:
+        raise ParameterError(
+            f"{hpath}: no run history yet; it is written by `fsdask run` next to the "
+            "state file — pass the state file (or config) of a pipeline that has run"
+        )
+    runs = list(dict.fromkeys(r.get("run") for r in records))
+    night = {run: i + 1 for i, run in enumerate(runs)}
+    rows = with_stability(records)
+    _plot_history(records, rows, night, out_dir)
     changed = [r for r in rows if r["jaccard"] is not None and r["jaccard"] < 1]
     trs = "".join(
         f"<tr><td>{night[r['run']]}</td><td>{html.escape(str(r.get('date', ''))[:19])}</td>"

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from fsdask.api import history
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask history`` to the subparsers ``sub``; return its parser."""
     p = sub.add_parser(
         "history",
         help="the run history of a pipeline, one line per selecting step and run",
@@ -27,32 +30,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def history(state: str, *, top: int = 5, as_json: bool = False, stdout=None) -> list[dict]:
-    """Print the run history of the pipeline whose state file (or config) is ``state``; return
-    its records of selecting steps, each with its stability against the previous run."""
-    import json
-    import sys
-
-    from fsdask.errors import ParameterError
-    from fsdask.pipeline.history import history_path, read_history, state_of, table, with_stability
-
-    out = stdout or sys.stdout
-    path = history_path(state_of(state))
-    records = read_history(path)
-    if not records:
-        raise ParameterError(
-            f"{path}: no run history; `fsdask run CONFIG` writes it next to the state file "
-            "(give the state file or the config of a pipeline that has run)"
-        )
-    rows = with_stability(records)
-    if as_json:
-        for rec in rows:
-            print(json.dumps(rec, ensure_ascii=False), file=out)
-    else:
-        print(table(records, show_top=top), file=out)
-    return rows
-
-
 def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.history` with the parsed options; return the exit status (0)."""
     history(args.state, top=args.top, as_json=args.json)
     return 0

@@ -1,50 +1,22 @@
-"""Subcommands of the ``fsdask`` CLI and the option helpers they share.
+"""The argparse options several subcommands share, and how they become the api's values.
 
-Each module ``fsdask.commands.NAME`` has ``add_parser(subparsers)``, ``run(args) -> int``
-(the CLI side) and a plain Python function ``NAME(...)`` that does the work; ``run`` and
-the pipeline (:mod:`fsdask.pipeline`) both call that function, so a pipeline step and a
-command line with the same options do the same thing.
+:func:`add_data_options` and :func:`read_options` turn the read options of the command line
+into one :class:`~fsdask.io.options.ReadOptions`; :func:`storage_options` turns
+``--storage-option KEY=VALUE`` into a mapping whose secrets are registered for redaction.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
-import yaml
-
-from fsdask.errors import ParameterError
-
-#: the subcommands, in the order ``fsdask --help`` lists them
-COMMANDS = (
-    "ingest",
-    "info",
-    "select",
-    "evaluate",
-    "report",
-    "export",
-    "verify",
-    "run",
-    "history",
-    "demo",
-)
-
-
-def parse_kv(items: list[str] | None, what: str = "--param") -> dict[str, Any]:
-    """``["k=v", …]`` → dict, values parsed as YAML scalars (``3`` → int, ``[1,2]`` → list)."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ParameterError(f"{what} {item!r}: expected KEY=VALUE")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = yaml.safe_load(v) if v.strip() else None
-        except yaml.YAMLError:
-            out[k.strip()] = v
-    return out
+from fsdask.api import parse_kv
+from fsdask.io.options import ReadOptions
 
 
 def add_storage_options(p: argparse.ArgumentParser) -> None:
+    """Add ``--storage-option KEY=VALUE`` (repeatable) to ``p``."""
     p.add_argument(
         "--storage-option",
         action="append",
@@ -65,7 +37,7 @@ def storage_options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-class _WorkerTimeout(argparse.Action):
+class WorkerTimeout(argparse.Action):
     """``--worker-timeout S`` sets ``$FSDASK_WORKER_TIMEOUT``, which fsdask.cluster.scheduler
     reads, so every command that computes honours it without passing it along."""
 
@@ -77,6 +49,7 @@ class _WorkerTimeout(argparse.Action):
 
 
 def add_scheduler(p: argparse.ArgumentParser) -> None:
+    """Add ``--scheduler``, ``--memory-limit``, ``--worker-timeout`` and ``--no-progress`` to ``p``."""
     p.add_argument(
         "--scheduler",
         default="threads",
@@ -88,7 +61,7 @@ def add_scheduler(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--worker-timeout",
-        action=_WorkerTimeout,
+        action=WorkerTimeout,
         metavar="SECONDS",
         help="give up when a cluster file's batch jobs start no worker within this time "
         "(default: $FSDASK_WORKER_TIMEOUT, the file's worker_timeout, else 300)",
@@ -102,7 +75,15 @@ def add_scheduler(p: argparse.ArgumentParser) -> None:
 
 
 def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
-    """Options of every command that reads a dataset other tools may have written."""
+    """Add the read options of a command that reads a dataset other tools may have written.
+
+    Parameters
+    ----------
+    p : argparse.ArgumentParser
+        The command's parser.
+    label : bool
+        Also add ``--label`` and ``--drop-unlabelled`` (ingest declares its own).
+    """
     g = p.add_argument_group("data written by other tools (xarray, zarr-python, AnnData)")
     g.add_argument(
         "--variable",
@@ -139,26 +120,29 @@ def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
     )
 
 
-def data_options(args: argparse.Namespace, *, label: bool = True) -> dict[str, Any]:
-    """Keyword arguments of the command functions from :func:`add_data_options`'s options."""
-    keys = ("variable", "sample_dim", "feature_dim", "label", "rechunk_to", "memory_budget")
-    opts = {k: getattr(args, k, None) for k in keys if label or k != "label"}
-    if label:
-        opts["drop_unlabelled"] = args.drop_unlabelled
-    return opts
+def read_options(args: argparse.Namespace) -> ReadOptions:
+    """The read options of a parsed command line as one value.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed options of a command that called :func:`add_data_options` (and, for ingest,
+        declared ``--label``, ``--drop-unlabelled`` and ``--nan-policy`` itself).
+
+    Returns
+    -------
+    ReadOptions
+        The options given; those the command does not offer keep their defaults.
+    """
+    fields = [f.name for f in dataclasses.fields(ReadOptions)]
+    return ReadOptions.of(**{k: getattr(args, k) for k in fields if hasattr(args, k)})
 
 
 def add_overwrite(p: argparse.ArgumentParser) -> None:
+    """Add ``--overwrite`` to ``p``."""
     p.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the output if it exists and is an fsdask output of the same kind "
         "(never an input, a file or a folder fsdask did not write)",
     )
-
-
-def check_count(value: Any, name: str, minimum: int = 0) -> int:
-    """An integral option ≥ ``minimum`` (``--top``, ``--features``…), or a ParameterError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ParameterError(f"{name}={value!r}: expected a whole number ≥ {minimum}")
-    return value

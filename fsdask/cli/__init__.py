@@ -1,7 +1,9 @@
-"""The ``fsdask`` command line.
+"""The ``fsdask`` command line: argparse adapters over :mod:`fsdask.api` and :mod:`fsdask.pipeline`.
 
-Each subcommand lives in :mod:`fsdask.commands` as a module with ``add_parser(subparsers)``
-and ``run(args) -> int``; a module that is absent is simply not offered.  Errors that
+Each subcommand is a module ``fsdask.cli.NAME`` with ``add_parser(subparsers)`` and
+``run(args) -> int``, which turns the parsed options into one call of the command's function
+(:mod:`fsdask.api`; ``run``: :func:`fsdask.pipeline.run_pipeline`); a module that is absent is
+simply not offered.  Errors that
 fsdask raises on purpose (bad input, unreachable storage, bad parameters) become a
 one-line message on stderr and exit status 2; anything else is a bug: exit 1, with where to
 report it (``--debug`` shows the traceback).  Every line printed on error, and every log
@@ -16,10 +18,22 @@ import logging
 import sys
 
 from fsdask import __version__
-from fsdask.commands import COMMANDS as SUBCOMMANDS
 from fsdask.errors import FsdaskError
 from fsdask.io.secrets import RedactingFilter, redact
 
+#: the subcommands, in the order ``fsdask --help`` lists them
+SUBCOMMANDS = (
+    "ingest",
+    "info",
+    "select",
+    "evaluate",
+    "report",
+    "export",
+    "verify",
+    "run",
+    "history",
+    "demo",
+)
 BUG_REPORT = (
     "this is a bug in fsdask; please report it with the command line and the output of "
     "the same command with --debug (README.md, section Safety)"
@@ -27,6 +41,7 @@ BUG_REPORT = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``fsdask`` and of every subcommand this installation offers."""
     parser = argparse.ArgumentParser(
         prog="fsdask",
         description="Out-of-core, distributed feature selection on chunked Zarr data.",
@@ -40,9 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
-            mod = importlib.import_module(f"fsdask.commands.{name}")
+            mod = importlib.import_module(f"fsdask.cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"fsdask.commands.{name}":
+            if exc.name == f"fsdask.cli.{name}":
                 continue
             raise
         p = mod.add_parser(sub)
@@ -56,13 +71,9 @@ def _install_redaction() -> None:
             handler.addFilter(RedactingFilter())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
-    level = logging.WARNING - 10 * min(args.verbose, 2)
+def _configure_logging(verbose: int) -> None:
+    """Log to stderr, redacted; ``-v`` raises fsdask's level, ``-vv`` dask's too."""
+    level = logging.WARNING - 10 * min(verbose, 2)
     # only fsdask's own logger (and, with -vv, dask's) become verbose: the storage libraries
     # (botocore, s3fs, aiohttp, urllib3, fsspec) log request headers that carry credentials,
     # so they stay at WARNING whatever -v says
@@ -74,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     _install_redaction()
     logging.getLogger("fsdask").setLevel(level)
     for noisy in ("distributed", "dask", "bokeh", "tornado"):
-        logging.getLogger(noisy).setLevel(logging.DEBUG if args.verbose >= 2 else logging.WARNING)
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
     for secret_bearing in (
         "botocore",
         "aiobotocore",
@@ -88,7 +99,29 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(secret_bearing).setLevel(logging.WARNING)
     # a storage call that fails raises in fsdask's code, which reports it in one line; the
     # event loop's "exception never retrieved" notes about the cancelled retries are noise
-    logging.getLogger("asyncio").setLevel(logging.DEBUG if args.verbose >= 2 else logging.CRITICAL)
+    logging.getLogger("asyncio").setLevel(logging.DEBUG if verbose >= 2 else logging.CRITICAL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``fsdask ARGV``; return the exit status.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 done; 2 bad input, parameters, storage or config (one line on stderr); 1 a bug;
+        75 another pipeline run holds the lock; 130 interrupted.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    _configure_logging(args.verbose)
     try:
         return int(args._run(args) or 0)
     except BrokenPipeError:
@@ -140,7 +173,3 @@ def _quiet_unraisable(verbose: int) -> None:
 def _one_line(exc: BaseException) -> str:
     text = str(exc)
     return " ".join(text.split()) if text else ""
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,0 +1,171 @@
+"""``select``: fit one selection method on a dataset and write its result."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from typing import Any, Mapping
+
+from fsdask.api.common import check_count
+from fsdask.api.spec import DATA_READS, command
+from fsdask.io.options import ReadOptions
+
+
+@command(outputs=("output", "csv"), inputs=("url",), reads=DATA_READS, result="output")
+def select(
+    url: str,
+    *,
+    method: str,
+    output: str,
+    params: Mapping[str, Any] | None = None,
+    csv: str | None = None,
+    top: int = 20,
+    overwrite: bool = False,
+    scheduler: str = "threads",
+    memory_limit: str | None = None,
+    progress: bool = True,
+    read: ReadOptions | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    checkpoint_every: Any = None,
+    resume: bool | None = None,
+    stdout=None,
+) -> str:
+    """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
+
+    Every output location is checked before the fit starts; the CSV table is written before
+    the result store, so a failing command never leaves a result behind.
+
+    Parameters
+    ----------
+    url : str
+        The input dataset.
+    method, params
+        A name of :data:`fsdask.methods.REGISTRY` and the estimator's keyword arguments.
+    output : str
+        The result store to write (local path or URL).
+    csv : str, optional
+        Also write the ranked table to this CSV file.
+    top : int
+        How many top features to print.
+    overwrite : bool
+        Replace an fsdask result (or table) of the same kind at ``output`` / ``csv``.
+    scheduler, memory_limit, progress
+        Where to run (:func:`fsdask.cluster.scheduler`) and whether to show progress.
+    read, storage_options
+        How to read a dataset other tools wrote; fsspec storage options.
+    checkpoint_every : int or str, optional
+        Checkpoint iterative fits every ``5`` iterations or ``"60s"`` to
+        ``<output>.fsdask-checkpoint``; it is removed once the result is published.
+    resume : bool, optional
+        Continue from (True) or ignore (False) an existing checkpoint; None: continue when one
+        exists.
+    stdout : file, optional
+        Where to print (default: ``sys.stdout``).
+
+    Returns
+    -------
+    str
+        The path of the result written.
+    """
+    from fsdask.cluster import progress as show_progress
+    from fsdask.cluster import scheduler as run_on
+    from fsdask.io import open_dataset
+    from fsdask.methods import get_method
+
+    stdout = stdout or sys.stdout
+    so = dict(storage_options or {})
+    check_count(top, "--top")
+    est = get_method(method, **dict(params or {}))
+    ds = open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
+    _check_outputs(url, output, csv, so, overwrite)
+    ckpt = _checkpoint(output, checkpoint_every, resume)
+    t0 = time.perf_counter()
+    with run_on(scheduler, memory_limit=memory_limit) as client:
+        with show_progress(client, enabled=progress), ckpt:
+            est.fit(ds)
+    result = est.result_
+    path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
+    _report(result, method, top, path, csv, time.perf_counter() - t0, stdout)
+    return path
+
+
+def _check_outputs(url: str, output: str, csv: str | None, so: dict, overwrite: bool) -> None:
+    """Refuse, before the fit, an output place that may not be written."""
+    from fsdask.errors import ParameterError
+    from fsdask.io.outputs import check_output, same_location
+
+    check_output(output, so, kind="result", overwrite=overwrite, inputs=(url,))
+    if csv:
+        if same_location(csv, output):
+            raise ParameterError(
+                f"--csv {csv} and --output {output} name the same place; give two paths"
+            )
+        check_output(csv, kind="csv", overwrite=overwrite, inputs=(url,))
+
+
+def _publish(result, url, ds, scheduler, output, csv, so, overwrite) -> str:
+    """Record the provenance, write the table then the result; drop the served checkpoint."""
+    from fsdask import results
+    from fsdask.io.store import safe_url
+
+    result.attrs["input_store"] = safe_url(url)
+    result.attrs["input_verified"] = bool(ds.attrs.get("verified", False))
+    result.attrs["scheduler"] = safe_url(scheduler)
+    if csv:
+        results.write_csv(result, csv, overwrite=overwrite, inputs=(url,))
+    path = results.write_result(
+        result, output, storage_options=so, overwrite=overwrite, inputs=(url,)
+    )
+    if ckpt_path(output) and os.path.isfile(ckpt_path(output)):
+        os.remove(ckpt_path(output))  # the result is published: the checkpoint has served
+    return path
+
+
+def _report(result, method, top, path, csv, seconds, stdout) -> None:
+    from fsdask import results
+
+    results.print_top(result, top, file=stdout)
+    print(
+        f"\n{method}: {int(result['selected'].sum())} of {result.sizes['feature']} features selected "
+        f"in {seconds:.1f} s; result written to {path}" + (f", table to {csv}" if csv else ""),
+        file=stdout,
+    )
+
+
+def ckpt_path(output: str) -> str | None:
+    """Where the checkpoint of the fit writing ``output`` lives.
+
+    Parameters
+    ----------
+    output : str
+        The result's location.
+
+    Returns
+    -------
+    str or None
+        ``<output>.fsdask-checkpoint`` as a local path; None for a remote ``output``.
+    """
+    from fsdask.io.location import Location
+
+    loc = Location.of(output)
+    return loc.abspath + ".fsdask-checkpoint" if loc.is_local else None
+
+
+def _checkpoint(output: str, every: Any, resume: bool | None):
+    """The checkpointing context of a fit: on with ``every`` or when a checkpoint exists (and is not ignored)."""
+    from fsdask.checkpoint import checkpointing
+    from fsdask.errors import ParameterError
+
+    path = ckpt_path(output)
+    if path is None:
+        if every is not None or resume:
+            raise ParameterError(
+                f"--checkpoint-every/--resume need a local --output (the checkpoint is "
+                f"stored next to it); {output} is remote"
+            )
+        return contextlib.nullcontext()
+    if every is None and not (resume is not False and os.path.exists(path)) and not resume:
+        return contextlib.nullcontext()
+    return checkpointing(path, "60s" if every is None else every, resume=resume is not False)

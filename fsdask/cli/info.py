@@ -1,0 +1,36 @@
+"""``fsdask info URL``: shape, chunking, dtype and label summary of a dataset (or a result)."""
+
+from __future__ import annotations
+
+import argparse
+
+from fsdask.api import info
+from fsdask.cli.options import (
+    add_data_options,
+    add_storage_options,
+    read_options,
+    storage_options,
+)
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Add ``fsdask info`` to the subparsers ``sub``; return its parser."""
+    p = sub.add_parser(
+        "info",
+        help="describe a dataset or a result",
+        description="Print shape, chunking, dtype, label summary and provenance of an "
+        "fsdask dataset, or the top features of a result.",
+    )
+    p.add_argument("url")
+    p.add_argument(
+        "--top", type=int, default=10, help="for a result: how many top features to list"
+    )
+    add_storage_options(p)
+    add_data_options(p)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Call :func:`fsdask.api.info` with the parsed options; return the exit status (0)."""
+    info(args.url, top=args.top, read=read_options(args), storage_options=storage_options(args))
+    return 0

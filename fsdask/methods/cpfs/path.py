@@ -439,6 +439,11 @@ class LambdaPath:
         s.explained_prev = explained
         return None
 
+    def keep(self, s: PathState) -> None:
+        """Know the last two λ's solutions of ``s`` (restored with it when the path resumed)."""
+        self.sols.setdefault(s.prev_lam, (s.prev_S, s.prev_A, s.prev_gl1))
+        self.sols.setdefault(s.lam, (s.S, s.A, s.gl1))
+
     # ---- to exactly q rows
     def bisect(self, s: PathState, q: int, below: dict, above: dict) -> dict:
         """Refine λ between ``below`` (fewer than q nonzero rows) and ``above`` (q or more).
@@ -451,9 +456,6 @@ class LambdaPath:
         λ, and the first q by ``ranking_`` are then selected from the solution with more than
         q rows.
         """
-        # the ends' solutions (restored with the state when the path was resumed)
-        self.sols.setdefault(s.prev_lam, (s.prev_S, s.prev_A, s.prev_gl1))
-        self.sols.setdefault(s.lam, (s.S, s.A, s.gl1))
         hi, c_hi = below["lambda"], below["n_active"]  # count(hi) < q ≤ count(lo)
         lo, c_lo = above["lambda"], above["n_active"]
         best = above
@@ -527,6 +529,7 @@ def _run_path(X: Any, options: PathOptions, ctx: FitContext) -> tuple[LambdaPath
     )
     # a killed fit continues after the last λ it saved
     s = ctx.iterate("cpfs/path", path.start(grid, stop), path.step, done=_path_done).state
+    path.keep(s)
     final = s.records[-1]
     log.info(
         "cpfs: path stopped at λ=%.4g (%d active rows): %s",

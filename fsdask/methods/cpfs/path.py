@@ -439,7 +439,7 @@ class LambdaPath:
         s.explained_prev = explained
         return None
 
-    def keep(self, s: PathState) -> None:
+    def remember_ends(self, s: PathState) -> None:
         """Know the last two λ's solutions of ``s`` (restored with it when the path resumed)."""
         self.sols.setdefault(s.prev_lam, (s.prev_S, s.prev_A, s.prev_gl1))
         self.sols.setdefault(s.lam, (s.S, s.A, s.gl1))
@@ -529,7 +529,7 @@ def _run_path(X: Any, options: PathOptions, ctx: FitContext) -> tuple[LambdaPath
     )
     # a killed fit continues after the last λ it saved
     s = ctx.iterate("cpfs/path", path.start(grid, stop), path.step, done=_path_done).state
-    path.keep(s)
+    path.remember_ends(s)
     final = s.records[-1]
     log.info(
         "cpfs: path stopped at λ=%.4g (%d active rows): %s",

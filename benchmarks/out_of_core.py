@@ -103,9 +103,9 @@ def cpfs_passes(X) -> str:
     """CPFS's worker passes over X, as in ``CPFS._prepare``; the factor checked by its energy."""
     from fsdask.linalg.reductions import map_features, row_dot, sum_over_blocks
     from fsdask.linalg.tsqr import _gram_term
-    from fsdask.methods.cpfs import _centred_block, duplicate_columns
+    from fsdask.methods.cpfs import centred_block, duplicate_columns
 
-    Xc = map_features(_centred_block, X, out_rows=X.shape[0], dtype=np.float64, scale=False)
+    Xc = map_features(centred_block, X, out_rows=X.shape[0], dtype=np.float64, scale=False)
     dup = duplicate_columns(X)
     K = np.asarray(sum_over_blocks(_gram_term, Xc, shape=(X.shape[0],) * 2).compute())
     w, U = np.linalg.eigh(K)

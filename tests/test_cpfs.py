@@ -12,8 +12,8 @@ from fsdask.linalg import gram_factor, row_l1_norms
 from fsdask.methods import cpfs as cpfs_module
 from fsdask.methods.cpfs import (
     CPFS,
-    _Problem,
-    _Rows,
+    Problem,
+    Rows,
     cpfs_path,
     project_l1_ball_rows,
     project_linf_epigraph_rows,
@@ -218,10 +218,10 @@ def test_exactly_low_rank_uses_factor_products(rng):
     # their bounds from scan to scan; the result is still certified from X itself
     X = rng.normal(size=(40, 4)) @ rng.normal(size=(4, 120))
     B, _ = gram_factor(X - X.mean(0))
-    prob = _Problem(B, np.ones(120, bool), memory_budget=0)
+    prob = Problem(B, np.ones(120, bool), memory_budget=0)
     S = np.arange(0, 120, 4)
     M = rng.normal(size=(S.size, 120))
-    rows = _Rows(prob, S)
+    rows = Rows(prob, S)
     assert rows.factored
     np.testing.assert_allclose(
         rows.half_grad(rows.state(M)), B[:, S].T @ (B[:, S] @ M - B), rtol=1e-10, atol=1e-8
@@ -244,13 +244,13 @@ def test_kkt_rounds_drop_zero_rows_that_pass_their_test(rng, monkeypatch):
     # solution is still the one solved on every row at once.
     X = rng.normal(size=(30, 8)) @ rng.normal(size=(8, 80)) + 0.1 * rng.normal(size=(30, 80))
     B, _ = gram_factor(da.from_array(X - X.mean(0), chunks=(30, 40)))
-    prob = _Problem(B, np.ones(80, bool))
+    prob = Problem(B, np.ones(80, bool))
     gl0 = prob.grad_l1(np.zeros(0, np.int64), np.zeros((0, 80)))
     lam = 0.4 * gl0.max()
     order = np.argsort(gl0)
     S0 = np.sort(np.r_[order[:30], order[-3:]])  # the 30 weakest rows and the 3 strongest
     rounds, scans = [], []
-    inner, scan = cpfs_module._SOLVERS["fista"], prob.grad_l1
+    inner, scan = cpfs_module.SOLVERS["fista"], prob.grad_l1
 
     def spy_inner(rows, *a, **k):
         out = inner(rows, *a, **k)
@@ -261,7 +261,7 @@ def test_kkt_rounds_drop_zero_rows_that_pass_their_test(rng, monkeypatch):
         scans.append(scan(*a, **k))
         return scans[-1]
 
-    monkeypatch.setitem(cpfs_module._SOLVERS, "fista", spy_inner)
+    monkeypatch.setitem(cpfs_module.SOLVERS, "fista", spy_inner)
     monkeypatch.setattr(prob, "grad_l1", spy_scan)
     res = solve_lambda(prob, lam, S0, np.zeros((S0.size, 80)), tol=1e-10, max_iter=100000)
     assert res["kkt_rounds"] >= 2

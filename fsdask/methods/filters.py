@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import numpy as np
@@ -38,6 +36,7 @@ from fsdask.fitting import FitContext
 from fsdask.linalg import map_features, sample_pairwise
 from fsdask.linalg.moments import Moments, class_moments
 from fsdask.linalg.reductions import compute_blocks
+from fsdask.linalg.threads import cores, parallel_map
 from fsdask.linalg.twosample import ks_columns
 from fsdask.methods import FILTER_SCORES
 
@@ -141,18 +140,18 @@ def pvalues_from_stats(score: str, stats: np.ndarray, n: int, n_classes: int) ->
 
 
 def _threaded_pvalues(score: str, stats: np.ndarray, n: int, n_classes: int) -> np.ndarray:
-    """:func:`pvalues_from_stats` in one slice per core (scipy's ufuncs release the GIL)."""
+    """:func:`pvalues_from_stats` in one slice per core on fsdask's thread pool (scipy's
+    ufuncs release the GIL)."""
     p = stats.shape[1]
-    parts = min(os.cpu_count() or 1, max(1, p // 65536))
+    parts = min(cores(), max(1, p // 65536))
     if parts == 1:
         return pvalues_from_stats(score, stats, n, n_classes)
     bounds = np.linspace(0, p, parts + 1).astype(int)
-    with ThreadPoolExecutor(parts) as ex:
-        pieces = ex.map(
-            lambda j: pvalues_from_stats(score, stats[:, bounds[j] : bounds[j + 1]], n, n_classes),
-            range(parts),
-        )
-        return np.concatenate(list(pieces))
+    pieces = parallel_map(
+        lambda j: pvalues_from_stats(score, stats[:, bounds[j] : bounds[j + 1]], n, n_classes),
+        range(parts),
+    )
+    return np.concatenate(pieces)
 
 
 def fold_change_scores(m1: np.ndarray, m2: np.ndarray, log_scale: bool) -> np.ndarray:

@@ -64,63 +64,42 @@ def cores() -> int:
 
 
 # --------------------------------------------------------------------------- BLAS threads
-class _OneBlasThread:
-    """A process-wide, reference-counted ``threadpoolctl`` limit of BLAS to one thread.
-
-    BLAS's thread count is a global of the library, not of a thread: concurrent limits
-    (two pool calls, a pool call during a compute) would restore each other's values out of
-    order.  The first holder sets the limit, the last one restores what it found.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders = 0
-        self._limit: Any = None
-        self._controller: Any = None
-
-    def _blas(self) -> Any:
-        if self._controller is None:
-            # scipy carries its own OpenBLAS (numba's np.dot and scipy.linalg use it): load
-            # it before the controller lists the libraries, once (listing takes milliseconds)
-            import scipy.linalg  # noqa: F401
-            from threadpoolctl import ThreadpoolController
-
-            self._controller = ThreadpoolController().select(user_api="blas")
-        return self._controller
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self._holders == 0:
-                self._limit = self._blas().limit(limits=1)
-            self._holders += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._holders -= 1
-            if self._holders == 0 and self._limit is not None:
-                self._limit.restore_original_limits()
-                self._limit = None
+_controller: Any = None
 
 
-_ONE_BLAS_THREAD = _OneBlasThread()
+def _blas() -> Any:
+    """threadpoolctl's controller of the loaded BLAS libraries, listed once (it takes
+    milliseconds)."""
+    global _controller
+    if _controller is None:
+        # scipy carries its own OpenBLAS (scipy.linalg and numba's np.dot use it): load it
+        # before the libraries are listed
+        import scipy.linalg  # noqa: F401
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController().select(user_api="blas")
+    return _controller
 
 
 @contextlib.contextmanager
 def one_blas_thread() -> Iterator[None]:
-    """BLAS limited to one thread in the whole process while the context is open.
+    """BLAS limited to one thread while the context is open; the count found is restored.
 
-    Nested and concurrent uses (from several threads) are safe: the limit holds while any
-    is open, and the last to close restores the thread count it found.
+    BLAS's thread count is one per process.  threadpoolctl lets one Python thread at a
+    time change OpenBLAS's: a limit opened in another thread while one is held leaves the
+    count to the thread that holds it (they never restore each other's values out of
+    order).  fsdask opens its limits in the thread that calls the fit, the compute or the
+    pool, so nested limits restore in order.
 
     Returns
     -------
     context manager.  Memory: none.
     """
-    _ONE_BLAS_THREAD.acquire()
+    limit = _blas().limit(limits=1)
     try:
         yield
     finally:
-        _ONE_BLAS_THREAD.release()
+        limit.restore_original_limits()
 
 
 def _threaded_workers() -> int:
@@ -132,21 +111,22 @@ def _threaded_workers() -> int:
 
 class _OneBlasThreadWhileComputing(Callback):
     """A dask callback: BLAS limited to one thread from the start to the end of each compute
-    on the threaded scheduler with several workers."""
+    on the threaded scheduler with several workers (both hooks run in the calling thread)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._held: list[bool] = []
+        self._limits: list[ContextManager | None] = []
 
     def _start(self, dsk: Any) -> None:
-        hold = _threaded_workers() >= 2
-        if hold:
-            _ONE_BLAS_THREAD.acquire()
-        self._held.append(hold)
+        limit = one_blas_thread() if _threaded_workers() >= 2 else None
+        if limit is not None:
+            limit.__enter__()
+        self._limits.append(limit)
 
     def _finish(self, dsk: Any, state: Any, errored: bool) -> None:
-        if self._held and self._held.pop():
-            _ONE_BLAS_THREAD.release()
+        limit = self._limits.pop() if self._limits else None
+        if limit is not None:
+            limit.__exit__(None, None, None)
 
 
 def blas_threads_for(X: da.Array) -> ContextManager:
@@ -222,9 +202,9 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(item) for item in items]`` on fsdask's thread pool, in order.
 
     At most ``cores()`` tasks run at once in the whole process, whoever calls.  While they
-    run BLAS has one thread (:func:`one_blas_thread`).  One item, one core, or a call from
-    inside a pool task (which would otherwise wait for threads its own caller holds) runs
-    in the calling thread, BLAS untouched.  ``fn`` should release the GIL (NumPy, BLAS,
+    run BLAS has one thread (:func:`one_blas_thread`).  One item, or a call from inside a
+    pool task (which would otherwise wait for threads its own caller holds), runs in the
+    calling thread, BLAS untouched.  ``fn`` should release the GIL (NumPy, BLAS,
     ``nogil`` numba kernels, scipy's ufuncs) for the threads to gain anything; results do
     not depend on the number of threads.
 
@@ -238,7 +218,7 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     list of the results, in the order of ``items``.  Memory: the results.
     """
     items = list(items)
-    if len(items) <= 1 or cores() < 2 or getattr(_in_pool, "active", False):
+    if len(items) <= 1 or getattr(_in_pool, "active", False):
         return [fn(item) for item in items]
     with one_blas_thread():
         return list(_executor().map(_as_pool_task(fn), items))

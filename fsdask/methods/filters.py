@@ -35,7 +35,6 @@ from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg import map_features, sample_pairwise
 from fsdask.linalg.moments import Moments, class_moments
-from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.threads import cores, parallel_map
 from fsdask.linalg.twosample import ks_columns
 from fsdask.methods import FILTER_SCORES
@@ -396,7 +395,8 @@ class LaplacianScore(Selector):
             raise ParameterError(
                 f"n_neighbors={self.n_neighbors} must be < the number of samples ({n})"
             )
-        D2 = np.clip(sample_pairwise(X, "sqeuclidean").compute(), 0, None)
+        (D2,) = ctx.execution.compute(sample_pairwise(X, "sqeuclidean"))
+        D2 = np.clip(D2, 0, None)
         t = self.t or float(D2[np.triu_indices(n, 1)].mean())
         S = np.exp(-D2 / t)
         nn = np.argsort(D2, axis=1)[:, 1 : self.n_neighbors + 1]
@@ -414,7 +414,7 @@ class LaplacianScore(Selector):
             den = np.einsum("i,ij,ij->j", d, f, f)
             return num / np.where(den > 0, den, np.inf)
 
-        (Lr,) = compute_blocks(map_features(lap_block, X, dtype=np.float64))  # joined on the client
+        (Lr,) = ctx.execution.compute(map_features(lap_block, X, dtype=np.float64))
         return FitOutput(scores=-Lr, extras={"laplacian_score": Lr}, attrs={"t": t})
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:

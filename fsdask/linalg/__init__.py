@@ -9,7 +9,9 @@
 * :mod:`.eigen` — matrix-free symmetric eigensolvers whose mat-vec is one pass;
 * :mod:`.prox` — row-wise ℓ1-ball projection and the prox of the ℓ∞ norm (numba, no sort);
 * :mod:`.execution` — the one place that decides in memory vs dask and persist vs
-  recompute against one memory budget (``fsdask.memory-budget``), and counts passes over X.
+  recompute against one memory budget (``fsdask.memory-budget``), and counts passes over X;
+* :mod:`.threads` — the one core count (``cores()``), the one thread pool
+  (``parallel_map``) and the BLAS threads of a fit (``fit_threads``).
 
 Methods say *what* is computed; these functions say *how* the big matrix is swept.
 """

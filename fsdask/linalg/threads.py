@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Callable, ContextManager, Iterable, Iterator, TypeVar
 
 import dask
@@ -89,7 +89,8 @@ def one_blas_thread() -> Iterator[None]:
     time change OpenBLAS's: a limit opened in another thread while one is held leaves the
     count to the thread that holds it (they never restore each other's values out of
     order).  fsdask opens its limits in the thread that calls the fit, the compute or the
-    pool, so nested limits restore in order.
+    pool, so nested limits restore in order.  A BLAS whose count is per thread (MKL,
+    OpenBLAS built on OpenMP) is limited in the calling thread only.
 
     Returns
     -------
@@ -220,5 +221,8 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     items = list(items)
     if len(items) <= 1 or getattr(_in_pool, "active", False):
         return [fn(item) for item in items]
-    with one_blas_thread():
-        return list(_executor().map(_as_pool_task(fn), items))
+    task, pool = _as_pool_task(fn), _executor()
+    with one_blas_thread():  # until every task has ended, the failed ones' siblings too
+        futures = [pool.submit(task, item) for item in items]
+        wait(futures)
+    return [f.result() for f in futures]

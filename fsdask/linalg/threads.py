@@ -81,26 +81,67 @@ def _blas() -> Any:
     return _controller
 
 
+class _OneBlasThread:
+    """The process's one limit of BLAS to one thread, reference-counted.
+
+    OpenBLAS's thread count is one per process, but its limits are taken from many threads
+    (the fit's, a compute's, the pool's callers).  threadpoolctl lets one Python thread at a
+    time change it and ignores the others, so limits opened and closed in different threads
+    would restore each other's counts out of order — BLAS left at one thread for good.
+    Here the first holder sets the limit and the last one restores the count it found,
+    both from one dedicated thread.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._limit: Any = None
+        self._setter: tuple[int, ThreadPoolExecutor] | None = None  # (pid, one thread)
+
+    def _in_setter(self, fn: Callable[[], R]) -> R:
+        if self._setter is None or self._setter[0] != os.getpid():
+            self._setter = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="fsdask-blas"))
+        return self._setter[1].submit(fn).result()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._holders == 0:
+                self._limit = self._in_setter(lambda: _blas().limit(limits=1))
+            self._holders += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._holders -= 1
+            if self._holders == 0 and self._limit is not None:
+                limit, self._limit = self._limit, None
+                self._in_setter(limit.restore_original_limits)
+
+    def after_fork(self) -> None:
+        self._lock, self._holders, self._limit, self._setter = threading.Lock(), 0, None, None
+
+
+_ONE_BLAS_THREAD = _OneBlasThread()
+
+
 @contextlib.contextmanager
 def one_blas_thread() -> Iterator[None]:
-    """BLAS limited to one thread while the context is open; the count found is restored.
+    """BLAS limited to one thread in the whole process while the context is open.
 
-    BLAS's thread count is one per process.  threadpoolctl lets one Python thread at a
-    time change OpenBLAS's: a limit opened in another thread while one is held leaves the
-    count to the thread that holds it (they never restore each other's values out of
-    order).  fsdask opens its limits in the thread that calls the fit, the compute or the
-    pool, so nested limits restore in order.  A BLAS whose count is per thread (MKL,
-    OpenBLAS built on OpenMP) is limited in the calling thread only.
+    Nested and concurrent uses, from any threads, share one limit: it holds while any is
+    open, and the last to close restores the thread count it found.  A limit the program
+    holds itself with threadpoolctl (``with threadpool_limits(...)``) takes precedence
+    while it is open.  A BLAS whose count is per thread (MKL, OpenBLAS built on OpenMP)
+    is not limited by it.
 
     Returns
     -------
     context manager.  Memory: none.
     """
-    limit = _blas().limit(limits=1)
+    _ONE_BLAS_THREAD.acquire()
     try:
         yield
     finally:
-        limit.restore_original_limits()
+        _ONE_BLAS_THREAD.release()
 
 
 def _threaded_workers() -> int:
@@ -112,22 +153,21 @@ def _threaded_workers() -> int:
 
 class _OneBlasThreadWhileComputing(Callback):
     """A dask callback: BLAS limited to one thread from the start to the end of each compute
-    on the threaded scheduler with several workers (both hooks run in the calling thread)."""
+    on the threaded scheduler with several workers."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._limits: list[ContextManager | None] = []
+        self._held: list[bool] = []
 
     def _start(self, dsk: Any) -> None:
-        limit = one_blas_thread() if _threaded_workers() >= 2 else None
-        if limit is not None:
-            limit.__enter__()
-        self._limits.append(limit)
+        hold = _threaded_workers() >= 2
+        if hold:
+            _ONE_BLAS_THREAD.acquire()
+        self._held.append(hold)
 
     def _finish(self, dsk: Any, state: Any, errored: bool) -> None:
-        limit = self._limits.pop() if self._limits else None
-        if limit is not None:
-            limit.__exit__(None, None, None)
+        if self._held and self._held.pop():
+            _ONE_BLAS_THREAD.release()
 
 
 def blas_threads_for(X: da.Array) -> ContextManager:
@@ -172,6 +212,16 @@ def fit_threads(X: da.Array) -> ContextManager:
 _pool_lock = threading.Lock()
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, threads, executor)
 _in_pool = threading.local()
+
+
+def _after_fork() -> None:
+    """In a forked child: fresh locks (a parent's thread may have held one at the fork)."""
+    global _pool_lock
+    _pool_lock = threading.Lock()
+    _ONE_BLAS_THREAD.after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _executor() -> ThreadPoolExecutor:

@@ -128,6 +128,13 @@ class JolliffeNI(_PCABase):
 
     The pick order (over min(p, r) PCs) is the ranking; features beyond are ranked by their
     largest |loading| weighted by the PC's singular value.
+
+    Parameters
+    ----------
+    n_features_to_select : int or None (half of p)
+        Features kept: the first picks.
+    scale : bool
+        Standardise columns (default: centre only, as in the paper).
     """
 
     method_name = "jolliffe_ni"
@@ -263,6 +270,17 @@ class SparsePCASelector(_PCABase):
     scikit-learn's ``SparsePCA(n_components=1, alpha)`` is fitted on the centred X (held in
     memory: a baseline for n × p that fits) and α is bisected on a log scale until q
     loadings are nonzero (or the closest count ≥ q, the q largest |loadings| kept).
+
+    Parameters
+    ----------
+    n_features_to_select : int or None (half of p)
+        q, the nonzero loadings sought.
+    max_bisect : int
+        Bisection steps on α at most.
+    random_state : int
+        Seed of ``SparsePCA``.
+    scale : bool
+        Standardise columns (default: centre only).
     """
 
     method_name = "spca"

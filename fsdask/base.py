@@ -39,7 +39,7 @@ from fsdask._validation import (
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg.reductions import compute_blocks
-from fsdask.linalg.threads import blas_threads_for
+from fsdask.linalg.threads import fit_threads
 
 log = logging.getLogger("fsdask")
 
@@ -189,7 +189,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         )
         ctx = FitContext(self, memory_budget=getattr(self, "memory_budget", None))
         self.__dict__.pop("n_passes_", None)
-        with blas_threads_for(Xd):
+        with fit_threads(Xd):  # BLAS threads: one per task, or one for a small fit
             out, active = self._screen_and_fit(Xd, y, names, ctx)
         if "n_passes_" not in self.__dict__:  # methods that count their own passes set it
             self.n_passes_ = ctx.passes

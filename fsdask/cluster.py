@@ -35,6 +35,7 @@ from typing import Any, Iterator
 import dask
 
 from fsdask.errors import ClusterError, ParameterError
+from fsdask.linalg.threads import cores
 
 log = logging.getLogger("fsdask")
 
@@ -88,7 +89,7 @@ def _check_memory_limit(memory_limit: str | None) -> None:
 def _local_cluster(n_workers: int | None, memory_limit: str | None, threads_per_worker: int = 1):
     from distributed import LocalCluster
 
-    n = n_workers or os.cpu_count() or 1
+    n = n_workers or cores()  # affinity and a cgroup quota count, as for the threaded scheduler
     return LocalCluster(
         n_workers=n,
         threads_per_worker=threads_per_worker,

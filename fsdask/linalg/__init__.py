@@ -11,7 +11,9 @@
 * :mod:`.tall` — a tall m × c matrix (in memory or chunked by rows): one implementation
   per array kind of the row-wise operations a method needs on it;
 * :mod:`.execution` — the one place that decides in memory vs dask and persist vs
-  recompute against one memory budget (``fsdask.memory-budget``), and counts passes over X.
+  recompute against one memory budget (``fsdask.memory-budget``), and counts passes over X;
+* :mod:`.threads` — the one core count (``cores()``), the one thread pool
+  (``parallel_map``) and the BLAS threads of a fit (``fit_threads``).
 
 Methods say *what* is computed; these functions say *how* the big matrix is swept.
 """

@@ -22,15 +22,13 @@ Methods ask this module three questions instead of deciding them with dask thems
 The two places an array can live implement one small interface, :class:`ArrayBackend`
 (the habit of xarray's ``ChunkManagerEntrypoint``: algorithms talk to the interface, not to
 dask).  :class:`NumpyBackend` sweeps in-memory columns in fixed slices of ``SLICE``
-columns on a thread pool — the numba kernels release the GIL, and fixed slices keep every
+columns on fsdask's one thread pool (:mod:`fsdask.linalg.threads`) — the numba kernels release the GIL, and fixed slices keep every
 result independent of the number of threads; :class:`DaskBackend` maps and tree-sums over
 feature blocks with :mod:`fsdask.linalg.reductions`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import os
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Sequence
 
@@ -47,6 +45,7 @@ from fsdask._config import (  # noqa: F401  (CONFIG_KEY re-exported)
     memory_budget,
 )
 from fsdask.linalg.reductions import compute_blocks, map_and_sum, map_features, sum_over_blocks
+from fsdask.linalg.threads import parallel_map
 
 #: columns per task when in-memory columns are swept (fixed: results do not depend on threads)
 SLICE = 2048
@@ -127,7 +126,8 @@ class ArrayBackend(ABC):
 
 
 class NumpyBackend(ArrayBackend):
-    """In-memory arrays: fixed column slices on a thread pool."""
+    """In-memory arrays: fixed column slices on fsdask's thread pool
+    (:func:`~fsdask.linalg.threads.parallel_map`)."""
 
     name = "numpy"
 
@@ -141,16 +141,11 @@ class NumpyBackend(ArrayBackend):
     def _run(
         self, fn: Callable[..., np.ndarray], x: np.ndarray, vectors: Sequence[np.ndarray]
     ) -> list:
-        parts = self._slices(x.shape[1])
-
         def one(j):
             j0, j1 = j
             return fn(x[:, j0:j1], *(v[..., j0:j1] for v in vectors))
 
-        if len(parts) <= 1:
-            return [one(p) for p in parts]
-        with cf.ThreadPoolExecutor(max_workers=min(len(parts), os.cpu_count() or 1)) as ex:
-            return list(ex.map(one, parts))
+        return parallel_map(one, self._slices(x.shape[1]))
 
     def map_columns(self, fn, x, *vectors, out_rows=None, dtype=np.float64):
         parts = self._run(fn, x, vectors)

@@ -12,11 +12,10 @@ exactly when ``‖v‖₁ ≤ τ``.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
-import dask.system
 import numba
 import numpy as np
+
+from fsdask.linalg.threads import cores, parallel_map
 
 
 @numba.njit(cache=True, nogil=True)
@@ -196,13 +195,11 @@ _THREADED_ENTRIES = 1 << 20
 
 
 def _over_rows(kernel, k: int, entries: int) -> None:
-    """``kernel(i0, i1)`` over the rows [0, k): in one thread per available core (each a
-    contiguous share of the rows) when the step is large, else in the calling thread."""
-    cores = min(dask.system.CPU_COUNT, k)  # affinity and cgroup quota (a pod's CPU limit)
-    if cores < 2 or entries < _THREADED_ENTRIES:
+    """``kernel(i0, i1)`` over the rows [0, k): one contiguous share of the rows per core on
+    fsdask's thread pool when the step is large, else in the calling thread."""
+    parts = min(cores(), k)
+    if parts < 2 or entries < _THREADED_ENTRIES:
         kernel(0, k)
         return
-    bounds = np.linspace(0, k, cores + 1).astype(int)
-    with ThreadPoolExecutor(cores) as pool:
-        for f in [pool.submit(kernel, a, b) for a, b in zip(bounds[:-1], bounds[1:])]:
-            f.result()
+    bounds = np.linspace(0, k, parts + 1).astype(int)
+    parallel_map(lambda ab: kernel(*ab), list(zip(bounds[:-1], bounds[1:])))

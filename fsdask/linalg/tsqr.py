@@ -7,13 +7,14 @@ array, chunked in row blocks with one column chunk — exactly the layout
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import functools
+from typing import Any, Callable, Literal
 
 import dask.array as da
 import numpy as np
 
-from fsdask.linalg.execution import TREE_SUM_COPIES, Execution
-from fsdask.linalg.reductions import sum_over_blocks
+from fsdask.linalg.execution import TREE_SUM_COPIES, Execution, fits
+from fsdask.linalg.reductions import compute_blocks, row_dot, sum_over_blocks
 
 
 def _tall(A: da.Array) -> da.Array:
@@ -45,7 +46,7 @@ def tall_skinny_qr(A: da.Array) -> tuple[da.Array, da.Array]:
 
 
 def tall_skinny_svd(
-    A: da.Array, method: Literal["tsqr", "gram"] = "tsqr"
+    A: da.Array, method: Literal["tsqr", "gram"] = "tsqr", ex: Execution | None = None
 ) -> tuple[da.Array, np.ndarray, np.ndarray]:
     """Thin SVD ``A = U diag(s) Vᵀ`` of a tall-skinny array.
 
@@ -56,6 +57,8 @@ def tall_skinny_svd(
     ----------
     A : dask array (n, r), n ≫ r
     method : {"tsqr", "gram"}
+    ex : Execution, optional
+        The fit's execution (``ctx.execution``): the pass that gives s and Vt is counted.
 
     Returns
     -------
@@ -68,7 +71,7 @@ def tall_skinny_svd(
     A = _tall(A)
     if method == "gram":
         r = A.shape[1]
-        G = sum_over_blocks(lambda ab: ab @ ab.T, A.T, shape=(r, r)).compute()
+        (G,) = _computer(ex)(sum_over_blocks(lambda ab: ab @ ab.T, A.T, shape=(r, r)))
         evals, V = np.linalg.eigh(G)
         order = np.argsort(evals)[::-1]
         s = np.sqrt(np.clip(evals[order], 0, None))
@@ -77,8 +80,15 @@ def tall_skinny_svd(
         U = A @ (V * inv)
         return U, s, V.T
     Q, R = tall_skinny_qr(A)
-    Ur, s, Vt = np.linalg.svd(R.compute(), full_matrices=False)
+    (R,) = _computer(ex)(R)
+    Ur, s, Vt = np.linalg.svd(R, full_matrices=False)
     return Q @ Ur, s, Vt
+
+
+def _computer(ex: Execution | None) -> Callable[..., tuple]:
+    """How a function computes: through the caller's Execution (passes counted), else
+    :func:`~fsdask._blocks.compute_blocks` (chunks joined on the client, uncounted)."""
+    return ex.compute if ex is not None else compute_blocks
 
 
 def khatri_rao(M: da.Array, P: da.Array) -> da.Array:
@@ -219,6 +229,7 @@ def gram_factor(
     energy_tol: float = 1e-12,
     method: Literal["auto", "tsqr"] = "auto",
     memory_budget: Any = None,
+    ex: Execution | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Small factor ``B`` (r × p, numpy) with ``BᵀB = XᵀX`` up to a discarded energy.
 
@@ -247,6 +258,10 @@ def gram_factor(
     memory_budget : int, str or None
         Bytes the n × n Gram may take (with its tree-sum's partial sums,
         ``TREE_SUM_COPIES`` × n²·8); None reads dask config ``fsdask.memory-budget``.
+        Used only without ``ex``.
+    ex : Execution, optional
+        The fit's execution (``ctx.execution``): its budget decides, and the passes over X
+        are counted in it.  Without it (a call outside a fit) nothing is counted.
 
     Returns
     -------
@@ -259,33 +274,43 @@ def gram_factor(
     if not isinstance(X, da.Array):
         X = da.from_array(np.asarray(X))
     n, p = X.shape
-    ex = Execution(memory_budget)
+    compute = _computer(ex)
+    fits_budget = ex.fits if ex is not None else functools.partial(fits, budget=memory_budget)
     if p <= n:
-        G = np.asarray((X.T @ X).compute(), dtype=np.float64)  # p × p ≤ n × n: one task may hold it
-        w, V = np.linalg.eigh((G + G.T) / 2)
-        order = np.argsort(w)[::-1]
-        s = np.sqrt(np.clip(w[order], 0, None))
-        V = V[:, order]
-    elif method == "auto" and ex.fits(8.0 * n * n, copies=TREE_SUM_COPIES):
-        from fsdask.linalg.reductions import row_dot
-
-        K = np.asarray(sum_over_blocks(_gram_term, X, shape=(n, n)).compute())
-        w, U = np.linalg.eigh((K + K.T) / 2)
-        order = np.argsort(w)[::-1]
-        s = np.sqrt(np.clip(w[order], 0, None))
-        energy = s**2
-        tail = np.cumsum(energy[::-1])[::-1]
-        keep = max(int(np.sum(tail > energy_tol * energy.sum())), 1)
-        (Bt,) = ex.compute(row_dot(X.astype(np.float64), U[:, order[:keep]]))  # Bᵀ = Xᵀ U_r, p × r
-        B = Bt.T
-        return np.ascontiguousarray(B), s
+        (G,) = compute(X.T @ X)  # p × p ≤ n × n
+        s, V = _eigh_descending(np.asarray(G, dtype=np.float64))
+    elif method == "auto" and fits_budget(8.0 * n * n, copies=TREE_SUM_COPIES):
+        return _factor_from_sample_gram(X, energy_tol, compute)
     else:
-        Ut, s, _ = tall_skinny_svd(X.T.astype(np.float64))
-        (V,) = ex.compute(Ut)  # p × n: joined on the client, never in one task
-    energy = s**2
-    total = energy.sum()
-    tail = np.cumsum(energy[::-1])[::-1]  # tail[k] = Σ_{j ≥ k} s_j²
-    keep = int(np.sum(tail > energy_tol * total)) if total > 0 else 0
-    keep = max(keep, 1)
+        Ut, s, _ = tall_skinny_svd(X.T.astype(np.float64), ex=ex)
+        (V,) = compute(Ut)  # p × n: joined on the client, never in one task
+    keep = _rank(s, energy_tol)
     B = s[:keep, None] * V[:, :keep].T
     return np.ascontiguousarray(B), s
+
+
+def _factor_from_sample_gram(
+    X: da.Array, energy_tol: float, compute: Callable[..., tuple]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gram_factor` by the n × n Gram ``K = Σ_b X_b X_bᵀ`` (p > n): ``K = U S² Uᵀ``,
+    then ``Bᵀ = Xᵀ U_r`` (two passes)."""
+    n = X.shape[0]
+    (K,) = compute(sum_over_blocks(_gram_term, X, shape=(n, n)))
+    s, U = _eigh_descending(np.asarray(K))
+    keep = _rank(s, energy_tol)
+    (Bt,) = compute(row_dot(X.astype(np.float64), U[:, :keep]))  # Bᵀ = Xᵀ U_r, p × r
+    return np.ascontiguousarray(Bt.T), s
+
+
+def _eigh_descending(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Singular values ``s = √λ`` (descending, λ clipped at 0) and eigenvectors of a Gram."""
+    w, V = np.linalg.eigh((G + G.T) / 2)
+    order = np.argsort(w)[::-1]
+    return np.sqrt(np.clip(w[order], 0, None)), V[:, order]
+
+
+def _rank(s: np.ndarray, energy_tol: float) -> int:
+    """Singular values kept: those before a tail of energy Σ s² ≤ ``energy_tol``·total (≥ 1)."""
+    energy = s**2
+    tail = np.cumsum(energy[::-1])[::-1]  # tail[k] = Σ_{j ≥ k} s_j²
+    return max(int(np.sum(tail > energy_tol * energy.sum())), 1)

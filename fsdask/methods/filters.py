@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import numpy as np
@@ -37,7 +35,7 @@ from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg import map_features, sample_pairwise
 from fsdask.linalg.moments import Moments, class_moments
-from fsdask.linalg.reductions import compute_blocks
+from fsdask.linalg.threads import cores, parallel_map
 from fsdask.linalg.twosample import ks_columns
 from fsdask.methods import FILTER_SCORES
 
@@ -104,12 +102,26 @@ def stats_block(
     equal_var: bool,
     with_screen: bool = False,
 ) -> np.ndarray:
-    """Per-feature statistics of one feature block, (rows, p_b).
+    """Per-feature statistics of one feature block.
 
-    One row (the score) for most filters; ``ttest``: |t| and its degrees of freedom (for the
-    p-value, see :func:`pvalues_from_stats`); ``fold_change``: the two class means (the
-    score needs the data's global minimum to decide the scale, known only after the pass).  ``with_screen`` appends the three
-    screen rows (NaN/Inf count, min, max), from the same sweep.
+    Parameters
+    ----------
+    xb : ndarray (n, p_b), one feature block with all samples
+    score : str, one of :data:`fsdask.methods.FILTER_SCORES`
+    codes : int ndarray (n,) of class codes 0 … C−1, or None (variance, pearson)
+    n_classes : int, C
+    yc : ndarray (n,), the centred response (pearson), or None
+    equal_var : bool, Student's pooled t instead of Welch's (ttest)
+    with_screen : bool, append the three screen rows (NaN/Inf count, min, max), from the
+        same sweep
+
+    Returns
+    -------
+    ndarray (rows, p_b), float64: one row (the score) for most filters; ``ttest``: |t| and
+    its degrees of freedom (for the p-value, see :func:`pvalues_from_stats`);
+    ``fold_change``: the two class means (the score needs the data's global minimum to
+    decide the scale, known only after the pass).  Memory: a few float64 copies of the
+    block.
     """
     n, p_b = xb.shape
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -126,8 +138,19 @@ def pvalues_from_stats(score: str, stats: np.ndarray, n: int, n_classes: int) ->
     """Two-sided p-values from the per-feature statistics of :func:`stats_block`.
 
     ttest: 2·P(T_df > |t|) (Welch–Satterthwaite or pooled df); pearson: the t-test of r with
-    n − 2 df (|r| clipped below 1); f: P(F_{C−1, n−C} > F).  About 0.24 µs per feature (the
-    incomplete beta function), so they are computed only when asked for.
+    n − 2 df (|r| clipped below 1); f: P(F_{C−1, n−C} > F).  The incomplete beta function
+    costs more than the statistics' pass, so they are computed only when asked for.
+
+    Parameters
+    ----------
+    score : {"ttest", "pearson", "f"}
+    stats : ndarray (rows, p), the statistics of :func:`stats_block`
+    n : int, samples
+    n_classes : int, C (f)
+
+    Returns
+    -------
+    ndarray (p,).  Memory: a few arrays of p.
     """
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if score == "ttest":
@@ -141,22 +164,32 @@ def pvalues_from_stats(score: str, stats: np.ndarray, n: int, n_classes: int) ->
 
 
 def _threaded_pvalues(score: str, stats: np.ndarray, n: int, n_classes: int) -> np.ndarray:
-    """:func:`pvalues_from_stats` in one slice per core (scipy's ufuncs release the GIL)."""
+    """:func:`pvalues_from_stats` in one slice per core on fsdask's thread pool (scipy's
+    ufuncs release the GIL)."""
     p = stats.shape[1]
-    parts = min(os.cpu_count() or 1, max(1, p // 65536))
+    parts = min(cores(), max(1, p // 65536))
     if parts == 1:
         return pvalues_from_stats(score, stats, n, n_classes)
     bounds = np.linspace(0, p, parts + 1).astype(int)
-    with ThreadPoolExecutor(parts) as ex:
-        pieces = ex.map(
-            lambda j: pvalues_from_stats(score, stats[:, bounds[j] : bounds[j + 1]], n, n_classes),
-            range(parts),
-        )
-        return np.concatenate(list(pieces))
+    pieces = parallel_map(
+        lambda j: pvalues_from_stats(score, stats[:, bounds[j] : bounds[j + 1]], n, n_classes),
+        range(parts),
+    )
+    return np.concatenate(pieces)
 
 
 def fold_change_scores(m1: np.ndarray, m2: np.ndarray, log_scale: bool) -> np.ndarray:
-    """|μ₁ − μ₂| for log-scale data, else |log₂(μ₁/μ₂)|."""
+    """The fold change of each feature.
+
+    Parameters
+    ----------
+    m1, m2 : ndarray (p,), the two class means
+    log_scale : bool, the data are already on a log scale
+
+    Returns
+    -------
+    ndarray (p,): |μ₁ − μ₂| for log-scale data, else |log₂(μ₁/μ₂)|.  Memory: the result.
+    """
     if log_scale:
         return np.abs(m1 - m2)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -172,7 +205,17 @@ def score_block(
     equal_var: bool,
     log_scale: bool,
 ) -> np.ndarray:
-    """Scores of one feature block (pure numpy)."""
+    """Scores of one feature block (pure NumPy).
+
+    Parameters
+    ----------
+    xb, score, codes, n_classes, yc, equal_var : as for :func:`stats_block`
+    log_scale : bool, as for :func:`fold_change_scores`
+
+    Returns
+    -------
+    ndarray (p_b,), higher = more relevant.  Memory: as :func:`stats_block`.
+    """
     st = stats_block(xb, score, codes, n_classes, yc, equal_var)
     if score == "fold_change":
         return fold_change_scores(st[0], st[1], log_scale)
@@ -185,8 +228,8 @@ class Filter(Selector):
     Parameters
     ----------
     statistic : {"variance", "pearson", "fisher", "f", "ttest", "snr", "fold_change", "ks"}
-        The statistic (see the module docstring).  Higher scores rank first.  (``score=`` is
-        the former name; it still works, with a ``FutureWarning``.)
+        The statistic (see the module docstring).  Higher scores rank first.  ``score=`` is
+        a deprecated alias (``FutureWarning``).
     n_features_to_select : int, float in (0, 1) or None
         How many to select; None keeps the top half.
     equal_var : bool, default False
@@ -203,8 +246,8 @@ class Filter(Selector):
     pvalues_ : (p,) array or None
         ttest, f, pearson: two-sided p-values (NaN for constant features, as in scipy), also
         ``result_["pvalue"]``.  They are computed from the fitted statistics the first time
-        ``pvalues_`` or ``result_`` is read (≈0.24 µs per feature, as long as the fit's own
-        pass at 10⁶ features), not during ``fit``; the values are the same either way.
+        ``pvalues_`` or ``result_`` is read (they cost about as much as the fit's own pass),
+        not during ``fit``; the values are the same either way.
     """
 
     _parameter_constraints: dict = {
@@ -397,7 +440,8 @@ class LaplacianScore(Selector):
             raise ParameterError(
                 f"n_neighbors={self.n_neighbors} must be < the number of samples ({n})"
             )
-        D2 = np.clip(sample_pairwise(X, "sqeuclidean").compute(), 0, None)
+        (D2,) = ctx.execution.compute(sample_pairwise(X, "sqeuclidean"))
+        D2 = np.clip(D2, 0, None)
         t = self.t or float(D2[np.triu_indices(n, 1)].mean())
         S = np.exp(-D2 / t)
         nn = np.argsort(D2, axis=1)[:, 1 : self.n_neighbors + 1]
@@ -415,7 +459,7 @@ class LaplacianScore(Selector):
             den = np.einsum("i,ij,ij->j", d, f, f)
             return num / np.where(den > 0, den, np.inf)
 
-        (Lr,) = compute_blocks(map_features(lap_block, X, dtype=np.float64))  # joined on the client
+        (Lr,) = ctx.execution.compute(map_features(lap_block, X, dtype=np.float64))
         return FitOutput(scores=-Lr, extras={"laplacian_score": Lr}, attrs={"t": t})
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:

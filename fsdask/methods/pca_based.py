@@ -33,16 +33,17 @@ from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg import gram_factor
-from fsdask.linalg.reductions import compute_blocks
+from fsdask.linalg.execution import Execution
 
 
-def _factor(X: da.Array, scale: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """B (r × p), singular values s (r,) and loadings V (p × r) of the centred X."""
+def _factor(X: da.Array, scale: bool, ex: Execution) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """B (r × p), singular values s (r,) and loadings V (p × r) of the centred X; the passes
+    over X are counted in ``ex``."""
     Xf = X.astype(np.float64)
     Xc = Xf - Xf.mean(axis=0)
     if scale:
         Xc = Xc / Xc.std(axis=0, ddof=1)
-    B, s = gram_factor(Xc)
+    B, s = gram_factor(Xc, ex=ex)
     r = B.shape[0]
     V = (B / s[:r, None]).T
     return B, s[:r], V
@@ -98,7 +99,7 @@ class JolliffeI(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeI")
-        B, s, _ = _factor(X, self.scale)
+        B, s, _ = _factor(X, self.scale, ctx.execution)
         K = B @ B.T  # r × r, = B_{-S} B_{-S}ᵀ after downdates
         free = np.ones(p, bool)
         order = []
@@ -127,6 +128,13 @@ class JolliffeNI(_PCABase):
 
     The pick order (over min(p, r) PCs) is the ranking; features beyond are ranked by their
     largest |loading| weighted by the PC's singular value.
+
+    Parameters
+    ----------
+    n_features_to_select : int or None (half of p)
+        Features kept: the first picks.
+    scale : bool
+        Standardise columns (default: centre only, as in the paper).
     """
 
     method_name = "jolliffe_ni"
@@ -134,7 +142,7 @@ class JolliffeNI(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeNI")
-        B, s, V = _factor(X, self.scale)
+        B, s, V = _factor(X, self.scale, ctx.execution)
         r = V.shape[1]
         free = np.ones(p, bool)
         order = []
@@ -198,7 +206,7 @@ class PFA(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "PFA")
-        B, s, V = _factor(X, self.scale)
+        B, s, V = _factor(X, self.scale, ctx.execution)
         k = min(self.n_components or q, V.shape[1])
         Z = V[:, :k]
         best = None
@@ -262,6 +270,17 @@ class SparsePCASelector(_PCABase):
     scikit-learn's ``SparsePCA(n_components=1, alpha)`` is fitted on the centred X (held in
     memory: a baseline for n × p that fits) and α is bisected on a log scale until q
     loadings are nonzero (or the closest count ≥ q, the q largest |loadings| kept).
+
+    Parameters
+    ----------
+    n_features_to_select : int or None (half of p)
+        q, the nonzero loadings sought.
+    max_bisect : int
+        Bisection steps on α at most.
+    random_state : int
+        Seed of ``SparsePCA``.
+    scale : bool
+        Standardise columns (default: centre only).
     """
 
     method_name = "spca"
@@ -288,7 +307,7 @@ class SparsePCASelector(_PCABase):
 
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "SparsePCASelector")
-        (Xc,) = compute_blocks(X.astype(np.float64))  # whole X on the client, never in one task
+        (Xc,) = ctx.execution.compute(X.astype(np.float64))  # on the client, never in one task
         Xc = Xc - Xc.mean(0)
         if self.scale:
             Xc = Xc / Xc.std(0, ddof=1)

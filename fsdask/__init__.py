@@ -14,13 +14,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
-
 import fsdask._config  # noqa: E402,F401  (dask config defaults: fsdask.memory-budget)
 from fsdask.errors import FsdaskError, InputError, ParameterError, StoreError  # noqa: E402
 from fsdask.io import ingest, open_dataset, write_dataset  # noqa: E402
 from fsdask.methods import available_methods, get_method  # noqa: E402
 from fsdask.results import open_result, write_result  # noqa: E402
+from fsdask.version import VERSION as __version__  # noqa: E402
 
 # estimators are imported lazily so `import fsdask` stays fast and a method's optional
 # dependencies load only when it is used

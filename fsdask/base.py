@@ -135,7 +135,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
     def _default_support(self, scores: np.ndarray) -> np.ndarray:
         """Selection when ``n_features_to_select`` is None and the method gives none."""
         k = max(1, int(np.ceil(scores.size / 2)))
-        return _top_k_mask(scores, k)
+        return top_k_mask(scores, k)
 
     def _fit_lazy(self, X: da.Array, y: np.ndarray | None):
         """Optional single-pass protocol for methods whose statistics are per feature.
@@ -384,7 +384,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         import distributed
         import zarr
 
-        from fsdask import __version__
+        from fsdask.version import VERSION as __version__
 
         p = self.n_features_in_
         data_vars: dict = {
@@ -556,7 +556,7 @@ def _ranking_sparse(scores: np.ndarray, active: np.ndarray, zero: np.ndarray) ->
     return ranks
 
 
-def _top_k_mask(scores: np.ndarray, k: int) -> np.ndarray:
+def top_k_mask(scores: np.ndarray, k: int) -> np.ndarray:
     """The k highest scores, ties broken by feature order (as a stable sort would), in O(p)."""
     n = scores.size
     if k >= n:

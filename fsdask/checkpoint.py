@@ -131,13 +131,13 @@ def data_key(X: Any, y: Any = None) -> dict[str, Any]:
 
 
 def fit_key(estimator: Any, X: Any, y: Any = None) -> dict[str, Any]:
-    import fsdask
+    from fsdask.version import VERSION
 
     return {
         "method": getattr(estimator, "method_name", type(estimator).__name__),
         "estimator": type(estimator).__name__,
         "params": _jsonable(estimator.get_params()),
-        "fsdask_version": fsdask.__version__,
+        "fsdask_version": VERSION,
         "data": data_key(X, y),
     }
 

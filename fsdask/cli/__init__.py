@@ -17,9 +17,9 @@ import importlib
 import logging
 import sys
 
-from fsdask import __version__
 from fsdask.errors import FsdaskError
 from fsdask.io.secrets import RedactingFilter, redact
+from fsdask.version import VERSION as __version__
 
 #: the subcommands, in the order ``fsdask --help`` lists them
 SUBCOMMANDS = (

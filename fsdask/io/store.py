@@ -342,7 +342,7 @@ def dataset_fingerprint(X: da.Array | np.ndarray) -> str:
 
 def provenance(source: str, X: da.Array, extra: Mapping[str, Any] | None = None) -> dict:
     """The provenance attributes of a dataset written from ``source`` (``extra`` on top)."""
-    from fsdask import __version__
+    from fsdask.version import VERSION as __version__
 
     attrs = {
         "source": str(source),

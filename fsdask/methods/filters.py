@@ -27,10 +27,9 @@ from typing import Any, Literal
 import numpy as np
 import scipy.special
 from sklearn.utils import ClassifierTags
-from sklearn.utils._param_validation import StrOptions
 
-from fsdask._validation import Int, Real
-from fsdask.base import FitOutput, Selector, _top_k_mask
+from fsdask._validation import Int, Real, StrOptions
+from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg import map_features, sample_pairwise
@@ -463,4 +462,4 @@ class LaplacianScore(Selector):
         return FitOutput(scores=-Lr, extras={"laplacian_score": Lr}, attrs={"t": t})
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:
-        return _top_k_mask(scores, max(1, scores.size // 2))
+        return top_k_mask(scores, max(1, scores.size // 2))

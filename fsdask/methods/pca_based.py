@@ -26,9 +26,8 @@ from typing import Literal
 
 import dask.array as da
 import numpy as np
-from sklearn.utils._param_validation import StrOptions
 
-from fsdask._validation import Int
+from fsdask._validation import Int, StrOptions
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
 from fsdask.fitting import FitContext

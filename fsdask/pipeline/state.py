@@ -28,9 +28,9 @@ def now() -> str:
 
 def version() -> str:
     """This fsdask's version (recorded per step)."""
-    import fsdask
+    from fsdask.version import VERSION
 
-    return fsdask.__version__
+    return VERSION
 
 
 def _newer(a: str, b: str) -> bool:

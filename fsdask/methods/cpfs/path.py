@@ -23,13 +23,17 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import xarray as xr
-from sklearn.utils._param_validation import (
+
+from fsdask._validation import (
+    Int,
     InvalidParameterError,
+    Real,
     StrOptions,
+    check_array,
+    constant_features,
+    feature_names_of,
     validate_parameter_constraints,
 )
-
-from fsdask._validation import Int, Real, check_array, constant_features, feature_names_of
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg.reductions import compute_blocks

@@ -297,7 +297,7 @@ def prepare_problem(
             f"(first: #{int(np.flatnonzero(dup)[0])}); drop them or use on_duplicate='drop'"
         )
     allowed = ~dup if on_duplicate == "drop" else np.ones(X.shape[1], bool)
-    B, s = gram_factor(Xc, energy_tol=energy_tol, memory_budget=ex.budget)
+    B, s = gram_factor(Xc, energy_tol=energy_tol, ex=ex)
     total = float(np.sum(s**2))
     info = {
         "rank": int(B.shape[0]),

@@ -11,13 +11,11 @@ over Z̄ for the margins Z̄w plus one for the gradient Z̄ᵀs.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-
 import numpy as np
 from scipy.optimize import minimize
 
 from fsdask.linalg.execution import InMemoryOperator
+from fsdask.linalg.threads import one_blas_thread
 
 __all__ = ["objective", "sigmoid_neg", "solve_lbfgs", "solve_v2_gradient", "solve_working_set"]
 
@@ -58,24 +56,6 @@ def objective(m: np.ndarray, w: np.ndarray, lam: float) -> float:
     return float(np.logaddexp(0.0, -m).sum() + lam * w.sum())
 
 
-@functools.cache
-def _threadpools():
-    """threadpoolctl's view of the loaded libraries, found once (a search takes milliseconds)."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return None
-    return ThreadpoolController()
-
-
-def _single_threaded_blas():
-    """L-BFGS-B makes many tiny BLAS calls: threaded BLAS makes them ~50× slower on a busy machine."""
-    ctl = _threadpools()
-    if ctl is None:  # pragma: no cover
-        return contextlib.nullcontext()
-    return ctl.limit(limits=1, user_api="blas")
-
-
 def solve_lbfgs(
     Z, lam: float, w0: np.ndarray, tol: float = 1e-10, max_iter: int = 2000
 ) -> tuple[np.ndarray, float, int]:
@@ -106,7 +86,8 @@ def solve_lbfgs(
         m = Z.matvec(w)
         return objective(m, w, lam), lam - Z.rmatvec(sigmoid_neg(m))
 
-    with _single_threaded_blas():
+    # L-BFGS-B makes many tiny BLAS calls: threaded BLAS makes them slower, more so on a busy machine
+    with one_blas_thread():
         res = minimize(
             fg,
             np.asarray(w0, dtype=np.float64),

@@ -1,4 +1,10 @@
-"""Feature-selection methods, one module per algorithm family.
+"""Feature-selection methods: one package per paper, modules for the baselines.
+
+Each paper method (``qalpha``, ``logo``, ``hsic``, ``cpfs``) is a package whose core
+functions implement the paper's algorithms (public, taking the fit's
+:class:`~fsdask.fitting.FitContext`) and whose estimator module is thin: it validates, calls
+its core and builds the :class:`~fsdask.base.FitOutput`.  ``filters`` and ``pca_based``
+hold the baselines.
 
 The registry maps the names used by ``fsdask select --method NAME`` to estimator classes
 (imported lazily).  Each entry is ``name: ("module", "Class", {fixed keyword arguments})``.

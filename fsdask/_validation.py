@@ -114,12 +114,31 @@ def check_array(
     min_features: int = 1,
     check_finite: bool = True,
 ) -> da.Array:
-    """Turn numpy / dask / xarray / pandas input into a 2-D dask array in feature blocks.
+    """Turn numpy / dask / xarray / pandas / AnnData input into a 2-D dask array in feature blocks.
 
     Non-finite values are checked lazily-but-once: the check is a single streaming pass
     (``isfinite`` reduction) and the error says how many bad values there are and in which
     features, so the user can fix the input or pick a NaN policy at ingest.
     """
+    X = _as_dask(X, name)
+    _check_blocks_and_kind(X, name)
+    if (
+        X.dtype == np.float16
+    ):  # too coarse for the sums fsdask forms, and not supported by its kernels
+        X = X.astype(np.float32)
+    _check_size(X, name, min_samples, min_features)
+    if dtype is not None:
+        X = X.astype(dtype)
+    elif not np.issubdtype(X.dtype, np.floating):
+        X = X.astype(np.float64)
+    X = as_feature_blocks(X)
+    if check_finite and not allow_nan:
+        assert_all_finite(X, name=name)
+    return X
+
+
+def _as_dask(X: Any, name: str) -> da.Array:
+    """Any accepted input kind as a dask array (sample, feature); numbers only."""
     if isinstance(X, xr.Dataset):
         if "X" not in X:
             raise InputError(
@@ -138,27 +157,37 @@ def check_array(
             raise InputError(f"{name}: could not convert to an array: {exc}") from exc
     if scipy.sparse.issparse(X):
         X = sparse_feature_blocks(X)
-    if not isinstance(X, da.Array):
-        X = np.asarray(X)
-        if X.dtype == object:  # numbers held as objects convert; anything else is refused
-            try:
-                X = X.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise InputTypeError(
-                    f"{name} has non-numeric values ({exc}); convert the columns to "
-                    "numbers or drop the non-numeric ones"
-                ) from None
-        if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+    if isinstance(X, da.Array):
+        return X
+    X = _numeric_numpy(np.asarray(X), name)
+    if X.ndim != 2:
+        raise InputError(
+            f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}"
+            + ("; for a single feature use X.reshape(-1, 1)" if X.ndim == 1 else "")
+        )
+    return da.from_array(X, chunks=(-1, feature_block_size(X.shape[0], max(X.dtype.itemsize, 4))))
+
+
+def _numeric_numpy(X: np.ndarray, name: str) -> np.ndarray:
+    """``X`` with numbers held as objects converted; anything non-numeric refused."""
+    if X.dtype == object:
+        try:
+            X = X.astype(np.float64)
+        except (TypeError, ValueError) as exc:
             raise InputTypeError(
-                f"{name} has non-numeric values (dtype {X.dtype}); convert the columns to numbers "
-                "or drop the non-numeric ones (for CSV ingest, name the label column with --label)"
-            )
-        if X.ndim != 2:
-            raise InputError(
-                f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}"
-                + ("; for a single feature use X.reshape(-1, 1)" if X.ndim == 1 else "")
-            )
-        X = da.from_array(X, chunks=(-1, feature_block_size(X.shape[0], max(X.dtype.itemsize, 4))))
+                f"{name} has non-numeric values ({exc}); convert the columns to "
+                "numbers or drop the non-numeric ones"
+            ) from None
+    if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
+        raise InputTypeError(
+            f"{name} has non-numeric values (dtype {X.dtype}); convert the columns to numbers "
+            "or drop the non-numeric ones (for CSV ingest, name the label column with --label)"
+        )
+    return X
+
+
+def _check_blocks_and_kind(X: da.Array, name: str) -> None:
+    """Refuse a dask array fsdask cannot split into features or compute on."""
     if X.ndim != 2:
         raise InputError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}")
     if any(np.isnan(c) for dim in X.chunks for c in dim):
@@ -166,37 +195,27 @@ def check_array(
             f"{name} has unknown chunk sizes (shape {X.shape}); call X.compute_chunk_sizes() "
             "first (dask cannot split unknown blocks into features)"
         )
-    if (
-        X.dtype == np.float16
-    ):  # too coarse for the sums fsdask forms, and not supported by its kernels
-        X = X.astype(np.float32)
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool):
         raise InputError(f"{name} has non-numeric dtype {X.dtype}; expected float or int values")
     if np.issubdtype(X.dtype, np.complexfloating):
         raise InputError(
             f"{name} is complex ({X.dtype}): Complex data not supported; fsdask works on real values"
         )
+
+
+def _check_size(X: da.Array, name: str, min_samples: int, min_features: int) -> None:
+    """Refuse an empty X or one smaller than the method needs."""
     n, p = X.shape
-    if n == 0:
-        raise InputError(
-            f"{name} is empty: 0 sample(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X"
-        )
-    if p == 0:
-        raise InputError(
-            f"{name} is empty: 0 feature(s) (shape={X.shape}) while a minimum of 1 is required; pass a non-empty X"
-        )
+    for count, what in ((n, "sample"), (p, "feature")):
+        if count == 0:
+            raise InputError(
+                f"{name} is empty: 0 {what}(s) (shape={X.shape}) while a minimum of 1 is "
+                "required; pass a non-empty X"
+            )
     if n < min_samples:
         raise InputError(f"{name} has {n} samples; this method needs at least {min_samples}")
     if p < min_features:
         raise InputError(f"{name} has {p} features; this method needs at least {min_features}")
-    if dtype is not None:
-        X = X.astype(dtype)
-    elif not np.issubdtype(X.dtype, np.floating):
-        X = X.astype(np.float64)
-    X = as_feature_blocks(X)
-    if check_finite and not allow_nan:
-        assert_all_finite(X, name=name)
-    return X
 
 
 def assert_all_finite(

@@ -53,16 +53,19 @@ class ClassBlocks:
         """§2.1's preprocessing within each class (Def. 6), the blocks stacked."""
         return class_normalize_block(xb, self.groups)
 
-    def pack(self, Qs: dict) -> np.ndarray:
-        """The Q^{gh} as one vector (the loop state's ``Q``), in the order of ``pairs``."""
-        return np.concatenate([Qs[p].ravel() for p in self.pairs])
+    def pack(self, Qs: dict) -> tuple[np.ndarray, str]:
+        """The Q^{gh} as one vector (the loop state's ``Q``), in the order of ``pairs``, and
+        each one's memory order ("C" or "F": the BLAS products then round as they did)."""
+        orders = "".join("F" if _fortran(Qs[p]) else "C" for p in self.pairs)
+        flat = np.concatenate([Qs[p].ravel(order=o) for p, o in zip(self.pairs, orders)])
+        return flat, orders
 
-    def unpack(self, flat: np.ndarray) -> dict:
-        """The Q^{gh} (sizes[h] × k^{gh}) from :meth:`pack`'s vector."""
+    def unpack(self, flat: np.ndarray, orders: str) -> dict:
+        """The Q^{gh} (sizes[h] × k^{gh}) from :meth:`pack`'s vector and memory orders."""
         Qs, at = {}, 0
-        for g, h in self.pairs:
+        for (g, h), order in zip(self.pairs, orders):
             shape = (self.slices[h].stop - self.slices[h].start, self.kk[g, h])
-            Qs[g, h] = flat[at : at + shape[0] * shape[1]].reshape(shape)
+            Qs[g, h] = flat[at : at + shape[0] * shape[1]].reshape(shape, order=order)
             at += shape[0] * shape[1]
         return Qs
 
@@ -70,6 +73,10 @@ class ClassBlocks:
         """The Q^{gh} keyed by the class labels (g, h)."""
         c = [v.item() if hasattr(v, "item") else v for v in self.classes]
         return {(c[g], c[h]): Q for (g, h), Q in Qs.items()}
+
+
+def _fortran(a: np.ndarray) -> bool:
+    return bool(a.flags.f_contiguous and not a.flags.c_contiguous)
 
 
 def class_blocks(y: np.ndarray, k_within: int, k_between: int) -> ClassBlocks:
@@ -98,9 +105,11 @@ def class_blocks(y: np.ndarray, k_within: int, k_between: int) -> ClassBlocks:
 
 @dataclasses.dataclass(kw_only=True)
 class SupervisedState(Iterate, WarmStart):
-    """The state of a Def. 6 loop: ``Q`` holds the Q^{gh} packed (:meth:`ClassBlocks.pack`)."""
+    """The state of a Def. 6 loop: the Q^{gh} packed (:meth:`ClassBlocks.pack`) in ``Q``,
+    their memory orders in ``orders``."""
 
     Q: np.ndarray
+    orders: str
 
 
 def initial_Qs(X: Any, blocks: ClassBlocks, restart: int, random_state: int | None, ex) -> dict:
@@ -130,7 +139,7 @@ def supervised_step(
     A^{gh}": the leading right singular subspace of A^{gh} (``basic``), or one
     orthogonal-iteration step on A^{gh}ᵀA^{gh} for g ≠ h, on A^{ll} for g = h.
     """
-    Qs, sl = blocks.unpack(s.Q), blocks.slices
+    Qs, sl = blocks.unpack(s.Q, s.orders), blocks.slices
     alpha, A, _ = solve(supervised_spec(Qs, sl, gamma, solve.dtype), s)
     val = 0.0
     for g, h in blocks.pairs:
@@ -144,7 +153,7 @@ def supervised_step(
         e = criterion(Agh, Qs[g, h])
         val += e if g == h else -gamma * e
     s.objective.append(val)
-    s.Q = blocks.pack(Qs)
+    s.Q, s.orders = blocks.pack(Qs)
     return alpha
 
 
@@ -182,7 +191,8 @@ def supervised_qalpha(
     blocks = class_blocks(np.asarray(y), k_within, k_between)
     Qs = initial_Qs(X, blocks, restart, random_state, ctx.execution)
     solve = AlphaStep(X, blocks.prep, alpha_solver, ctx.execution)
-    state = SupervisedState(Q=blocks.pack(Qs), rng=np.random.default_rng(random_state))
+    Q, orders = blocks.pack(Qs)
+    state = SupervisedState(Q=Q, orders=orders, rng=np.random.default_rng(random_state))
 
     def update(s: SupervisedState) -> np.ndarray:
         return supervised_step(solve, s, blocks, float(gamma), basic)
@@ -198,4 +208,5 @@ def supervised_qalpha(
         "classes": [str(c) for c in blocks.classes],
         "gram_dtype": str(solve.dtype),
     }
-    return run_of(loop, Q=blocks.labelled(blocks.unpack(loop.state.Q)), attrs=attrs)
+    Qs = blocks.unpack(loop.state.Q, loop.state.orders)
+    return run_of(loop, Q=blocks.labelled(Qs), attrs=attrs)

@@ -230,11 +230,15 @@ def linear_qalpha(
     def update(s: LinearState) -> np.ndarray:
         if fused:
             return fused_step(solve, s, variant, k, last=s.r == max_iter)
-        if variant in ("basic", "ritz"):
-            return (basic_step if variant == "basic" else ritz_step)(solve, s, k)
-        return {"power": power_step, "laplacian": laplacian_step, "gap": gap_step}[variant](
-            solve, s
-        )
+        if variant == "basic":
+            return basic_step(solve, s, k)
+        if variant == "ritz":
+            return ritz_step(solve, s, k)
+        if variant == "laplacian":
+            return laplacian_step(solve, s)
+        if variant == "gap":
+            return gap_step(solve, s)
+        return power_step(solve, s)
 
     loop = iterate_alpha(
         ctx, f"qalpha/{variant}/restart{restart}", state, update, max_iter=max_iter, tol=tol

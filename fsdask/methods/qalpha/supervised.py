@@ -15,6 +15,7 @@ import numpy as np
 
 from fsdask.errors import InputError
 from fsdask.fitting import FitContext
+from fsdask.linalg.execution import Execution
 from fsdask.methods.qalpha.alpha import AlphaStep, WarmStart, uniform_affinity
 from fsdask.methods.qalpha.loop import (
     Iterate,
@@ -112,7 +113,9 @@ class SupervisedState(Iterate, WarmStart):
     orders: str
 
 
-def initial_Qs(X: Any, blocks: ClassBlocks, restart: int, random_state: int | None, ex) -> dict:
+def initial_Qs(
+    X: Any, blocks: ClassBlocks, restart: int, random_state: int | None, ex: Execution
+) -> dict:
     """The Q^{gh} of the first iteration.
 
     The leading right singular subspaces of the blocks of A_α at uniform α (one pass over

@@ -130,7 +130,7 @@ def gram_floor(path: str, n: int, k: int = 6, q: int = 100) -> dict:
     import fsdask
     from fsdask.linalg.execution import Execution
     from fsdask.linalg.tsqr import khatri_rao_gram_block
-    from fsdask.methods.qalpha import _batch
+    from fsdask.methods.qalpha.tall import features_per_batch as _batch
 
     dt = Execution().gram_dtype(fsdask.open_dataset(path)["X"].dtype)
     b = _batch(q * k)  # the features per batch a fit takes for this Gram

@@ -136,7 +136,7 @@ def test_float32_data_gram_in_float32_within_its_rounding(weston, variant, route
 def test_batch_size_does_not_change_the_fit(variant, monkeypatch):
     """Features are preprocessed in batches of 2048–8192 (as wide as the tall matrix allows):
     20 000 features in one block give the same fit in batches of 8192 and of 2048."""
-    import fsdask.methods.qalpha as qa
+    import fsdask.methods.qalpha.tall as qa
 
     rng = np.random.default_rng(3)
     Xd = da.from_array(rng.standard_normal((30, 20_000)), chunks=(30, 20_000))

@@ -1,7 +1,7 @@
 """A straightforward dense NumPy transcription of Wolf & Shashua (JMLR 2005), for testing.
 
 It forms the n × n matrices G, F, 𝒢 and the kernel V explicitly, exactly as the paper's
-definitions read (with the misprint fixes listed in fsdask/methods/qalpha.py), so it only
+definitions read (with the misprint fixes listed in fsdask/methods/qalpha/core.py), so it only
 works for small n.  ``X`` is (sample × feature); the paper's M is its transpose.
 """
 

@@ -118,19 +118,10 @@ def test_the_scan_sees_upward_imports():
 # ---------------------------------------------------------------- issue 39: the doors
 #
 # Each scan below returns its violations as "path:line what" strings, so a failing test
-# prints the whole list.  Scans that fail at the commit they were added are marked
-# ``xfail(strict=True)``: remove the marker once the code is fixed (strict: an unexpected
-# pass fails, so a marker cannot outlive its reason).
+# prints the whole list.
 
 ALL_MODULES = sorted(PACKAGE.rglob("*.py"))
 MODULE_NAMES = {module_name(p) for p in ALL_MODULES}
-ISSUE39 = "issue 39: {} (the list printed is the checklist)"
-
-
-def xfail39(what: str):
-    return pytest.mark.xfail(strict=True, reason=ISSUE39.format(what))
-
-
 def where(path: pathlib.Path, line: int) -> str:
     return f"{path.relative_to(PACKAGE.parent)}:{line}"
 
@@ -422,7 +413,6 @@ def creation_violations() -> list[str]:
     return out
 
 
-@xfail39("Execution( and checkpoint slots are built in the methods")
 def test_execution_and_checkpoints_created_in_fitting_only():
     assert creation_violations() == []
 
@@ -473,7 +463,6 @@ def long_function_violations() -> list[str]:
     return out
 
 
-@xfail39("functions over 80 lines")
 def test_no_function_over_80_lines():
     assert long_function_violations() == []
 
@@ -512,7 +501,6 @@ def isinstance_violations(paths=None) -> list[str]:
     return out
 
 
-@xfail39("methods branch on isinstance(X, da.Array)")
 def test_methods_never_test_for_dask_arrays():
     assert isinstance_violations() == []
 
@@ -618,6 +606,5 @@ def param_validation_violations() -> list[str]:
     return out
 
 
-@xfail39("the Q-α module imports sklearn.utils._param_validation")
 def test_sklearn_param_validation_imported_in_one_module():
     assert param_validation_violations() == []

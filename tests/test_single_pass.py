@@ -54,7 +54,7 @@ QALPHA_VARIANTS = ("power", "basic", "ritz", "laplacian", "gap", "supervised", "
 #: Q-α's passes counted on dask: a small X would otherwise be read into memory once
 ON_DASK = {"scheduler": "threads", "fsdask.hold-x-below": 0}
 #: passes over X per iteration.  Ritz (Def. 4) has two α-steps, each a Gram; basic Q-α and the
-#: supervised 𝒢 update Q from all of A_α, which only the α pass yields (QAlpha._fused_step)
+#: supervised 𝒢 update Q from all of A_α, which only the α pass yields (fsdask.methods.qalpha.linear.fused_step)
 QALPHA_PASSES = {"power": 1, "laplacian": 1, "gap": 1, "ritz": 2, "basic": 2, "supervised": 2}
 
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from sklearn.utils._param_validation import StrOptions
 
-from fsdask._validation import Int, Real
-from fsdask.base import FitOutput, Selector
+from fsdask._validation import Int, Real, StrOptions
+from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.methods.qalpha.core import auto_cut, qalpha_weights
@@ -151,7 +150,7 @@ class QAlpha(Selector):
         return self.variant == "supervised" or self.supervised is True
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:
-        return _top(scores, auto_cut(scores))
+        return top_k_mask(scores, auto_cut(scores))
 
     # ---- fit
     def _fit(self, X: Any, y: np.ndarray | None, ctx: FitContext) -> FitOutput:
@@ -234,7 +233,7 @@ class QAlpha(Selector):
             out.extras = {"Q": run.Q}
             out.extra_dims = {"Q": ("sample", "component")}
         if isinstance(self.n_features_to_select, str) or self.n_features_to_select is None:
-            out.support = _top(out.scores, auto_cut(out.scores))
+            out.support = top_k_mask(out.scores, auto_cut(out.scores))
         return out
 
     def _restart_hint(self) -> str:
@@ -250,11 +249,3 @@ class QAlpha(Selector):
             f"restarts (n_init={max(5, 2 * self.n_init)} keeps the start with the largest "
             "objective_: a slow start often sits near a poor local maximum), or "
         )
-
-
-def _top(scores: np.ndarray, k: int) -> np.ndarray:
-    """The k highest scores, ties broken by feature order (a stable sort's)."""
-    order = np.argsort(-np.asarray(scores), kind="stable")[:k]
-    mask = np.zeros(np.asarray(scores).size, bool)
-    mask[order] = True
-    return mask

@@ -7,6 +7,14 @@ Quick start::
     ds = fsdask.open_dataset("golub.zarr")
     sel = fsdask.Filter(statistic="ttest", n_features_to_select=50).fit(ds)
     sel.result_            # xarray.Dataset: weight, rank, selected over feature
+
+Where things are: the estimators derive from :class:`fsdask.base.Selector`, which hands each
+fit one :class:`fsdask.fitting.FitContext` (budget, passes, checkpointed loops, warnings);
+each paper is a package of :mod:`fsdask.methods` (core functions + a thin estimator); data
+go in and out through :mod:`fsdask.io` (a :class:`~fsdask.io.location.Location` per place,
+one :class:`~fsdask.io.options.ReadOptions` per read); where and how arrays are computed is
+decided in :mod:`fsdask.linalg.execution` and :mod:`fsdask.linalg.threads`; the commands are
+functions in :mod:`fsdask.api`, run by :mod:`fsdask.pipeline` and :mod:`fsdask.cli`.
 """
 
 from __future__ import annotations

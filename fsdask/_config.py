@@ -21,7 +21,6 @@ import dask.config
 import yaml
 from dask.utils import parse_bytes
 
-
 #: the dask config key of the memory budget
 CONFIG_KEY = "fsdask.memory-budget"
 #: the dask config key of the size below which X is held in memory by iterative methods

@@ -5,6 +5,7 @@ Variables: ``weight(feature)`` (the method's score; higher = more relevant),
 method, parameters (JSON), n_iter, converged, objective trace, wall time, versions, input
 store and its fingerprint.
 
+Stores carry consolidated metadata (written last), so ``xr.open_zarr`` opens them quietly.
 Writes are publish-then-swap (:func:`fsdask.io.outputs.publish`): the new store is written
 complete under a temporary name and only then takes the target's place, which is replaced
 only when it is an fsdask output of the same kind and ``overwrite`` is given.  Chunks carry
@@ -120,9 +121,9 @@ def write_store(
                 encoding=checksum_encoding(ds.variables),
                 **kwargs,
             )
-            zarr.open_group(target, mode="r+", zarr_format=3, **kwargs).attrs.update(
-                {COMPLETE_ATTR: True, KIND_ATTR: kind}
-            )
+            group = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
+            group.attrs.update({COMPLETE_ATTR: True, KIND_ATTR: kind})
+            consolidate(group.store)
     except StoreError:
         raise
     except OSError as exc:
@@ -131,6 +132,24 @@ def write_store(
             "check the path, the free space and the permissions"
         ) from None
     return loc.shown if remote else loc.target
+
+
+def consolidate(store) -> None:
+    """Write the consolidated metadata of a finished store, last, so that a plain
+    ``xr.open_zarr`` reads it in one request and without a warning.
+
+    Parameters
+    ----------
+    store : zarr.abc.store.Store
+        The store of the complete group (nothing may change it afterwards).
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        # zarr notes that consolidated metadata is not in the v3 spec: zarr-python and
+        # xarray read it, and a reader that does not simply lists the store
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+        zarr.consolidate_metadata(store, zarr_format=3)
 
 
 def write_result(

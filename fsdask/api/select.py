@@ -91,12 +91,7 @@ def select(
             est.fit(ds)
     result = est.result_
     path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
-    seconds = time.perf_counter() - t0
-    if as_json:
-        record = summary(result, method=method, top=top, output=path, csv=csv, seconds=seconds)
-        print(json.dumps(record), file=stdout)
-    else:
-        _report(result, method, top, path, csv, seconds, stdout)
+    _report(result, method, top, path, csv, time.perf_counter() - t0, as_json, stdout)
     return path
 
 
@@ -170,8 +165,13 @@ def _publish(result, url, ds, scheduler, output, csv, so, overwrite) -> str:
     return path
 
 
-def _report(result, method, top, path, csv, seconds, stdout) -> None:
+def _report(result, method, top, path, csv, seconds, as_json, stdout) -> None:
     from fsdask import results
+
+    if as_json:
+        record = summary(result, method=method, top=top, output=path, csv=csv, seconds=seconds)
+        print(json.dumps(record), file=stdout)
+        return
 
     results.print_top(result, top, file=stdout)
     print(

@@ -55,4 +55,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'fsdask' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = ["__version__", *_LAZY]

@@ -82,6 +82,8 @@ def _zarr_ready(ds: xr.Dataset) -> xr.Dataset:
     ds.attrs = clean_attrs(
         {k: v for k, v in ds.attrs.items() if k not in (COMPLETE_ATTR, KIND_ATTR)}
     )
+    for name in test_columns(ds):
+        ds[name].attrs.setdefault("description", TEST_DESCRIPTIONS[name])
     for name in list(ds.variables):
         if ds[name].dtype == object or ds[name].dtype.kind in "UT":
             values = np.array([str(v) for v in np.asarray(ds[name].values).ravel()], dtype=object)
@@ -222,6 +224,14 @@ def open_result(
 #: per-feature test results a method may give (p-value, Benjamini–Hochberg adjusted p-value,
 #: direction of the effect); the tables carry those a result has, in this order
 TEST_COLUMNS = ("pvalue", "pvalue_adj", "direction")
+#: what they mean (their ``description`` attribute in a written result)
+TEST_DESCRIPTIONS = {
+    "pvalue": "two-sided p-value of the feature's test (NaN for constant features)",
+    "pvalue_adj": "Benjamini-Hochberg adjusted p-value (false discovery rate) over the "
+    "non-constant features",
+    "direction": "+1: larger in the second class (classes in sorted order) or growing with "
+    "y; -1: the other way; 0: no difference; NaN for constant features",
+}
 
 
 def test_columns(result: xr.Dataset) -> list[str]:

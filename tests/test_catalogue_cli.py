@@ -255,6 +255,7 @@ def test_open_zarr_of_a_result_does_not_warn(tmp_path):  # open-zarr-result-quie
         back = xr.open_zarr(tmp_path / "r.zarr")
     np.testing.assert_allclose(back["pvalue"].values, res["pvalue"].values)
     assert back.attrs["fsdask_kind"] == "result"
+    assert "Benjamini-Hochberg" in back["pvalue_adj"].attrs["description"]
     assert fsdask.open_result(tmp_path / "r.zarr").attrs["method"] == "ttest"
 
 

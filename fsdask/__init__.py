@@ -23,15 +23,23 @@ import importlib
 from typing import Any
 
 import fsdask._config  # noqa: E402,F401  (dask config defaults: fsdask.memory-budget)
-from fsdask.errors import FsdaskError, InputError, ParameterError, StoreError  # noqa: E402
-from fsdask.io import ingest, open_dataset, write_dataset  # noqa: E402
-from fsdask.methods import available_methods, get_method  # noqa: E402
-from fsdask.results import open_result, write_result  # noqa: E402
 from fsdask.version import VERSION as __version__  # noqa: E402
 
-# estimators are imported lazily so `import fsdask` stays fast and a method's optional
-# dependencies load only when it is used
+# every public name is imported on first use, so `import fsdask` (and `fsdask --version`)
+# loads neither scikit-learn nor xarray, and a method's optional dependencies load only when
+# it is used
 _LAZY = {
+    "FsdaskError": "fsdask.errors",
+    "InputError": "fsdask.errors",
+    "ParameterError": "fsdask.errors",
+    "StoreError": "fsdask.errors",
+    "ingest": "fsdask.io",
+    "open_dataset": "fsdask.io",
+    "write_dataset": "fsdask.io",
+    "available_methods": "fsdask.methods",
+    "get_method": "fsdask.methods",
+    "open_result": "fsdask.results",
+    "write_result": "fsdask.results",
     "Filter": "fsdask.methods.filters",
     "QAlpha": "fsdask.methods.qalpha",
     "Logo": "fsdask.methods.logo",
@@ -49,22 +57,14 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later look-ups skip this hook
+        return value
     raise AttributeError(f"module 'fsdask' has no attribute {name!r}")
 
 
-__all__ = [
-    "__version__",
-    "FsdaskError",
-    "InputError",
-    "ParameterError",
-    "StoreError",
-    "open_dataset",
-    "write_dataset",
-    "ingest",
-    "open_result",
-    "write_result",
-    "available_methods",
-    "get_method",
-    *_LAZY,
-]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = ["__version__", *_LAZY]

@@ -21,8 +21,6 @@ import dask.config
 import yaml
 from dask.utils import parse_bytes
 
-from fsdask.errors import ParameterError
-
 #: the dask config key of the memory budget
 CONFIG_KEY = "fsdask.memory-budget"
 #: the dask config key of the size below which X is held in memory by iterative methods
@@ -69,6 +67,8 @@ def gram_precision() -> str:
     products of a large Gram are taken in the input's precision or always in double."""
     value = dask.config.get(PRECISION_KEY, "data")
     if value not in PRECISIONS:
+        from fsdask.errors import ParameterError  # here: `import fsdask` stays light (--version)
+
         raise ParameterError(
             f"dask config {PRECISION_KEY!r}={value!r} is not a precision; use one of {PRECISIONS}"
         )
@@ -86,6 +86,8 @@ def _size(value: Any, where: str) -> int:
         or not math.isfinite(nbytes)
         or nbytes < 0
     ):
+        from fsdask.errors import ParameterError  # here: `import fsdask` stays light (--version)
+
         raise ParameterError(
             f"{where}={value!r} is not a size; use a number of bytes ≥ 0 "
             "(e.g. 2**30) or a string such as '1GiB'"

@@ -17,7 +17,8 @@ cv.png             cross-validation curves: error rate against the number of top
                    ``--evaluation`` stores or ``cv_error_rate`` variables merged into the result
 heatmap.png        with ``--data``: the top features across samples (z-scored per feature),
                    samples grouped by class
-ranked.csv         with ``csv=True``: rank, feature, weight, selected for every feature
+ranked.csv         with ``csv=True``: rank, feature, weight, selected for every feature, and
+                   pvalue, pvalue_adj, direction when the method gives them
 =================  ===========================================================================
 
 The HTML refers to the PNGs by relative path, inlines its CSS and needs no server.
@@ -261,6 +262,10 @@ def _meta_rows(result: xr.Dataset) -> list[tuple[str, str]]:
     return rows
 
 
+#: the report table's headers of the per-feature test results (:data:`fsdask.results.TEST_COLUMNS`)
+TEST_HEADERS = {"pvalue": "p-value", "pvalue_adj": "BH-adjusted p", "direction": "direction"}
+
+
 def _table(rows: Sequence[Sequence[Any]], header: Sequence[str], num: Sequence[int] = ()) -> str:
     h = "".join(f"<th>{html.escape(str(c))}</th>" for c in header)
     body = []
@@ -432,6 +437,9 @@ def _write_report(
                 for c in classes
             ]
             class_means = np.stack([Xtop[y == c].mean(axis=0) for c in classes], axis=1)
+    from fsdask.results import format_test_value, test_columns
+
+    tests = test_columns(result)
     rows = []
     for j, i in enumerate(order):
         r = [
@@ -440,13 +448,14 @@ def _write_report(
             f"{weights[i]:.6g}",
             "<span class='sel'>yes</span>" if sel[i] else "–",
         ]
+        r += [format_test_value(c, float(result[c].values[i])) for c in tests]
         if class_means is not None:
             r += [f"{v:.4g}" for v in class_means[j]]
         rows.append(r)
     top_html = _table(
         rows,
-        ["rank", "feature", "weight", "selected", *class_cols],
-        num=(0, 2, *range(4, 4 + len(class_cols))),
+        ["rank", "feature", "weight", "selected", *(TEST_HEADERS[c] for c in tests), *class_cols],
+        num=(0, 2, *range(4, 4 + len(tests) + len(class_cols))),
     )
     if csv:
         from fsdask.results import write_csv

@@ -5,6 +5,7 @@ Variables: ``weight(feature)`` (the method's score; higher = more relevant),
 method, parameters (JSON), n_iter, converged, objective trace, wall time, versions, input
 store and its fingerprint.
 
+Stores carry consolidated metadata (written last), so ``xr.open_zarr`` opens them quietly.
 Writes are publish-then-swap (:func:`fsdask.io.outputs.publish`): the new store is written
 complete under a temporary name and only then takes the target's place, which is replaced
 only when it is an fsdask output of the same kind and ``overwrite`` is given.  Chunks carry
@@ -60,12 +61,29 @@ def clean_attrs(attrs: Mapping[str, Any]) -> dict:
     return out
 
 
+def jsonable_attrs(attrs: Mapping[str, Any]) -> dict:
+    """Attributes as JSON-able values (NumPy scalars and arrays made Python ones), dicts kept
+    as dicts (``--json`` output).
+
+    Parameters
+    ----------
+    attrs : mapping
+
+    Returns
+    -------
+    dict
+    """
+    return {str(k): _jsonable(v) for k, v in attrs.items()}
+
+
 def _zarr_ready(ds: xr.Dataset) -> xr.Dataset:
     """A copy with JSON-able attributes and text variables as plain Python strings."""
     ds = ds.copy()
     ds.attrs = clean_attrs(
         {k: v for k, v in ds.attrs.items() if k not in (COMPLETE_ATTR, KIND_ATTR)}
     )
+    for name in test_columns(ds):
+        ds[name].attrs.setdefault("description", TEST_DESCRIPTIONS[name])
     for name in list(ds.variables):
         if ds[name].dtype == object or ds[name].dtype.kind in "UT":
             values = np.array([str(v) for v in np.asarray(ds[name].values).ravel()], dtype=object)
@@ -105,9 +123,9 @@ def write_store(
                 encoding=checksum_encoding(ds.variables),
                 **kwargs,
             )
-            zarr.open_group(target, mode="r+", zarr_format=3, **kwargs).attrs.update(
-                {COMPLETE_ATTR: True, KIND_ATTR: kind}
-            )
+            group = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
+            group.attrs.update({COMPLETE_ATTR: True, KIND_ATTR: kind})
+            consolidate(group.store)
     except StoreError:
         raise
     except OSError as exc:
@@ -116,6 +134,24 @@ def write_store(
             "check the path, the free space and the permissions"
         ) from None
     return loc.shown if remote else loc.target
+
+
+def consolidate(store) -> None:
+    """Write the consolidated metadata of a finished store, last, so that a plain
+    ``xr.open_zarr`` reads it in one request and without a warning.
+
+    Parameters
+    ----------
+    store : zarr.abc.store.Store
+        The store of the complete group (nothing may change it afterwards).
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        # zarr notes that consolidated metadata is not in the v3 spec: zarr-python and
+        # xarray read it, and a reader that does not simply lists the store
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+        zarr.consolidate_metadata(store, zarr_format=3)
 
 
 def write_result(
@@ -185,6 +221,61 @@ def open_result(
     return ds
 
 
+#: per-feature test results a method may give (p-value, Benjamini–Hochberg adjusted p-value,
+#: direction of the effect); the tables carry those a result has, in this order
+TEST_COLUMNS = ("pvalue", "pvalue_adj", "direction")
+#: what they mean (their ``description`` attribute in a written result)
+TEST_DESCRIPTIONS = {
+    "pvalue": "two-sided p-value of the feature's test (NaN for constant features)",
+    "pvalue_adj": "Benjamini-Hochberg adjusted p-value (false discovery rate) over the "
+    "non-constant features",
+    "direction": "+1: larger in the second class (classes in sorted order) or growing with "
+    "y; -1: the other way; 0: no difference; NaN for constant features",
+}
+
+
+def test_columns(result: xr.Dataset) -> list[str]:
+    """The :data:`TEST_COLUMNS` that ``result`` holds as per-feature variables.
+
+    Parameters
+    ----------
+    result : xarray.Dataset
+        A selection result.
+
+    Returns
+    -------
+    list of str
+    """
+    return [c for c in TEST_COLUMNS if c in result and result[c].dims == ("feature",)]
+
+
+def top_records(result: xr.Dataset, k: int = 20) -> list[dict[str, Any]]:
+    """The ``k`` best-ranked features as JSON-able records: rank, feature, weight, selected,
+    and the result's :func:`test_columns` (None where a value is NaN).
+
+    Parameters
+    ----------
+    result : xarray.Dataset
+        A selection result.
+    k : int
+        How many.
+
+    Returns
+    -------
+    list of dict
+    """
+    order = np.argsort(result["rank"].values, kind="stable")[:k]
+    cols = {c: result[c].values for c in test_columns(result)}
+    out = []
+    for (r, f, w, s), i in zip(top_table(result, k), order):
+        rec: dict[str, Any] = {"rank": r, "feature": f, "weight": w, "selected": s}
+        for c, values in cols.items():
+            v = float(values[i])
+            rec[c] = (int(v) if c == "direction" else v) if np.isfinite(v) else None
+        out.append(rec)
+    return out
+
+
 def top_table(result: xr.Dataset, k: int = 20) -> list[tuple[int, str, float, bool]]:
     """(rank, feature id, weight, selected) for the ``k`` best-ranked features."""
     order = np.argsort(result["rank"].values, kind="stable")[:k]
@@ -201,18 +292,22 @@ def top_table(result: xr.Dataset, k: int = 20) -> list[tuple[int, str, float, bo
 
 
 def ranked_table(result: xr.Dataset) -> pandas.DataFrame:
-    """Every feature, best first: rank, feature, weight, selected."""
+    """Every feature, best first: rank, feature, weight, selected, and the result's
+    :func:`test_columns` (pvalue, pvalue_adj, direction) when it has them."""
     import pandas as pd
 
     order = np.argsort(result["rank"].values, kind="stable")
-    return pd.DataFrame(
-        {
-            "rank": result["rank"].values[order].astype(np.int64),
-            "feature": np.asarray(result["feature"].values)[order].astype(str),
-            "weight": result["weight"].values[order].astype(np.float64),
-            "selected": result["selected"].values[order].astype(np.int8),
-        }
-    )
+    table = {
+        "rank": result["rank"].values[order].astype(np.int64),
+        "feature": np.asarray(result["feature"].values)[order].astype(str),
+        "weight": result["weight"].values[order].astype(np.float64),
+        "selected": result["selected"].values[order].astype(np.int8),
+    }
+    for c in test_columns(result):
+        values = result[c].values[order].astype(np.float64)
+        # the direction is a sign: an integer column (empty where the feature had none)
+        table[c] = pd.array(values, dtype="Int8") if c == "direction" else values
+    return pd.DataFrame(table)
 
 
 def write_csv(
@@ -240,13 +335,43 @@ def write_table(
 
 
 def print_top(result: xr.Dataset, k: int, relevant: set | None = None, file=None) -> None:
-    """Print the ``k`` best-ranked features as a table (``relevant`` marks known true features)."""
+    """Print the ``k`` best-ranked features as a table (``relevant`` marks known true
+    features); the result's p-values, adjusted p-values and directions get columns too."""
     file = file or sys.stdout
+    cols = test_columns(result)
+    heads = {"pvalue": "p-value", "pvalue_adj": "adj. p", "direction": "dir"}
     print(
         f"{'rank':>6}  {'feature':<24} {'weight':>12}  selected"
+        + "".join(f"  {heads[c]:>10}" for c in cols)
         + ("  relevant" if relevant else ""),
         file=file,
     )
-    for r, f, w, s in top_table(result, k):
+    for rec in top_records(result, k):
+        f = rec["feature"]
         mark = ("  yes" if f in relevant else "   -") if relevant is not None else ""
-        print(f"{r:>6}  {f:<24} {w:>12.6g}  {'yes' if s else ' - '}     {mark}", file=file)
+        stats = "".join(f"  {format_test_value(c, rec[c]):>10}" for c in cols)
+        print(
+            f"{rec['rank']:>6}  {f:<24} {rec['weight']:>12.6g}  "
+            f"{'yes' if rec['selected'] else ' - '}     {stats}{mark}",
+            file=file,
+        )
+
+
+def format_test_value(column: str, value: Any) -> str:
+    """A p-value (4 significant digits) or a direction (``+``/``−``/``0``) as shown in tables.
+
+    Parameters
+    ----------
+    column : one of :data:`TEST_COLUMNS`
+    value : float, int or None
+
+    Returns
+    -------
+    str
+        ``"–"`` for a missing value.
+    """
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return "–"
+    if column == "direction":
+        return {1: "+", -1: "−"}.get(int(value), "0")
+    return f"{value:.4g}"

@@ -153,7 +153,7 @@ def _run_method(name: str, ds, store: str, relevant: set, folder: str) -> None:
     """Fit ``name`` at its demo parameters, write its result, print what it found (a method
     whose module this installation lacks is skipped with a note)."""
     from fsdask.methods import available_methods, get_method
-    from fsdask.results import print_top, write_result
+    from fsdask.results import write_result
 
     if name not in available_methods():
         print(f"[{name}] not available in this version — skipped\n")
@@ -164,14 +164,52 @@ def _run_method(name: str, ds, store: str, relevant: set, folder: str) -> None:
     out = os.path.join(folder, f"result_{name}.zarr")
     est.result_.attrs["input_store"] = store
     write_result(est.result_, out, overwrite=True, inputs=(store,))
-    res = est.result_
-    # a feature of weight 0 is not found, whatever its rank: ties at 0 are ordered by column,
-    # and the planted features sit in the first columns
-    chosen = res["feature"].values[res["selected"].values & (res["weight"].values > 0)]
-    found = len(relevant & set(chosen.astype(str)))
-    print(
-        f"[{name}] {time.perf_counter() - t1:.1f} s — selected {len(chosen)} features with a "
-        f"positive weight: {found} of the {len(relevant)} relevant ones"
-    )
-    print_top(est.result_, 10, relevant)
+    print(f"[{name}] {time.perf_counter() - t1:.1f} s — ", end="")
+    print_found(est.result_, relevant)
     print(f"result: {out}\n")
+
+
+def print_found(res, relevant: set, k: int = 10, file=None) -> int:
+    """Print what a result found: how many selected features have a positive weight and how
+    many of them are relevant, then the top ``k`` of those features.
+
+    A selected feature of weight 0 is not found, whatever its rank (ties at 0 are ordered by
+    column, and a problem's planted features often sit in the first columns): such features
+    are counted in a note, never listed as found.
+
+    Parameters
+    ----------
+    res : xarray.Dataset
+        A selection result.
+    relevant : set of str
+        The ids of the truly relevant features.
+    k : int
+        How many found features to list.
+    file : file, optional
+        Where to print (default: ``sys.stdout``).
+
+    Returns
+    -------
+    int
+        How many relevant features were found.
+    """
+    import sys
+
+    import numpy as np
+
+    from fsdask.results import print_top
+
+    file = file or sys.stdout
+    positive = res["weight"].values > 0
+    selected = res["selected"].values.astype(bool)
+    chosen = res["feature"].values[selected & positive].astype(str)
+    found = len(relevant & set(chosen))
+    zero = int((selected & ~positive).sum())
+    print(
+        f"selected {len(chosen)} features with a positive weight: {found} of the "
+        f"{len(relevant)} relevant ones"
+        + (f"; {zero} more selected feature(s) have weight 0 and are not counted" if zero else ""),
+        file=file,
+    )
+    print_top(res.isel(feature=np.flatnonzero(positive)), k, relevant, file=file)
+    return found

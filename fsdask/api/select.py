@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import time
@@ -30,6 +31,7 @@ def select(
     storage_options: Mapping[str, Any] | None = None,
     checkpoint_every: Any = None,
     resume: bool | None = None,
+    as_json: bool = False,
     stdout=None,
 ) -> str:
     """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
@@ -61,6 +63,8 @@ def select(
     resume : bool, optional
         Continue from (True) or ignore (False) an existing checkpoint; None: continue when one
         exists.
+    as_json : bool
+        Print one JSON object (:func:`summary`) instead of the table.
     stdout : file, optional
         Where to print (default: ``sys.stdout``).
 
@@ -87,8 +91,46 @@ def select(
             est.fit(ds)
     result = est.result_
     path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
-    _report(result, method, top, path, csv, time.perf_counter() - t0, stdout)
+    _report(result, method, top, path, csv, time.perf_counter() - t0, as_json, stdout)
     return path
+
+
+def summary(
+    result, *, method: str, top: int, output: str, csv: str | None, seconds: float
+) -> dict[str, Any]:
+    """What ``fsdask select --json`` prints: the run and its top features, JSON-able.
+
+    Parameters
+    ----------
+    result : xarray.Dataset
+        The result written.
+    method, top, output, csv
+        As given to :func:`select` (``output``: the path written).
+    seconds : float
+        The fit's wall time.
+
+    Returns
+    -------
+    dict
+        ``command``, ``method``, ``output``, ``csv``, ``n_features``, ``n_selected``,
+        ``seconds``, ``n_iter``, ``converged`` and ``top`` (:func:`fsdask.results.top_records`).
+    """
+    from fsdask.results import top_records
+
+    attrs = result.attrs
+    return {
+        "command": "select",
+        "method": method,
+        "output": output,
+        "csv": csv,
+        "n_features": int(result.sizes["feature"]),
+        "n_selected": int(result["selected"].sum()),
+        "seconds": round(float(seconds), 3),
+        # the result's attributes say -1 / "n/a" for methods without iterations
+        "n_iter": int(attrs["n_iter"]) if int(attrs.get("n_iter", -1)) >= 0 else None,
+        "converged": attrs["converged"] if isinstance(attrs.get("converged"), bool) else None,
+        "top": top_records(result, top),
+    }
 
 
 def _check_outputs(url: str, output: str, csv: str | None, so: dict, overwrite: bool) -> None:
@@ -123,8 +165,13 @@ def _publish(result, url, ds, scheduler, output, csv, so, overwrite) -> str:
     return path
 
 
-def _report(result, method, top, path, csv, seconds, stdout) -> None:
+def _report(result, method, top, path, csv, seconds, as_json, stdout) -> None:
     from fsdask import results
+
+    if as_json:
+        record = summary(result, method=method, top=top, output=path, csv=csv, seconds=seconds)
+        print(json.dumps(record), file=stdout)
+        return
 
     results.print_top(result, top, file=stdout)
     print(

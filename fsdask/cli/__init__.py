@@ -17,9 +17,10 @@ import importlib
 import logging
 import sys
 
-from fsdask.errors import FsdaskError
-from fsdask.io.secrets import RedactingFilter, redact
 from fsdask.version import VERSION as __version__
+
+# the rest of fsdask (scikit-learn, dask, xarray behind fsdask.errors, fsdask.io and the
+# subcommands) is imported once the command line asks for more than the version
 
 #: the subcommands, in the order ``fsdask --help`` lists them
 SUBCOMMANDS = (
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)"
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    add_quiet(parser, default=False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
@@ -61,19 +63,58 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         p = mod.add_parser(sub)
+        add_quiet(p, default=argparse.SUPPRESS)
         p.set_defaults(_run=mod.run)
     return parser
 
 
+def add_quiet(p: argparse.ArgumentParser, default) -> None:
+    """Add ``-q/--quiet`` to ``p`` (before or after the subcommand; a subcommand's default
+    :data:`argparse.SUPPRESS` keeps the top level's value)."""
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="no progress and no informational output (warnings and errors are still shown)",
+    )
+
+
+def _asks_version(argv: list[str]) -> bool:
+    """Whether ``fsdask ARGV`` asks for ``--version`` before any subcommand (answered without
+    importing the subcommands)."""
+    for token in argv:
+        if token == "--version":
+            return True
+        if not token.startswith("-"):
+            return False
+    return False
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """:func:`warnings.showwarning` of the command line: ``warning: CATEGORY: MESSAGE`` in one
+    line on stderr (no source line), redacted."""
+    from fsdask.io.secrets import redact
+
+    text = " ".join(str(message).split())
+    try:
+        print(redact(f"warning: {category.__name__}: {text}"), file=file or sys.stderr)
+    except (OSError, ValueError):  # stderr closed: a warning is not worth a crash
+        pass
+
+
 def _install_redaction() -> None:
+    from fsdask.io.secrets import RedactingFilter
+
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
 
 
-def _configure_logging(verbose: int) -> None:
-    """Log to stderr, redacted; ``-v`` raises fsdask's level, ``-vv`` dask's too."""
-    level = logging.WARNING - 10 * min(verbose, 2)
+def _configure_logging(verbose: int, quiet: bool = False) -> None:
+    """Log to stderr, redacted; ``-v`` raises fsdask's level, ``-vv`` dask's too; ``-q``
+    keeps fsdask's warnings and errors only."""
+    level = logging.WARNING if quiet else logging.WARNING - 10 * min(verbose, 2)
     # only fsdask's own logger (and, with -vv, dask's) become verbose: the storage libraries
     # (botocore, s3fs, aiohttp, urllib3, fsspec) log request headers that carry credentials,
     # so they stay at WARNING whatever -v says
@@ -116,14 +157,26 @@ def main(argv: list[str] | None = None) -> int:
         0 done; 2 bad input, parameters, storage or config (one line on stderr); 1 a bug;
         75 another pipeline run holds the lock; 130 interrupted.
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if _asks_version(argv):
+        print(f"fsdask {__version__}")
+        return 0
+    import warnings
+
+    from fsdask.errors import FsdaskError
+    from fsdask.io.secrets import redact
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
-    _configure_logging(args.verbose)
+    _configure_logging(args.verbose, args.quiet)
+    if args.quiet and hasattr(args, "no_progress"):
+        args.no_progress = True
+    warnings.showwarning = show_warning
     try:
-        return int(args._run(args) or 0)
+        return int(_call(args) or 0)
     except BrokenPipeError:
         # the reader went away (`fsdask info … | head`): stop quietly, as `cat` does
         import os
@@ -151,6 +204,18 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _call(args: argparse.Namespace) -> int:
+    """Run the subcommand; ``--quiet`` sends its informational stdout away (``info`` and
+    ``history`` print what was asked for, and ``--json`` the one object asked for)."""
+    import contextlib
+    import os
+
+    if not args.quiet or args.command in ("info", "history") or getattr(args, "json", False):
+        return args._run(args)
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        return args._run(args)
 
 
 def _quiet_unraisable(verbose: int) -> None:

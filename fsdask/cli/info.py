@@ -7,7 +7,9 @@ import argparse
 from fsdask.api import info
 from fsdask.cli.options import (
     add_data_options,
+    add_json,
     add_storage_options,
+    json_stdout,
     read_options,
     storage_options,
 )
@@ -25,6 +27,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument(
         "--top", type=int, default=10, help="for a result: how many top features to list"
     )
+    add_json(
+        p,
+        "the dataset's shape, chunking, dtype, labels and attributes, or the result's top features",
+    )
     add_storage_options(p)
     add_data_options(p)
     return p
@@ -32,5 +38,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Call :func:`fsdask.api.info` with the parsed options; return the exit status (0)."""
-    info(args.url, top=args.top, read=read_options(args), storage_options=storage_options(args))
+    with json_stdout(args.json) as out:
+        info(
+            args.url,
+            top=args.top,
+            read=read_options(args),
+            storage_options=storage_options(args),
+            as_json=args.json,
+            stdout=out,
+        )
     return 0

@@ -8,7 +8,9 @@ into one :class:`~fsdask.io.options.ReadOptions`; :func:`storage_options` turns
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import sys
 from typing import Any
 
 from fsdask.api import parse_kv
@@ -146,3 +148,37 @@ def add_overwrite(p: argparse.ArgumentParser) -> None:
         help="replace the output if it exists and is an fsdask output of the same kind "
         "(never an input, a file or a folder fsdask did not write)",
     )
+
+
+def add_json(p: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--json`` to ``p``: print ``what`` as one JSON object on stdout."""
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print one JSON object ({what}) on stdout and nothing else; progress and "
+        "messages go to stderr",
+    )
+
+
+@contextlib.contextmanager
+def json_stdout(enabled: bool):
+    """The stream a command prints its answer to; with ``enabled`` (``--json``) anything else
+    printed to stdout meanwhile (a library's note, a progress line) goes to stderr, so stdout
+    holds the one JSON object only.
+
+    Parameters
+    ----------
+    enabled : bool
+        Whether ``--json`` was given.
+
+    Yields
+    ------
+    file
+        The real stdout.
+    """
+    out = sys.stdout
+    if not enabled:
+        yield out
+        return
+    with contextlib.redirect_stdout(sys.stderr):
+        yield out

@@ -7,9 +7,11 @@ import argparse
 from fsdask.api import parse_kv, select
 from fsdask.cli.options import (
     add_data_options,
+    add_json,
     add_overwrite,
     add_scheduler,
     add_storage_options,
+    json_stdout,
     read_options,
     storage_options,
 )
@@ -47,6 +49,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--csv", help="also write the ranked table to this CSV file")
     add_overwrite(p)
+    add_json(p, "the run and its top features")
     g = p.add_argument_group("checkpoints of iterative fits (qalpha, logo, cpfs, hsic)")
     g.add_argument(
         "--checkpoint-every",
@@ -78,6 +81,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Call :func:`fsdask.api.select` with the parsed options; return the exit status (0)."""
+    with json_stdout(args.json) as out:
+        return _select(args, out)
+
+
+def _select(args: argparse.Namespace, out) -> int:
     select(
         args.url,
         method=args.method,
@@ -93,5 +101,7 @@ def run(args: argparse.Namespace) -> int:
         storage_options=storage_options(args),
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
+        as_json=args.json,
+        stdout=out,
     )
     return 0

@@ -49,6 +49,9 @@ STAT_ROWS = {"ttest": 2, "fold_change": 2}
 #: scores with a p-value (computed from the statistics only when asked: see ``Filter``)
 PVALUE_SCORES = ("ttest", "f", "pearson")
 
+#: scores with a direction of the effect (``result_["direction"]``)
+DIRECTED_SCORES = ("ttest", "snr", "fold_change", "pearson")
+
 
 def _stats_from_moments(
     m: Moments, score: str, n: int, n_classes: int, yc: np.ndarray | None, equal_var: bool
@@ -59,7 +62,7 @@ def _stats_from_moments(
         return var[:1]
     if score == "pearson":  # yc is centred, so yc·x = yc·(x − x̄)
         denom = np.sqrt(var[0] * (n - 1)) * np.sqrt((yc * yc).sum())
-        return (np.abs(m.dot) / np.where(denom > 0, denom, np.inf))[None, :]
+        return (m.dot / np.where(denom > 0, denom, np.inf))[None, :]
     if score in ("fisher", "f"):
         mu = (counts @ mean) / n
         between = (counts[:, None] * (mean - mu) ** 2).sum(0)
@@ -82,11 +85,11 @@ def _stats_from_moments(
                 den > 0, se2**2 / np.where(den > 0, den, 1), n1 + n2 - 2
             )  # Welch–Satterthwaite
         se = np.sqrt(se2)
-        t = np.abs(m1 - m2) / np.where(se > 0, se, np.inf)
+        t = (m2 - m1) / np.where(se > 0, se, np.inf)
         return np.stack([t, df])
     if score == "snr":
         sd = np.sqrt(v1) + np.sqrt(v2)
-        return (np.abs(m1 - m2) / np.where(sd > 0, sd, np.inf))[None, :]
+        return ((m2 - m1) / np.where(sd > 0, sd, np.inf))[None, :]
     if score == "fold_change":
         return np.stack([m1, m2])
     raise ParameterError(f"unknown score {score!r}")
@@ -116,10 +119,12 @@ def stats_block(
 
     Returns
     -------
-    ndarray (rows, p_b), float64: one row (the score) for most filters; ``ttest``: |t| and
+    ndarray (rows, p_b), float64: one row (the score) for most filters; ``ttest``: t and
     its degrees of freedom (for the p-value, see :func:`pvalues_from_stats`);
     ``fold_change``: the two class means (the score needs the data's global minimum to
-    decide the scale, known only after the pass).  Memory: a few float64 copies of the
+    decide the scale, known only after the pass).  The t, SNR and Pearson rows are signed
+    (positive: larger in the second class, or growing with y); the score is their absolute
+    value (:func:`scores_from_stats`).  Memory: a few float64 copies of the
     block.
     """
     n, p_b = xb.shape
@@ -153,9 +158,9 @@ def pvalues_from_stats(score: str, stats: np.ndarray, n: int, n_classes: int) ->
     """
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if score == "ttest":
-            return 2 * scipy.special.stdtr(stats[1], -stats[0])
+            return 2 * scipy.special.stdtr(stats[1], -np.abs(stats[0]))
         if score == "pearson":
-            rc = np.clip(stats[0], 0, 1 - 1e-15)
+            rc = np.clip(np.abs(stats[0]), 0, 1 - 1e-15)
             return 2 * scipy.special.stdtr(n - 2, -rc * np.sqrt((n - 2) / (1 - rc**2)))
         if score == "f":
             return scipy.special.fdtrc(n_classes - 1, n - n_classes, stats[0])
@@ -175,6 +180,11 @@ def _threaded_pvalues(score: str, stats: np.ndarray, n: int, n_classes: int) -> 
         range(parts),
     )
     return np.concatenate(pieces)
+
+
+def _shown(label: Any) -> str:
+    """A class label as the user wrote it (``1``, ``'AML'``), not NumPy's ``np.int64(1)``."""
+    return repr(label.item() if isinstance(label, np.generic) else label)
 
 
 def fold_change_scores(m1: np.ndarray, m2: np.ndarray, log_scale: bool) -> np.ndarray:
@@ -215,10 +225,93 @@ def score_block(
     -------
     ndarray (p_b,), higher = more relevant.  Memory: as :func:`stats_block`.
     """
-    st = stats_block(xb, score, codes, n_classes, yc, equal_var)
+    return scores_from_stats(
+        score, stats_block(xb, score, codes, n_classes, yc, equal_var), log_scale
+    )
+
+
+def scores_from_stats(score: str, stats: np.ndarray, log_scale: bool) -> np.ndarray:
+    """The scores (higher = more relevant) from the statistics of :func:`stats_block`.
+
+    Parameters
+    ----------
+    score : str, one of :data:`fsdask.methods.FILTER_SCORES`
+    stats : ndarray (rows, p), the statistics of :func:`stats_block`
+    log_scale : bool, as for :func:`fold_change_scores`
+
+    Returns
+    -------
+    ndarray (p,)
+    """
     if score == "fold_change":
-        return fold_change_scores(st[0], st[1], log_scale)
-    return st[0]
+        return fold_change_scores(stats[0], stats[1], log_scale)
+    if score in DIRECTED_SCORES:
+        return np.abs(stats[0])
+    return stats[0]
+
+
+def directions_from_stats(score: str, stats: np.ndarray) -> np.ndarray:
+    """The direction of the effect, +1, −1 or 0 per feature (see :class:`Filter`).
+
+    Parameters
+    ----------
+    score : one of :data:`DIRECTED_SCORES`
+    stats : ndarray (rows, p), the statistics of :func:`stats_block`
+
+    Returns
+    -------
+    ndarray (p,), float64
+    """
+    diff = stats[1] - stats[0] if score == "fold_change" else stats[0]
+    return np.sign(np.nan_to_num(diff)).astype(np.float64)
+
+
+def bh_adjust(pvalues: np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values (the false discovery rate at which each feature
+    would be called), over the finite p-values; NaN stays NaN.
+
+    Parameters
+    ----------
+    pvalues : ndarray (p,)
+
+    Returns
+    -------
+    ndarray (p,).  Memory: a few arrays of p.
+    """
+    p = np.asarray(pvalues, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = ok.size
+    if m == 0:
+        return out
+    order = np.argsort(p[ok], kind="stable")
+    scaled = p[ok][order] * m / np.arange(1, m + 1)
+    adj = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    out[ok[order]] = adj
+    return out
+
+
+class DeferredPValues:
+    """The p-values of a fit, computed once when first asked for, and their BH adjustment.
+
+    Parameters
+    ----------
+    score, stats, n, n_classes : as for :func:`pvalues_from_stats`
+    """
+
+    def __init__(self, score: str, stats: np.ndarray, n: int, n_classes: int):
+        self.args = (score, stats, n, n_classes)
+        self.values: np.ndarray | None = None
+
+    def __call__(self) -> np.ndarray:
+        """The p-values."""
+        if self.values is None:
+            self.values = _threaded_pvalues(*self.args)
+        return self.values
+
+    def adjusted(self) -> np.ndarray:
+        """The Benjamini–Hochberg adjusted p-values."""
+        return bh_adjust(self())
 
 
 class Filter(Selector):
@@ -246,7 +339,15 @@ class Filter(Selector):
         ttest, f, pearson: two-sided p-values (NaN for constant features, as in scipy), also
         ``result_["pvalue"]``.  They are computed from the fitted statistics the first time
         ``pvalues_`` or ``result_`` is read (they cost about as much as the fit's own pass),
-        not during ``fit``; the values are the same either way.
+        not during ``fit``; the values are the same either way.  ``result_["pvalue_adj"]``
+        holds their Benjamini–Hochberg adjustment (over the non-constant features).
+
+    Notes
+    -----
+    ttest, snr, fold_change and pearson also give ``result_["direction"]``: +1 where the
+    feature is larger in the second class (classes in sorted order, as ``np.unique`` gives
+    them) or grows with y (pearson), −1 the other way, 0 for no difference, NaN for constant
+    features.
     """
 
     _parameter_constraints: dict = {
@@ -320,11 +421,12 @@ class Filter(Selector):
             if stat in BINARY_ONLY and n_classes != 2:
                 raise InputError(
                     f"statistic={stat!r} compares two classes but y has {n_classes} "
-                    f"({list(classes[:6])}); use statistic='f' or 'fisher' for several classes"
+                    f"({', '.join(map(_shown, classes[:6]))}"
+                    f"{', …' if n_classes > 6 else ''}); use statistic='f' or 'fisher' for several classes"
                 )
             if counts.min() < 2 and stat in ("ttest", "snr"):
                 raise InputError(
-                    f"class {classes[counts.argmin()]!r} has a single sample; the {stat} "
+                    f"class {_shown(classes[counts.argmin()])} has a single sample; the {stat} "
                     "needs a variance in each class (at least 2 samples)"
                 )
             if stat == "f" and n - n_classes < 1:
@@ -354,15 +456,16 @@ class Filter(Selector):
         """Scores (and, deferred, p-values) from the per-feature statistics of the active features."""
         log_scale = self.log_scale
         stat = self.statistic
-        if stat == "fold_change":
-            if log_scale == "auto":
-                log_scale = bool(data_min <= 0)
-            scores = fold_change_scores(stats[0], stats[1], log_scale)
-        else:
-            scores = stats[0]
+        if stat == "fold_change" and log_scale == "auto":
+            log_scale = bool(data_min <= 0)
+        scores = scores_from_stats(stat, stats, log_scale)
         deferred = {}
         if stat in PVALUE_SCORES:  # evaluated when result_ / pvalues_ is first read
-            deferred["pvalue"] = functools.partial(_threaded_pvalues, stat, stats, n, n_classes)
+            pv = DeferredPValues(stat, stats, n, n_classes)
+            deferred["pvalue"] = pv
+            deferred["pvalue_adj"] = pv.adjusted
+        if stat in DIRECTED_SCORES:
+            deferred["direction"] = functools.partial(directions_from_stats, stat, stats)
         return FitOutput(
             scores=scores, attrs={"score": stat, "log_scale": str(log_scale)}, deferred=deferred
         )

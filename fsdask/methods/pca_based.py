@@ -56,6 +56,28 @@ def _check_q(q, p: int, name: str) -> int:
     return int(q)
 
 
+def default_q(n: int, p: int) -> int:
+    """How many features PFA and SPCA select when not told: the number of principal
+    components of the centred X, at most half the features.
+
+    The centred n × p X has at most n − 1 components, so n − 1 features in general position
+    already span its columns (the reconstruction error of §7 is 0 from there on); more picks
+    add only redundant features, and each costs PFA a k-means cluster and SPCA nonzero
+    loadings.  Masaeli et al. sweep q and fix no default; on n ≥ p data this is the top half.
+
+    Parameters
+    ----------
+    n, p : int
+        Samples and (non-constant) features.
+
+    Returns
+    -------
+    int
+        ``max(1, min(⌈p / 2⌉, n − 1))``.
+    """
+    return max(1, min(int(np.ceil(p / 2)), n - 1))
+
+
 def _order_to_scores(order: np.ndarray, p: int) -> np.ndarray:
     """Scores that reproduce a pick order: first pick highest, unpicked 0."""
     scores = np.zeros(p)
@@ -167,8 +189,9 @@ class PFA(_PCABase):
 
     Parameters
     ----------
-    n_features_to_select : int or None (half of p)
-        q = number of clusters = features kept.
+    n_features_to_select : int or None
+        q = number of clusters = features kept; None: the number of principal components of
+        the centred X, at most half the features (:func:`default_q`).
     n_components : int or None
         Columns of the loading matrix (PCs); None uses q (capped at the rank).
     n_init : int
@@ -204,7 +227,7 @@ class PFA(_PCABase):
 
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
-        q = _check_q(self.n_features_to_select, p, "PFA")
+        q = _check_q(self.n_features_to_select or default_q(X.shape[0], p), p, "PFA")
         B, s, V = _factor(X, self.scale, ctx.execution)
         k = min(self.n_components or q, V.shape[1])
         Z = V[:, :k]
@@ -272,8 +295,9 @@ class SparsePCASelector(_PCABase):
 
     Parameters
     ----------
-    n_features_to_select : int or None (half of p)
-        q, the nonzero loadings sought.
+    n_features_to_select : int or None
+        q, the nonzero loadings sought; None: the number of principal components of the
+        centred X, at most half the features (:func:`default_q`).
     max_bisect : int
         Bisection steps on α at most.
     random_state : int
@@ -305,7 +329,7 @@ class SparsePCASelector(_PCABase):
         from sklearn.decomposition import SparsePCA
 
         p = X.shape[1]
-        q = _check_q(self.n_features_to_select, p, "SparsePCASelector")
+        q = _check_q(self.n_features_to_select or default_q(X.shape[0], p), p, "SparsePCASelector")
         (Xc,) = ctx.execution.compute(X.astype(np.float64))  # on the client, never in one task
         Xc = Xc - Xc.mean(0)
         if self.scale:

@@ -122,6 +122,8 @@ def test_the_scan_sees_upward_imports():
 
 ALL_MODULES = sorted(PACKAGE.rglob("*.py"))
 MODULE_NAMES = {module_name(p) for p in ALL_MODULES}
+
+
 def where(path: pathlib.Path, line: int) -> str:
     return f"{path.relative_to(PACKAGE.parent)}:{line}"
 

@@ -38,7 +38,16 @@ from fsdask.io.location import Location
 from fsdask.pipeline.config import Step, load_config, step_kwargs
 from fsdask.pipeline.lock import Locked, RunLock
 from fsdask.pipeline.logjson import JsonLog, capture_iterations
-from fsdask.pipeline.state import STATE_FORMAT, STATE_VERSION, now, read_state, version, write_state
+from fsdask.pipeline.state import (
+    STATE_FORMAT,
+    STATE_VERSION,
+    check_appendable,
+    now,
+    read_state,
+    version,
+    write_state,
+)
+from fsdask.pipeline.validate import StepFailed, check_locations, check_method
 
 
 class Session:
@@ -99,6 +108,12 @@ class Session:
                 self._say(
                     f"--restart: set the damaged history aside as {history.set_aside(self.history_path)}"
                 )
+            check_appendable(
+                self.history_path,
+                "run history",
+                "make it writable, or set `state:` in the config to a writable place "
+                "(the history lives next to the state)",
+            )
         except BaseException as exc:
             self.__exit__(type(exc), exc, None)
             raise
@@ -118,21 +133,23 @@ class Session:
 
     def __exit__(self, etype, exc, tb) -> None:
         code = 0 if exc is None else exit_code(exc)
-        if exc is not None:
-            self.jlog.event(
-                "error",
-                step=self.jlog.step,
-                message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                exit_code=code,
-            )
         ran = sum(v == "ran" for v in self.summary.values())
-        self.jlog.event(
-            "run_end",
-            exit_code=code,
-            seconds=round(time.perf_counter() - self._t0, 3),
-            ran=ran,
-            skipped=len(self.summary) - ran,
-        )
+        # a log that fails now must not hide the run's own error nor keep the lock
+        with contextlib.suppress(FsdaskError):
+            if exc is not None:
+                self.jlog.event(
+                    "error",
+                    step=self.jlog.step,
+                    message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    exit_code=code,
+                )
+            self.jlog.event(
+                "run_end",
+                exit_code=code,
+                seconds=round(time.perf_counter() - self._t0, 3),
+                ran=ran,
+                skipped=len(self.summary) - ran,
+            )
         self.jlog.close()
         if self.lock is not None and not isinstance(exc, Locked):
             self.lock.release()
@@ -197,7 +214,7 @@ class Session:
         prev_inputs = (rec or {}).get("inputs") or {}
         reasons = []
         for target in step.inputs():
-            fp = fpr.fingerprint(target, self.so, prev_inputs.get(target))
+            fp = fpr.fingerprint(target, self.so, prev_inputs.get(target), step.fingerprint)
             self._inputs[target] = fp
             if rec is None or self.rerun_rest:
                 continue
@@ -207,6 +224,10 @@ class Session:
                 reasons.append(f"input {target} unreadable ({fp.get('error')})")
             elif target not in prev_inputs:
                 reasons.append(f"input {target} not recorded")
+            elif "content" in {(prev_inputs[target] or {}).get("kind"), fp.get("kind")} and (
+                (prev_inputs[target] or {}).get("kind") != fp.get("kind")
+            ):
+                reasons.append(f"input {target}: fingerprint rule changed to {step.fingerprint}")
             elif not fpr.same(prev_inputs[target], fp):
                 reasons.append(f"input {target} changed")
         if self.rerun_rest:
@@ -333,22 +354,6 @@ def exit_code(exc: BaseException) -> int:
     return 2 if isinstance(exc, FsdaskError) else 1
 
 
-class StepFailed(FsdaskError):
-    """A pipeline step failed; ``exit_code`` is what the CLI returns.
-
-    Parameters
-    ----------
-    message : str
-        One line naming the step and the reason.
-    exit_code : int
-        2 for bad input, 1 for a bug, 75 when another run holds the lock.
-    """
-
-    def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
 @contextlib.contextmanager
 def _cwd(path: str):
     old = os.getcwd()
@@ -414,6 +419,11 @@ def run_pipeline(
         raise StepFailed(str(exc), exit_code=exc.exit_code) from None
     with night, _cwd(os.path.dirname(night.pipe.path)):
         calls = _calls(night.pipe, restart)
+        for i, (step, kwargs) in enumerate(zip(night.pipe.steps, calls), 1):
+            night.jlog.step = step.name  # an error event names the step it is about
+            check_method(i, step, kwargs)
+        night.jlog.step = None
+        check_locations(night.pipe.steps, night.so)
         night.preflight()
         # an unwritable state file stops the run before any step
         write_state(night.pipe.state_path, night.state)

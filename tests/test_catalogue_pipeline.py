@@ -182,8 +182,8 @@ def test_bad_step_refused_before_any_step_runs(project, capsys, case, change, me
     _nothing_ran(project.parent)
     code, err = _run_cli(capsys, project)
     assert code == 2 and err.count("\n") == 1 and message in err, err
-    _nothing_ran(project.parent)
-    assert (project.parent / "d.npz").is_file()  # the input is untouched
+    # nothing ran, nothing left behind: no state, history or lock
+    assert sorted(os.listdir(project.parent)) == ["d.npz", "pipe.yaml"]
 
 
 def test_a_chain_is_allowed_and_the_params_spelling_works(project):
@@ -238,6 +238,35 @@ def test_disk_full_while_writing_the_lock_leaves_no_lock(project, capsys, monkey
     _nothing_ran(project.parent)
     # the next night is not blocked
     assert set(run_pipeline(project).values()) == {"ran"}
+
+
+CASES += [("lock-write-file-size-limit", "BAD")]
+
+
+def test_a_real_short_write_of_the_lock_leaves_no_lock(project):
+    """The same with a real failing write: a file-size limit of 64 bytes (RLIMIT_FSIZE) makes
+    the lock's write stop part-way with EFBIG, as a full disk stops it with ENOSPC."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+
+    p = subprocess.run(
+        [sys.executable, "-m", "fsdask.cli", "run", str(project)],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+        timeout=300,
+    )
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "run lock (File too large)" in p.stderr
+    assert sorted(os.listdir(project.parent)) == ["d.npz", "pipe.yaml"]
+    assert set(run_pipeline(project).values()) == {"ran"}  # the next night is not blocked
 
 
 def _old(path, seconds=3600):

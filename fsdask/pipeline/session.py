@@ -1,10 +1,14 @@
 """One ``fsdask run``: lock, state, skip decisions, JSON log and history around the step loop.
 
-:func:`run_pipeline` checks every step's options, then runs the steps in order through a
-:class:`Session`, which is what the step loop talks to::
+:func:`run_pipeline` checks every step — its options, its method and parameters, where it
+writes (:mod:`fsdask.pipeline.validate`), its inputs, the state and history files — before
+any step runs, then runs the steps in order through a :class:`Session`, which is what the
+step loop talks to::
 
     with Session(config, restart=…, out=…, log_json=…) as night:
+        …check every step (fsdask.pipeline.validate)…
         night.preflight()
+        night.check_bookkeeping()
         for i, step in enumerate(night.pipe.steps, 1):
             if night.skip(i, step):
                 continue
@@ -108,12 +112,6 @@ class Session:
                 self._say(
                     f"--restart: set the damaged history aside as {history.set_aside(self.history_path)}"
                 )
-            check_appendable(
-                self.history_path,
-                "run history",
-                "make it writable, or set `state:` in the config to a writable place "
-                "(the history lives next to the state)",
-            )
         except BaseException as exc:
             self.__exit__(type(exc), exc, None)
             raise
@@ -205,6 +203,17 @@ class Session:
                     "writes it; fix the path, or add the step that makes it before this one"
                 )
             produced.update(os.path.normpath(o) for o in step.outputs())
+
+    def check_bookkeeping(self) -> None:
+        """Refuse, before the first step, a state or history file that cannot be written (the
+        lock is held and the JSON log open by now: both were written already)."""
+        check_appendable(
+            self.history_path,
+            "run history",
+            "make it writable, or set `state:` in the config to a writable place "
+            "(the history lives next to the state)",
+        )
+        write_state(self.pipe.state_path, self.state)
 
     # -- per step ------------------------------------------------------------------------
     def _reasons(self, step) -> list[str]:
@@ -425,8 +434,7 @@ def run_pipeline(
         night.jlog.step = None
         check_locations(night.pipe.steps, night.so)
         night.preflight()
-        # an unwritable state file stops the run before any step
-        write_state(night.pipe.state_path, night.state)
+        night.check_bookkeeping()
         for i, (step, kwargs) in enumerate(zip(night.pipe.steps, calls), 1):
             if night.skip(i, step):
                 continue

@@ -79,9 +79,10 @@ def write_state(path: str, state: dict) -> None:
 def check_appendable(path: str, what: str, hint: str) -> None:
     """Refuse, before any step runs, a bookkeeping file that cannot be appended to.
 
-    The file is opened for appending and closed (created empty when missing; its content is
-    not touched), which fails as the real write would: a directory there, a folder that does
-    not exist and cannot be made, no permission, a read-only file system.
+    The file is opened for appending and closed (its content is not touched; when missing it
+    is created and removed again), which fails as the real write would: a directory there,
+    a folder that cannot be made, no permission, a read-only file system, a link into a
+    folder that does not exist.
 
     Parameters
     ----------
@@ -99,8 +100,13 @@ def check_appendable(path: str, what: str, hint: str) -> None:
     """
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "a", encoding="utf-8"):
-            pass
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:  # there already (or a link): can it be appended to?
+            with open(path, "a", encoding="utf-8"):
+                return
+        os.close(fd)
+        os.remove(path)  # made only to try: not left behind
     except OSError as exc:
         raise StoreError(
             f"{path}: cannot write the {what} ({exc.strerror or exc}); {hint}"

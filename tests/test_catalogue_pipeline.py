@@ -122,7 +122,11 @@ def _ingest_onto_own_source(cfg):
 
 
 CONFIG_BAD = [
-    ("step3-unknown-method", _set(2, method="snrr"), "unknown method 'snrr'"),
+    (
+        "step3-unknown-method",
+        _set(2, method="snrr"),
+        "unknown method 'snrr' (did you mean 'snr'?)",
+    ),
     (
         "step3-bad-param-value",
         _set(2, param={"n_features_to_select": -1}),
@@ -477,3 +481,38 @@ def test_content_fingerprint_of_a_foreign_store(tmp_path, capsys):
     capsys.readouterr()
     assert run_pipeline(path) == {"ttest": "ran"}
     assert "input foreign.zarr changed" in capsys.readouterr().out
+
+
+CASES += [("fsdask-store-chunk-edited-in-place", "GOOD"), ("s3-store-content", "GOOD")]
+
+
+def test_content_fingerprint_reads_what_the_stat_rule_trusts(tmp_path, s3):
+    """An fsdask store's recorded fingerprint does not see a chunk edited behind fsdask's
+    back (documented); ``content`` does — locally and on object storage."""
+    from fsdask.pipeline.fingerprint import fingerprint, same
+
+    _data(tmp_path / "d.npz", n=8, p=6)
+    store = tmp_path / "mine.zarr"
+    fsdask.ingest(str(tmp_path / "d.npz"), str(store))
+    stat, content = fingerprint(str(store)), fingerprint(str(store), mode="content")
+    assert stat["kind"] == "fsdask-store" and content["kind"] == "content"
+    assert same(content, fingerprint(str(store), mode="content"))
+    chunk = next(p for p in (store / "X").rglob("*") if p.is_file() and p.name != "zarr.json")
+    raw = bytearray(chunk.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    chunk.write_bytes(bytes(raw))
+    assert same(stat, fingerprint(str(store)))  # the stat rule: unchanged
+    assert not same(content, fingerprint(str(store), mode="content"))
+    assert fingerprint(str(tmp_path / "none.zarr"), mode="content") is None
+
+    import s3fs
+
+    bucket, so = s3
+    fs = s3fs.S3FileSystem(**so)
+    fs.put(str(store), f"{bucket}/mine.zarr", recursive=True)
+    remote = fingerprint(f"{bucket}/mine.zarr", so, mode="content")
+    assert same(remote, fingerprint(str(store), mode="content"))  # the same bytes, the same digest
+    assert same(remote, fingerprint(f"{bucket}/mine.zarr", so, mode="content"))
+    fs.pipe(f"{bucket}/mine.zarr/{chunk.relative_to(store).as_posix()}", b"other bytes")
+    assert not same(remote, fingerprint(f"{bucket}/mine.zarr", so, mode="content"))
+    assert fingerprint(f"{bucket}/nothing.zarr", so, mode="content") is None

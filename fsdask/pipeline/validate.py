@@ -84,10 +84,15 @@ def check_method(i: int, step, kwargs: dict[str, Any]) -> None:
     method = kwargs.get("method")
     if method is None:
         return
-    from fsdask.methods import get_method
+    from fsdask.methods import REGISTRY, get_method
 
     params = dict(kwargs.get("params") or {})
     try:
+        if str(method).lower().replace("-", "_") not in REGISTRY:
+            raise ParameterError(
+                f"unknown method {method!r}{closest(str(method).lower(), list(REGISTRY))}; "
+                f"known: {', '.join(REGISTRY)}"
+            )
         names = get_method(str(method)).get_params(deep=False)
         unknown = [k for k in params if k not in names]
         if unknown:

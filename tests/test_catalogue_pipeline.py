@@ -113,6 +113,10 @@ def _step_level_typo(cfg):
     cfg["steps"][2]["nmae"] = cfg["steps"][2].pop("name")
 
 
+def _param_beside_the_command(cfg):
+    cfg["steps"][2]["params"] = _step(cfg, 2).pop("param")
+
+
 def _fingerprint_typo(cfg):
     cfg["steps"][0]["fingerprint"] = "contents"
 
@@ -147,6 +151,11 @@ CONFIG_BAD = [
     ("step3-param-and-params", _both_param_spellings, "set the same option"),
     ("step3-step-level-key-typo", _step_level_typo, "'nmae' (did you mean 'name'?)"),
     ("step1-fingerprint-typo", _fingerprint_typo, "(did you mean 'content'?)"),
+    (
+        "step3-params-beside-the-command",
+        _param_beside_the_command,
+        "'params' is an option of select: put it inside `select: {…}`",
+    ),
     (
         "steps2-3-same-output",
         _set(2, output="out/t.zarr"),

@@ -195,9 +195,7 @@ def _parse_step(path: str, i: int, raw: Any, default_fp: str = "stat") -> Step:
     commands = [k for k in raw if k in COMMANDS or k in NOT_A_STEP]
     if len(commands) != 1 or len(raw) != 1:
         steps = [n for n, c in COMMANDS.items() if c.step]
-        hints = "".join(
-            f"; {k!r}{closest(k, [*steps, *STEP_KEYS])}" for k in raw if k not in commands
-        )
+        hints = "".join(_step_key_hint(str(k), commands, steps) for k in raw if k not in commands)
         raise ParameterError(
             f"{path}: {where} must name exactly one command "
             f"({', '.join(steps)}) and its options; found keys {sorted(map(str, raw))}{hints}"
@@ -209,6 +207,16 @@ def _parse_step(path: str, i: int, raw: Any, default_fp: str = "stat") -> Step:
     if not isinstance(options, dict):
         raise ParameterError(f"{path}: step {i} ({command}): options must be a mapping")
     return Step(name or f"{i}-{command}", command, options, fp)
+
+
+def _step_key_hint(key: str, commands: list[str], steps: list[str]) -> str:
+    """What a stray key next to a step's command probably is."""
+    if len(commands) == 1 and commands[0] in COMMANDS:
+        options = inspect.signature(COMMANDS[commands[0]].function).parameters
+        name = key.replace("-", "_")
+        if ALIASES.get(name, name) in options or name in NEGATED:
+            return f"; {key!r} is an option of {commands[0]}: put it inside `{commands[0]}: {{…}}`"
+    return f"; {key!r}{closest(key, [*steps, *STEP_KEYS])}"
 
 
 def as_bool(value: Any, where: str) -> bool:

@@ -525,3 +525,22 @@ def test_content_fingerprint_reads_what_the_stat_rule_trusts(tmp_path, s3):
     fs.pipe(f"{bucket}/mine.zarr/{chunk.relative_to(store).as_posix()}", b"other bytes")
     assert not same(remote, fingerprint(f"{bucket}/mine.zarr", so, mode="content"))
     assert fingerprint(f"{bucket}/nothing.zarr", so, mode="content") is None
+
+
+CASES += [("history-disk-full-after-a-step", "BAD")]
+
+
+def test_history_that_fills_the_disk_mid_run_ends_in_one_line(project, capsys, monkeypatch):
+    import fsdask.api.runs
+
+    def full(path, record):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as m:
+        m.setattr(fsdask.api.runs, "append", full)
+        code, err = _run_cli(capsys, project)
+    assert code == 2 and err.count("\n") == 1 and "cannot append to the run history" in err, err
+    state = json.loads((project.parent / "pipe.state.json").read_text())
+    assert list(state["steps"]) == ["ingest"]  # the step that ran is recorded, its output kept
+    assert (project.parent / "out" / "d.zarr").exists()
+    assert run_pipeline(project) == {"ingest": "skipped", "ttest": "ran", "snr": "ran"}

@@ -37,7 +37,7 @@ from typing import Any
 
 import fsdask.api.runs as history
 import fsdask.pipeline.fingerprint as fpr
-from fsdask.errors import FsdaskError, ParameterError
+from fsdask.errors import FsdaskError, ParameterError, StoreError
 from fsdask.io.location import Location
 from fsdask.pipeline.config import Step, load_config, step_kwargs
 from fsdask.pipeline.lock import Locked, RunLock
@@ -348,7 +348,14 @@ class Session:
                     int(self.pipe.defaults.get("history_top_k", history.TOP_K)),
                 )
             )
-        history.append(self.history_path, rec)
+        try:
+            history.append(self.history_path, rec)
+        except OSError as exc:  # e.g. the disk filled up during the step
+            raise StoreError(
+                f"{self.history_path}: cannot append to the run history ({exc.strerror or exc}); "
+                "the step's output and state are recorded — free space or fix the file, then "
+                "run again"
+            ) from None
 
 
 def exit_code(exc: BaseException) -> int:

@@ -331,6 +331,38 @@ def test_incomplete_lock_of_no_live_run_is_taken_over(project, capsys, case, con
     assert not lock.exists()
 
 
+CASES += [("lock-unreadable-untouched-for-long", "GOOD")]
+
+
+def test_unreadable_lock_untouched_for_long_is_taken_over(project, capsys, monkeypatch):
+    """A lock of another user this one may not read (root reads every file, so the refusal
+    to read is simulated in the lock module only), its heartbeat an hour old."""
+    import builtins
+
+    import fsdask.pipeline.lock
+
+    lock = project.parent / "pipe.state.json.lock"
+    theirs = _complete_lock(4242)
+    lock.write_bytes(theirs)
+
+    def no_read(path, mode="r", *args, **kwargs):
+        # that file (also once renamed aside) may not be read; this run's own lock may
+        if "r" in mode and os.path.isfile(path):
+            with builtins.open(path, "rb") as fh:
+                if fh.read() == theirs:
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return builtins.open(path, mode, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(fsdask.pipeline.lock, "open", no_read, raising=False)
+        code, err = _run_cli(capsys, project)  # untouched for a second: not taken over
+        assert code == 2 and "cannot read the run lock" in err and lock.exists(), err
+        _old(lock)
+        capsys.readouterr()
+        assert set(run_pipeline(project).values()) == {"ran"}
+    assert "an unreadable lock" in capsys.readouterr().out and not lock.exists()
+
+
 CASES += [("lock-0-bytes-fresh", "GOOD")]
 
 

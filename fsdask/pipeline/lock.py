@@ -19,7 +19,9 @@ ends in a :class:`StoreError` (exit status 2).  An *incomplete* lock — empty, 
 truncated fsdask lock, as an interrupted write by another program or an older fsdask leaves —
 is stale once its holder's pid (when it can still be read) is gone, or once it is older than
 :data:`INCOMPLETE_AFTER` seconds (a live run writes its lock at once); until then the run
-stops with :class:`Locked`.
+stops with :class:`Locked`.  A lock this user may not read is stale once untouched for
+``FSDASK_LOCK_STALE_SECONDS`` (a live holder's heartbeat touches it every
+:data:`HEARTBEAT` seconds).
 
 Otherwise the run stops with :class:`Locked` (exit status 75, ``EX_TEMPFAIL``: try again
 later) before touching anything.  A file at the lock's path that is not an fsdask run lock is
@@ -97,6 +99,8 @@ class RunLock:
             age = time.time() - os.stat(self.path).st_mtime
         except FileNotFoundError:
             return None
+        except PermissionError as exc:
+            return self._unreadable(exc)
         except OSError as exc:
             raise ParameterError(
                 f"{self.path}: cannot read the run lock ({exc.strerror or exc}); "
@@ -119,7 +123,28 @@ class RunLock:
         info["raw"] = raw
         return info
 
+    def _unreadable(self, exc: OSError) -> dict | None:
+        """A lock this user may not read: stale once its heartbeat is as old as a stale lock's."""
+        try:
+            age = time.time() - os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            return None
+        except OSError:
+            age = 0.0
+        if os.path.isfile(self.path) and age > _stale_after():
+            return {"unreadable": exc.strerror or str(exc), "age": age, "raw": None}
+        raise ParameterError(
+            f"{self.path}: cannot read the run lock ({exc.strerror or exc}); check its "
+            f"permissions (it is taken over once untouched for FSDASK_LOCK_STALE_SECONDS="
+            f"{_stale_after():.0f} s)"
+        ) from None
+
     def _why_stale(self, info: dict) -> str | None:
+        if "unreadable" in info:
+            return (
+                f"an unreadable lock ({info['unreadable']}) untouched for {info['age']:.0f} s "
+                f"(> FSDASK_LOCK_STALE_SECONDS={_stale_after():.0f})"
+            )
         if "incomplete" in info:
             return self._why_incomplete_stale(info)
         pid, host = int(info["pid"]), str(info["host"])

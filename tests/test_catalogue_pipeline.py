@@ -175,6 +175,16 @@ CONFIG_BAD = [
         "step 3 (snr) writes d.npz, which is an input of step 1 (ingest)",
     ),
     (
+        "step3-csv-onto-the-state-file",
+        _set(2, csv="pipe.state.json"),
+        "step 3 (snr) writes pipe.state.json, where the run keeps its state file",
+    ),
+    (
+        "step3-csv-onto-the-run-history",
+        _set(2, csv="pipe.state.history.jsonl"),
+        "where the run keeps its run history",
+    ),
+    (
         "step4-ingest-onto-its-own-source",
         _ingest_onto_own_source,
         "step 4 (again) writes d.npz, which is its own input",

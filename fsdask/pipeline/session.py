@@ -204,6 +204,15 @@ class Session:
                 )
             produced.update(os.path.normpath(o) for o in step.outputs())
 
+    def bookkeeping(self) -> list[tuple[str, str]]:
+        """``(what, path)`` of the files the run keeps (no step may write there)."""
+        return [
+            ("state file", self.pipe.state_path),
+            ("run history", self.history_path),
+            ("run lock", self.lock.path if self.lock else ""),
+            ("JSON log", self.jlog.path or ""),
+        ]
+
     def check_bookkeeping(self) -> None:
         """Refuse, before the first step, a state or history file that cannot be written (the
         lock is held and the JSON log open by now: both were written already)."""
@@ -439,7 +448,7 @@ def run_pipeline(
             night.jlog.step = step.name  # an error event names the step it is about
             check_method(i, step, kwargs)
         night.jlog.step = None
-        check_locations(night.pipe.steps, night.so)
+        check_locations(night.pipe.steps, night.so, night.bookkeeping())
         night.preflight()
         night.check_bookkeeping()
         for i, (step, kwargs) in enumerate(zip(night.pipe.steps, calls), 1):

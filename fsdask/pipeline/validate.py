@@ -10,7 +10,8 @@
   later step would replace what the earlier one is recorded as having written;
 * an output that is an input of the same step or of an earlier one: each run would feed that
   step what the previous run wrote.  An output that a *later* step reads is a chain, the
-  normal case.
+  normal case;
+* an output onto (or around) the run's own state, history, lock or JSON log file.
 
 Locations are compared normalised (:meth:`fsdask.io.location.Location.overlaps`: absolute,
 symbolic links resolved), relative to the config's folder (the caller's working folder).
@@ -116,8 +117,9 @@ def _where(i: int, step) -> str:
     return f"step {i} ({step.name})"
 
 
-def check_locations(steps: Sequence, storage_options=None) -> None:
-    """Refuse outputs that collide, and outputs that feed the same or an earlier step.
+def check_locations(steps: Sequence, storage_options=None, bookkeeping=()) -> None:
+    """Refuse outputs that collide, that feed the same or an earlier step, or that would
+    replace the run's own files.
 
     Parameters
     ----------
@@ -125,12 +127,15 @@ def check_locations(steps: Sequence, storage_options=None) -> None:
         The pipeline's steps, in order.
     storage_options : mapping, optional
         The pipeline's default storage options.
+    bookkeeping : sequence of (str, str)
+        ``(what, path)`` of the run's own files (state, history, lock, JSON log).
 
     Raises
     ------
     ParameterError
         Naming both steps, the location and what to do.
     """
+    own = [(what, Location.of(path)) for what, path in bookkeeping if path]
     written: list[tuple[int, Any, Location]] = []
     read: list[tuple[int, Any, Location]] = []
     for i, step in enumerate(steps, 1):
@@ -158,5 +163,12 @@ def check_locations(steps: Sequence, storage_options=None) -> None:
                         f"{_where(i, step)} writes {loc.shown}, which is {what} ({src.shown}); "
                         "a step may read only what earlier steps write — choose another output "
                         "path, or move the reading step after the writing one"
+                    )
+            for what, path in own:
+                if loc.overlaps(path):
+                    raise ParameterError(
+                        f"{_where(i, step)} writes {loc.shown}, where the run keeps its {what} "
+                        f"({path.shown}); choose another output path, or set `state:` "
+                        "elsewhere"
                     )
             written.append((i, step, loc))

@@ -25,7 +25,6 @@ Relative paths are relative to the directory of the config file (steps run there
   estimator is built and its constraints checked, nothing fitted), outputs that collide
   with another output or feed the same or an earlier step, inputs that nothing makes, and
   that the state, history, lock and ``--log-json`` files can be written.
-
 * Every step's output is written atomically by the command itself (a store is renamed
   into place or marked complete last; CSV tables are renamed into place), so a crash
   never leaves an output that looks finished.

@@ -120,11 +120,14 @@ def test_bad_step_parameter_then_resume(project, capsys):
     ) as err:
         run_pipeline(path)
     assert err.value.exit_code == 2 and not (path.parent / "out" / "s.zarr").exists()
+    # found before any step ran (issue 38): steps 1 and 2 did not run for nothing
+    assert not (path.parent / "out").exists()
     cfg["steps"][2]["select"]["param"] = {"n_features_to_select": 4}
     path.write_text(yaml.safe_dump(cfg))
     capsys.readouterr()
-    assert run_pipeline(path) == {"ingest": "skipped", "ttest": "skipped", "snr": "ran"}
-    assert capsys.readouterr().out.count("done in an earlier run") == 2
+    assert run_pipeline(path) == {"ingest": "ran", "ttest": "ran", "snr": "ran"}
+    assert run_pipeline(path) == {"ingest": "skipped", "ttest": "skipped", "snr": "skipped"}
+    assert capsys.readouterr().out.count("done in an earlier run") == 3
 
 
 def test_bad_configs(tmp_path):

@@ -9,20 +9,29 @@ YAML; each step calls the command's Python function (:mod:`fsdask.api`)::
     storage_options: {}               # default --storage-option (credentials: use env vars)
     state: pipeline.state.json        # where completed steps are recorded (default: next to the config)
     history_top_k: 20                 # how many top features each run records in the history
+    fingerprint: stat                 # default of every step: stat (size, mtime) or content
     steps:
       - name: ingest
         ingest: {source: data.npz, url: data.zarr, overwrite: true}
       - name: ttest
+        fingerprint: content          # digest every byte of this step's inputs each run
         select: {url: data.zarr, method: ttest, param: {n_features_to_select: 50},
                  output: ttest.zarr, csv: ttest.csv}
 
 Relative paths are relative to the directory of the config file (steps run there).
 
+* Every step is checked before any step runs (:mod:`fsdask.pipeline.validate`): its keys
+  (a typo is refused with the closest valid key), its method and parameter values (the
+  estimator is built and its constraints checked, nothing fitted), outputs that collide
+  with another output or feed the same or an earlier step, inputs that nothing makes, and
+  that the state, history, lock and ``--log-json`` files can be written.
 * Every step's output is written atomically by the command itself (a store is renamed
   into place or marked complete last; CSV tables are renamed into place), so a crash
   never leaves an output that looks finished.
 * After each step succeeds it is recorded in the state file (a hash of its options, the
-  fingerprints of its inputs, the fsdask version), written atomically.  A re-run skips a
+  fingerprints of its inputs — :mod:`fsdask.pipeline.fingerprint`: by default a plain file's
+  size and mtime stand for its content, ``fingerprint: content`` reads it —, the fsdask
+  version), written atomically.  A re-run skips a
   step only when all of these match and its outputs exist; otherwise it and every later
   step run.  Each step prints ``skipped`` or ``runs (why: input X changed, options
   changed, …)``.  ``--restart`` ignores the state (see :mod:`fsdask.pipeline.session`).
@@ -41,7 +50,8 @@ Relative paths are relative to the directory of the config file (steps run there
   records.
 
 This package is the door of batch runs: :mod:`~fsdask.pipeline.config` reads and checks the
-file, :mod:`~fsdask.pipeline.state` records what is done, :mod:`~fsdask.pipeline.session`
+file, :mod:`~fsdask.pipeline.validate` checks every step before any runs,
+:mod:`~fsdask.pipeline.state` records what is done, :mod:`~fsdask.pipeline.session`
 runs the steps (lock, skip decisions, logs, history).  It calls :mod:`fsdask.api`, never
 the command line.
 """
@@ -49,13 +59,15 @@ the command line.
 from __future__ import annotations
 
 from fsdask.pipeline.config import Pipeline, Step, load_config, step_kwargs
-from fsdask.pipeline.session import Session, StepFailed, exit_code, run_pipeline
+from fsdask.pipeline.session import Session, exit_code, run_pipeline
+from fsdask.pipeline.validate import StepFailed, StepInvalid
 
 __all__ = [
     "Pipeline",
     "Session",
     "Step",
     "StepFailed",
+    "StepInvalid",
     "exit_code",
     "load_config",
     "run_pipeline",

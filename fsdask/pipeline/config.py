@@ -21,11 +21,24 @@ from fsdask.api import COMMANDS, Command, parse_kv
 from fsdask.api.runs import read_config, state_path
 from fsdask.errors import ParameterError
 from fsdask.io.options import ReadOptions
+from fsdask.pipeline.validate import closest
 
 #: keys allowed at the top of a pipeline file
 TOP_LEVEL_KEYS = frozenset(
-    {"scheduler", "storage_options", "memory_limit", "state", "history_top_k", "steps"}
+    {
+        "scheduler",
+        "storage_options",
+        "memory_limit",
+        "state",
+        "history_top_k",
+        "fingerprint",
+        "steps",
+    }
 )
+#: keys a step may have besides its command: its name and how its inputs are fingerprinted
+STEP_KEYS = ("name", "fingerprint")
+#: ``fingerprint:`` values (:mod:`fsdask.pipeline.fingerprint`)
+FINGERPRINTS = ("stat", "content")
 #: top-level keys that are defaults of every step (or of the run)
 DEFAULT_KEYS = ("scheduler", "storage_options", "memory_limit", "history_top_k")
 #: command-line spellings → keyword of the command's function (``no_X`` flags are negated)
@@ -47,11 +60,15 @@ class Step:
         A name of :data:`fsdask.api.COMMANDS`.
     options : dict
         The options as written (command-line spellings allowed).
+    fingerprint : str
+        How its inputs are fingerprinted: ``"stat"`` (default) or ``"content"``
+        (:mod:`fsdask.pipeline.fingerprint`).
     """
 
     name: str
     command: str
     options: dict[str, Any]
+    fingerprint: str = "stat"
 
     @property
     def spec(self) -> Command:
@@ -128,8 +145,9 @@ def load_config(path: str | os.PathLike) -> Pipeline:
         )
     _check_top_level(path, cfg)
     steps: list[Step] = []
+    default_fp = _fingerprint_mode(path, "fingerprint", cfg.get("fingerprint", "stat"))
     for i, raw in enumerate(cfg["steps"], 1):
-        step = _parse_step(path, i, raw)
+        step = _parse_step(path, i, raw, default_fp)
         if any(s.name == step.name for s in steps):
             raise ParameterError(
                 f"{path}: two steps are named {step.name!r}; step names must be unique"
@@ -157,18 +175,30 @@ def _check_top_level(path: str, cfg: dict) -> None:
         )
 
 
-def _parse_step(path: str, i: int, raw: Any) -> Step:
+def _fingerprint_mode(path: str, where: str, value: Any) -> str:
+    if value not in FINGERPRINTS:
+        raise ParameterError(
+            f"{path}: {where}: expected one of {', '.join(FINGERPRINTS)}; got {value!r}"
+            f"{closest(str(value), FINGERPRINTS)}"
+        )
+    return str(value)
+
+
+def _parse_step(path: str, i: int, raw: Any, default_fp: str = "stat") -> Step:
     """Step ``i`` of the file: one command and its options."""
     if not isinstance(raw, dict):
         raise ParameterError(f"{path}: step {i} must be a mapping like {{select: {{…}}}}")
     raw = dict(raw)
     name = str(raw.pop("name", ""))
+    where = f"step {i} ({name or 'unnamed'})"
+    fp = _fingerprint_mode(path, f"{where} fingerprint", raw.pop("fingerprint", default_fp))
     commands = [k for k in raw if k in COMMANDS or k in NOT_A_STEP]
     if len(commands) != 1 or len(raw) != 1:
-        steps = ", ".join(n for n, c in COMMANDS.items() if c.step)
+        steps = [n for n, c in COMMANDS.items() if c.step]
+        hints = "".join(_step_key_hint(str(k), commands, steps) for k in raw if k not in commands)
         raise ParameterError(
-            f"{path}: step {i} ({name or 'unnamed'}) must name exactly one command "
-            f"({steps}) and its options; found keys {sorted(raw)}"
+            f"{path}: {where} must name exactly one command "
+            f"({', '.join(steps)}) and its options; found keys {sorted(map(str, raw))}{hints}"
         )
     command = commands[0]
     if command in NOT_A_STEP or not COMMANDS[command].step:
@@ -176,7 +206,17 @@ def _parse_step(path: str, i: int, raw: Any) -> Step:
     options = raw[command] or {}
     if not isinstance(options, dict):
         raise ParameterError(f"{path}: step {i} ({command}): options must be a mapping")
-    return Step(name or f"{i}-{command}", command, options)
+    return Step(name or f"{i}-{command}", command, options, fp)
+
+
+def _step_key_hint(key: str, commands: list[str], steps: list[str]) -> str:
+    """What a stray key next to a step's command probably is."""
+    if len(commands) == 1 and commands[0] in COMMANDS:
+        options = inspect.signature(COMMANDS[commands[0]].function).parameters
+        name = key.replace("-", "_")
+        if ALIASES.get(name, name) in options or name in NEGATED:
+            return f"; {key!r} is an option of {commands[0]}: put it inside `{commands[0]}: {{…}}`"
+    return f"; {key!r}{closest(key, [*steps, *STEP_KEYS])}"
 
 
 def as_bool(value: Any, where: str) -> bool:
@@ -254,12 +294,19 @@ def _named_options(step: Step, params: dict, reads: tuple) -> tuple[dict, dict]:
     read_defaults = {f.name: f.default for f in dataclasses.fields(ReadOptions)}
     kwargs: dict[str, Any] = {}
     read: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for key, value in step.options.items():
+        key = str(key)
         name = key.replace("-", "_")
         if name in NEGATED:
             name, value = NEGATED[name], not as_bool(value, f"step {step.name!r}: {key}")
         name = ALIASES.get(name, name)
         where = f"step {step.name!r} ({step.command}): option {key!r}"
+        if name in spelled:
+            raise ParameterError(
+                f"{where} and {spelled[name]!r} set the same option; keep one of them"
+            )
+        spelled[name] = key
         if name in reads and name not in params:
             if isinstance(read_defaults[name], bool):
                 value = as_bool(value, where)
@@ -267,9 +314,10 @@ def _named_options(step: Step, params: dict, reads: tuple) -> tuple[dict, dict]:
             continue
         if name not in params or name == "read":
             valid = sorted({*params, *reads} - {"read"})
+            spellings = [*valid, *ALIASES, *NEGATED]
             raise ParameterError(
-                f"step {step.name!r} ({step.command}): unknown option {key!r}; "
-                f"valid: {', '.join(valid)}"
+                f"step {step.name!r} ({step.command}): unknown option {key!r}"
+                f"{closest(name, spellings)}; valid: {', '.join(valid)}"
             )
         if isinstance(params[name].default, bool):
             value = as_bool(value, where)

@@ -12,6 +12,21 @@ plain file                  size, mtime and a BLAKE2b hash of the content; when 
                             equal the recorded ones the recorded hash is reused (no re-read)
 ==========================  ===================================================================
 
+This ``stat`` rule (the default) trusts a plain file's size and mtime, and a foreign store's
+per-file sizes and mtimes (locally) or ETags: a file changed in place whose size stays the
+same and whose mtime is set back is taken as unchanged, and an fsdask store's recorded
+fingerprint does not see a chunk edited behind fsdask's back.  A step with
+``fingerprint: content`` (or the pipeline's top-level ``fingerprint: content``) digests the
+content instead, every run (BLAKE2b, streamed in 1 MiB blocks: every byte of every input is
+read, locally or downloaded, each time the pipeline runs — time and I/O of one full read):
+
+==========================  ===================================================================
+input (``content``)         fingerprint
+==========================  ===================================================================
+plain file                  size, mtime and a BLAKE2b hash of the content, re-read every run
+store / directory           a BLAKE2b digest over every file's name, size and content
+==========================  ===================================================================
+
 A missing input has the fingerprint ``None``; one that cannot be read (unreachable storage,
 an invalid URL) ``{"kind": "unavailable"}``, which never matches: the step runs and its
 command reports the problem.
@@ -122,19 +137,60 @@ def _remote_fingerprint(url: str, storage_options: Mapping[str, Any] | None) -> 
     return {"kind": "listing", "files": len(entries), "digest": _listing_digest(entries)}
 
 
+def _content_fingerprint(fs: Any, path: str) -> dict | None:
+    """A digest of every byte of the file or the files under ``path`` (``fingerprint: content``)."""
+    if fs.isfile(path):
+        files = [path]
+    else:
+        files = sorted(fs.find(path))
+        if not files:
+            return None
+    h = hashlib.blake2b(digest_size=16)
+    size = 0
+    for name in files:
+        h.update(f"{name[len(path) :]}\0".encode())
+        with fs.open(name, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+                size += len(block)
+        h.update(b"\0")
+    return {"kind": "content", "files": len(files), "size": size, "digest": h.hexdigest()}
+
+
 def fingerprint(
     target: str,
     storage_options: Mapping[str, Any] | None = None,
     previous: Mapping[str, Any] | None = None,
+    mode: str = "stat",
 ) -> dict | None:
     """Fingerprint of ``target`` (see the module docstring), or None when it does not exist.
 
-    ``previous`` is the fingerprint recorded last time; a plain file whose size and mtime
-    match it is not re-hashed.
+    Parameters
+    ----------
+    target : str
+        A local path or URL.
+    storage_options : mapping, optional
+        fsspec storage options.
+    previous : mapping, optional
+        The fingerprint recorded last time; with ``mode="stat"`` a plain file whose size and
+        mtime match it is not re-hashed.
+    mode : {"stat", "content"}
+        ``"content"`` reads every byte (a plain local file keeps the ``file`` form, re-hashed).
+
+    Returns
+    -------
+    dict or None
     """
     target = str(target)
     try:
         loc = Location.of(target, storage_options)
+        if mode == "content":
+            if loc.is_local and os.path.isfile(loc.target):
+                return _local_fingerprint(loc.target, None)  # re-hashed: the file form
+            if loc.is_local and not os.path.exists(loc.target):
+                return None
+            fs, path = loc.fs()
+            return _content_fingerprint(fs, path)
         if loc.is_local:
             return _local_fingerprint(loc.target, previous)
         return _remote_fingerprint(target, storage_options)

@@ -13,6 +13,16 @@ A lock is *stale*, and taken over with a message, when
 * its host is another one and its heartbeat is older than ``FSDASK_LOCK_STALE_SECONDS``
   (default :data:`STALE_AFTER`).
 
+The lock is written whole to a temporary file and then hard-linked into place, so it
+appears complete or not at all: a write that fails (a full disk) leaves no lock behind and
+ends in a :class:`StoreError` (exit status 2).  An *incomplete* lock — empty, NUL-filled or a
+truncated fsdask lock, as an interrupted write by another program or an older fsdask leaves —
+is stale once its holder's pid (when it can still be read) is gone, or once it is older than
+:data:`INCOMPLETE_AFTER` seconds (a live run writes its lock at once); until then the run
+stops with :class:`Locked`.  A lock this user may not read is stale once untouched for
+``FSDASK_LOCK_STALE_SECONDS`` (a live holder's heartbeat touches it every
+:data:`HEARTBEAT` seconds).
+
 Otherwise the run stops with :class:`Locked` (exit status 75, ``EX_TEMPFAIL``: try again
 later) before touching anything.  A file at the lock's path that is not an fsdask run lock is
 never removed: that is a :class:`ParameterError` saying what to do.
@@ -20,9 +30,12 @@ never removed: that is a :class:`ParameterError` saying what to do.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -35,6 +48,10 @@ HEARTBEAT = 30.0
 STALE_AFTER = 600.0
 MAGIC = "fsdask run lock"
 EXIT_LOCKED = 75
+#: seconds after which an incomplete lock (empty, NUL-filled, truncated) is stale
+INCOMPLETE_AFTER = 2 * HEARTBEAT
+#: how every complete lock starts (``"what"`` is written first)
+PREFIX = json.dumps({"what": MAGIC})[:-1].encode()
 
 
 class Locked(FsdaskError):
@@ -82,6 +99,8 @@ class RunLock:
             age = time.time() - os.stat(self.path).st_mtime
         except FileNotFoundError:
             return None
+        except PermissionError as exc:
+            return self._unreadable(exc)
         except OSError as exc:
             raise ParameterError(
                 f"{self.path}: cannot read the run lock ({exc.strerror or exc}); "
@@ -93,15 +112,41 @@ class RunLock:
                 raise ValueError
             int(info["pid"]), str(info["host"])
         except (ValueError, KeyError, TypeError):
+            if incomplete(raw):
+                return {**partial_holder(raw), "incomplete": len(raw), "age": age, "raw": raw}
             raise ParameterError(
                 f"{self.path}: exists but is not an fsdask run lock; fsdask does not remove "
                 "files it did not write — move it away, or set `state:` in the config "
                 "to another file"
             ) from None
         info["age"] = age
+        info["raw"] = raw
         return info
 
+    def _unreadable(self, exc: OSError) -> dict | None:
+        """A lock this user may not read: stale once its heartbeat is as old as a stale lock's."""
+        try:
+            age = time.time() - os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            return None
+        except OSError:
+            age = 0.0
+        if os.path.isfile(self.path) and age > _stale_after():
+            return {"unreadable": exc.strerror or str(exc), "age": age, "raw": None}
+        raise ParameterError(
+            f"{self.path}: cannot read the run lock ({exc.strerror or exc}); check its "
+            f"permissions (it is taken over once untouched for FSDASK_LOCK_STALE_SECONDS="
+            f"{_stale_after():.0f} s)"
+        ) from None
+
     def _why_stale(self, info: dict) -> str | None:
+        if "unreadable" in info:
+            return (
+                f"an unreadable lock ({info['unreadable']}) untouched for {info['age']:.0f} s "
+                f"(> FSDASK_LOCK_STALE_SECONDS={_stale_after():.0f})"
+            )
+        if "incomplete" in info:
+            return self._why_incomplete_stale(info)
         pid, host = int(info["pid"]), str(info["host"])
         if host == socket.gethostname():
             if not pid_alive(pid):
@@ -117,8 +162,21 @@ class RunLock:
             )
         return None
 
+    def _why_incomplete_stale(self, info: dict) -> str | None:
+        what = f"an incomplete lock ({info['incomplete']} bytes)"
+        pid, host = info.get("pid"), info.get("host")
+        if pid is not None and host == socket.gethostname() and not pid_alive(pid):
+            return f"{what} of pid {pid} on {host}, which is gone"
+        if info["age"] > INCOMPLETE_AFTER:
+            return (
+                f"{what} last written {info['age']:.0f} s ago (a live run writes its lock at "
+                f"once; > {INCOMPLETE_AFTER:.0f} s)"
+            )
+        return None
+
     # -- taking it ------------------------------------------------------------------------
     def _create(self) -> bool:
+        """Publish a complete lock; False when a lock is there already."""
         info = {
             "what": MAGIC,
             "pid": os.getpid(),
@@ -130,22 +188,49 @@ class RunLock:
         }
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            if os.path.isdir(os.path.dirname(self.path)):
-                return False
             raise StoreError(
                 f"{self.path}: cannot write the pipeline state's run lock (a file is where its "
                 "folder should be); set `state:` in the config to a writable path"
             ) from None
         except OSError as exc:
-            raise StoreError(
-                f"{self.path}: cannot write the pipeline state's run lock ({exc.strerror or exc}); "
-                "make the folder writable or set `state:` in the config to a writable path"
-            ) from None
-        with os.fdopen(fd, "w") as fh:
-            json.dump(info, fh)
+            raise self._unwritable(exc) from None
+        tmp = f"{self.path}.new-{self.token}"
+        try:
+            _write_new(tmp, json.dumps(info).encode())
+            try:
+                os.link(tmp, self.path)  # atomic and exclusive: complete, or not there at all
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                    raise
+                return self._create_in_place(json.dumps(info).encode())
+            return True
+        except OSError as exc:
+            raise self._unwritable(exc) from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+
+    def _create_in_place(self, data: bytes) -> bool:
+        """Where hard links are not supported: exclusive create; removed if not written whole."""
+        try:
+            _write_new(self.path, data)
+        except FileExistsError:
+            return False
         return True
+
+    def _unwritable(self, exc: OSError) -> StoreError:
+        hint = (
+            "free some space there"
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+            else "make the folder writable"
+        )
+        return StoreError(
+            f"{self.path}: cannot write the pipeline state's run lock ({exc.strerror or exc}); "
+            f"{hint} or set `state:` in the config to a writable path"
+        )
 
     def _remove_stale(self, info: dict) -> None:
         """Move the stale lock aside; only the taker whose rename got *that* lock removes it."""
@@ -155,11 +240,11 @@ class RunLock:
         except FileNotFoundError:
             return
         try:
-            with open(aside) as fh:
-                got = json.load(fh)
-        except (OSError, ValueError):
-            got = {}
-        if got.get("token") != info.get("token"):  # another taker's fresh lock: put it back
+            with open(aside, "rb") as fh:
+                got = fh.read(65536)
+        except OSError:
+            got = None
+        if got != info.get("raw"):  # another taker's fresh lock: put it back
             os.replace(aside, self.path)
             return
         os.remove(aside)
@@ -173,6 +258,12 @@ class RunLock:
             if info is None:
                 continue
             why = self._why_stale(info)
+            if why is None and "incomplete" in info:
+                raise Locked(
+                    f"{self.path}: an incomplete run lock ({info['incomplete']} bytes, written "
+                    f"{info['age']:.0f} s ago): another run may be starting; retry later (it is "
+                    f"taken over once older than {INCOMPLETE_AFTER:.0f} s)"
+                )
             if why is None:
                 raise Locked(
                     f"another run of this pipeline holds {self.path}: pid {info['pid']} on "
@@ -211,3 +302,54 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _write_new(path: str, data: bytes) -> None:
+    """Create ``path`` exclusively and write ``data`` to disk; on failure remove it again."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        raise
+
+
+def incomplete(raw: bytes) -> bool:
+    """Whether ``raw`` is what an interrupted lock write leaves: nothing, NULs, or a truncated
+    fsdask lock.
+
+    Parameters
+    ----------
+    raw : bytes
+        The lock file's content.
+
+    Returns
+    -------
+    bool
+    """
+    return not raw.strip(b"\0") or raw.startswith(PREFIX) or PREFIX.startswith(raw.rstrip(b"\0"))
+
+
+def partial_holder(raw: bytes) -> dict:
+    """``pid`` and ``host`` of a truncated lock, as far as they were written.
+
+    Parameters
+    ----------
+    raw : bytes
+        The lock file's content.
+
+    Returns
+    -------
+    dict
+        With ``pid`` (int) and ``host`` (str) when both were written whole.
+    """
+    text = raw.decode("utf-8", "replace")
+    pid = re.search(r'"pid": (\d+),', text)
+    host = re.search(r'"host": ("(?:[^"\\]|\\.)*"),', text)
+    if not (pid and host):
+        return {}
+    return {"pid": int(pid.group(1)), "host": json.loads(host.group(1))}

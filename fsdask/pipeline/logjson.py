@@ -32,6 +32,8 @@ import re
 import uuid
 from typing import Any
 
+from fsdask.errors import StoreError
+
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
 _ITER = re.compile(r"iteration\s+(\d+)")
 _OBJ = re.compile(r"objective\s*[=:]?\s*" + _NUM)
@@ -62,7 +64,11 @@ def parse_iteration(message: str) -> dict | None:
 
 
 class JsonLog:
-    """Append JSON lines to ``path``; a no-op when ``path`` is None."""
+    """Append JSON lines to ``path``; a no-op when ``path`` is None.
+
+    A log that cannot be opened or written raises :class:`~fsdask.errors.StoreError`
+    naming it.
+    """
 
     def __init__(self, path: str | os.PathLike | None):
         self.path = None if path is None else os.path.abspath(os.fspath(path))
@@ -70,8 +76,17 @@ class JsonLog:
         self.step: str | None = None
         self._fh = None
         if self.path:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._fh = open(self.path, "a", encoding="utf-8")
+            try:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self._fh = open(self.path, "a", encoding="utf-8")
+            except OSError as exc:
+                raise self._unwritable(exc) from None
+
+    def _unwritable(self, exc: OSError) -> StoreError:
+        return StoreError(
+            f"--log-json {self.path}: cannot write the JSON log ({exc.strerror or exc}); "
+            "give a file in a writable folder"
+        )
 
     def event(self, event: str, **fields: Any) -> None:
         if self._fh is None:
@@ -84,8 +99,12 @@ class JsonLog:
         }
         from fsdask.io.secrets import redact
 
-        self._fh.write(redact(json.dumps(line, default=str, ensure_ascii=False)) + "\n")
-        self._fh.flush()
+        try:
+            self._fh.write(redact(json.dumps(line, default=str, ensure_ascii=False)) + "\n")
+            self._fh.flush()
+        except OSError as exc:
+            self._fh = None  # the log stops here; the error says so once
+            raise self._unwritable(exc) from None
 
     def close(self) -> None:
         if self._fh is not None:

@@ -1,10 +1,14 @@
 """One ``fsdask run``: lock, state, skip decisions, JSON log and history around the step loop.
 
-:func:`run_pipeline` checks every step's options, then runs the steps in order through a
-:class:`Session`, which is what the step loop talks to::
+:func:`run_pipeline` checks every step — its options, its method and parameters, where it
+writes (:mod:`fsdask.pipeline.validate`), its inputs, the state and history files — before
+any step runs, then runs the steps in order through a :class:`Session`, which is what the
+step loop talks to::
 
     with Session(config, restart=…, out=…, log_json=…) as night:
+        …check every step (fsdask.pipeline.validate)…
         night.preflight()
+        night.check_bookkeeping()
         for i, step in enumerate(night.pipe.steps, 1):
             if night.skip(i, step):
                 continue
@@ -33,12 +37,21 @@ from typing import Any
 
 import fsdask.api.runs as history
 import fsdask.pipeline.fingerprint as fpr
-from fsdask.errors import FsdaskError, ParameterError
+from fsdask.errors import FsdaskError, ParameterError, StoreError
 from fsdask.io.location import Location
 from fsdask.pipeline.config import Step, load_config, step_kwargs
 from fsdask.pipeline.lock import Locked, RunLock
 from fsdask.pipeline.logjson import JsonLog, capture_iterations
-from fsdask.pipeline.state import STATE_FORMAT, STATE_VERSION, now, read_state, version, write_state
+from fsdask.pipeline.state import (
+    STATE_FORMAT,
+    STATE_VERSION,
+    check_appendable,
+    now,
+    read_state,
+    version,
+    write_state,
+)
+from fsdask.pipeline.validate import StepFailed, check_locations, check_method
 
 
 class Session:
@@ -118,21 +131,23 @@ class Session:
 
     def __exit__(self, etype, exc, tb) -> None:
         code = 0 if exc is None else exit_code(exc)
-        if exc is not None:
-            self.jlog.event(
-                "error",
-                step=self.jlog.step,
-                message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                exit_code=code,
-            )
         ran = sum(v == "ran" for v in self.summary.values())
-        self.jlog.event(
-            "run_end",
-            exit_code=code,
-            seconds=round(time.perf_counter() - self._t0, 3),
-            ran=ran,
-            skipped=len(self.summary) - ran,
-        )
+        # a log that fails now must not hide the run's own error nor keep the lock
+        with contextlib.suppress(FsdaskError):
+            if exc is not None:
+                self.jlog.event(
+                    "error",
+                    step=self.jlog.step,
+                    message=str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    exit_code=code,
+                )
+            self.jlog.event(
+                "run_end",
+                exit_code=code,
+                seconds=round(time.perf_counter() - self._t0, 3),
+                ran=ran,
+                skipped=len(self.summary) - ran,
+            )
         self.jlog.close()
         if self.lock is not None and not isinstance(exc, Locked):
             self.lock.release()
@@ -189,6 +204,26 @@ class Session:
                 )
             produced.update(os.path.normpath(o) for o in step.outputs())
 
+    def bookkeeping(self) -> list[tuple[str, str]]:
+        """``(what, path)`` of the files the run keeps (no step may write there)."""
+        return [
+            ("state file", self.pipe.state_path),
+            ("run history", self.history_path),
+            ("run lock", self.lock.path if self.lock else ""),
+            ("JSON log", self.jlog.path or ""),
+        ]
+
+    def check_bookkeeping(self) -> None:
+        """Refuse, before the first step, a state or history file that cannot be written (the
+        lock is held and the JSON log open by now: both were written already)."""
+        check_appendable(
+            self.history_path,
+            "run history",
+            "make it writable, or set `state:` in the config to a writable place "
+            "(the history lives next to the state)",
+        )
+        write_state(self.pipe.state_path, self.state)
+
     # -- per step ------------------------------------------------------------------------
     def _reasons(self, step) -> list[str]:
         """Why ``step`` has to run (empty: it is really done)."""
@@ -197,7 +232,7 @@ class Session:
         prev_inputs = (rec or {}).get("inputs") or {}
         reasons = []
         for target in step.inputs():
-            fp = fpr.fingerprint(target, self.so, prev_inputs.get(target))
+            fp = fpr.fingerprint(target, self.so, prev_inputs.get(target), step.fingerprint)
             self._inputs[target] = fp
             if rec is None or self.rerun_rest:
                 continue
@@ -207,6 +242,10 @@ class Session:
                 reasons.append(f"input {target} unreadable ({fp.get('error')})")
             elif target not in prev_inputs:
                 reasons.append(f"input {target} not recorded")
+            elif "content" in {(prev_inputs[target] or {}).get("kind"), fp.get("kind")} and (
+                (prev_inputs[target] or {}).get("kind") != fp.get("kind")
+            ):
+                reasons.append(f"input {target}: fingerprint rule changed to {step.fingerprint}")
             elif not fpr.same(prev_inputs[target], fp):
                 reasons.append(f"input {target} changed")
         if self.rerun_rest:
@@ -318,7 +357,14 @@ class Session:
                     int(self.pipe.defaults.get("history_top_k", history.TOP_K)),
                 )
             )
-        history.append(self.history_path, rec)
+        try:
+            history.append(self.history_path, rec)
+        except OSError as exc:  # e.g. the disk filled up during the step
+            raise StoreError(
+                f"{self.history_path}: cannot append to the run history ({exc.strerror or exc}); "
+                "the step's output and state are recorded — free space or fix the file, then "
+                "run again"
+            ) from None
 
 
 def exit_code(exc: BaseException) -> int:
@@ -331,22 +377,6 @@ def exit_code(exc: BaseException) -> int:
     if isinstance(code, int):
         return code
     return 2 if isinstance(exc, FsdaskError) else 1
-
-
-class StepFailed(FsdaskError):
-    """A pipeline step failed; ``exit_code`` is what the CLI returns.
-
-    Parameters
-    ----------
-    message : str
-        One line naming the step and the reason.
-    exit_code : int
-        2 for bad input, 1 for a bug, 75 when another run holds the lock.
-    """
-
-    def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 @contextlib.contextmanager
@@ -414,9 +444,13 @@ def run_pipeline(
         raise StepFailed(str(exc), exit_code=exc.exit_code) from None
     with night, _cwd(os.path.dirname(night.pipe.path)):
         calls = _calls(night.pipe, restart)
+        for i, (step, kwargs) in enumerate(zip(night.pipe.steps, calls), 1):
+            night.jlog.step = step.name  # an error event names the step it is about
+            check_method(i, step, kwargs)
+        night.jlog.step = None
+        check_locations(night.pipe.steps, night.so, night.bookkeeping())
         night.preflight()
-        # an unwritable state file stops the run before any step
-        write_state(night.pipe.state_path, night.state)
+        night.check_bookkeeping()
         for i, (step, kwargs) in enumerate(zip(night.pipe.steps, calls), 1):
             if night.skip(i, step):
                 continue

@@ -14,6 +14,7 @@ import datetime as _dt
 import json
 import os
 import sys
+from typing import Any
 
 from fsdask.errors import ParameterError, StoreError
 
@@ -27,10 +28,11 @@ def now() -> str:
 
 
 def version() -> str:
-    """This fsdask's version (recorded per step)."""
+    """This fsdask's version (recorded per step): ``fsdask.__version__``, as users see it."""
+    import fsdask
     from fsdask.version import VERSION
 
-    return VERSION
+    return str(getattr(fsdask, "__version__", VERSION))
 
 
 def _newer(a: str, b: str) -> bool:
@@ -74,10 +76,108 @@ def write_state(path: str, state: dict) -> None:
         ) from None
 
 
+def check_appendable(path: str, what: str, hint: str) -> None:
+    """Refuse, before any step runs, a bookkeeping file that cannot be appended to.
+
+    The file is opened for appending and closed (its content is not touched; when missing it
+    is created and removed again), which fails as the real write would: a directory there,
+    a folder that cannot be made, no permission, a read-only file system, a link into a
+    folder that does not exist.
+
+    Parameters
+    ----------
+    path : str
+        The file.
+    what : str
+        What it is, for the message (``"run history"``).
+    hint : str
+        What to do, for the message.
+
+    Raises
+    ------
+    StoreError
+        Naming the file, the reason and ``hint``.
+    """
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:  # there already (or a link): can it be appended to?
+            with open(path, "a", encoding="utf-8"):
+                return
+        os.close(fd)
+        os.remove(path)  # made only to try: not left behind
+    except OSError as exc:
+        raise StoreError(
+            f"{path}: cannot write the {what} ({exc.strerror or exc}); {hint}"
+        ) from None
+
+
 def _set_aside(path: str, why: str) -> str:
     aside = f"{path}.{why}-{_dt.datetime.now(_dt.UTC).strftime('%Y%m%dT%H%M%S')}"
     os.replace(path, aside)
     return aside
+
+
+#: the type of each field of a state, and of each step record, when present
+STATE_TYPES = {
+    "format": str,
+    "format_version": int,
+    "fsdask_version": str,
+    "config": str,
+    "completed": str,
+    "steps": dict,
+}
+RECORD_TYPES = {
+    "digest": str,
+    "command": str,
+    "outputs": list,
+    "inputs": dict,
+    "fsdask_version": str,
+    "seconds": (int, float),
+    "finished": str,
+}
+
+
+def wrong_type(state: Any) -> str | None:
+    """Which field of ``state`` has the wrong type (``"steps.ttest.inputs: …"``), or None.
+
+    Parameters
+    ----------
+    state : Any
+        A parsed state file.
+
+    Returns
+    -------
+    str or None
+    """
+    if not isinstance(state, dict):
+        return f"expected a JSON object, got {type(state).__name__}"
+    if "steps" not in state:
+        return "no 'steps'"
+    fields = [(k, v, STATE_TYPES[k]) for k, v in state.items() if k in STATE_TYPES]
+    if isinstance(state["steps"], dict):
+        for name, rec in state["steps"].items():
+            if not isinstance(rec, dict):
+                fields.append((f"steps.{name}", rec, dict))
+                continue
+            fields += [
+                (f"steps.{name}.{k}", v, RECORD_TYPES[k])
+                for k, v in rec.items()
+                if k in RECORD_TYPES
+            ]
+            inputs, outputs = rec.get("inputs"), rec.get("outputs")
+            if isinstance(inputs, dict):
+                fields += [
+                    (f"steps.{name}.inputs.{t}", fp, (dict, type(None))) for t, fp in inputs.items()
+                ]
+            if isinstance(outputs, list):
+                fields += [(f"steps.{name}.outputs[]", o, str) for o in outputs]
+    for where, value, kind in fields:
+        if isinstance(value, bool) or not isinstance(value, kind):
+            names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+            return f"{where} is {type(value).__name__} {value!r:.40}, expected {names}"
+    return None
 
 
 def _load(path: str) -> tuple[dict | None, str | None]:
@@ -85,12 +185,9 @@ def _load(path: str) -> tuple[dict | None, str | None]:
     try:
         with open(path, encoding="utf-8") as fh:
             state = json.load(fh)
-        if (
-            not isinstance(state, dict)
-            or not isinstance(state.get("steps"), dict)
-            or not all(isinstance(v, dict) for v in state["steps"].values())
-        ):
-            raise ValueError("not a pipeline state")
+        problem = wrong_type(state)
+        if problem:
+            raise ValueError(f"not a pipeline state: {problem}")
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         return None, (
             f"{path}: the pipeline state is damaged or truncated ({exc}); "

@@ -23,7 +23,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
-from fsdask.errors import InputError, StoreError
+from fsdask.errors import FsdaskError, InputError, StoreError
 from fsdask.io.blocks import apply_nan_policy, lazy_from_blocks
 from fsdask.io.foreign import LABEL_NAMES, check_numeric, encode_labels
 from fsdask.io.location import Location, safe_url
@@ -479,7 +479,7 @@ def open_anndata(
         kind, shape, dtype = _matrix_info(root[path], where, path)
         obs, var = _frame(root, "obs"), _frame(root, var_path)
         stored = stored_summary(root[path], kind, shape, obs, var)
-    except (InputError, StoreError, MemoryError, KeyboardInterrupt):
+    except (FsdaskError, MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:  # h5py/zarr/anndata on a truncated or corrupted file
         raise InputError(damaged(where, exc, hdf5)) from None
@@ -498,6 +498,8 @@ def open_anndata(
             chunk_bytes=chunk_bytes,
             describe_only=describe_only,
         )
+    except FsdaskError:  # StoreError is an OSError too: fsdask's own refusals pass as they are
+        raise
     except (OSError, RuntimeError, KeyError, ValueError) as exc:
         # what h5py/zarr raise reading damaged stored values (a NaN count, the CSR scan)
         raise InputError(damaged(where, exc, hdf5)) from None

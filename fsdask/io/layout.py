@@ -84,18 +84,21 @@ def sidecar_kind(path: str) -> str | None:
 def chunk_key_pattern(meta: dict) -> Callable[[str], bool] | None:
     """A test of the chunk keys (relative to the array) that a Zarr v3 array's grid writes."""
     try:
-        shape = [int(s) for s in meta["shape"]]
-        grid = meta["chunk_grid"]["configuration"]["chunk_shape"]
-        counts = [max(1, -(-s // int(c))) for s, c in zip(shape, grid)]
         enc = meta.get("chunk_key_encoding") or {"name": "default"}
         sep = (enc.get("configuration") or {}).get("separator")
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+    except AttributeError:
         return None
+    try:
+        shape = [int(s) for s in meta["shape"]]
+        grid = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        counts: list[int] | None = [max(1, -(-s // int(c))) for s, c in zip(shape, grid)]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        counts = None  # no grid recorded: keys of the encoding's form, of any number and index
     if enc.get("name") == "v2":
         sep, prefix = sep or ".", ""
     else:
         sep, prefix = sep or "/", "c"
-    if not counts:  # a 0-d array: one chunk
+    if counts == []:  # a 0-d array: one chunk
         only = prefix or "0"
         return lambda key: key == only
     number = re.compile(r"\d+")
@@ -106,8 +109,10 @@ def chunk_key_pattern(meta: dict) -> Callable[[str], bool] | None:
                 return False
             key = key[len(prefix) + len(sep) :]
         parts = key.split(sep)
-        return len(parts) == len(counts) and all(
-            number.fullmatch(p) is not None and int(p) < n for p, n in zip(parts, counts)
+        if not all(number.fullmatch(p) for p in parts):
+            return False
+        return counts is None or (
+            len(parts) == len(counts) and all(int(p) < n for p, n in zip(parts, counts))
         )
 
     return ok

@@ -177,16 +177,8 @@ class Location(abc.ABC):
         url = os.fspath(url) if isinstance(url, os.PathLike) else str(url)
         if is_local_url(url):
             return LocalLocation(url, storage_options)
-        scheme = url.split("://", 1)[0].lower()
-        if scheme in CREDENTIAL_FREE_SCHEMES and safe_url(url) != url:
+        if safe_url(url) != url:
             register(None, url)  # masked wherever it might still be printed
-            raise StoreError(
-                f"{safe_url(url)}: the URL carries credentials (KEY:SECRET@), which {scheme}:// "
-                "does not use and fsdask never shows; remove them from the URL and give them "
-                "with --storage-option key=... --storage-option secret=... (API: "
-                "storage_options) or the environment (e.g. AWS_ACCESS_KEY_ID and "
-                "AWS_SECRET_ACCESS_KEY)"
-            )
         return FsspecLocation(url, storage_options)
 
     is_local: bool = False
@@ -539,12 +531,35 @@ class FsspecLocation(Location):
         """The URL's scheme (``s3``)."""
         return self.url.split("://", 1)[0]
 
+    def check_url_credentials(self) -> None:
+        """Refuse ``KEY:SECRET@`` in the URL of an object store that does not read it there.
+
+        s3fs and gcsfs take no credentials from a URL: the part would only become part of
+        the bucket name, and of every error message about it.
+        """
+        scheme = self.protocol.lower()
+        if scheme in CREDENTIAL_FREE_SCHEMES and self.shown != self.url:
+            raise StoreError(
+                f"{self.shown}: the URL carries credentials (KEY:SECRET@), which {scheme}:// "
+                "does not use and fsdask never shows; remove them from the URL and give them "
+                "with --storage-option key=... --storage-option secret=... (API: "
+                "storage_options) or the environment (e.g. AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY)"
+            )
+
+    def fs(self) -> tuple[Any, str]:
+        """(fsspec file system, path); a URL with credentials is refused first."""
+        self.check_url_credentials()
+        return super().fs()
+
     def exists(self) -> bool:
         try:
             fs, path = self.fs()
             return bool(fs.exists(path + "/zarr.json") or fs.exists(path))
         except FileNotFoundError:
             return False
+        except StoreError:
+            raise
         except Exception as exc:
             raise StoreError(
                 f"{self.shown}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
@@ -552,6 +567,7 @@ class FsspecLocation(Location):
             ) from None
 
     def zarr_kwargs(self) -> dict:
+        self.check_url_credentials()
         if self.protocol == "s3":
             try:
                 import s3fs  # noqa: F401
@@ -581,6 +597,7 @@ class FsspecLocation(Location):
         import socket
         from urllib.parse import urlparse
 
+        self.check_url_credentials()
         ep = self.endpoint()
         if not ep:
             return

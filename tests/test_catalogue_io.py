@@ -48,12 +48,16 @@ CASES = [
     ("rechunk-copy-full-tmpdir", "BAD"),
     ("csr-copy-full-tmpdir", "BAD"),
     ("disk-full-before-start", "BAD"),
+    ("export-onto-a-real-full-disk", "BAD"),
     ("csv-fsdask-table-replaced-with-overwrite", "GOOD"),
     ("s3-result-replaced-with-overwrite", "GOOD"),
     ("export-second-method-key-added", "GOOD"),
     ("export-same-key-overwrite", "GOOD"),
     ("export-anndata-zarr-key-added", "GOOD"),
     ("info-csr-anndata-without-copy", "GOOD"),
+    ("zarr-store-default-encoding-only-own-keys", "GOOD"),
+    ("zarr-store-v2-encoding-only-own-keys", "GOOD"),
+    ("zarr-store-sharded-only-own-keys", "GOOD"),
 ]
 
 RNG = np.random.default_rng(38)
@@ -510,3 +514,40 @@ def test_info_on_a_csr_anndata_makes_no_copy(tmp_path, monkeypatch, capsys):
     assert f"{n} samples × {p} features" in out
     assert f"csr_matrix, {M.nnz} non-zeros" in out
     assert "obs columns: cell_type" in out and "var columns: symbol" in out
+
+
+# ---- the store listing test itself, on stores zarr-python writes
+@pytest.mark.parametrize(
+    "layout",
+    ["default-encoding", "v2-encoding", "sharded"],
+)
+def test_a_zarr_written_store_holds_only_its_own_keys(tmp_path, layout):
+    import json
+
+    import zarr
+
+    from fsdask.io.layout import foreign_keys, local_keys
+
+    g = zarr.open_group(tmp_path / "s.zarr", mode="w", zarr_format=3)
+    kw = {"chunks": (4, 5)}
+    if layout == "v2-encoding":
+        kw["chunk_key_encoding"] = {"name": "v2", "separator": "."}
+    if layout == "sharded":
+        kw = {"chunks": (2, 5), "shards": (4, 5)}
+    a = g.create_array("X", shape=(10, 12), dtype="f4", **kw)
+    a[:] = np.arange(120, dtype="f4").reshape(10, 12)
+    g.create_array("scalar", shape=(), dtype="i8")[...] = 3
+
+    def meta(node):
+        with open(os.path.join(tmp_path / "s.zarr", *node.split("/"), "zarr.json")) as fh:
+            return json.load(fh)
+
+    root = tmp_path / "s.zarr"
+    assert foreign_keys(local_keys(root), meta) == []
+    # anything else, even named like a chunk outside the grid, is someone else's
+    chunk = "X/c/9/0" if layout != "v2-encoding" else "X/9.0"
+    for extra in ("notes.txt", "X/notes.txt", chunk):
+        (root / extra).parent.mkdir(parents=True, exist_ok=True)
+        (root / extra).write_bytes(b"mine")
+        assert foreign_keys(local_keys(root), meta) == [extra]
+        (root / extra).unlink()

@@ -41,6 +41,7 @@ CASES = [
     ("export-parent-is-a-file", "BAD"),
     ("export-full-folder", "BAD"),
     ("export-output-appears-during-copy", "BAD"),
+    ("export-inside-the-input-store", "BAD"),
     ("h5ad-truncated-info", "BAD"),
     ("h5ad-truncated-select", "BAD"),
     ("h5ad-truncated-export", "BAD"),
@@ -551,3 +552,12 @@ def test_a_zarr_written_store_holds_only_its_own_keys(tmp_path, layout):
         (root / extra).write_bytes(b"mine")
         assert foreign_keys(local_keys(root), meta) == [extra]
         (root / extra).unlink()
+
+
+def test_export_inside_the_input_store_is_refused(tmp_path, h5ad, capsys):
+    src, r1, _ = h5ad
+    anndata.read_h5ad(src).write_zarr(tmp_path / "in.zarr")
+    before = sorted(os.listdir(tmp_path / "in.zarr"))
+    code, _, err = export(capsys, r1, tmp_path / "in.zarr", tmp_path / "in.zarr" / "o.zarr")
+    assert_refused(code, err, "inside the input")
+    assert sorted(os.listdir(tmp_path / "in.zarr")) == before

@@ -151,6 +151,11 @@ def _check_paths(src: str, out: str) -> None:
             f"{out} already exists; choose another output path (fsdask never overwrites "
             "what it did not write)"
         )
+    if LocalLocation(out).overlaps(LocalLocation(src)):
+        raise StoreError(
+            f"{out}: this is inside the input {src}; writing there would change the input — "
+            "choose a path outside it"
+        )
     LocalLocation(out).check_writable()
 
 

@@ -47,7 +47,9 @@ def info(
     so = dict(storage_options or {})
     check_count(top, "--top")
     try:
-        ds = open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
+        ds = open_dataset(
+            url, storage_options=so, describe_only=True, **(read or ReadOptions()).as_dict()
+        )
     except StoreError as exc:
         if "no variable 'X'" not in str(exc):
             raise

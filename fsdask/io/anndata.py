@@ -23,7 +23,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
-from fsdask.errors import InputError, StoreError
+from fsdask.errors import FsdaskError, InputError, StoreError
 from fsdask.io.blocks import apply_nan_policy, lazy_from_blocks
 from fsdask.io.foreign import LABEL_NAMES, check_numeric, encode_labels
 from fsdask.io.location import Location, safe_url
@@ -111,8 +111,8 @@ class MatrixReader:
             msg = str(exc).splitlines()[0] if str(exc) else ""
             raise StoreError(
                 f"{safe_url(self.url or 'in-memory AnnData')}: cannot read {self.path} (features "
-                f"{j0}–{j1 - 1}): {type(exc).__name__}: {msg}; check the file/storage and "
-                "retry"
+                f"{j0}–{j1 - 1}): {type(exc).__name__}: {msg}; the file may be damaged — check "
+                "it or the storage, and retry"
             ) from None
         return out.astype(self.dtype, copy=False)
 
@@ -329,10 +329,29 @@ def csr_to_blocks(
             sel = order[starts[k] : starts[k + 1]]
             cols = (idx[sel] - k * block).astype(np.int32)
             for ext, arr in (("rows", rows[sel]), ("cols", cols), ("vals", vals[sel])):
-                fs.pipe_file(f"{root}/b{k}.{batch}.{ext}", arr.tobytes())
+                put_part(fs, root, f"b{k}.{batch}.{ext}", arr.tobytes(), temporary)
             parts.setdefault(int(k), []).append(batch)
     log.warning("%s: per-block copy written in %.1f s", where, time.perf_counter() - t0)
     return BlockedCopy(url, reader.so, reader.shape, reader.dtype, block, parts, reader.url)
+
+
+def put_part(fs: Any, root: str, name: str, data: bytes, temporary: bool) -> None:
+    """Write one part of the per-block copy under ``root``; a full disk or an unwritable
+    folder ends the run with a :class:`StoreError` after the partial copy (a folder fsdask
+    made) is removed."""
+    import contextlib
+
+    try:
+        fs.pipe_file(f"{root}/{name}", data)
+    except OSError as exc:
+        with contextlib.suppress(Exception):
+            fs.rm(root, recursive=True)
+        where = "the temporary folder (TMPDIR)" if temporary else safe_url(root)
+        raise StoreError(
+            f"{where}: writing the per-block copy of a CSR matrix failed "
+            f"({type(exc).__name__}: {exc.strerror or exc}); free space there, or give "
+            "--rechunk-to a location with room for 12 bytes per non-zero"
+        ) from None
 
 
 def _label(obs: pd.DataFrame, label: str | None, where: str) -> tuple[Any, Any, Any]:
@@ -365,8 +384,13 @@ def _dataset(
     where: str,
     desc: str,
     chunk_bytes: int,
+    describe_only: bool = False,
 ) -> xr.Dataset:
-    """The dataset of one AnnData matrix: X lazy by feature block, ids, the label."""
+    """The dataset of one AnnData matrix: X lazy by feature block, ids, the label.
+
+    ``describe_only``: read no stored value (no NaN count, no per-block copy of a CSR
+    matrix); the dataset is for a description, not for a computation.
+    """
     n, p = reader.shape
     if not var.index.is_unique:
         dup = var.index[var.index.duplicated()][0]
@@ -384,13 +408,13 @@ def _dataset(
         if stored_csr
         else _block_for(reader.kind, n, reader.dtype.itemsize, chunk_bytes)
     )
-    bad = reader.nonfinite() if reader.kind in SPARSE else 0
+    bad = reader.nonfinite() if reader.kind in SPARSE and not describe_only else 0
     if bad and options.nan_policy == "error":
         raise InputError(
             f"{where}: {bad} NaN/Inf value(s) among the sparse matrix's stored values; "
             "choose a policy: --nan-policy zero|mean|drop-feature"
         )
-    if stored_csr and -(-p // block) > 2:
+    if stored_csr and -(-p // block) > 2 and not describe_only:
         reader = csr_to_blocks(reader, block, where, options.rechunk_to)
     X = lazy_from_blocks(reader, n, p, block, dtype=reader.dtype)
     names = np.asarray(var.index).astype(str).astype(object)
@@ -420,6 +444,7 @@ def open_anndata(
     hdf5: bool,
     options: ReadOptions | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    describe_only: bool = False,
 ) -> xr.Dataset:
     """An fsdask dataset (lazy, feature blocks) from an ``.h5ad`` file or an AnnData-on-Zarr store.
 
@@ -435,6 +460,10 @@ def open_anndata(
         ``variable``, ``label``, ``nan_policy`` and ``rechunk_to`` are used.
     chunk_bytes : int
         The target size of a feature block.
+    describe_only : bool
+        For a description (``fsdask info``): read only metadata — no pass over the stored
+        values, no per-block copy of a CSR matrix — and record the matrix's encoding,
+        non-zeros and the ``obs``/``var`` columns in the attribute ``anndata``.
 
     Returns
     -------
@@ -446,25 +475,76 @@ def open_anndata(
     where = safe_url(url)
     try:
         root = open_root(url, storage_options, hdf5)
-    except Exception as exc:
-        raise InputError(
-            f"{where}: not a readable {'.h5ad' if hdf5 else 'AnnData Zarr'} file "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
-    path, var_path = _element(root, options.variable, where)
-    kind, shape, dtype = _matrix_info(root[path], where, path)
+        path, var_path = _element(root, options.variable, where)
+        kind, shape, dtype = _matrix_info(root[path], where, path)
+        obs, var = _frame(root, "obs"), _frame(root, var_path)
+        stored = stored_summary(root[path], kind, shape, obs, var)
+    except (FsdaskError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # h5py/zarr/anndata on a truncated or corrupted file
+        raise InputError(damaged(where, exc, hdf5)) from None
     dtype = check_numeric(dtype, where, path)
     if dtype.kind in "iub":  # counts: float32 is exact below 2**24 and half of int64/float64
         dtype = np.dtype(np.float32)
     reader = MatrixReader(url, storage_options, path, kind, shape, dtype, hdf5)
-    return _dataset(
-        reader,
-        _frame(root, "obs"),
-        _frame(root, var_path),
-        options=options,
-        where=where,
-        desc="AnnData " + (".h5ad file" if hdf5 else "Zarr store"),
-        chunk_bytes=chunk_bytes,
+    try:
+        ds = _dataset(
+            reader,
+            obs,
+            var,
+            options=options,
+            where=where,
+            desc="AnnData " + (".h5ad file" if hdf5 else "Zarr store"),
+            chunk_bytes=chunk_bytes,
+            describe_only=describe_only,
+        )
+    except FsdaskError:  # StoreError is an OSError too: fsdask's own refusals pass as they are
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        # what h5py/zarr raise reading damaged stored values (a NaN count, the CSR scan)
+        raise InputError(damaged(where, exc, hdf5)) from None
+    ds.attrs["anndata"] = stored
+    return ds
+
+
+def stored_summary(node: Any, kind: str, shape: tuple[int, int], obs, var) -> str:
+    """One line on how the matrix is stored and which annotations exist (metadata only)."""
+    n, p = shape
+    if kind in SPARSE:
+        nnz = int(node["data"].shape[0])
+        how = f"{kind}, {nnz} non-zeros ({100 * nnz / max(n * p, 1):.3g} % dense)"
+    else:
+        how = "dense"
+
+    def cols(frame) -> str:
+        names = [str(c) for c in frame.columns]
+        return ", ".join(names[:8]) + (" …" if len(names) > 8 else "") if names else "none"
+
+    return f"{how}; obs columns: {cols(obs)}; var columns: {cols(var)}"
+
+
+def damaged(where: str, exc: BaseException, hdf5: bool) -> str:
+    """The one-line message for an AnnData file or store that cannot be read.
+
+    Parameters
+    ----------
+    where : str
+        The file or store as shown (no credentials).
+    exc : BaseException
+        What the reading library raised (its first line is quoted).
+    hdf5 : bool
+        An ``.h5ad`` file rather than a Zarr store.
+
+    Returns
+    -------
+    str
+    """
+    first = (str(exc).splitlines() or [""])[0][:200]
+    what = "an .h5ad (HDF5) file" if hdf5 else "an AnnData Zarr store"
+    return (
+        f"{safe_url(where)}: damaged or not {what} — it cannot be read "
+        f"({type(exc).__name__}: {first}); check it (was it copied completely?) or write "
+        "it again"
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import json
 import os
 import re
@@ -38,7 +39,15 @@ import uuid
 from typing import Any, Iterator, Mapping, Sequence
 
 from fsdask.errors import StoreError
-from fsdask.io.secrets import redact
+from fsdask.io.layout import (
+    foreign_keys,
+    is_sidecar_name,
+    local_keys,
+    sidecar_kind,
+    sidecar_path,
+    write_sidecar,
+)
+from fsdask.io.secrets import redact, register
 
 COMPLETE_ATTR = "fsdask_complete"
 KIND_ATTR = "fsdask_kind"
@@ -48,7 +57,13 @@ TMP_TAG = ".fsdask-tmp-"
 OLD_TAG = ".fsdask-old-"
 #: a temporary of another host (a shared file system) is removed only when older than this
 FOREIGN_TEMP_AGE_S = 24 * 3600
-#: first lines of the CSV tables fsdask writes (how an existing table is recognised as ours)
+#: object stores whose fsspec file systems take no credentials from the URL: a ``KEY:SECRET@``
+#: part would only become part of the bucket name and of every error message
+CREDENTIAL_FREE_SCHEMES = ("s3", "s3a", "gs", "gcs")
+#: errors of writing that say the storage is full or read-only (not a bug of fsdask)
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
+#: first lines of the CSV tables fsdask writes (a description only: a table is recognised as
+#: fsdask's by its sidecar, :func:`fsdask.io.layout.sidecar_kind`, never by its header)
 CSV_HEADERS = ("rank,feature,weight,selected", "n_features,", "# fsdask")
 
 
@@ -97,11 +112,11 @@ def legacy_kind(attrs: Mapping[str, Any], names: set[str]) -> str | None:
 
 
 def stale_pattern(base: str) -> re.Pattern:
-    """Names of fsdask's own temporaries next to ``base`` (this release's and the older
-    ``.NAME.tmp-HEX[.old]``)."""
+    """Names of fsdask's own temporaries next to ``base`` (this release's, with the sidecar
+    of a file being published, and the older ``.NAME.tmp-HEX[.old]``)."""
     return re.compile(
         rf"^\.{re.escape(base)}(?:\.fsdask-(?P<what>tmp|old)-(?P<host>[A-Za-z0-9]+)-(?P<pid>\d+)"
-        rf"-[0-9a-f]{{8}}|\.tmp-[0-9a-f]{{8}}(?P<legacy_old>\.old)?)$"
+        rf"-[0-9a-f]{{8}}(?:\.fsdask\.json)?|\.tmp-[0-9a-f]{{8}}(?P<legacy_old>\.old)?)$"
     )
 
 
@@ -160,8 +175,11 @@ class Location(abc.ABC):
     def of(url: Any, storage_options: Mapping[str, Any] | None = None) -> Location:
         """The :class:`LocalLocation` or :class:`FsspecLocation` of ``url``."""
         url = os.fspath(url) if isinstance(url, os.PathLike) else str(url)
-        cls = LocalLocation if is_local_url(url) else FsspecLocation
-        return cls(url, storage_options)
+        if is_local_url(url):
+            return LocalLocation(url, storage_options)
+        if safe_url(url) != url:
+            register(None, url)  # masked wherever it might still be printed
+        return FsspecLocation(url, storage_options)
 
     is_local: bool = False
 
@@ -268,9 +286,15 @@ class Location(abc.ABC):
         what, found = self.what_is_there()
         if what:
             if found is None:
+                how = (
+                    " (a file is fsdask's only while the marker .NAME.fsdask.json written with "
+                    "it matches it, not by its header)"
+                    if what == "a file"
+                    else ""
+                )
                 raise StoreError(
-                    f"{shown}: {what} is there; fsdask replaces only its own outputs, so it "
-                    "leaves it alone even with --overwrite — choose another path or move it "
+                    f"{shown}: {what} is there; fsdask replaces only its own outputs{how}, so "
+                    "it leaves it alone even with --overwrite — choose another path or move it "
                     "away yourself"
                 )
             if found != kind:
@@ -357,7 +381,11 @@ class LocalLocation(Location):
             extra = sorted(
                 e
                 for e in entries
-                if not (e == REPORT_MARKER or e.endswith((".html", ".png", ".csv")))
+                if not (
+                    e == REPORT_MARKER
+                    or e.endswith((".html", ".png", ".csv"))
+                    or is_sidecar_name(e)
+                )
             )
             if extra:
                 return f"an fsdask report with other files added ({', '.join(extra[:3])})", None
@@ -366,19 +394,18 @@ class LocalLocation(Location):
 
     @staticmethod
     def _store_kind(path: str, entries: set[str]) -> tuple[str, str | None]:
+        def meta(node: str) -> dict:
+            with open(os.path.join(path, *node.split("/"), "zarr.json")) as fh:
+                return json.load(fh)
+
         try:
-            with open(os.path.join(path, "zarr.json")) as fh:
-                attrs = json.load(fh).get("attributes", {}) or {}
-        except (OSError, ValueError):
+            attrs = meta("").get("attributes", {}) or {}
+        except (OSError, ValueError, AttributeError):
             return "a folder with other content", None
         kind = attrs.get(KIND_ATTR) or legacy_kind(attrs, entries)
         if kind is None:
             return "a Zarr store fsdask did not write", None
-        extra = sorted(
-            e
-            for e in entries
-            if e != "zarr.json" and not os.path.exists(os.path.join(path, e, "zarr.json"))
-        )
+        extra = foreign_keys(local_keys(path), meta)
         if extra:  # someone put files into the store: replacing it would delete them
             return f"an fsdask {kind} with other files added ({', '.join(extra[:3])})", None
         return f"an fsdask {kind}", kind
@@ -430,6 +457,13 @@ class LocalLocation(Location):
         try:
             yield tmp
             self._swap(tmp, kind, overwrite)
+        except OSError as exc:
+            if isinstance(exc, StoreError) or exc.errno not in WRITE_ERRNOS:
+                raise
+            raise StoreError(
+                f"{self.shown}: could not write ({type(exc).__name__}: {exc.strerror or exc}); "
+                "free space on that disk or choose another path — nothing was replaced"
+            ) from None
         finally:
             for _ in range(2):  # writer threads of a failed compute may still add files
                 discard(tmp)
@@ -451,27 +485,38 @@ class LocalLocation(Location):
     def publish_file(
         self, *, kind: str = "csv", overwrite: bool = False, inputs: Sequence[Any] = ()
     ) -> Iterator[str]:
-        """Like :meth:`publish` for a single file (a CSV table, a netCDF evaluation)."""
+        """Like :meth:`publish` for a single file (a CSV table, a netCDF evaluation).
+
+        The file is published with its sidecar (:func:`fsdask.io.layout.write_sidecar`),
+        the marker by which a later run recognises it as fsdask's.
+        """
         self.check_output(kind=kind, overwrite=overwrite, inputs=inputs)
         self.cleanup_stale()
-        tmp = temp_name(self.abspath)
+        final = self.abspath
+        tmp = temp_name(final)
+        marks = ""
         try:
             yield tmp
             self.check_output(kind=kind, overwrite=overwrite)
-            os.replace(tmp, self.abspath)
+            marks = write_sidecar(tmp, kind, final)
+            os.replace(tmp, final)
+            os.replace(marks, sidecar_path(final))
         except OSError as exc:
             if isinstance(exc, StoreError):
                 raise
             raise StoreError(
-                f"{self.url}: could not write ({type(exc).__name__}: {exc.strerror or exc}); "
+                f"{self.shown}: could not write ({type(exc).__name__}: {exc.strerror or exc}); "
                 "check the path, the free space and the permissions"
             ) from None
         finally:
-            if os.path.lexists(tmp):
-                os.remove(tmp)
+            for leftover in (tmp, marks):
+                if leftover and os.path.lexists(leftover):
+                    os.remove(leftover)
 
     def delete(self) -> None:
         discard(self.abspath)
+        if os.path.isfile(sidecar_path(self.abspath)):
+            os.remove(sidecar_path(self.abspath))
 
 
 class FsspecLocation(Location):
@@ -486,12 +531,35 @@ class FsspecLocation(Location):
         """The URL's scheme (``s3``)."""
         return self.url.split("://", 1)[0]
 
+    def check_url_credentials(self) -> None:
+        """Refuse ``KEY:SECRET@`` in the URL of an object store that does not read it there.
+
+        s3fs and gcsfs take no credentials from a URL: the part would only become part of
+        the bucket name, and of every error message about it.
+        """
+        scheme = self.protocol.lower()
+        if scheme in CREDENTIAL_FREE_SCHEMES and self.shown != self.url:
+            raise StoreError(
+                f"{self.shown}: the URL carries credentials (KEY:SECRET@), which {scheme}:// "
+                "does not use and fsdask never shows; remove them from the URL and give them "
+                "with --storage-option key=... --storage-option secret=... (API: "
+                "storage_options) or the environment (e.g. AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY)"
+            )
+
+    def fs(self) -> tuple[Any, str]:
+        """(fsspec file system, path); a URL with credentials is refused first."""
+        self.check_url_credentials()
+        return super().fs()
+
     def exists(self) -> bool:
         try:
             fs, path = self.fs()
             return bool(fs.exists(path + "/zarr.json") or fs.exists(path))
         except FileNotFoundError:
             return False
+        except StoreError:
+            raise
         except Exception as exc:
             raise StoreError(
                 f"{self.shown}: storage unreachable or unreadable ({type(exc).__name__}: {exc}); "
@@ -499,6 +567,7 @@ class FsspecLocation(Location):
             ) from None
 
     def zarr_kwargs(self) -> dict:
+        self.check_url_credentials()
         if self.protocol == "s3":
             try:
                 import s3fs  # noqa: F401
@@ -528,6 +597,7 @@ class FsspecLocation(Location):
         import socket
         from urllib.parse import urlparse
 
+        self.check_url_credentials()
         ep = self.endpoint()
         if not ep:
             return
@@ -551,11 +621,7 @@ class FsspecLocation(Location):
         try:
             fs, path = self.fs()
             if fs.exists(path + "/zarr.json"):
-                attrs = json.loads(fs.cat(path + "/zarr.json")).get("attributes", {}) or {}
-                names = {p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)}
-                kind = attrs.get(KIND_ATTR) or legacy_kind(attrs, names)
-                what = "a Zarr store fsdask did not write" if kind is None else f"an fsdask {kind}"
-                return what, kind
+                return self._store_kind(fs, path)
             if fs.exists(path):
                 what = "other content" if fs.isdir(path) else "an object fsdask did not write"
                 return what, None
@@ -567,6 +633,22 @@ class FsspecLocation(Location):
                 f"{redact(self.url)}: storage unreachable or unreadable "
                 f"({type(exc).__name__}: {exc}); check the URL, the endpoint and the credentials"
             ) from None
+
+    @staticmethod
+    def _store_kind(fs: Any, path: str) -> tuple[str, str | None]:
+        def meta(node: str) -> dict:
+            return json.loads(fs.cat(f"{path}/{node}/zarr.json" if node else f"{path}/zarr.json"))
+
+        attrs = meta("").get("attributes", {}) or {}
+        keys = [k[len(path) + 1 :] for k in fs.find(path)]
+        names = {k.split("/", 1)[0] for k in keys}
+        kind = attrs.get(KIND_ATTR) or legacy_kind(attrs, names)
+        if kind is None:
+            return "a Zarr store fsdask did not write", None
+        extra = foreign_keys(keys, meta)
+        if extra:  # someone put objects into the store: replacing it would delete them
+            return f"an fsdask {kind} with other objects added ({', '.join(extra[:3])})", None
+        return f"an fsdask {kind}", kind
 
     def cleanup_stale(self) -> list[str]:
         fs, path = self.fs()
@@ -623,16 +705,20 @@ class FsspecLocation(Location):
 
 
 def file_kind(path: str) -> str | None:
-    """``csv`` / ``evaluation`` for local files fsdask writes, else None."""
-    try:
-        if path.endswith(".nc"):
-            import xarray as xr
+    """The kind of a local file fsdask wrote and nobody changed since, else None.
 
-            with xr.open_dataset(path) as ds:
-                return ds.attrs.get(KIND_ATTR)
-        with open(path, "rb") as fh:
-            first = fh.readline(200).decode("utf-8", "replace")
-        return "csv" if first.startswith(CSV_HEADERS) else None
+    Its sidecar says so (:func:`fsdask.io.layout.sidecar_kind`); a netCDF evaluation of a
+    release without sidecars is also recognised by its recorded ``fsdask_kind`` attribute.
+    A CSV is never recognised by its header alone: a user's table may share it.
+    """
+    kind = sidecar_kind(path)
+    if kind is not None or not path.endswith(".nc"):
+        return kind
+    try:
+        import xarray as xr
+
+        with xr.open_dataset(path) as ds:
+            return ds.attrs.get(KIND_ATTR)
     except Exception:
         return None
 
@@ -657,3 +743,41 @@ def discard(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
     elif os.path.lexists(path):
         os.remove(path)
+
+
+def rename_no_replace(src: str, dst: str) -> None:
+    """Give the local file or folder ``src`` the name ``dst`` only if nothing has that name.
+
+    Raises
+    ------
+    FileExistsError
+        When ``dst`` exists, or appeared during the call: it is left as it is.
+
+    Notes
+    -----
+    There is no check-then-rename window: a file is published by a hard link, which the
+    kernel refuses when the name exists (then ``src`` is unlinked); a folder by creating
+    ``dst`` as an empty folder first (refused when the name exists) and renaming ``src``
+    onto that folder, which the kernel refuses if anything was put into it meanwhile.
+    """
+    if os.path.isdir(src) and not os.path.islink(src):
+        os.mkdir(dst)
+        try:
+            os.rename(src, dst)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.rmdir(dst)  # ours, and still empty
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):  # something appeared in it
+                raise FileExistsError(dst) from None
+            raise
+        return
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links on this file system: reserve the name, then rename onto it
+        fd = os.open(dst, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.close(fd)
+        os.replace(src, dst)
+        return
+    os.remove(src)

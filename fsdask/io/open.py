@@ -37,6 +37,7 @@ def open_dataset(
     *,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     require_complete: bool = True,
+    describe_only: bool = False,
     **loose: Any,
 ) -> xr.Dataset:
     """Open a dataset lazily: an fsdask store, any Zarr v2/v3 store, an AnnData file/store or object.
@@ -56,6 +57,10 @@ def open_dataset(
         The target size of a feature block.
     require_complete
         Refuse fsdask stores whose write did not finish (default).
+    describe_only
+        Open an AnnData for a description only (``fsdask info``): no stored value is read
+        and a CSR matrix is not filed by feature block, so X keeps blocks that are slow to
+        compute (each scans all non-zeros).
     **loose
         The fields of :class:`~fsdask.io.options.ReadOptions` as keywords (``variable=``,
         ``sample_dim=``, ``label=``, ``drop_unlabelled=``, …), applied on top of ``options``.
@@ -80,7 +85,12 @@ def open_dataset(
     loc.check_reachable()
     if _is_hdf5(loc):
         ds = open_anndata(
-            loc.url, storage_options, hdf5=True, options=options, chunk_bytes=chunk_bytes
+            loc.url,
+            storage_options,
+            hdf5=True,
+            options=options,
+            chunk_bytes=chunk_bytes,
+            describe_only=describe_only,
         )
         return labelled(ds, options.drop_unlabelled)
     node = _open_node(loc)
@@ -89,7 +99,12 @@ def open_dataset(
         return open_fsdask(loc.url, storage_options, require_complete=require_complete)
     if is_anndata_group(node):
         ds = open_anndata(
-            loc.url, storage_options, hdf5=False, options=options, chunk_bytes=chunk_bytes
+            loc.url,
+            storage_options,
+            hdf5=False,
+            options=options,
+            chunk_bytes=chunk_bytes,
+            describe_only=describe_only,
         )
         return labelled(ds, options.drop_unlabelled)
     return labelled(_open_foreign(node, loc, options, chunk_bytes), options.drop_unlabelled)

@@ -21,6 +21,7 @@ Two ways, chosen by :func:`to_feature_blocks`:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -144,6 +145,20 @@ def _write(arr: da.Array, group: zarr.Group, name: str) -> zarr.Array:
     return out
 
 
+def _two_stages(X: da.Array, url: str, kwargs: dict, block: int, stage1: bool) -> zarr.Array:
+    """Write the copy: stage 1 changes the feature chunking (if needed), stage 2 the sample one."""
+    n = X.shape[0]
+    group = zarr.open_group(url, mode="w-", zarr_format=3, **kwargs)
+    src = X
+    if stage1:  # a task splits or merges stored chunks of one sample range
+        mid = _write(X.rechunk((X.chunks[0], block)), group, "intermediate")
+        src = da.from_array(mid, chunks=mid.chunks, lock=False, inline_array=True)
+    final = _write(src.rechunk((n, block)), group, "X")  # a task holds one output block
+    if stage1:
+        del group["intermediate"]
+    return final
+
+
 def _copy(
     X: da.Array, *, where: str, block: int, budget: int, rechunk_to: str | None, storage_options
 ) -> da.Array:
@@ -174,16 +189,17 @@ def _copy(
         format_bytes(passes * size),
     )
     t0 = time.perf_counter()
-    group = zarr.open_group(url, mode="w-", zarr_format=3, **kwargs)
-    src = X
-    if (
-        stage1
-    ):  # stage 1: feature chunking only — a task splits or merges stored chunks of one sample range
-        mid = _write(X.rechunk((rows, block)), group, "intermediate")
-        src = da.from_array(mid, chunks=mid.chunks, lock=False, inline_array=True)
-    final = _write(src.rechunk((n, block)), group, "X")  # stage 2: sample chunking only
-    if stage1:
-        del group["intermediate"]
+    try:
+        final = _two_stages(X, url, kwargs, block, stage1)
+    except OSError as exc:  # a full disk or TMPDIR, a folder that became unwritable
+        with contextlib.suppress(Exception):
+            Location.of(url, storage_options).delete()  # the partial copy: fsdask's own
+        shown = "the temporary folder (TMPDIR)" if temporary else Location.of(url).shown
+        raise StoreError(
+            f"{where}: writing the rechunked copy to {shown} failed ({type(exc).__name__}: "
+            f"{exc.strerror or exc}); free space there, or give --rechunk-to a location with "
+            f"room for {format_bytes(size)}, or `fsdask ingest` the store once"
+        ) from None
     log.warning("%s: rechunked copy written in %.1f s", where, time.perf_counter() - t0)
     g = GuardedArray(final, os.path.join(url, "X") if temporary else f"{url.rstrip('/')}/X")
     return guarded_dask(g, final.chunks)

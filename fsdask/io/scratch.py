@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 
+from fsdask.errors import StoreError
 from fsdask.io.location import host_tag, pid_alive
 
 PREFIX = "fsdask-"
@@ -46,6 +47,13 @@ def scratch_dir(kind: str) -> str:
     removing the folders of ``kind`` that killed fsdask processes of this host left."""
     for path in stale(kind):
         shutil.rmtree(path, ignore_errors=True)
-    folder = tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{host_tag()}-{os.getpid()}-")
+    try:
+        folder = tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{host_tag()}-{os.getpid()}-")
+    except OSError as exc:
+        raise StoreError(
+            f"{tempfile.gettempdir()}: cannot create a temporary folder for a {kind} copy "
+            f"({type(exc).__name__}: {exc.strerror or exc}); free space there or point TMPDIR "
+            "at a folder with room (or give --rechunk-to)"
+        ) from None
     atexit.register(shutil.rmtree, folder, True)  # a folder fsdask made, removed at exit
     return folder

@@ -485,6 +485,8 @@ def describe(ds: xr.Dataset, url: str = "") -> str:
     ]
     if "foreign" in ds.attrs:
         lines.append(f"foreign   {ds.attrs['foreign']}")
+    if "anndata" in ds.attrs:
+        lines.append(f"stored    {ds.attrs['anndata']}")
     if "y" in ds:
         y = ds["y"].values
         if y.dtype.kind in "iub" or y.dtype.kind in "OUT":

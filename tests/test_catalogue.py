@@ -115,3 +115,13 @@ def test_cli_bad_input_exits_2_in_one_line(capsys, store, tmp_path, case, name, 
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not out.exists()
+
+
+def test_debug_traceback_never_shows_url_credentials(capsys):
+    from fsdask.cli import main
+
+    url = "s3://AKIAEXAMPLE:wJalrSECRETKEY@bucket/x.zarr"
+    code = main(["--debug", "info", url])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" in err  # --debug shows the traceback, and still exits 2
+    assert "SECRETKEY" not in err and "AKIAEXAMPLE" not in err

@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except FsdaskError as exc:
         if args.debug:
-            raise
+            _print_traceback(exc)
+            return int(getattr(exc, "exit_code", 2))
         _quiet_unraisable(args.verbose)
         print(redact(f"fsdask {args.command}: error: {_one_line(exc)}"), file=sys.stderr)
         return int(getattr(exc, "exit_code", 2))
@@ -195,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # a bug: one line, where to report it, exit 1
         if args.debug:
-            raise
+            _print_traceback(exc)
+            return 1
         print(
             redact(
                 f"fsdask {args.command}: unexpected error: {type(exc).__name__}: {_one_line(exc)} — "
@@ -238,3 +240,12 @@ def _quiet_unraisable(verbose: int) -> None:
 def _one_line(exc: BaseException) -> str:
     text = str(exc)
     return " ".join(text.split()) if text else ""
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """``--debug``: the traceback of ``exc`` on stderr, credentials redacted like every line."""
+    import traceback
+
+    from fsdask.io.secrets import redact
+
+    print(redact("".join(traceback.format_exception(exc))), file=sys.stderr)

@@ -61,6 +61,7 @@ STEPS: dict[str, list[str]] = {
         "--time-cap",
         "120",
     ],
+    "busy_machine": ["benchmarks/busy_machine.py", "--sizes", "small,demo"],
     "out_of_core": [
         "benchmarks/out_of_core.py",
         "--methods",

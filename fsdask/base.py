@@ -384,7 +384,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         import distributed
         import zarr
 
-        from fsdask.version import VERSION as __version__
+        from fsdask.version import current
 
         p = self.n_features_in_
         data_vars: dict = {
@@ -424,7 +424,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
                 "n_selected": int(self.support_.sum()),
                 "n_constant_features": int((~active).sum()),
                 "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                "fsdask_version": __version__,
+                "fsdask_version": current(),
                 "dask_version": dask.__version__,
                 "distributed_version": distributed.__version__,
                 "zarr_version": zarr.__version__,

@@ -131,13 +131,13 @@ def data_key(X: Any, y: Any = None) -> dict[str, Any]:
 
 
 def fit_key(estimator: Any, X: Any, y: Any = None) -> dict[str, Any]:
-    from fsdask.version import VERSION
+    from fsdask.version import current
 
     return {
         "method": getattr(estimator, "method_name", type(estimator).__name__),
         "estimator": type(estimator).__name__,
         "params": _jsonable(estimator.get_params()),
-        "fsdask_version": VERSION,
+        "fsdask_version": current(),
         "data": data_key(X, y),
     }
 

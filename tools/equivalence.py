@@ -60,8 +60,8 @@ if str(ROOT) not in sys.path:
 
 SHARED_DATA = Path(os.environ.get("FSDASK_SHARED_DATA", ROOT.parent / "shared" / "data"))
 RTOL = 1e-12
-#: attrs that legitimately differ between runs or installs
-IGNORED_ATTRS = ("wall_time", "seconds", "_version", "elapsed", "timing")
+#: attrs that legitimately differ between runs or installs (timings, versions, creation time)
+IGNORED_ATTRS = ("wall_time", "seconds", "_version", "elapsed", "timing", "created")
 #: result_ variables that are timings
 IGNORED_VARS = ("seconds", "wall_time", "elapsed")
 #: attrs renamed on purpose (old name → new name): compared under the new name, with a note

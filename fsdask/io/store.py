@@ -342,12 +342,12 @@ def dataset_fingerprint(X: da.Array | np.ndarray) -> str:
 
 def provenance(source: str, X: da.Array, extra: Mapping[str, Any] | None = None) -> dict:
     """The provenance attributes of a dataset written from ``source`` (``extra`` on top)."""
-    from fsdask.version import VERSION as __version__
+    from fsdask.version import current
 
     attrs = {
         "source": str(source),
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "fsdask_version": __version__,
+        "fsdask_version": current(),
         "shape": [int(s) for s in X.shape],
         "dtype": str(X.dtype),
         FORMAT_ATTR: FORMAT_VERSION,

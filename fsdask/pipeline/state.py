@@ -29,10 +29,9 @@ def now() -> str:
 
 def version() -> str:
     """This fsdask's version (recorded per step): ``fsdask.__version__``, as users see it."""
-    import fsdask
-    from fsdask.version import VERSION
+    from fsdask.version import current
 
-    return str(getattr(fsdask, "__version__", VERSION))
+    return current()
 
 
 def _newer(a: str, b: str) -> bool:

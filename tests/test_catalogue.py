@@ -125,3 +125,35 @@ def test_debug_traceback_never_shows_url_credentials(capsys):
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" in err  # --debug shows the traceback, and still exits 2
     assert "SECRETKEY" not in err and "AKIAEXAMPLE" not in err
+
+
+# ---- in-memory xarray objects through open_dataset and ingest: dims by name
+def _gene_cell():
+    return xr.Dataset(
+        {"expr": (("gene", "cell"), X.T), "cell_type": ("cell", ["a"] * 10 + ["b"] * 10)},
+        coords={"gene": GENES},
+    )
+
+
+@pytest.mark.parametrize("door", ["open_dataset", "ingest"])
+def test_in_memory_dataset_dims_unnamed_are_refused(tmp_path, door):
+    call = (
+        (lambda ds, **kw: fsdask.open_dataset(ds, **kw))
+        if door == "open_dataset"
+        else (lambda ds, **kw: fsdask.ingest(ds, tmp_path / "o.zarr", **kw))
+    )
+    with pytest.raises(FsdaskError, match="never guesses by position") as info:
+        call(_gene_cell())
+    assert "\n" not in str(info.value) and "('gene', 'cell')" in str(info.value)
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_in_memory_dataset_dims_named_by_the_caller(tmp_path):
+    ds = fsdask.open_dataset(_gene_cell(), sample_dim="cell")
+    assert ds["X"].dims == ("sample", "feature") and ds.sizes["feature"] == 8
+    assert list(ds["feature"].values) == GENES and ds.attrs["class_names"] == ["a", "b"]
+    np.testing.assert_array_equal(ds["X"].values, X)
+    fsdask.ingest(_gene_cell(), tmp_path / "o.zarr", sample_dim="cell")
+    back = fsdask.open_dataset(tmp_path / "o.zarr")
+    np.testing.assert_allclose(back["X"].values, X, rtol=1e-6)  # ingest stores float32
+    np.testing.assert_array_equal(back["y"].values, ds["y"].values)

@@ -272,3 +272,63 @@ def open_foreign_zarr(node: Any, url: str, options: ReadOptions) -> xr.Dataset:
     )
     ds.attrs["source"] = where
     return ds
+
+
+def xarray_matrix(
+    obj: xr.Dataset | xr.DataArray, options: ReadOptions, where: str = "in-memory xarray object"
+) -> tuple[xr.DataArray, np.ndarray | None, list[str] | None]:
+    """The matrix of an in-memory xarray object with dims ``(sample, feature)``, and its label.
+
+    The rules of a foreign store (module docstring) hold: the variable by ``variable``, else
+    ``X``, else the only 2-D one; dims by name (``sample_dim``/``feature_dim``, or dims named
+    ``sample``/``feature``), never by position; the label by ``label``, else a 1-D variable
+    along the sample dim named as in :data:`LABEL_NAMES`.
+
+    Returns
+    -------
+    (X, y, class_names)
+        X a DataArray (sample, feature), lazy if it was; y integer codes or numbers (None
+        when unlabelled); the class names of text labels.  Memory: no copy of X.
+    """
+    if isinstance(obj, xr.DataArray):
+        if options.variable is not None:
+            raise InputError(f"{where}: a DataArray has one matrix; variable= does not apply")
+        ds, name = obj.to_dataset(name=obj.name or "X"), obj.name or "X"
+    else:
+        ds, name = obj, _xarray_variable(obj, options.variable, where)
+    arr = ds[name]
+    if arr.ndim != 2:
+        raise InputError(f"{where}: variable {name!r} has dims {arr.dims}; fsdask needs 2-D")
+    check_numeric(arr.dtype, where, name)
+    dims = tuple(str(d) for d in arr.dims)
+    sdim, fdim = map_dims(dims, options.sample_dim, options.feature_dim, where)
+    X = arr.transpose(sdim, fdim).rename({sdim: "sample", fdim: "feature"})
+    lname = options.label.removeprefix("obs:") if options.label else None
+    if lname is None:
+        lname = next(
+            (k for k in LABEL_NAMES if k in ds and k != name and ds[k].dims == (sdim,)), None
+        )
+    if lname is None:
+        return X, None, None
+    if lname not in ds or ds[lname].dims != (sdim,):
+        raise InputError(f"{where}: no label {lname!r} along the sample dim {sdim!r}; check label=")
+    y, classes = encode_labels(np.asarray(ds[lname].values), where, lname)
+    return X, y, classes
+
+
+def _xarray_variable(ds: xr.Dataset, variable: str | None, where: str) -> str:
+    if variable is not None:
+        if variable not in ds.data_vars:
+            raise InputError(
+                f"{where}: no variable {variable!r} (found {sorted(ds.data_vars)}); check variable="
+            )
+        return variable
+    if "X" in ds.data_vars:
+        return "X"
+    two = sorted(str(k) for k, v in ds.data_vars.items() if v.ndim == 2)
+    if len(two) != 1:
+        raise InputError(
+            f"{where}: {'several' if two else 'no'} 2-D variables ({', '.join(two) or 'none'}) "
+            "and none named X; choose one with variable="
+        )
+    return two[0]

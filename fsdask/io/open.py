@@ -14,14 +14,15 @@ import logging
 import os
 from typing import Any, Mapping
 
+import dask.array as da
 import numpy as np
 import xarray as xr
 import zarr
 
-from fsdask._validation import DEFAULT_CHUNK_BYTES
+from fsdask._validation import DEFAULT_CHUNK_BYTES, as_feature_blocks
 from fsdask.errors import FsdaskError, InputError, StoreError
 from fsdask.io.anndata import from_anndata, is_anndata_group, open_anndata, sparse_blocks
-from fsdask.io.foreign import open_foreign_zarr
+from fsdask.io.foreign import open_foreign_zarr, xarray_matrix
 from fsdask.io.location import Location
 from fsdask.io.options import ReadOptions
 from fsdask.io.rechunk import to_feature_blocks
@@ -120,7 +121,9 @@ def read_options(url: Any, options: ReadOptions | None, loose: Mapping[str, Any]
 
 
 def _open_object(obj: Any, options: ReadOptions, chunk_bytes: int) -> xr.Dataset:
-    """An in-memory AnnData or scipy.sparse matrix as a dataset."""
+    """An in-memory AnnData, xarray object or scipy.sparse matrix as a dataset."""
+    if isinstance(obj, (xr.Dataset, xr.DataArray)):
+        return labelled(_open_xarray(obj, options, chunk_bytes), options.drop_unlabelled)
     if type(obj).__name__ == "AnnData":
         ds = from_anndata(obj, options=options, chunk_bytes=chunk_bytes)
         return labelled(ds, options.drop_unlabelled)
@@ -131,9 +134,24 @@ def _open_object(obj: Any, options: ReadOptions, chunk_bytes: int) -> xr.Dataset
             attrs={"source": f"in-memory {type(obj).__name__}"},
         )
     raise InputError(
-        f"open_dataset: expected a path, a URL, an AnnData object or a scipy.sparse matrix, "
+        f"open_dataset: expected a path, a URL, an AnnData or xarray object or a scipy.sparse "
+        "matrix, "
         f"got {type(obj).__name__}"
     )
+
+
+def _open_xarray(obj: Any, options: ReadOptions, chunk_bytes: int) -> xr.Dataset:
+    """An in-memory xarray Dataset or DataArray, dims matched by name, in feature blocks."""
+    X, y, classes = xarray_matrix(obj, options, f"in-memory {type(obj).__name__}")
+    Xd = as_feature_blocks(da.asarray(X.data), chunk_bytes=chunk_bytes)
+    coords = {d: X[d].values if d in X.coords else np.arange(X.sizes[d]) for d in X.dims}
+    ds = xr.Dataset({"X": (("sample", "feature"), Xd)}, coords=coords)
+    if y is not None:
+        ds["y"] = ("sample", y)
+    ds.attrs["source"] = f"in-memory {type(obj).__name__}"
+    if classes is not None:
+        ds.attrs["class_names"] = classes
+    return ds
 
 
 def _open_foreign(node: Any, loc: Location, options: ReadOptions, chunk_bytes: int) -> xr.Dataset:

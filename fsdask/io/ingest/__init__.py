@@ -114,7 +114,7 @@ def ingest(
         source_desc = str(path)
     else:
         source_desc = f"in-memory {type(source).__name__}"
-        d = from_memory(source, y, feature_names, sample_names)
+        d = from_memory(source, y, feature_names, sample_names, options)
     return write_arrays(
         d, url, source_desc=source_desc, attrs=attrs, options=options, inputs=inputs, **write
     )

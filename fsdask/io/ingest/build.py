@@ -17,6 +17,7 @@ import xarray as xr
 from fsdask._validation import feature_block_size
 from fsdask.errors import InputError
 from fsdask.io.blocks import apply_nan_policy
+from fsdask.io.foreign import xarray_matrix
 from fsdask.io.options import ReadOptions
 from fsdask.io.store import write_dataset
 
@@ -109,19 +110,19 @@ def integral_labels(y: np.ndarray) -> np.ndarray:
     return y
 
 
-def from_memory(source: Any, y: Any, feature_names: Any, sample_names: Any) -> dict:
-    """The record of an in-memory numpy / dask array, ``xarray.DataArray`` or ``Dataset``."""
-    if isinstance(source, xr.Dataset):
-        if "X" not in source:
-            raise InputError("the Dataset has no variable 'X'")
-        y = source["y"].values if y is None and "y" in source else y
-        source = source["X"].transpose("sample", "feature")
-    if isinstance(source, xr.DataArray):
-        Xa = (
-            source.transpose("sample", "feature")
-            if set(source.dims) == {"sample", "feature"}
-            else source
-        )
+def from_memory(
+    source: Any, y: Any, feature_names: Any, sample_names: Any, options: ReadOptions
+) -> dict:
+    """The record of an in-memory numpy / dask array, ``xarray.DataArray`` or ``Dataset``
+    (an xarray object's dims matched by name: :func:`fsdask.io.foreign.xarray_matrix`)."""
+    class_names = None
+    if isinstance(source, (xr.Dataset, xr.DataArray)):
+        where = f"in-memory {type(source).__name__}"
+        Xa, y_found, class_names = xarray_matrix(source, options, where)
+        if y is None:
+            y = y_found
+        else:
+            class_names = None
         if feature_names is None and "feature" in Xa.coords:
             feature_names = Xa["feature"].values
         if sample_names is None and "sample" in Xa.coords:
@@ -132,7 +133,7 @@ def from_memory(source: Any, y: Any, feature_names: Any, sample_names: Any) -> d
         "y": y,
         "feature_names": feature_names,
         "sample_names": sample_names,
-        "class_names": None,
+        "class_names": class_names,
     }
 
 

@@ -157,3 +157,31 @@ def test_in_memory_dataset_dims_named_by_the_caller(tmp_path):
     back = fsdask.open_dataset(tmp_path / "o.zarr")
     np.testing.assert_allclose(back["X"].values, X, rtol=1e-6)  # ingest stores float32
     np.testing.assert_array_equal(back["y"].values, ds["y"].values)
+
+
+def test_export_carries_the_tests_columns_and_replaces_an_export_whole(tmp_path):
+    anndata = pytest.importorskip("anndata")
+    from fsdask.io.anndata_write import annotate_anndata
+
+    ad = _anndata()
+    ad.write_h5ad(tmp_path / "in.h5ad")
+    ttest = fsdask.Filter(statistic="ttest").fit(ad, Y).result_
+    out = annotate_anndata(ttest, tmp_path / "in.h5ad", tmp_path / "out.h5ad", key_added="tt")
+    var = anndata.read_h5ad(out).var
+    for col in (
+        "tt_selected",
+        "tt_weight",
+        "tt_rank",
+        "tt_pvalue",
+        "tt_pvalue_adj",
+        "tt_direction",
+    ):
+        assert col in var, col
+    np.testing.assert_allclose(var["tt_pvalue"].to_numpy(), ttest["pvalue"].values)
+    # a second export under the same key replaces all of the first one's columns
+    variance = fsdask.Filter(statistic="variance").fit(ad).result_
+    ad2 = anndata.read_h5ad(out)
+    with pytest.raises(FsdaskError, match="--overwrite"):
+        annotate_anndata(variance, ad2, key_added="tt")
+    annotate_anndata(variance, ad2, key_added="tt", overwrite=True)
+    assert "tt_pvalue" not in ad2.var and "tt_weight" in ad2.var

@@ -25,15 +25,26 @@ import xarray as xr
 from fsdask.errors import InputError, StoreError
 from fsdask.io.anndata import damaged, is_anndata_group, open_root, read_elem
 from fsdask.io.location import LocalLocation, rename_no_replace
+from fsdask.results import TEST_COLUMNS
 
 #: the default ``key_added``: columns ``fsdask_selected``/``_weight``/``_rank``, ``uns["fsdask"]``
 DEFAULT_KEY = "fsdask"
 SUFFIXES = ("selected", "weight", "rank")
 
 
-def column_names(key: str) -> list[str]:
-    """The ``var`` columns written under ``key``: ``<key>_selected``, ``_weight``, ``_rank``."""
-    return [f"{key}_{s}" for s in SUFFIXES]
+def column_names(key: str, result: xr.Dataset | None = None) -> list[str]:
+    """The ``var`` columns written under ``key``: ``<key>_selected``, ``_weight``, ``_rank``,
+    and ``_pvalue``, ``_pvalue_adj``, ``_direction`` for the tests of ``result`` that have them."""
+    tests = [] if result is None else [t for t in TEST_COLUMNS if t in result]
+    return [f"{key}_{s}" for s in (*SUFFIXES, *tests)]
+
+
+def owned_columns(var_columns: Any, key: str) -> list[str]:
+    """The columns among ``var_columns`` an export under ``key`` writes (any result's): they
+    are refused without ``overwrite``, and replaced all together with it, so no column of an
+    earlier export stays beside a new selection."""
+    mine = {f"{key}_{s}" for s in (*SUFFIXES, *TEST_COLUMNS)}
+    return [c for c in var_columns if c in mine]
 
 
 def check_key(key: Any) -> str:
@@ -68,12 +79,17 @@ def _columns(result: xr.Dataset, var_names: pd.Index, where: str, key: str) -> p
     sel[pos] = np.asarray(result["selected"].values, dtype=bool)
     w[pos] = np.asarray(result["weight"].values, dtype=np.float64)
     r[pos] = np.asarray(result["rank"].values, dtype=np.int64)
-    return pd.DataFrame(dict(zip(column_names(key), (sel, w, r))), index=var_names)
+    values = [sel, w, r]
+    for t in (t for t in TEST_COLUMNS if t in result):  # NaN for features the result lacks
+        v = np.full(p, np.nan)
+        v[pos] = np.asarray(result[t].values, dtype=np.float64)
+        values.append(v)
+    return pd.DataFrame(dict(zip(column_names(key, result), values)), index=var_names)
 
 
 def check_free(var_columns: Any, uns_keys: Any, key: str, where: str, overwrite: bool) -> None:
     """Refuse to replace existing ``var`` columns or an ``uns`` entry of ``key`` without ``overwrite``."""
-    taken = [c for c in column_names(key) if c in set(var_columns)]
+    taken = owned_columns(var_columns, key)
     taken += [f"uns[{key!r}]"] if key in set(uns_keys) else []
     if taken and not overwrite:
         raise StoreError(
@@ -128,6 +144,7 @@ def annotate_anndata(
         a = adata_or_path
         check_free(a.var.columns, a.uns.keys(), key, "in-memory AnnData", overwrite)
         cols = _columns(result, a.var_names, "in-memory AnnData", key)
+        a.var.drop(columns=owned_columns(a.var.columns, key), inplace=True)
         for c in cols:
             a.var[c] = cols[c].to_numpy()
         a.uns[key] = _provenance(result)
@@ -184,6 +201,7 @@ def _annotate_file(result: xr.Dataset, src: str, out: str, key: str, overwrite: 
     var, uns_keys = _read_var(src, hdf5)
     check_free(var.columns, uns_keys, key, src, overwrite)
     cols = _columns(result, var.index, src, key)
+    var = var.drop(columns=owned_columns(var.columns, key))
     with _new_parents(out):
         tmp = os.path.join(
             os.path.dirname(os.path.abspath(out)),

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import xarray as xr
-import zarr
 
 from fsdask.errors import StoreError
 from fsdask.io.location import Location
@@ -30,6 +29,7 @@ from fsdask.io.store import (
     COMPLETE_ATTR,
     atomic_store,
     checksum_encoding,
+    mark_complete,
     plain_strings,
     safe_url,
 )
@@ -123,9 +123,7 @@ def write_store(
                 encoding=checksum_encoding(ds.variables),
                 **kwargs,
             )
-            group = zarr.open_group(target, mode="r+", zarr_format=3, **kwargs)
-            group.attrs.update({COMPLETE_ATTR: True, KIND_ATTR: kind})
-            consolidate(group.store)
+            mark_complete(target, kwargs, {}, kind=kind)
     except StoreError:
         raise
     except OSError as exc:
@@ -134,24 +132,6 @@ def write_store(
             "check the path, the free space and the permissions"
         ) from None
     return loc.shown if remote else loc.target
-
-
-def consolidate(store) -> None:
-    """Write the consolidated metadata of a finished store, last, so that a plain
-    ``xr.open_zarr`` reads it in one request and without a warning.
-
-    Parameters
-    ----------
-    store : zarr.abc.store.Store
-        The store of the complete group (nothing may change it afterwards).
-    """
-    import warnings
-
-    with warnings.catch_warnings():
-        # zarr notes that consolidated metadata is not in the v3 spec: zarr-python and
-        # xarray read it, and a reader that does not simply lists the store
-        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
-        zarr.consolidate_metadata(store, zarr_format=3)
 
 
 def write_result(

@@ -185,3 +185,10 @@ def test_export_carries_the_tests_columns_and_replaces_an_export_whole(tmp_path)
         annotate_anndata(variance, ad2, key_added="tt")
     annotate_anndata(variance, ad2, key_added="tt", overwrite=True)
     assert "tt_pvalue" not in ad2.var and "tt_weight" in ad2.var
+
+
+def test_a_dataset_store_opens_in_xarray_without_a_warning(tmp_path):
+    fsdask.ingest(X, tmp_path / "d.zarr", y=Y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        xr.open_zarr(tmp_path / "d.zarr")  # consolidated metadata written last, by fsdask

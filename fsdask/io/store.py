@@ -470,6 +470,25 @@ def mark_complete(
     group = zarr.open_group(target, mode="r+", zarr_format=3, **zarr_kwargs)
     group.attrs.update(dict(attrs))
     group.attrs.update({COMPLETE_ATTR: True, KIND_ATTR: kind})
+    consolidate(group.store)
+
+
+def consolidate(store) -> None:
+    """Write the consolidated metadata of a finished store, last, so that a plain
+    ``xr.open_zarr`` reads it in one request and without a warning.
+
+    Parameters
+    ----------
+    store : zarr.abc.store.Store
+        The store of the complete group (nothing may change it afterwards).
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        # zarr notes that consolidated metadata is not in the v3 spec: zarr-python and
+        # xarray read it, and a reader that does not simply lists the store
+        warnings.filterwarnings("ignore", message="Consolidated metadata is currently not part")
+        zarr.consolidate_metadata(store, zarr_format=3)
 
 
 def describe(ds: xr.Dataset, url: str = "") -> str:

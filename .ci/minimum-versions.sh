@@ -4,10 +4,12 @@
 # the test runner (pytest and its plugins at the test extra's bounds, not pinned), then a smoke
 # subset of the tests runs in it.  The subset touches each dependency once: fsdask and foreign
 # (xarray, zarr-python) stores, AnnData .h5ad and on Zarr with write-back (anndata, h5py),
-# MATLAB v7.3 (h5py), a Filter and a Logo fit (numba, scipy), select through the CLI, a local
-# cluster (distributed), jobqueue scripts (dask-jobqueue) and a report (matplotlib).  s3fs is
-# installed and imported only: the S3 test server (moto) does not co-install in reasonable time
-# with the old botocore that s3fs 2025.2's aiobotocore pins.
+# MATLAB v7.3 (h5py), a Filter and a Logo fit (numba, scipy), select through the CLI, a chunk
+# deleted from a store (the fill value xarray writes), graphs built without pickling (dask), a
+# one-line CLI error (zarr's imports), a local cluster (distributed), jobqueue scripts
+# (dask-jobqueue) and a report (matplotlib).  s3fs is installed and imported only: the S3 test
+# server (moto) does not co-install in reasonable time with the old botocore that s3fs 2025.2's
+# aiobotocore pins.
 #
 # FSDASK_MINVER_VENV: where the venv goes (default .venv-min, git-ignored); it is rebuilt
 # from scratch on every run, so a version left over from an earlier run cannot pass.
@@ -30,6 +32,7 @@ SMOKE=(
     tests/test_cli.py::test_ingest_info_select
     tests/test_linalg.py::test_graphs_over_closures_are_built_without_pickling_them
     tests/test_pipeline.py::test_cli_failure_is_one_line
+    tests/test_safety.py::test_corrupted_label_chunk_and_deleted_chunk
     tests/test_cluster.py::test_local_2_is_a_real_cluster_and_is_closed
     tests/test_cluster.py::test_slurm_yaml_makes_a_slurm_cluster_without_submitting
     tests/test_cluster.py::test_pbs_yaml_job_script

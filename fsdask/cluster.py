@@ -34,7 +34,7 @@ from typing import Any, Iterator
 
 import dask
 
-from fsdask.errors import ClusterError, ParameterError
+from fsdask.errors import ClusterError, ParameterError, import_optional
 from fsdask.linalg.threads import cores
 
 log = logging.getLogger("fsdask")
@@ -198,12 +198,7 @@ def jobqueue_cluster(path: str, *, scale: bool = True):
     With ``scale=False`` nothing is submitted (used to inspect ``cluster.job_script()``).
     """
     cls_name, jobs, kwargs = read_cluster_yaml(path)
-    try:
-        import dask_jobqueue
-    except ImportError as exc:
-        raise ParameterError(
-            f"{path}: a jobqueue cluster needs dask-jobqueue: pip install 'fsdask[jobqueue]'"
-        ) from exc
+    dask_jobqueue = import_optional("dask_jobqueue", "jobqueue", f"{path}: a jobqueue cluster")
     kwargs.setdefault("scheduler_options", {}).setdefault("dashboard_address", ":0")
     try:
         cluster = getattr(dask_jobqueue, cls_name)(**kwargs)

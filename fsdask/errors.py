@@ -46,3 +46,52 @@ class ClusterError(FsdaskError, OSError):
 
 class MissingDependencyError(FsdaskError, ImportError):
     """An optional dependency (scikit-learn, matplotlib, anndata…) is not installed."""
+
+
+def import_optional(module: str, extra: str, purpose: str):
+    """Import an optional dependency, or say in one line why it cannot be used.
+
+    A package that is missing and one that is installed but fails to import (a version that
+    does not match numpy or zarr, a broken install) need different remedies, so the message
+    tells them apart and carries the real cause.
+
+    Parameters
+    ----------
+    module : str
+        What to import (``"anndata"``, ``"matplotlib.pyplot"``).
+    extra : str
+        The fsdask extra that installs it (``"h5ad"``).
+    purpose : str
+        What needs it, for the message (``"reading AnnData"``).
+
+    Returns
+    -------
+    module
+
+    Raises
+    ------
+    MissingDependencyError
+    """
+    import importlib
+
+    top = module.split(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] == top:
+            raise MissingDependencyError(
+                f"{purpose} needs {top}, which is not installed: pip install 'fsdask[{extra}]'"
+            ) from exc
+        cause = exc
+    except (
+        ImportError,
+        ValueError,
+        AttributeError,
+        TypeError,
+    ) as exc:  # h5py/numpy ABI: ValueError
+        cause = exc
+    raise MissingDependencyError(
+        f"{purpose} needs {top}, which is installed but does not import "
+        f"({type(cause).__name__}: {cause}); install versions that match: "
+        f"pip install -U 'fsdask[{extra}]'"
+    ) from cause

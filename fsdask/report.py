@@ -55,18 +55,11 @@ def pyplot():
     MissingDependencyError
         When matplotlib (``fsdask[eval]``) is not installed.
     """
-    try:
-        import matplotlib
+    from fsdask.errors import import_optional
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        from fsdask.errors import MissingDependencyError
-
-        raise MissingDependencyError(
-            "reports need matplotlib, an optional dependency: pip install 'fsdask[eval]'"
-        ) from exc
-    return plt
+    matplotlib = import_optional("matplotlib", "eval", "reports")
+    matplotlib.use("Agg")
+    return import_optional("matplotlib.pyplot", "eval", "reports")
 
 
 def path_variables(result: xr.Dataset) -> list[str]:

@@ -192,3 +192,28 @@ def test_a_dataset_store_opens_in_xarray_without_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         xr.open_zarr(tmp_path / "d.zarr")  # consolidated metadata written last, by fsdask
+
+
+# ---- optional dependencies: missing and broken are told apart, with the real cause
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        (None, "which is not installed: pip install 'fsdask[h5ad]'"),
+        ("raise ValueError('numpy.dtype size changed')", "installed but does not import"),
+        ("import zarr_v2_only_module", "No module named 'zarr_v2_only_module'"),
+    ],
+    ids=["missing", "broken-abi", "broken-dependency"],
+)
+def test_optional_dependency_errors_say_why(tmp_path, monkeypatch, body, says):
+    import sys
+
+    from fsdask.errors import MissingDependencyError, import_optional
+
+    name = "fsdask_probe_dependency"
+    if body is not None:
+        (tmp_path / f"{name}.py").write_text(body + "\n")
+        monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(MissingDependencyError) as info:
+        import_optional(name, "h5ad", "reading AnnData")
+    assert says in str(info.value) and "\n" not in str(info.value)

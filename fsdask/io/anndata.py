@@ -23,7 +23,7 @@ import xarray as xr
 from dask.utils import format_bytes
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
-from fsdask.errors import FsdaskError, InputError, StoreError
+from fsdask.errors import FsdaskError, InputError, StoreError, import_optional
 from fsdask.io.blocks import apply_nan_policy, lazy_from_blocks
 from fsdask.io.foreign import LABEL_NAMES, check_numeric, encode_labels
 from fsdask.io.location import Location, safe_url
@@ -36,10 +36,7 @@ CSR_BATCH = 4_000_000
 
 def read_elem():
     """anndata's ``read_elem`` (refused with the extra to install when anndata is missing)."""
-    try:
-        import anndata
-    except ImportError as exc:
-        raise InputError("reading AnnData needs anndata: pip install 'fsdask[h5ad]'") from exc
+    anndata = import_optional("anndata", "h5ad", "reading AnnData")
     io = getattr(anndata, "io", None)
     return getattr(io, "read_elem", None) or anndata.experimental.read_elem
 
@@ -166,7 +163,7 @@ def open_root(url: str, storage_options: Mapping[str, Any] | None, hdf5: bool) -
         import zarr
 
         return zarr.open_group(loc.target, mode="r", **loc.zarr_kwargs())
-    import h5py
+    h5py = import_optional("h5py", "h5ad", f"{loc.shown}: reading an .h5ad file")
 
     if loc.is_local:
         return h5py.File(loc.target, "r")

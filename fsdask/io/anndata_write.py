@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from fsdask.errors import InputError, StoreError
+from fsdask.errors import InputError, StoreError, import_optional
 from fsdask.io.anndata import damaged, is_anndata_group, open_root, read_elem
 from fsdask.io.location import LocalLocation, rename_no_replace
 from fsdask.results import TEST_COLUMNS
@@ -236,8 +236,7 @@ def _rewrite(tmp: str, hdf5: bool, var: pd.DataFrame, cols: pd.DataFrame, key: s
     for c in cols:
         var[c] = cols[c].to_numpy()
     if hdf5:
-        import h5py
-
+        h5py = import_optional("h5py", "h5ad", "writing an .h5ad file")
         with h5py.File(tmp, "r+") as root:
             write_elem(root, "var", var)
             uns = root["uns"] if "uns" in root else root.create_group("uns")
@@ -283,7 +282,7 @@ def _remove_dirs(made: list[str]) -> None:
 
 
 def _write_elem():
-    import anndata
+    anndata = import_optional("anndata", "h5ad", "writing AnnData")
 
     io = getattr(anndata, "io", None)
     return getattr(io, "write_elem", None) or anndata.experimental.write_elem

@@ -38,7 +38,7 @@ import shutil
 import uuid
 from typing import Any, Iterator, Mapping, Sequence
 
-from fsdask.errors import StoreError
+from fsdask.errors import StoreError, import_optional
 from fsdask.io.layout import (
     foreign_keys,
     is_sidecar_name,
@@ -569,12 +569,7 @@ class FsspecLocation(Location):
     def zarr_kwargs(self) -> dict:
         self.check_url_credentials()
         if self.protocol == "s3":
-            try:
-                import s3fs  # noqa: F401
-            except ImportError as exc:
-                raise StoreError(
-                    f"{self.url}: s3:// needs s3fs; install the extra: pip install 'fsdask[s3]'"
-                ) from exc
+            import_optional("s3fs", "s3", f"{self.shown}: s3://")
         return {"storage_options": dict(self.storage_options)}
 
     def storage_hint(self) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fsdask.errors import InputError
+from fsdask.errors import InputError, import_optional
 
 
 def read_npz(path: Path) -> dict:
@@ -54,12 +54,7 @@ def read_mat(path: Path, x_key: str | None, y_key: str | None) -> dict:
     try:
         d = scipy.io.loadmat(path)
     except NotImplementedError:  # MATLAB v7.3 = HDF5
-        try:
-            import h5py
-        except ImportError as exc:
-            raise InputError(
-                f"{path}: a MATLAB v7.3 file needs h5py: pip install 'fsdask[mat]'"
-            ) from exc
+        h5py = import_optional("h5py", "mat", f"{path}: a MATLAB v7.3 file")
         # HDF5 stores MATLAB's column-major arrays transposed: .T restores (sample, feature)
         with h5py.File(path, "r") as f:
             d = {

@@ -339,104 +339,140 @@ def _write_report(
     top: int,
     title: str | None,
 ) -> Path:
-    from fsdask.evaluate.protocol import EvaluationResult, check_result_matches
+    figs = _result_figures(result, out, evaluations)
+    order = np.argsort(result["rank"].values, kind="stable")[:top]
+    relevant, truth_html = _against_truth(result, data)
+    class_cols: list[str] = []
+    class_means = None
+    if data is not None:
+        fig, class_cols, class_means = _data_figure(result, data, order, out)
+        figs.append(fig)
+    top_html = _top_table(result, order, relevant, class_cols, class_means)
+    if csv:
+        from fsdask.results import write_csv
 
-    figs: list[tuple[str, str, str]] = []  # (section, file, caption)
-    figs.append(
+        write_csv(result, str(out / "ranked.csv"))
+    notes = []
+    if relevant:
+        notes.append(
+            "<p class='note'>★ = a truly relevant feature (dataset attribute relevant_features)</p>"
+        )
+    notes.append(truth_html)
+    if csv:
+        notes.append(
+            "<p class='note'>All features, ranked: <a href='ranked.csv'>ranked.csv</a></p>"
+        )
+    index = out / "index.html"
+    index.write_text(_page(result, title, figs, len(order), top_html, notes), encoding="utf-8")
+    return index
+
+
+def _result_figures(
+    result: xr.Dataset, out: Path, evaluations: Sequence[Any]
+) -> list[tuple[str, str, str]]:
+    """(section, file, caption) of the figures the result alone gives: weights, convergence,
+    paths and cross-validation curves."""
+    from fsdask.evaluate.protocol import EvaluationResult
+
+    figs = [
         (
             "Weights",
             plot_weights(result, out),
             "Weights in decreasing order; the dashed line is the method's selection cut.",
         )
-    )
+    ]
     obj = result.attrs.get("objective")
     if isinstance(obj, (list, tuple, np.ndarray)) and len(obj) > 0:
+        converged = html.escape(str(result.attrs.get("converged", "n/a")))
         figs.append(
             (
                 "Convergence",
                 plot_convergence(obj, out),
-                f"Objective per iteration ({len(obj)} recorded; converged: "
-                f"{html.escape(str(result.attrs.get('converged', 'n/a')))}).",
+                f"Objective per iteration ({len(obj)} recorded; converged: {converged}).",
             )
         )
     for var in path_variables(result):
-        figs.append(
-            (
-                "Paths",
-                plot_path(result, var, out),
-                f"Variable <code>{html.escape(var)}</code> along its path dimension.",
-            )
-        )
+        caption = f"Variable <code>{html.escape(var)}</code> along its path dimension."
+        figs.append(("Paths", plot_path(result, var, out), caption))
     evs = list(evaluations)
     if "cv_error_rate" in result:
-        evs.append(
-            EvaluationResult.from_dataset(
-                result[[v for v in result.data_vars if str(v).startswith("cv_")]].assign_attrs(
-                    {k: v for k, v in result.attrs.items() if str(k).startswith("cv_")}
-                )
-            )
-        )
+        cv = result[[v for v in result.data_vars if str(v).startswith("cv_")]]
+        cv = cv.assign_attrs({k: v for k, v in result.attrs.items() if str(k).startswith("cv_")})
+        evs.append(EvaluationResult.from_dataset(cv))
     if evs:
-        figs.append(
-            ("Cross-validation", plot_cv(evs, out), "<br>".join(html.escape(e.label) for e in evs))
-        )
+        caption = "<br>".join(html.escape(e.label) for e in evs)
+        figs.append(("Cross-validation", plot_cv(evs, out), caption))
+    return figs
 
-    order = np.argsort(result["rank"].values, kind="stable")[:top]
-    feats = result["feature"].values
-    weights = result["weight"].values
+
+def _against_truth(result: xr.Dataset, data: Any) -> tuple[set[int] | None, str]:
+    """The relevant features a synthetic dataset names, and the paragraph that scores the
+    selection against them (empty when the dataset names none)."""
+    if not isinstance(data, xr.Dataset) or data.attrs.get("relevant_features") is None:
+        return None, ""
+    from fsdask.evaluate import false_discovery_rate, sparsity_gap
+
+    relevant = set(int(i) for i in data.attrs["relevant_features"])
     sel = result["selected"].values
-    class_cols: list[str] = []
-    class_means = None
-    truth_html = ""
-    relevant = None
-    if (
-        data is not None
-        and isinstance(data, xr.Dataset)
-        and data.attrs.get("relevant_features") is not None
-    ):
-        from fsdask.evaluate import false_discovery_rate, sparsity_gap
+    if not 0 < len(relevant) < sel.size:
+        return relevant, ""
+    k, truth = len(relevant), sorted(relevant)
+    fdr_sel = false_discovery_rate(sel, truth)
+    fdr_top = false_discovery_rate(np.argsort(result["rank"].values, kind="stable")[:k], truth)
+    gap = sparsity_gap(result["weight"].values, truth)
+    return relevant, (
+        f"<h2>Against the truth</h2><p>The dataset names {k} relevant features. "
+        f"False-discovery rate of the selection: {fdr_sel:.3f}; of the top {k}: {fdr_top:.3f}. "
+        f"Sparsity gap (mean weight relevant / irrelevant): {gap:.3g}.</p>"
+    )
 
-        relevant = set(int(i) for i in data.attrs["relevant_features"])
-        if 0 < len(relevant) < sel.size:
-            k = len(relevant)
-            fdr_sel = false_discovery_rate(sel, sorted(relevant))
-            fdr_top = false_discovery_rate(
-                np.argsort(result["rank"].values, kind="stable")[:k], sorted(relevant)
-            )
-            gap = sparsity_gap(weights, sorted(relevant))
-            truth_html = (
-                f"<h2>Against the truth</h2><p>The dataset names {k} relevant features. "
-                f"False-discovery rate of the selection: {fdr_sel:.3f}; of the top {k}: {fdr_top:.3f}. "
-                f"Sparsity gap (mean weight relevant / irrelevant): {gap:.3g}.</p>"
-            )
-    if data is not None:
-        Xd = data["X"] if isinstance(data, xr.Dataset) else data
-        names = Xd["feature"].values if "feature" in Xd.coords else None
-        check_result_matches(result, Xd.sizes["feature"], names)
-        Xtop = np.asarray(Xd.isel(feature=order).transpose("sample", "feature").values)
-        y = data["y"].values if isinstance(data, xr.Dataset) and "y" in data else None
-        cn = data.attrs.get("class_names") if isinstance(data, xr.Dataset) else None
-        figs.append(
-            (
-                "Top features across samples",
-                plot_heatmap(Xtop, [str(feats[i]) for i in order], y, cn, out),
-                "Top features (rows, best first), z-scored per feature; samples grouped by class.",
-            )
-        )
-        if y is not None and y.dtype.kind in "iub" and np.unique(y).size <= 6:
-            classes = np.unique(y)
-            class_cols = [
-                f"mean ({cn[int(c)] if cn is not None and 0 <= int(c) < len(cn) else c})"
-                for c in classes
-            ]
-            class_means = np.stack([Xtop[y == c].mean(axis=0) for c in classes], axis=1)
+
+def _data_figure(
+    result: xr.Dataset, data: Any, order: np.ndarray, out: Path
+) -> tuple[tuple[str, str, str], list[str], np.ndarray | None]:
+    """The heat map of the top features across samples, and the per-class means of the top
+    features (their column names and values; none for more than 6 classes)."""
+    from fsdask.evaluate.protocol import check_result_matches
+
+    feats = result["feature"].values
+    Xd = data["X"] if isinstance(data, xr.Dataset) else data
+    names = Xd["feature"].values if "feature" in Xd.coords else None
+    check_result_matches(result, Xd.sizes["feature"], names)
+    Xtop = np.asarray(Xd.isel(feature=order).transpose("sample", "feature").values)
+    y = data["y"].values if isinstance(data, xr.Dataset) and "y" in data else None
+    cn = data.attrs.get("class_names") if isinstance(data, xr.Dataset) else None
+    fig = (
+        "Top features across samples",
+        plot_heatmap(Xtop, [str(feats[i]) for i in order], y, cn, out),
+        "Top features (rows, best first), z-scored per feature; samples grouped by class.",
+    )
+    if y is None or y.dtype.kind not in "iub" or np.unique(y).size > 6:
+        return fig, [], None
+    classes = np.unique(y)
+    cols = [
+        f"mean ({cn[int(c)] if cn is not None and 0 <= int(c) < len(cn) else c})" for c in classes
+    ]
+    return fig, cols, np.stack([Xtop[y == c].mean(axis=0) for c in classes], axis=1)
+
+
+def _top_table(
+    result: xr.Dataset,
+    order: np.ndarray,
+    relevant: set[int] | None,
+    class_cols: list[str],
+    class_means: np.ndarray | None,
+) -> str:
+    """The HTML table of the top features: rank, weight, selection, the tests' columns and
+    the per-class means."""
     from fsdask.results import format_test_value, test_columns
 
+    feats, weights = result["feature"].values, result["weight"].values
+    sel, ranks = result["selected"].values, result["rank"].values
     tests = test_columns(result)
     rows = []
     for j, i in enumerate(order):
         r = [
-            int(result["rank"].values[i]),
+            int(ranks[i]),
             html.escape(str(feats[i])) + (" ★" if relevant and int(i) in relevant else ""),
             f"{weights[i]:.6g}",
             "<span class='sel'>yes</span>" if sel[i] else "–",
@@ -445,19 +481,26 @@ def _write_report(
         if class_means is not None:
             r += [f"{v:.4g}" for v in class_means[j]]
         rows.append(r)
-    top_html = _table(
+    return _table(
         rows,
         ["rank", "feature", "weight", "selected", *(TEST_HEADERS[c] for c in tests), *class_cols],
         num=(0, 2, *range(4, 4 + len(tests) + len(class_cols))),
     )
-    if csv:
-        from fsdask.results import write_csv
 
-        write_csv(result, str(out / "ranked.csv"))
 
+def _page(
+    result: xr.Dataset,
+    title: str | None,
+    figs: list[tuple[str, str, str]],
+    n_top: int,
+    top_html: str,
+    notes: list[str],
+) -> str:
+    """The report's HTML: the weights, the top-features table and its notes, the other
+    figures by section, and the run's attributes."""
     method = result.attrs.get("method", "selection")
     title = title or f"fsdask report: {method}"
-    n_sel, p = int(sel.sum()), int(sel.size)
+    sel = result["selected"].values
     sections: dict[str, list[str]] = {}
     for sec, f, cap in figs:
         sections.setdefault(sec, []).append(
@@ -469,30 +512,14 @@ def _write_report(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p>{n_sel} of {p} features selected by <b>{html.escape(str(method))}</b>. Generated {now}.</p>",
+        f"<p>{int(sel.sum())} of {int(sel.size)} features selected by "
+        f"<b>{html.escape(str(method))}</b>. Generated {now}.</p>",
     ]
     if "Weights" in sections:
         parts += ["<h2>Weights</h2>", *sections.pop("Weights")]
-    parts += [f"<h2>Top {len(order)} features</h2>", top_html]
-    if relevant:
-        parts.append(
-            "<p class='note'>★ = a truly relevant feature (dataset attribute relevant_features)</p>"
-        )
-    parts.append(truth_html)
-    if csv:
-        parts.append(
-            "<p class='note'>All features, ranked: <a href='ranked.csv'>ranked.csv</a></p>"
-        )
+    parts += [f"<h2>Top {n_top} features</h2>", top_html, *notes]
     for sec, items in sections.items():
         parts += [f"<h2>{html.escape(sec)}</h2>", *items]
-    parts += [
-        "<h2>Run</h2>",
-        _table(
-            [(html.escape(k), html.escape(v)) for k, v in _meta_rows(result)],
-            ["attribute", "value"],
-        ),
-        "</body></html>",
-    ]
-    index = out / "index.html"
-    index.write_text("\n".join(parts), encoding="utf-8")
-    return index
+    meta = [(html.escape(k), html.escape(v)) for k, v in _meta_rows(result)]
+    parts += ["<h2>Run</h2>", _table(meta, ["attribute", "value"]), "</body></html>"]
+    return "\n".join(parts)

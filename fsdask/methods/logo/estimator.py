@@ -13,6 +13,7 @@ import numpy as np
 from fsdask._validation import Int, Real, StrOptions
 from fsdask.base import FitOutput, Selector
 from fsdask.fitting import FitContext
+from fsdask.linalg.execution import TREE_SUM_COPIES
 from fsdask.methods.logo.algorithm import SOLVERS, LogoState, logo_weights
 
 __all__ = ["Logo"]
@@ -116,6 +117,18 @@ class Logo(Selector):
         return scores > self.support_threshold * top
 
     # ---- the algorithm
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse more samples than the memory budget holds Algorithm 1's N × N matrices for.
+
+        The distances D are tree-summed over the feature blocks (about ``TREE_SUM_COPIES``
+        N × N copies while summed) while the certification's bound S (N × N) is kept from
+        the last check; Π, its weighted copy C and the bounds' update (a few N × N) come
+        after D is summed, so they do not add to that peak.
+        """
+        self._check_sample_matrices(
+            n, TREE_SUM_COPIES + 1, "distances D, Π and KKT bounds (D on its tree-sum)"
+        )
+
     def _fit(self, X: Any, y: np.ndarray, ctx: FitContext) -> FitOutput:
         state = logo_weights(
             X,

@@ -414,12 +414,12 @@ def _watchdog(cluster, n_slots: int, what: str, *, local: bool) -> Iterator[_Wat
     dog = Watchdog(n_slots, what, cluster.scheduler, on_removal=not local)
     nanny_log, handler = logging.getLogger("distributed.nanny"), NannyLog(logging.WARNING)
     cluster.scheduler.add_plugin(dog, name=dog.name)
-    # the nannies of a LocalCluster made here live in this process: their restart tracebacks
-    # go to the watchdog only (it ends the run with a one-line reason), not to stderr
+    # the nannies and the scheduler of a LocalCluster made here live in this process: their
+    # restart tracebacks and lost-task notes go to the watchdog only (it, or the KilledWorker
+    # they end in, ends the run with a one-line reason), not to stderr
     hide = local and log.getEffectiveLevel() > logging.DEBUG  # -vv shows them
-    quiet = (
-        [logging.getLogger(n) for n in ("distributed.nanny", "distributed.utils")] if hide else []
-    )
+    names = ("distributed.nanny", "distributed.utils", "distributed.scheduler")
+    quiet = [logging.getLogger(n) for n in names] if hide else []
     propagate = [lg.propagate for lg in quiet]
     if local:
         nanny_log.addHandler(handler)
@@ -598,7 +598,7 @@ def _lost_workers(exc: BaseException, t: _Target, dog: _Watchdog | None) -> Clus
         return None
     kills = dog.memory_kills if dog is not None else 0
     cause = (
-        f"{kills} of them killed by their nanny for exceeding the memory limit"
+        f"their nannies killed {kills} workers for exceeding the memory limit"
         if kills
         else "they crashed, were killed, or exceeded their memory limit"
     )
@@ -668,15 +668,17 @@ def scheduler(
     t = _target(spec, memory_limit, timeout, worker_timeout)
     client = _connect(t, timeout)
     log.info("running on %s", client)
+    failed = True
     try:
         with _supervised(t, client):
             yield client
+        failed = False
     finally:
         # closing after a failed task: the nanny's "still alive, killing" is not the user's news
         with _quiet(
             "distributed", "distributed.nanny", "distributed.scheduler", "distributed.core"
         ):
-            _close(client, t.cluster)
+            _close(client, t.cluster, failed=failed)
 
 
 #: seconds closing a cluster made here may take: a nanny caught mid-restart by a crash loop
@@ -684,16 +686,19 @@ def scheduler(
 CLOSE_TIMEOUT = 30.0
 
 
-def _close(client, cluster) -> None:
+def _close(client, cluster, failed: bool = False) -> None:
     """Close the client and a cluster made here, bounded by :data:`CLOSE_TIMEOUT` each; what
-    does not close in time is left to the interpreter's exit (worker processes are daemonic)."""
+    does not close in time is left to the interpreter's exit (worker processes are daemonic).
+    After a failure (``failed``) that is logged at debug level only: the failure's one line
+    is the news, and nannies caught restarting dead workers are slow to close."""
     for thing in (client, cluster):
         if thing is None:
             continue
         try:
             thing.close(timeout=CLOSE_TIMEOUT)
         except (TimeoutError, OSError, RuntimeError) as exc:
-            log.warning(
+            log.log(
+                logging.DEBUG if failed else logging.WARNING,
                 "%s did not close within %.0f s (%s); its processes end with this one",
                 type(thing).__name__,
                 CLOSE_TIMEOUT,

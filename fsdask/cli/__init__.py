@@ -143,6 +143,16 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line, where to report it, exit 1
         if args.debug:
             raise
+        if type(exc).__name__ == "KilledWorker" and type(exc).__module__.startswith("distributed"):
+            # the workers died, not fsdask (a cluster not watched by fsdask.cluster.scheduler)
+            print(
+                redact(
+                    f"fsdask {args.command}: error: the Dask workers running one task all died "
+                    f"({_one_line(exc)[:200]}); check the workers' memory limit and their logs"
+                ),
+                file=sys.stderr,
+            )
+            return 2
         print(
             redact(
                 f"fsdask {args.command}: unexpected error: {type(exc).__name__}: {_one_line(exc)} — "

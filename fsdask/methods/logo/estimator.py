@@ -41,7 +41,9 @@ class Logo(Selector):
     inner_tol, inner_max_iter : tolerance / iteration cap of the inner solver.
     memory_budget : bytes (or "1GiB"); None reads dask config ``fsdask.memory-budget``.  X's
         active columns and Z̄ are held in memory once N·J_active·8 bytes fit; above it they
-        stay chunked (dask) and every product is a sweep.
+        stay chunked (dask) and every product is a sweep.  More samples N than it holds the
+        N × N matrices for (8·(TREE_SUM_COPIES + 1)·N² bytes) are refused before X is read;
+        0 leaves that check off.
     on_constant : ``"drop"`` (constant features get weight 0) or ``"error"``.
     standardize : divide every feature by its standard deviation first (default ``True``:
         Manhattan distances weigh features by their scale, so on raw data a high-variance

@@ -72,7 +72,9 @@ class QAlpha(Selector):
     memory_budget : int, str or None
         Bytes (or a size string, ``"1GiB"``) the fit may hold in memory: the Gram of W is
         summed when it fits with its tree-sum, and X is held when it is small; None reads
-        the dask config key ``fsdask.memory-budget``.
+        the dask config key ``fsdask.memory-budget``.  More samples q than it holds the
+        q × q affinity A_α for (8·TREE_SUM_COPIES·q² bytes; not the kernel form) are refused
+        before X is read; 0 leaves that check off.
 
     Attributes
     ----------

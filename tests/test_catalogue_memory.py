@@ -169,3 +169,54 @@ def test_worker_dying_while_the_local_cluster_starts_exits_2_with_one_line(tmp_p
     assert len(lines) == 1, r.stderr[-3000:]
     assert "local:2" in lines[0] and "while the local cluster was starting" in lines[0], lines[0]
     assert not (tmp_path / "out.zarr").exists()
+
+
+# --------------------------------------------------------------------------- Q-α, a lost worker
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_qalpha_on_a_cluster_made_here_survives_a_sigkilled_worker(tmp_path):
+    """qalpha_worker_sigkilled_mid_fit: as ``select --method qalpha --scheduler local:2``
+    (the cluster made by :func:`fsdask.cluster.scheduler`, its watchdog on), every pass on
+    the workers (``fsdask.hold-x-below: 0``); one worker SIGKILLed once the fit's first
+    tasks are done; the result is the undisturbed one."""
+    import signal
+    import threading
+    import time
+    import warnings
+
+    from fsdask.cluster import scheduler
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 600)).astype(np.float32)
+    y = np.repeat([0, 1], 20)
+    X[y == 1, :4] += 1.5
+    fsdask.ingest(X, tmp_path / "x.zarr", y=y, chunk_bytes=40 * 4 * 50)
+    ds = fsdask.open_dataset(tmp_path / "x.zarr")
+
+    def fit():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fsdask.QAlpha(random_state=0, max_iter=8).fit(ds).result_
+
+    def done(client) -> int:
+        return client.run_on_scheduler(
+            lambda dask_scheduler: sum(ts.state == "memory" for ts in dask_scheduler.tasks.values())
+        )
+
+    with dask.config.set({"fsdask.hold-x-below": 0}), scheduler("local:2") as client:
+        reference = fit()
+        victim = sorted(client.run(os.getpid).values())[0]
+        out: dict = {}
+        thread = threading.Thread(target=lambda: out.update(result=fit()))
+        before = done(client)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while done(client) <= before and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert thread.is_alive(), "the fit finished before the worker was killed"
+        os.kill(victim, signal.SIGKILL)
+        thread.join(timeout=300)
+    assert "result" in out, "the fit failed after losing a worker"
+    np.testing.assert_array_equal(out["result"]["weight"].values, reference["weight"].values)
+    np.testing.assert_array_equal(out["result"]["selected"].values, reference["selected"].values)

@@ -202,6 +202,48 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         """Refuse a problem by its shape alone, before X is read (a method whose cost would be
         prohibitive says so here, not hours into the fit)."""
 
+    def _check_sample_matrices(self, n: int, copies: int, what: str) -> None:
+        """Refuse ``n`` samples when ``copies`` n × n float64 matrices exceed the memory budget.
+
+        For the methods that hold matrices between samples (:meth:`_check_shape` calls it,
+        before X is read): the fit would otherwise fail only when NumPy cannot allocate them.
+        The budget is the estimator's ``memory_budget``, else the dask config key
+        ``fsdask.memory-budget``; a budget of 0 (every other decision on the chunked path)
+        leaves the check off.
+
+        Parameters
+        ----------
+        n : int, the number of samples
+        copies : int, the n × n arrays alive at the fit's peak
+        what : str, the matrices, as the message names them
+
+        Raises
+        ------
+        InputError
+            Naming the sample count, the estimate, the budget and the remedy.
+        """
+        from dask.utils import format_bytes
+
+        from fsdask._config import memory_budget
+
+        budget = memory_budget(getattr(self, "memory_budget", None))
+        need = 8.0 * copies * float(n) ** 2
+        if budget == 0 or need <= budget:
+            return
+        largest = int((budget / (8.0 * copies)) ** 0.5)
+        param = (
+            "memory_budget=SIZE (CLI: --param memory_budget=SIZE) or "
+            if "memory_budget" in self.get_params()
+            else ""
+        )
+        raise InputError(
+            f"{type(self).__name__} on {n} samples needs about {format_bytes(need)} for its "
+            f"{what} ({copies} × n × n float64), above the memory budget of "
+            f"{format_bytes(budget)}; use fewer samples (at most ~{largest} at this budget) or "
+            f"raise the budget: {param}the dask config fsdask.memory-budget "
+            "(DASK_FSDASK__MEMORY_BUDGET=SIZE)"
+        )
+
     def _screen_and_fit(
         self, Xd: da.Array, y: np.ndarray | None, names: np.ndarray | None, ctx: FitContext
     ) -> tuple[FitOutput, np.ndarray]:

@@ -26,6 +26,7 @@ edit its queue/account before use.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -408,12 +409,12 @@ def _watchdog(cluster, n_slots: int, what: str, *, local: bool) -> Iterator[_Wat
     dog = Watchdog(n_slots, what, cluster.scheduler, on_removal=not local)
     nanny_log, handler = logging.getLogger("distributed.nanny"), NannyLog(logging.WARNING)
     cluster.scheduler.add_plugin(dog, name=dog.name)
-    # the nannies of a LocalCluster made here live in this process: their restart tracebacks
-    # go to the watchdog only (it ends the run with a one-line reason), not to stderr
+    # the nannies and the scheduler of a LocalCluster made here live in this process: their
+    # restart tracebacks and lost-task notes go to the watchdog only (it, or the KilledWorker
+    # they end in, ends the run with a one-line reason), not to stderr
     hide = local and log.getEffectiveLevel() > logging.DEBUG  # -vv shows them
-    quiet = (
-        [logging.getLogger(n) for n in ("distributed.nanny", "distributed.utils")] if hide else []
-    )
+    names = ("distributed.nanny", "distributed.utils", "distributed.scheduler")
+    quiet = [logging.getLogger(n) for n in names] if hide else []
     propagate = [lg.propagate for lg in quiet]
     if local:
         nanny_log.addHandler(handler)
@@ -461,6 +462,178 @@ def _wait_for_first_worker(client, cluster, timeout: float, path: str) -> None:
         time.sleep(0.5)
 
 
+@dataclasses.dataclass
+class _Target:
+    """Where :func:`scheduler` sends the graphs: the address a Client connects to, and, for a
+    cluster made here, the cluster, its worker slots and what to tell the user when its
+    workers die (a string, or a callable for the jobqueue's job report at that time)."""
+
+    spec: str
+    address: Any
+    cluster: Any = None
+    slots: int = 0
+    what: Any = ""
+    local: bool = False
+    worker_timeout: float | None = None
+    memory_limit: str | None = None
+
+
+def _worker_timeout(value: Any) -> float | None:
+    """``--worker-timeout`` (or ``$FSDASK_WORKER_TIMEOUT``) in seconds, None when unset."""
+    if value is None and os.environ.get("FSDASK_WORKER_TIMEOUT"):
+        value = os.environ["FSDASK_WORKER_TIMEOUT"]
+    return None if value is None else _positive_seconds(value, "--worker-timeout")
+
+
+def _local_workers(spec: str) -> int | None:
+    """N of ``local:N`` (None for ``local``: one per core)."""
+    if ":" not in spec:
+        return None
+    try:
+        n = int(spec.split(":", 1)[1])
+    except ValueError as exc:
+        raise ParameterError(
+            f"--scheduler {spec!r}: use local:N with N a number of worker processes"
+        ) from exc
+    if n < 1:
+        raise ParameterError(f"--scheduler {spec!r}: N must be ≥ 1")
+    return n
+
+
+def _local_target(spec: str, memory_limit: str | None) -> _Target:
+    """A LocalCluster made here; a worker that dies while it starts is a ClusterError."""
+    n = _local_workers(spec)
+    _check_memory_limit(memory_limit)
+    what = (
+        f"raise --memory-limit {memory_limit} or use fewer workers"
+        if memory_limit
+        else "run again with -vv to see the workers' own messages"
+    )
+    try:
+        cluster = _local_cluster(n, memory_limit)
+    except (RuntimeError, TimeoutError, OSError) as exc:  # distributed: "Nanny failed to start."
+        limit = f" under --memory-limit {memory_limit}" if memory_limit else ""
+        raise ClusterError(
+            f"--scheduler {spec}: a worker process died while the local cluster was starting"
+            f"{limit} ({_one_line(exc)}); {what}"
+        ) from None
+    return _Target(
+        spec, cluster, cluster, len(cluster.workers), what, local=True, memory_limit=memory_limit
+    )
+
+
+def _yaml_target(spec: str, worker_timeout: float | None) -> _Target:
+    """A dask-jobqueue cluster made here from the cluster file ``spec``."""
+    if not os.path.exists(spec):
+        hint = shipped_configs().get(os.path.basename(spec))
+        hint = (
+            f"; fsdask ships an example at {hint} — copy it and edit queue/account" if hint else ""
+        )
+        raise ParameterError(
+            f"--scheduler {spec}: no such cluster file{hint}; see cluster/README.md"
+        )
+    if worker_timeout is None:
+        worker_timeout = _yaml_worker_timeout(spec) or WORKER_TIMEOUT
+    cluster = jobqueue_cluster(spec)
+    slots = (
+        len(cluster.worker_spec) * max(1, int(cluster._dummy_job.worker_processes or 1))
+        if hasattr(cluster, "_dummy_job")
+        else len(cluster.worker_spec)
+    )
+    what = lambda: _job_report(cluster, spec)  # noqa: E731  (job ids at the time of the failure)
+    return _Target(spec, cluster, cluster, slots, what, worker_timeout=worker_timeout)
+
+
+def _target(spec: str, memory_limit: str | None, timeout: float, worker_timeout: Any) -> _Target:
+    """The :class:`_Target` of a distributed ``spec``, the cluster started if it is made here."""
+    worker_timeout = _worker_timeout(worker_timeout)
+    if spec == "local" or spec.startswith("local:"):
+        return _local_target(spec, memory_limit)
+    if spec.startswith(("tcp://", "tls://", "ucx://", "ws://", "inproc://")):
+        _probe_scheduler(spec, timeout)
+        return _Target(spec, spec)
+    if spec.endswith((".yaml", ".yml")):
+        return _yaml_target(spec, worker_timeout)
+    raise ParameterError(
+        f"--scheduler {spec!r} not understood; use threads, sync, local, local:N, "
+        "tcp://host:port or a cluster YAML file"
+    )
+
+
+def _connect(t: _Target, timeout: float) -> Any:
+    """A Client of ``t`` (set as dask's default); a ClusterError if it cannot reach it."""
+    from distributed import Client
+
+    try:
+        return Client(t.address, timeout=timeout, set_as_default=True)
+    except (OSError, TimeoutError) as exc:
+        if t.cluster is not None:
+            t.cluster.close()
+        raise ClusterError(
+            f"could not reach the Dask scheduler at {t.spec} ({exc}); check that it is running "
+            "and reachable from here"
+        ) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _lost_workers(exc: BaseException, t: _Target, dog: _Watchdog | None) -> ClusterError | None:
+    """The ClusterError for ``exc`` when the workers, not the computation, failed: the
+    watchdog tripped, or distributed gave up on a task whose workers all died (KilledWorker:
+    a memory limit too small for the task, or workers killed from outside)."""
+    if isinstance(exc, ClusterError):
+        return None
+    if dog is not None and dog.reason is not None:
+        return ClusterError(f"--scheduler {t.spec}: stopped: {dog.reason}")
+    from distributed.scheduler import KilledWorker
+
+    if not isinstance(exc, KilledWorker):
+        return None
+    kills = dog.memory_kills if dog is not None else 0
+    cause = (
+        f"their nannies killed {kills} workers for exceeding the memory limit"
+        if kills
+        else "they crashed, were killed, or exceeded their memory limit"
+    )
+    if t.local:
+        limit = f"--memory-limit {t.memory_limit}" if t.memory_limit else "the default memory limit"
+        what = (
+            f"each worker runs under {limit}; raise it (e.g. --memory-limit 2GB) or use "
+            "fewer workers (local:N) so each gets more"
+        )
+    elif t.cluster is not None:
+        what = t.what() if callable(t.what) else t.what
+    else:
+        what = "check the workers' memory limit and their logs"
+    return ClusterError(
+        f"--scheduler {t.spec}: the worker processes running one task died "
+        f"{dask.config.get('distributed.scheduler.allowed-failures') + 1} times ({cause}); {what}"
+    )
+
+
+@contextlib.contextmanager
+def _supervised(t: _Target, client: Any) -> Iterator[None]:
+    """Watch the workers of a cluster made here, wait for a jobqueue cluster's first worker,
+    and turn a failure of the workers into one ClusterError."""
+    with contextlib.ExitStack() as stack:
+        dog = (
+            stack.enter_context(_watchdog(t.cluster, t.slots, t.what, local=t.local))
+            if t.cluster is not None
+            else None
+        )
+        try:
+            if t.worker_timeout is not None and t.cluster is not None:
+                _wait_for_first_worker(client, t.cluster, t.worker_timeout, t.spec)
+            yield
+        except BaseException as exc:
+            err = _lost_workers(exc, t, dog)
+            if err is None:
+                raise
+            raise err from None
+
+
 @contextlib.contextmanager
 def scheduler(
     spec: str | None = "threads",
@@ -475,109 +648,32 @@ def scheduler(
     are closed on exit, an existing one (``tcp://``) is left running.  ``timeout`` bounds
     reaching a scheduler; ``worker_timeout`` (default: ``$FSDASK_WORKER_TIMEOUT``, the cluster
     file's ``worker_timeout``, else :data:`WORKER_TIMEOUT`) bounds the wait for a jobqueue cluster's first worker.
-    Raises :class:`~fsdask.errors.ClusterError` instead of waiting forever.
+    Raises :class:`~fsdask.errors.ClusterError` instead of waiting forever, and when workers
+    die: at start-up, in a crash loop, or every time they run the same task (``KilledWorker``,
+    e.g. a ``memory_limit`` too small for the task).
     """
     spec = (spec or "threads").strip()
-    if spec in ("threads", "threaded"):
-        with dask.config.set(scheduler="threads"):
+    in_process = {"threads": "threads", "threaded": "threads", "sync": "synchronous"}
+    in_process["synchronous"] = "synchronous"
+    if spec in in_process:
+        with dask.config.set(scheduler=in_process[spec]):
             yield None
         return
-    if spec in ("sync", "synchronous"):
-        with dask.config.set(scheduler="synchronous"):
-            yield None
-        return
-    from distributed import Client
-
     quiet_distributed()
-    cluster = None
-    if worker_timeout is None and os.environ.get("FSDASK_WORKER_TIMEOUT"):
-        worker_timeout = os.environ["FSDASK_WORKER_TIMEOUT"]
-    if worker_timeout is not None:
-        worker_timeout = _positive_seconds(worker_timeout, "--worker-timeout")
-    if spec == "local" or spec.startswith("local:"):
-        n = None
-        if ":" in spec:
-            try:
-                n = int(spec.split(":", 1)[1])
-            except ValueError as exc:
-                raise ParameterError(
-                    f"--scheduler {spec!r}: use local:N with N a number of worker processes"
-                ) from exc
-            if n < 1:
-                raise ParameterError(f"--scheduler {spec!r}: N must be ≥ 1")
-        _check_memory_limit(memory_limit)
-        cluster = _local_cluster(n, memory_limit)
-        address: Any = cluster
-        slots = len(cluster.workers)
-        what = (
-            f"raise --memory-limit {memory_limit} or use fewer workers"
-            if memory_limit
-            else "run again with -vv to see the workers' own messages"
-        )
-    elif spec.startswith(("tcp://", "tls://", "ucx://", "ws://", "inproc://")):
-        _probe_scheduler(spec, timeout)
-        address = spec
-    elif spec.endswith((".yaml", ".yml")):
-        if not os.path.exists(spec):
-            shipped = shipped_configs()
-            hint = shipped.get(os.path.basename(spec))
-            hint = (
-                f"; fsdask ships an example at {hint} — copy it and edit queue/account"
-                if hint
-                else ""
-            )
-            raise ParameterError(
-                f"--scheduler {spec}: no such cluster file{hint}; see cluster/README.md"
-            )
-        if worker_timeout is None:
-            worker_timeout = _yaml_worker_timeout(spec) or WORKER_TIMEOUT
-        cluster = jobqueue_cluster(spec)
-        address = cluster
-        slots = (
-            len(cluster.worker_spec) * max(1, int(cluster._dummy_job.worker_processes or 1))
-            if hasattr(cluster, "_dummy_job")
-            else len(cluster.worker_spec)
-        )
-        what = lambda: _job_report(cluster, spec)  # noqa: E731  (job ids at the time of the failure)
-    else:
-        raise ParameterError(
-            f"--scheduler {spec!r} not understood; use threads, sync, local, local:N, "
-            "tcp://host:port or a cluster YAML file"
-        )
-    try:
-        client = Client(address, timeout=timeout, set_as_default=True)
-    except (OSError, TimeoutError) as exc:
-        if cluster is not None:
-            cluster.close()
-        raise ClusterError(
-            f"could not reach the Dask scheduler at {spec} ({exc}); check that it is running "
-            "and reachable from here"
-        ) from exc
+    t = _target(spec, memory_limit, timeout, worker_timeout)
+    client = _connect(t, timeout)
     log.info("running on %s", client)
+    failed = True
     try:
-        with contextlib.ExitStack() as stack:
-            local = (
-                cluster is not None and address is cluster and not spec.endswith((".yaml", ".yml"))
-            )
-            dog = (
-                stack.enter_context(_watchdog(cluster, slots, what, local=local))
-                if cluster
-                else None
-            )
-            try:
-                if spec.endswith((".yaml", ".yml")):
-                    _wait_for_first_worker(client, cluster, worker_timeout, spec)
-                yield client
-            except BaseException as exc:
-                if dog is not None and dog.reason is not None and not isinstance(exc, ClusterError):
-                    raise ClusterError(f"--scheduler {spec}: stopped: {dog.reason}") from None
-                raise
+        with _supervised(t, client):
+            yield client
+        failed = False
     finally:
         # closing after a failed task: the nanny's "still alive, killing" is not the user's news
         with _quiet(
             "distributed", "distributed.nanny", "distributed.scheduler", "distributed.core"
         ):
-            _close(client, cluster)
+            _close(client, t.cluster, failed=failed)
 
 
 #: seconds closing a cluster made here may take: a nanny caught mid-restart by a crash loop
@@ -585,16 +681,19 @@ def scheduler(
 CLOSE_TIMEOUT = 30.0
 
 
-def _close(client, cluster) -> None:
+def _close(client, cluster, failed: bool = False) -> None:
     """Close the client and a cluster made here, bounded by :data:`CLOSE_TIMEOUT` each; what
-    does not close in time is left to the interpreter's exit (worker processes are daemonic)."""
+    does not close in time is left to the interpreter's exit (worker processes are daemonic).
+    After a failure (``failed``) that is logged at debug level only: the failure's one line
+    is the news, and nannies caught restarting dead workers are slow to close."""
     for thing in (client, cluster):
         if thing is None:
             continue
         try:
             thing.close(timeout=CLOSE_TIMEOUT)
         except (TimeoutError, OSError, RuntimeError) as exc:
-            log.warning(
+            log.log(
+                logging.DEBUG if failed else logging.WARNING,
                 "%s did not close within %.0f s (%s); its processes end with this one",
                 type(thing).__name__,
                 CLOSE_TIMEOUT,

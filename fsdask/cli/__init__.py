@@ -198,6 +198,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             _print_traceback(exc)
             return 1
+        if type(exc).__name__ == "KilledWorker" and type(exc).__module__.startswith("distributed"):
+            # the workers died, not fsdask (a cluster not watched by fsdask.cluster.scheduler)
+            print(
+                redact(
+                    f"fsdask {args.command}: error: the Dask workers running one task all died "
+                    f"({_one_line(exc)[:200]}); check the workers' memory limit and their logs"
+                ),
+                file=sys.stderr,
+            )
+            return 2
         print(
             redact(
                 f"fsdask {args.command}: unexpected error: {type(exc).__name__}: {_one_line(exc)} — "

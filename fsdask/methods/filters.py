@@ -33,6 +33,7 @@ from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg import map_features, sample_pairwise
+from fsdask.linalg.execution import TREE_SUM_COPIES
 from fsdask.linalg.moments import Moments, class_moments
 from fsdask.linalg.threads import cores, parallel_map
 from fsdask.linalg.twosample import ks_columns
@@ -535,6 +536,13 @@ class LaplacianScore(Selector):
         self.t = t
         self.n_features_to_select = n_features_to_select
         self.on_constant = on_constant
+
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse more samples than the memory budget (dask config ``fsdask.memory-budget``)
+        holds the dense n × n graph for: the squared distances are tree-summed (about
+        ``TREE_SUM_COPIES`` copies), then D², the heat kernel, the kNN order, the mask and
+        the Laplacian L are n × n arrays on the client."""
+        self._check_sample_matrices(n, TREE_SUM_COPIES, "squared distances and kNN graph")
 
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         n = X.shape[0]

@@ -13,6 +13,7 @@ import numpy as np
 from fsdask._validation import Int, Real, StrOptions
 from fsdask.base import FitOutput, Selector
 from fsdask.fitting import FitContext
+from fsdask.linalg.execution import TREE_SUM_COPIES
 from fsdask.methods.logo.algorithm import SOLVERS, LogoState, logo_weights
 
 __all__ = ["Logo"]
@@ -40,7 +41,9 @@ class Logo(Selector):
     inner_tol, inner_max_iter : tolerance / iteration cap of the inner solver.
     memory_budget : bytes (or "1GiB"); None reads dask config ``fsdask.memory-budget``.  X's
         active columns and Z̄ are held in memory once N·J_active·8 bytes fit; above it they
-        stay chunked (dask) and every product is a sweep.
+        stay chunked (dask) and every product is a sweep.  More samples N than it holds the
+        N × N matrices for (8·(TREE_SUM_COPIES + 1)·N² bytes) are refused before X is read;
+        0 leaves that check off.
     on_constant : ``"drop"`` (constant features get weight 0) or ``"error"``.
     standardize : divide every feature by its standard deviation first (default ``True``:
         Manhattan distances weigh features by their scale, so on raw data a high-variance
@@ -116,6 +119,18 @@ class Logo(Selector):
         return scores > self.support_threshold * top
 
     # ---- the algorithm
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse more samples than the memory budget holds Algorithm 1's N × N matrices for.
+
+        The distances D are tree-summed over the feature blocks (about ``TREE_SUM_COPIES``
+        N × N copies while summed) while the certification's bound S (N × N) is kept from
+        the last check; Π, its weighted copy C and the bounds' update (a few N × N) come
+        after D is summed, so they do not add to that peak.
+        """
+        self._check_sample_matrices(
+            n, TREE_SUM_COPIES + 1, "distances D, Π and KKT bounds (D on its tree-sum)"
+        )
+
     def _fit(self, X: Any, y: np.ndarray, ctx: FitContext) -> FitOutput:
         state = logo_weights(
             X,

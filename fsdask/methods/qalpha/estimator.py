@@ -10,6 +10,7 @@ from fsdask._validation import Int, Real, StrOptions
 from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
+from fsdask.linalg.execution import TREE_SUM_COPIES
 from fsdask.methods.qalpha.core import auto_cut, qalpha_weights
 from fsdask.methods.qalpha.kernel import KERNELS
 from fsdask.methods.qalpha.loop import QAlphaRun
@@ -71,7 +72,9 @@ class QAlpha(Selector):
     memory_budget : int, str or None
         Bytes (or a size string, ``"1GiB"``) the fit may hold in memory: the Gram of W is
         summed when it fits with its tree-sum, and X is held when it is small; None reads
-        the dask config key ``fsdask.memory-budget``.
+        the dask config key ``fsdask.memory-budget``.  More samples q than it holds the
+        q × q affinity A_α for (8·TREE_SUM_COPIES·q² bytes; not the kernel form) are refused
+        before X is read; 0 leaves that check off.
 
     Attributes
     ----------
@@ -153,6 +156,19 @@ class QAlpha(Selector):
         return top_k_mask(scores, auto_cut(scores))
 
     # ---- fit
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse more samples than the memory budget holds the q × q affinity for.
+
+        Every variant but the kernel one sums ``A_α`` (q × q, q = samples) over the feature
+        blocks at each α-step: about ``TREE_SUM_COPIES`` copies are alive while it is
+        tree-summed, more than the eigendecomposition of A_α then holds on the client
+        (A_α, its symmetric part and the eigenvectors).  The kernel form (Def. 14) keeps no
+        q × q matrix.
+        """
+        if self.kernel is not None or self.variant == "kernel":
+            return
+        self._check_sample_matrices(n, TREE_SUM_COPIES, "sample affinity A_α on its tree-sum")
+
     def _fit(self, X: Any, y: np.ndarray | None, ctx: FitContext) -> FitOutput:
         variant, y_core = self._scheme(X, y)
         run = qalpha_weights(

@@ -48,6 +48,33 @@ class MissingDependencyError(FsdaskError, ImportError):
     """An optional dependency (scikit-learn, matplotlib, anndata…) is not installed."""
 
 
+class Locked(FsdaskError):
+    """Another run of the same pipeline holds its lock; ``exit_code`` is 75 (EX_TEMPFAIL:
+    try again later)."""
+
+    exit_code = 75
+
+
+class StepFailed(FsdaskError):
+    """A pipeline step failed; ``exit_code`` is what the CLI returns.
+
+    Parameters
+    ----------
+    message : str
+        One line naming the step and the reason.
+    exit_code : int
+        2 for bad input, 1 for a bug, 75 when another run holds the lock.
+    """
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class StepInvalid(StepFailed, ParameterError):
+    """A step that would fail on its options, found before any step ran (exit status 2)."""
+
+
 def import_optional(module: str, extra: str, purpose: str):
     """Import an optional dependency, or say in one line why it cannot be used.
 

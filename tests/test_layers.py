@@ -611,3 +611,22 @@ def param_validation_violations() -> list[str]:
 
 def test_sklearn_param_validation_imported_in_one_module():
     assert param_validation_violations() == []
+
+
+def exception_class_violations() -> list[str]:
+    """Exception and warning classes defined outside fsdask/errors.py."""
+    out = []
+    for path in ALL_MODULES:
+        if module_name(path) == "fsdask.errors":
+            continue
+        for node in ast.walk(tree(path)):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = {_dotted(b) or "" for b in node.bases}
+            if any(b.split(".")[-1].endswith(("Error", "Exception", "Warning")) for b in bases):
+                out.append(f"{where(path, node.lineno)} defines {node.name}")
+    return out
+
+
+def test_exception_classes_live_in_errors():
+    assert exception_class_violations() == []

@@ -58,9 +58,9 @@ the command line.
 
 from __future__ import annotations
 
+from fsdask.errors import StepFailed, StepInvalid
 from fsdask.pipeline.config import Pipeline, Step, load_config, step_kwargs
 from fsdask.pipeline.session import Session, exit_code, run_pipeline
-from fsdask.pipeline.validate import StepFailed, StepInvalid
 
 __all__ = [
     "Pipeline",

@@ -41,23 +41,17 @@ import threading
 import time
 import uuid
 
-from fsdask.errors import FsdaskError, ParameterError, StoreError
+from fsdask.errors import Locked, ParameterError, StoreError
 from fsdask.io.outputs import pid_alive
 
 HEARTBEAT = 30.0
 STALE_AFTER = 600.0
 MAGIC = "fsdask run lock"
-EXIT_LOCKED = 75
+EXIT_LOCKED = Locked.exit_code
 #: seconds after which an incomplete lock (empty, NUL-filled, truncated) is stale
 INCOMPLETE_AFTER = 2 * HEARTBEAT
 #: how every complete lock starts (``"what"`` is written first)
 PREFIX = json.dumps({"what": MAGIC})[:-1].encode()
-
-
-class Locked(FsdaskError):
-    """Another run holds the lock; ``exit_code`` is 75 (EX_TEMPFAIL)."""
-
-    exit_code = EXIT_LOCKED
 
 
 def _proc_start(pid: int) -> str | None:

@@ -37,10 +37,10 @@ from typing import Any
 
 import fsdask.api.runs as history
 import fsdask.pipeline.fingerprint as fpr
-from fsdask.errors import FsdaskError, ParameterError, StoreError
+from fsdask.errors import FsdaskError, Locked, ParameterError, StepFailed, StoreError
 from fsdask.io.location import Location
 from fsdask.pipeline.config import Step, load_config, step_kwargs
-from fsdask.pipeline.lock import Locked, RunLock
+from fsdask.pipeline.lock import RunLock
 from fsdask.pipeline.logjson import JsonLog, capture_iterations
 from fsdask.pipeline.state import (
     STATE_FORMAT,
@@ -51,7 +51,7 @@ from fsdask.pipeline.state import (
     version,
     write_state,
 )
-from fsdask.pipeline.validate import StepFailed, check_locations, check_method
+from fsdask.pipeline.validate import check_locations, check_method
 
 
 class Session:

@@ -22,28 +22,8 @@ from __future__ import annotations
 import difflib
 from typing import Any, Sequence
 
-from fsdask.errors import FsdaskError, ParameterError
+from fsdask.errors import FsdaskError, ParameterError, StepInvalid
 from fsdask.io.location import Location
-
-
-class StepFailed(FsdaskError):
-    """A pipeline step failed; ``exit_code`` is what the CLI returns.
-
-    Parameters
-    ----------
-    message : str
-        One line naming the step and the reason.
-    exit_code : int
-        2 for bad input, 1 for a bug, 75 when another run holds the lock.
-    """
-
-    def __init__(self, message: str, exit_code: int = 2):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-class StepInvalid(StepFailed, ParameterError):
-    """A step that would fail on its options, found before any step ran (exit status 2)."""
 
 
 def closest(name: str, valid: Sequence[str]) -> str:

@@ -14,6 +14,29 @@ import xarray as xr
 import fsdask
 from fsdask.errors import FsdaskError
 
+#: the catalogue of this file: BAD = bad input or environment, refused in one line (exit 2);
+#: GOOD = valid input now handled right (the catalogue_* files hold the rest of issue 38's)
+CASES = [
+    ("dataarray-dims-not-named", "BAD"),
+    ("dataarray-cell-gene", "BAD"),
+    ("anndata-backed", "BAD"),
+    ("dataarray-dims-by-name", "GOOD"),
+    ("anndata-in-memory-var-names", "GOOD"),
+    ("convergence-warning-sklearn-filter", "GOOD"),
+    ("result-describes-itself", "GOOD"),
+    ("cluster-yaml-not-a-mapping", "BAD"),
+    ("cluster-yaml-invalid", "BAD"),
+    ("debug-traceback-url-credentials", "BAD"),
+    ("in-memory-dataset-dims-unnamed-open_dataset", "BAD"),
+    ("in-memory-dataset-dims-unnamed-ingest", "BAD"),
+    ("in-memory-dataset-dims-named", "GOOD"),
+    ("export-tests-columns-and-whole-replacement", "GOOD"),
+    ("dataset-store-opens-without-warning", "GOOD"),
+    ("optional-dependency-missing", "BAD"),
+    ("optional-dependency-broken-abi", "BAD"),
+    ("optional-dependency-broken-dependency", "BAD"),
+]
+
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(20, 8))
 X[:10, 2] += 3.0  # feature 2 separates the classes

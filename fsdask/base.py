@@ -77,6 +77,11 @@ class FitOutput:
     deferred: dict[str, Callable[[], np.ndarray]] = dataclasses.field(default_factory=dict)
 
 
+#: n × n matrices of at most this many bytes in all are never refused: a budget set small
+#: to send X down the chunked path (small workers, tests) must not make a fit on a few
+#: hundred samples impossible; the check exists for the sample counts that cannot fit
+SAMPLE_MATRIX_FLOOR = 32 * 2**20
+
 #: what the three variables every result holds mean (their ``description`` attribute)
 RESULT_VARIABLES = {
     "weight": "{method} score of each feature; higher is more relevant (0 for constant features)",
@@ -209,7 +214,8 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         before X is read): the fit would otherwise fail only when NumPy cannot allocate them.
         The budget is the estimator's ``memory_budget``, else the dask config key
         ``fsdask.memory-budget``; a budget of 0 (every other decision on the chunked path)
-        leaves the check off.
+        leaves the check off, and sample matrices of at most :data:`SAMPLE_MATRIX_FLOOR` in
+        all are never refused.
 
         Parameters
         ----------
@@ -228,9 +234,9 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
 
         budget = memory_budget(getattr(self, "memory_budget", None))
         need = 8.0 * copies * float(n) ** 2
-        if budget == 0 or need <= budget:
+        if budget == 0 or need <= max(budget, SAMPLE_MATRIX_FLOOR):
             return
-        largest = int((budget / (8.0 * copies)) ** 0.5)
+        largest = int((max(budget, SAMPLE_MATRIX_FLOOR) / (8.0 * copies)) ** 0.5)
         param = (
             "memory_budget=SIZE (CLI: --param memory_budget=SIZE) or "
             if "memory_budget" in self.get_params()

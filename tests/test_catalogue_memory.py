@@ -39,7 +39,10 @@ CASES = [
     ("qalpha_worker_sigkilled_mid_fit", "GOOD"),
 ]
 
-N = 300  # samples: 8 × 300² × 8 B = 5.5 MiB of n × n matrices, above the 1 MiB budget below
+N = 300  # samples of the fits that run: 8 × 300² × 8 B = 5.5 MiB of n × n matrices
+#: samples of the refused fits: 8 × 1100² × 8 B = 74 MiB of n × n matrices, above the 1 MiB
+#: budget below and above the floor under which sample matrices are never refused (32 MiB)
+N_BIG = 1100
 TINY = "1MiB"
 
 
@@ -66,6 +69,7 @@ def _one_line_refusal(exc: BaseException, n: int, method: str) -> str:
 
 
 y_n = np.repeat([0, 1], N // 2)
+y_big = np.repeat([0, 1], N_BIG // 2)
 
 
 @pytest.mark.parametrize(
@@ -78,22 +82,22 @@ y_n = np.repeat([0, 1], N // 2)
 )
 def test_quadratic_method_refuses_too_many_samples_before_reading_x(case, make):
     with pytest.raises(InputError) as info:
-        make().fit(_unreadable(N, 40), y_n)
-    msg = _one_line_refusal(info.value, N, type(make()).__name__)
+        make().fit(_unreadable(N_BIG, 40), y_big)
+    msg = _one_line_refusal(info.value, N_BIG, type(make()).__name__)
     assert "memory_budget=SIZE" in msg and "--param memory_budget=SIZE" in msg, msg
 
 
 def test_laplacian_score_refuses_by_the_config_budget():  # laplacian_score_300_samples_tiny_config_budget
     with dask.config.set({"fsdask.memory-budget": TINY}):
         with pytest.raises(InputError) as info:
-            fsdask.LaplacianScore().fit(_unreadable(N, 40))
-    msg = _one_line_refusal(info.value, N, "LaplacianScore")
+            fsdask.LaplacianScore().fit(_unreadable(N_BIG, 40))
+    msg = _one_line_refusal(info.value, N_BIG, "LaplacianScore")
     assert "memory_budget=SIZE" not in msg  # no such parameter: the config is the remedy
 
 
 def test_cli_refusal_is_one_line_and_exit_2(tmp_path):  # qalpha_cli_300_samples_tiny_budget
     rng = np.random.default_rng(0)
-    fsdask.ingest(rng.normal(size=(N, 40)).astype(np.float32), tmp_path / "x.zarr", y=y_n)
+    fsdask.ingest(rng.normal(size=(N_BIG, 40)).astype(np.float32), tmp_path / "x.zarr", y=y_big)
     r = subprocess.run(
         [sys.executable, "-m", "fsdask.cli", "select", str(tmp_path / "x.zarr")]
         + ["--method", "qalpha", "--param", f"memory_budget={TINY}", "-o", str(tmp_path / "o")]
@@ -104,7 +108,9 @@ def test_cli_refusal_is_one_line_and_exit_2(tmp_path):  # qalpha_cli_300_samples
     )
     assert r.returncode == 2, r.stderr[-2000:]
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"{N} samples" in lines[0] and "memory budget" in lines[0], r.stderr
+    assert len(lines) == 1 and f"{N_BIG} samples" in lines[0] and "memory budget" in lines[0], (
+        r.stderr
+    )
     assert not (tmp_path / "o").exists()
 
 

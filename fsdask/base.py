@@ -193,11 +193,9 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             len(Xd.chunks[1]),
         )
         ctx = FitContext(self, memory_budget=getattr(self, "memory_budget", None))
-        self.__dict__.pop("n_passes_", None)
         with fit_threads(Xd):  # BLAS threads: one per task, or one for a small fit
             out, active = self._screen_and_fit(Xd, y, names, ctx)
-        if "n_passes_" not in self.__dict__:  # methods that count their own passes set it
-            self.n_passes_ = ctx.passes
+        self.n_passes_ = ctx.passes
         self._set_fitted(
             out, active, names if names is not None else np.arange(p), source_attrs, t0
         )

@@ -500,12 +500,22 @@ def _local_workers(spec: str) -> int | None:
     return n
 
 
+def memory_remedy(memory_limit: str | None) -> str:
+    """What to do when local workers die of their memory limit: one wording for the
+    watchdog that stops a run and for a task whose workers all died (KilledWorker)."""
+    limit = f"--memory-limit {memory_limit}" if memory_limit else "the default memory limit"
+    return (
+        f"each worker runs under {limit}; raise it (e.g. --memory-limit 2GB) or use "
+        "fewer workers (local:N) so each gets more"
+    )
+
+
 def _local_target(spec: str, memory_limit: str | None) -> _Target:
     """A LocalCluster made here; a worker that dies while it starts is a ClusterError."""
     n = _local_workers(spec)
     _check_memory_limit(memory_limit)
     what = (
-        f"raise --memory-limit {memory_limit} or use fewer workers"
+        memory_remedy(memory_limit)
         if memory_limit
         else "run again with -vv to see the workers' own messages"
     )
@@ -598,11 +608,7 @@ def _lost_workers(exc: BaseException, t: _Target, dog: _Watchdog | None) -> Clus
         else "they crashed, were killed, or exceeded their memory limit"
     )
     if t.local:
-        limit = f"--memory-limit {t.memory_limit}" if t.memory_limit else "the default memory limit"
-        what = (
-            f"each worker runs under {limit}; raise it (e.g. --memory-limit 2GB) or use "
-            "fewer workers (local:N) so each gets more"
-        )
+        what = memory_remedy(t.memory_limit)
     elif t.cluster is not None:
         what = t.what() if callable(t.what) else t.what
     else:

@@ -27,6 +27,7 @@ from fsdask.io.location import Location
 from fsdask.io.outputs import KIND_ATTR, publish_file
 from fsdask.io.store import (
     COMPLETE_ATTR,
+    TEST_COLUMNS,
     atomic_store,
     checksum_encoding,
     mark_complete,
@@ -201,9 +202,6 @@ def open_result(
     return ds
 
 
-#: per-feature test results a method may give (p-value, Benjamini–Hochberg adjusted p-value,
-#: direction of the effect); the tables carry those a result has, in this order
-TEST_COLUMNS = ("pvalue", "pvalue_adj", "direction")
 #: what they mean (their ``description`` attribute in a written result)
 TEST_DESCRIPTIONS = {
     "pvalue": "two-sided p-value of the feature's test (NaN for constant features)",

@@ -201,10 +201,23 @@ def import_graph() -> dict[str, dict[str, list[str]]]:
         me = module_name(path)
         edges = graph.setdefault(me, {})
         for line, mod, _ in resolved_imports(path):
-            sites = edges.setdefault(mod, []) if mod != me else None
-            if sites is not None and where(path, line) not in sites:
-                sites.append(where(path, line))
+            for target in (*enclosing_packages(mod, me), mod):
+                sites = edges.setdefault(target, []) if target != me else None
+                if sites is not None and where(path, line) not in sites:
+                    sites.append(where(path, line))
     return graph
+
+
+def enclosing_packages(mod: str, me: str) -> list[str]:
+    """The packages whose ``__init__`` importing ``mod`` runs first, from outside them.
+
+    ``import fsdask.io.location`` from ``fsdask.results`` executes ``fsdask/io/__init__.py``
+    before ``location``: an import circle through a package's re-exports is a circle too
+    (``fsdask`` itself resolves its names lazily and is left out).
+    """
+    parts = mod.split(".")
+    packages = [".".join(parts[:i]) for i in range(2, len(parts))]
+    return [p for p in packages if not (me == p or me.startswith(p + "."))]
 
 
 def circles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:

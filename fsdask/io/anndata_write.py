@@ -25,7 +25,7 @@ import xarray as xr
 from fsdask.errors import InputError, StoreError, import_optional
 from fsdask.io.anndata import damaged, is_anndata_group, open_root, read_elem
 from fsdask.io.location import LocalLocation, rename_no_replace
-from fsdask.results import TEST_COLUMNS
+from fsdask.io.store import TEST_COLUMNS
 
 #: the default ``key_added``: columns ``fsdask_selected``/``_weight``/``_rank``, ``uns["fsdask"]``
 DEFAULT_KEY = "fsdask"

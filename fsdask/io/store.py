@@ -55,6 +55,11 @@ FORMAT_ATTR = "fsdask_format"
 FORMAT_VERSION = 1
 
 
+#: per-feature test results a method may give (p-value, Benjamini–Hochberg adjusted p-value,
+#: direction of the effect); result stores, the report and the AnnData write-back carry those a result has, in this order
+TEST_COLUMNS = ("pvalue", "pvalue_adj", "direction")
+
+
 @contextlib.contextmanager
 def atomic_store(
     url: str | os.PathLike,

@@ -384,3 +384,18 @@ def test_filter_streams_a_sample_chunked_zarr_store_on_s3(s3, rng, tmp_path, mon
     np.testing.assert_allclose(f.scores_, ref.scores_, rtol=1e-10)
     np.testing.assert_array_equal(f.support_, ref.support_)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_one_sample_per_chunk_is_merged_not_a_task_per_sample(sparse, rng):
+    import fsdask
+    from fsdask._validation import check_array
+
+    X = _data(rng, "sparse")
+    src = sp.csr_matrix(X) if sparse else X
+    Xd = da.from_array(src, chunks=(1, -1), asarray=not sparse)
+    merged = check_array(Xd, layout="samples", check_finite=False)
+    assert len(merged.chunks[0]) == 1 and sp.issparse(merged._meta) == sparse
+    y = np.arange(N) % 2
+    f = fsdask.Filter("ttest").fit(Xd, y)
+    np.testing.assert_allclose(f.scores_, fsdask.Filter("ttest").fit(X, y).scores_, rtol=1e-10)

@@ -464,6 +464,7 @@ class Filter(Selector):
         ``group_rank``, ``group_selected``, ``group_mean`` and ``rest_mean`` are
         (group, feature).
     pvalues_ : (p,) array or None
+        None with ``groups=`` (the p-values are per group: :meth:`group_table`).
         ttest, f, pearson: two-sided p-values (NaN for constant features, as in scipy), also
         ``result_["pvalue"]``.  They are computed from the fitted statistics the first time
         ``pvalues_`` or ``result_`` is read (they cost about as much as the fit's own pass),

@@ -10,8 +10,8 @@ centring loses no more digits than centring first would.
 One implementation per kind of block (:func:`functools.singledispatch`): a CSR block is
 never densified — its Gram is the sparse product ``X_bᵀ X_b`` corrected by rank-one terms.
 The kernel needs all p features in each block, so a sample-blocked X has its column chunks
-merged first (:func:`whole_rows`); a feature-blocked X is not swept this way (its Gram is
-taken tile by tile over feature blocks, :func:`fsdask.linalg.tsqr.gram_factor`).
+merged first (:func:`whole_rows`); a dense feature-blocked X is not swept this way (its
+Gram is taken tile by tile over feature blocks, :func:`fsdask.linalg.tsqr.gram_factor`).
 """
 
 from __future__ import annotations
@@ -96,8 +96,9 @@ for _kind in (scipy.sparse.csr_matrix, scipy.sparse.csr_array):
 
 @functools.singledispatch
 def rows_blocked(X: Any) -> bool:
-    """Whether X comes in several row blocks (a sample-blocked dask array), so its p × p
-    Gram is a sum over them; an in-memory or feature-blocked X is swept by feature blocks.
+    """Whether X comes in row blocks of all features — several of them, or CSR blocks — so
+    its p × p Gram is a sum over them; an in-memory or dense feature-blocked X is swept by
+    feature blocks.
 
     Parameters
     ----------
@@ -112,7 +113,7 @@ def rows_blocked(X: Any) -> bool:
 
 @rows_blocked.register
 def _(X: da.Array) -> bool:
-    return len(X.chunks[0]) > 1
+    return len(X.chunks[0]) > 1 or scipy.sparse.issparse(X._meta)
 
 
 def whole_rows(X: da.Array) -> da.Array:

@@ -62,7 +62,7 @@ def _feature_blocked(X):
 
 def _fit(est, X, y=None):
     """The method's own work on X as it comes (the FitOutput) and the passes it made."""
-    ctx = FitContext(est).bind(X, y)
+    ctx = FitContext(est, memory_budget=getattr(est, "memory_budget", None)).bind(X, y)
     return est._fit(X, y, ctx), ctx.passes
 
 
@@ -280,4 +280,17 @@ def test_sample_chunked_store_on_s3(s3, rng):
     _assert_same_fit(got, ref)
     got, _ = _fit(PFA(n_features_to_select=5, n_init=2), Xs)
     ref, _ = _fit(PFA(n_features_to_select=5, n_init=2), _feature_blocked(X))
+    _assert_same_fit(got, ref)
+
+
+def test_hsic_A_above_the_budget_takes_feature_blocks(rng):
+    """A (p × c) above the budget stays a persisted dask array, which needs X by feature
+    blocks: a sample-blocked X is re-blocked (here on the fly), same fit."""
+    X, _ = _dense(rng)
+    y = np.repeat(np.arange(45), 4)  # 45 classes: A is 24 × 45 × 8 = 8640 bytes
+    X[:, :3] += 0.5 * (y % 3)[:, None]
+    make = lambda: SparseHSIC(n_features_to_select=2, memory_budget=8000)  # noqa: E731
+    ref, _ = _fit(make(), _feature_blocked(X), y)
+    got, _ = _fit(make(), _sample_blocked(X, "dask-dense"), y)
+    assert got.attrs["A_in_memory"] is ref.attrs["A_in_memory"] is False
     _assert_same_fit(got, ref)

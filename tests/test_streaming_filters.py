@@ -168,3 +168,192 @@ def test_sum_blocks_graph_holds_no_dense_block(rng):
     lazy = sum_over_row_blocks(fn, Xd, codes, shape=(7,), maxima=MOMENT_MAXIMA)
     lazy.compute(scheduler="sync")
     assert seen and all(t is sp.csr_matrix for t in seen)
+
+
+# --------------------------------------------------------------------------- the filters
+STREAMED = ("variance", "pearson", "fisher", "f", "ttest", "snr", "fold_change")
+N, P = 120, 30
+
+
+def _data(rng, kind):
+    """(X dense, y for each statistic): counts with implicit zeros (sparse) or shifted normals,
+    with one constant feature (all implicit zeros for the sparse data)."""
+    if kind == "sparse":
+        X = rng.poisson(2.0, (N, P)).astype(np.float64)
+        X[rng.random((N, P)) > 0.3] = 0
+        X[:, :4] += 3.0 * (X[:, :4] > 0) * np.arange(N)[:, None] % 2  # informative features
+        X[:, 9] = 0.0
+    else:
+        X = rng.normal(size=(N, P)) + 50.0  # a large offset: the shifted sums keep the digits
+        X[:, :4] += 1.5 * (np.arange(N) % 2)[:, None]
+        X[:, 9] = 2.5
+    return X
+
+
+def _y(stat, X, rng):
+    if stat == "variance":
+        return None
+    if stat == "pearson":
+        return X[:, 0] + rng.normal(size=N)
+    if stat in ("fisher", "f"):
+        return np.arange(N) % 3
+    return np.arange(N) % 2
+
+
+def _sample_layouts(X):
+    csr = sp.csr_matrix(X)
+    return {
+        "csr": csr,
+        "dask-dense-samples": da.from_array(X, chunks=(40, 13)),
+        "dask-csr-samples": da.from_array(csr, chunks=(40, -1), asarray=False),
+        "dask-csr-blocks": da.from_array(csr, chunks=(48, 16), asarray=False),
+    }
+
+
+class _TaskOutputs:
+    """A dask callback recording the type and shape of every task's result (threads)."""
+
+    def __init__(self):
+        from dask.callbacks import Callback
+
+        self.seen = []
+        self.cb = Callback(posttask=self._post)
+
+    def _post(self, key, result, dsk, state, worker_id):
+        self.seen.append((type(result), getattr(result, "shape", None)))
+
+    def dense_row_blocks(self, min_rows):
+        """Dense 2-D results with at least ``min_rows`` rows: a densified block of samples."""
+        return [
+            s
+            for t, s in self.seen
+            if t is np.ndarray and s is not None and len(s) == 2 and s[0] >= min_rows
+        ]
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+@pytest.mark.parametrize("stat", STREAMED)
+def test_filter_sample_blocked_equals_feature_blocked(stat, kind, rng, tmp_path, monkeypatch):
+    import tempfile
+
+    import dask
+
+    import fsdask
+    from fsdask.methods.filters import score_block
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a scratch copy would go
+    X = _data(rng, kind)
+    y = _y(stat, X, rng)
+    ref = fsdask.Filter(stat, n_features_to_select=5).fit(X, y)  # feature blocks
+    # the former feature-blocked kernel (two-pass moments of the whole columns)
+    active = np.ones(P, bool)
+    active[9] = False
+    codes = None if stat in ("variance", "pearson") else np.unique(y, return_inverse=True)[1]
+    yc = None if stat != "pearson" else y - y.mean()
+    old = score_block(
+        X[:, active], stat, codes, 3 if stat in ("f", "fisher") else 2, yc, False, kind == "sparse"
+    )
+    np.testing.assert_allclose(ref.scores_[active], old, rtol=1e-10)
+    for name, Xs in _sample_layouts(X).items():
+        rec = _TaskOutputs()
+        with dask.config.set(scheduler="threads"), rec.cb:
+            f = fsdask.Filter(stat, n_features_to_select=5).fit(Xs, y)
+        np.testing.assert_allclose(f.scores_, ref.scores_, rtol=1e-10, err_msg=name)
+        np.testing.assert_array_equal(f.support_, ref.support_, err_msg=name)
+        np.testing.assert_array_equal(f.ranking_, ref.ranking_, err_msg=name)
+        assert f.scores_[9] == 0 and not f.active_features_[9]
+        if f.pvalues_ is not None:
+            np.testing.assert_allclose(f.pvalues_, ref.pvalues_, rtol=1e-8, err_msg=name)
+        assert f.n_passes_ == 1
+        if "csr" in name:
+            assert rec.dense_row_blocks(min_rows=12) == [], name
+    assert not list(tmp_path.iterdir())  # no scratch copy
+
+
+def test_filter_streams_integer_counts_as_stored(rng):
+    """Integer counts in CSR blocks: no float copy of X; the same scores as float64."""
+    import fsdask
+    from fsdask._validation import check_array
+
+    X = _data(rng, "sparse")
+    y = np.arange(N) % 2
+    csr = sp.csr_matrix(X.astype(np.int32))
+    Xd = da.from_array(csr, chunks=(40, -1), asarray=False)
+    assert check_array(Xd, layout="samples").dtype == np.int32
+    f = fsdask.Filter("ttest").fit(Xd, y)
+    np.testing.assert_allclose(f.scores_, fsdask.Filter("ttest").fit(X, y).scores_, rtol=1e-10)
+
+
+def test_screen_on_sample_blocks_names_nonfinite_and_implicit_zero_constants(rng):
+    import fsdask
+    from fsdask.errors import InputError
+
+    X = _data(rng, "sparse")
+    X[:, 3] = 0.0
+    X[5, 3] = 7.0  # one stored value: the implicit zeros make it vary
+    X[:, 11] = 4.0  # stored everywhere, constant
+    Xd = da.from_array(sp.csr_matrix(X), chunks=(40, -1), asarray=False)
+    f = fsdask.Filter("variance").fit(Xd)
+    assert f.active_features_[3] and not f.active_features_[9] and not f.active_features_[11]
+    X[50, 20] = np.nan
+    Xd = da.from_array(sp.csr_matrix(X), chunks=(40, -1), asarray=False)
+    with pytest.raises(InputError, match=r"1 NaN/Inf value\(s\) in 1 feature\(s\) \(first: #20\)"):
+        fsdask.Filter("variance").fit(Xd)
+    X[50, 20] = 1.0
+    Xd = da.from_array(sp.csr_matrix(X), chunks=(40, -1), asarray=False)
+    with pytest.raises(InputError, match=r"X has 2 constant feature\(s\) \(first: #9, #11\)"):
+        fsdask.Filter("variance", on_constant="error").fit(Xd)
+
+
+def test_non_streaming_method_converts_sample_blocks_once(rng, monkeypatch):
+    """ks (a per-feature sort) and every method without ``streams_samples`` get feature
+    blocks through fsdask.io.rechunk.to_feature_blocks."""
+    import fsdask
+    from fsdask.io import rechunk
+
+    calls = []
+    real = rechunk.to_feature_blocks
+
+    def counted(X, **kw):
+        calls.append(X.chunks)
+        return real(X, **kw)
+
+    monkeypatch.setattr("fsdask.base.to_feature_blocks", counted)
+    X = _data(rng, "dense")
+    y = np.arange(N) % 2
+    assert not fsdask.Filter("ks").streams_samples and fsdask.Filter("ttest").streams_samples
+    ks = fsdask.Filter("ks").fit(da.from_array(X, chunks=(40, 13)), y)
+    np.testing.assert_array_equal(ks.scores_, fsdask.Filter("ks").fit(X, y).scores_)
+    assert len(calls) == 1
+    fsdask.Filter("ttest").fit(da.from_array(X, chunks=(40, 13)), y)
+    assert len(calls) == 1  # streamed: not converted
+
+
+def test_ks_refuses_a_sort_over_the_budget():
+    import fsdask
+    from fsdask.errors import InputError
+
+    X = np.random.default_rng(0).normal(size=(400, 3))
+    y = np.arange(400) % 2
+    with dask_budget("8KiB"), pytest.raises(InputError, match="statistic='ks' sorts each"):
+        fsdask.Filter("ks").fit(X, y)
+
+
+def dask_budget(size):
+    import dask
+
+    return dask.config.set({"fsdask.memory-budget": size})
+
+
+@pytest.mark.cluster
+def test_filter_sample_blocked_on_a_2_process_cluster(cluster, rng):
+    import dask
+
+    import fsdask
+
+    X = _data(rng, "sparse")
+    y = np.arange(N) % 3
+    Xd = da.from_array(sp.csr_matrix(X), chunks=(40, 16), asarray=False)
+    with dask.config.set(scheduler=cluster):
+        f = fsdask.Filter("f").fit(Xd, y)
+    np.testing.assert_allclose(f.scores_, fsdask.Filter("f").fit(X, y).scores_, rtol=1e-10)

@@ -25,9 +25,11 @@ import numpy as np
 import scipy.sparse
 
 from fsdask._blocks import compute_blocks
+from fsdask.linalg.reductions import sum_over_row_blocks
 
 __all__ = [
     "column_std",
+    "column_screen",
     "moment_sums",
     "moment_rows",
     "screen_sums",
@@ -248,10 +250,37 @@ def screen_sums(xb: Any) -> np.ndarray:
     raise TypeError(f"screen_sums: no implementation for {type(xb).__name__}")
 
 
+@numba.njit(nogil=True, cache=True)
+def _dense_screen_kernel(xb, out):  # pragma: no cover - numba
+    """−min and max per column, and a sum that a NaN/Inf makes non-finite (row 0, a flag)."""
+    n, p = xb.shape
+    for j0 in range(0, p, _TILE):
+        width = min(p, j0 + _TILE) - j0
+        s = out[0, j0 : j0 + width]
+        lo = out[1, j0 : j0 + width]
+        hi = out[2, j0 : j0 + width]
+        for i in range(n):
+            row = xb[i, j0 : j0 + width]
+            for t in range(width):  # selects, not branches: the loop vectorises
+                v = np.float64(row[t])
+                s[t] += v * 0.0  # 0 for a finite value, NaN for NaN/Inf
+                lo[t] = -v if -v > lo[t] else lo[t]
+                hi[t] = v if v > hi[t] else hi[t]
+
+
 @screen_sums.register
 def _(xb: np.ndarray) -> np.ndarray:
-    m = moment_sums(xb, np.zeros(xb.shape[0], np.int64), None, np.zeros(xb.shape[1]))
-    return m[[3, 5, 6]]
+    xb = np.ascontiguousarray(xb)
+    if xb.dtype.kind not in "fiub":
+        xb = xb.astype(np.float64)
+    out = np.zeros((3, xb.shape[1]))
+    out[1:] = -np.inf
+    _dense_screen_kernel(xb, out)
+    flagged = np.flatnonzero(~np.isfinite(out[0]))
+    out[0] = 0.0
+    if flagged.size:  # rare: count the NaN/Inf values of the flagged columns exactly
+        out[0, flagged] = (~np.isfinite(xb[:, flagged])).sum(axis=0)
+    return out
 
 
 def _csr_screen_sums(xb) -> np.ndarray:
@@ -259,6 +288,24 @@ def _csr_screen_sums(xb) -> np.ndarray:
     n_b, p_b = xb.shape
     m = _csr_moment_sums(xb, np.zeros(n_b, np.int64), None, np.zeros(p_b))
     return m[[3, 5, 6]]
+
+
+def column_screen(X: da.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The screen of X in any layout: per column the NaN/Inf count, the minimum and the
+    maximum (a NaN is never one), from mergeable partials over its sample blocks.
+
+    Parameters
+    ----------
+    X : dask array (n, p), any chunking, NumPy or CSR blocks
+
+    Returns
+    -------
+    (bad, lo, hi), ndarrays (p,).  One read of X — a preprocessing pass, not one of a
+    fit's passes over X (as :func:`column_std`).  Memory: a few (3, p_j) partials per task.
+    """
+    lazy = sum_over_row_blocks(screen_sums, X, shape=(3,), maxima=SCREEN_MAXIMA)
+    (s,) = compute_blocks(lazy)
+    return s[0], -s[1], s[2]
 
 
 @functools.singledispatch

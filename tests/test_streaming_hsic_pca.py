@@ -200,6 +200,40 @@ def test_pca_sample_blocked_with_more_features_than_samples(rng):
     _assert_same_fit(got, ref)
 
 
+# --------------------------------------------------------------------------- through fit
+PUBLIC = {
+    "hsic": lambda: SparseHSIC(n_features_to_select=4),
+    "jolliffe_i": lambda: JolliffeI(n_features_to_select=4),
+    "jolliffe_ni": lambda: JolliffeNI(n_features_to_select=4),
+    "pfa": lambda: PFA(n_features_to_select=4, n_init=2),
+}
+
+
+@pytest.mark.parametrize("source", ["dask-csr", "scipy-csr", "dask-dense"])
+@pytest.mark.parametrize("method", list(PUBLIC))
+def test_fit_keeps_sample_blocks_and_equals_the_feature_fit(
+    method, source, rng, monkeypatch, tmp_path
+):
+    """``fit`` hands these methods X in its sample blocks (the screen included): the same
+    scores and selection as from a NumPy X, and no scratch copy written."""
+    import tempfile
+
+    X, y = _counts(rng)  # constant features 10 and 11: the screen drops them
+    ref = PUBLIC[method]().fit(X, y)
+    Xs = sp.csr_matrix(X) if source == "scipy-csr" else _sample_blocked(X, source)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a scratch copy would go
+    seen = []
+    est = PUBLIC[method]()
+    fit_ = type(est)._fit
+    monkeypatch.setattr(type(est), "_fit", lambda self, X, *a: seen.append(X) or fit_(self, X, *a))
+    est.fit(Xs, y)
+    assert rows_blocked(seen[0])  # _fit got the sample blocks, not feature blocks
+    np.testing.assert_allclose(est.scores_, ref.scores_, rtol=1e-10, atol=1e-13)
+    np.testing.assert_array_equal(est.support_, ref.support_)
+    np.testing.assert_array_equal(est.active_features_, ref.active_features_)
+    assert not any(tmp_path.iterdir())
+
+
 # --------------------------------------------------------------------------- no dense block
 class _Outputs(Callback):
     """The shape and kind of every task result of the computations run inside it."""

@@ -328,3 +328,14 @@ def test_hsic_A_above_the_budget_takes_feature_blocks(rng):
     got, _ = _fit(make(), _sample_blocked(X, "dask-dense"), y)
     assert got.attrs["A_in_memory"] is ref.attrs["A_in_memory"] is False
     _assert_same_fit(got, ref)
+
+
+@pytest.mark.parametrize("data", ["dask-dense", "dask-csr"])
+def test_hsic_refuses_nonfinite_values_of_sample_blocks(data, rng):
+    from fsdask.errors import InputError
+
+    X, y = _counts(rng)
+    X[60, 2] = np.nan  # in the second row block
+    X[150, 4] = np.inf
+    with pytest.raises(InputError, match=r"X contains 2 NaN/Inf value\(s\) in 2 feature"):
+        _fit(SparseHSIC(n_features_to_select=3), _sample_blocked(X, data), y)

@@ -339,3 +339,18 @@ def test_hsic_refuses_nonfinite_values_of_sample_blocks(data, rng):
     X[150, 4] = np.inf
     with pytest.raises(InputError, match=r"X contains 2 NaN/Inf value\(s\) in 2 feature"):
         _fit(SparseHSIC(n_features_to_select=3), _sample_blocked(X, data), y)
+
+
+def test_pca_gram_above_the_budget_takes_feature_blocks(rng):
+    """A p × p Gram whose tree-sum does not fit the budget: X re-blocked by features (on the
+    fly here), the Gram taken tile by tile, the same fit."""
+    from fsdask.linalg.tsqr import gram_over_samples
+
+    X, _ = _dense(rng)
+    Xs = _sample_blocked(X, "dask-dense")
+    ref, _ = _fit(JolliffeI(n_features_to_select=5), _feature_blocked(X))
+    with dask.config.set({"fsdask.memory-budget": 30_000}):  # 8 × 25 × 24 × 8 B = 38 400 B
+        assert not gram_over_samples(Xs, Execution())
+        got, _ = _fit(JolliffeI(n_features_to_select=5), Xs)
+    assert gram_over_samples(Xs, Execution())
+    _assert_same_fit(got, ref)

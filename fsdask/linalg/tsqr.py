@@ -354,18 +354,38 @@ def centred_gram(X: Any, ex: Execution) -> np.ndarray:
     return (G + G.T) / 2
 
 
+def gram_over_samples(X: Any, ex: Execution) -> bool:
+    """Whether :func:`centred_factor` sums X's p × p Gram over its row blocks: X comes in
+    row blocks of all features (:func:`fsdask.linalg.gram.rows_blocked`), p ≤ n (else the
+    n × n side is the small one), and the Gram with the tree-sum's partial sums
+    (``TREE_SUM_COPIES`` × (p + 1)·p·8 bytes) fits the budget.  A row-blocked X for which
+    this is False must be given to :func:`centred_factor` by feature blocks.
+
+    Parameters
+    ----------
+    X : dask array (n, p)
+    ex : Execution, the fit's execution (its budget)
+
+    Returns
+    -------
+    bool
+    """
+    n, p = X.shape
+    return rows_blocked(X) and p <= n and ex.fits(8.0 * p * (p + 1), copies=TREE_SUM_COPIES)
+
+
 def centred_factor(
     X: Any, scale: bool, ex: Execution, energy_tol: float = 1e-12
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`gram_factor` of the centred X (columns divided by their standard deviation,
     ddof = 1, when ``scale``), in the layout X comes in.
 
-    A sample-blocked X with p ≤ n (several row blocks: an AnnData CSR matrix, a store
-    chunked by samples) gives the p × p Gram summed over its row blocks
-    (:func:`centred_gram`, one pass, CSR blocks never densified) and its eigendecomposition
-    — the same factor as ``gram_factor`` gives on feature blocks (it, too, takes the p × p
-    Gram when p ≤ n).  Any other X is centred lazily and factored by :func:`gram_factor`;
-    a sample-blocked X with p > n must be given by feature blocks (the caller converts it).
+    A sample-blocked X (an AnnData CSR matrix, a store chunked by samples) with p ≤ n and a
+    Gram within the budget (:func:`gram_over_samples`) gives the p × p Gram summed over its
+    row blocks (:func:`centred_gram`, one pass, CSR blocks never densified) and its
+    eigendecomposition — the same factor as ``gram_factor`` gives on feature blocks (it, too,
+    takes the p × p Gram when p ≤ n).  Any other X is centred lazily and factored by
+    :func:`gram_factor`, so it must come by feature blocks (the caller converts it).
 
     Parameters
     ----------
@@ -379,8 +399,8 @@ def centred_factor(
     B : ndarray (r, p), float64
     s : ndarray (min(n, p),), the singular values of the centred (scaled) X, descending.
     """
-    n, p = X.shape
-    if rows_blocked(X) and p <= n:
+    n = X.shape[0]
+    if gram_over_samples(X, ex):
         G = centred_gram(X, ex)
         if scale:
             sd = np.sqrt(np.diag(G) / (n - 1))

@@ -6,9 +6,10 @@ Xᵀ otherwise), so the loadings ``V = Bᵀ S⁻¹`` (p × r) never need an n ×
 
 Sample blocks (``streams_samples``): the p × p Gram of the centred X is a sum over row
 blocks, so JolliffeI, JolliffeNI and PFA read a sample-blocked X (an AnnData CSR matrix, a
-store chunked by samples) as it is stored, in one pass, CSR blocks never densified; only a
-sample-blocked X with more features than samples is taken by feature blocks first (its
-factor comes from the n × n side).  SparsePCASelector fits scikit-learn's ``SparsePCA`` on
+store chunked by samples) as it is stored, in one pass, CSR blocks never densified.  A
+sample-blocked X is taken by feature blocks first when it has more features than samples
+(its factor comes from the n × n side) or when the p × p Gram with the partial sums of its
+tree-sum does not fit the memory budget (:func:`fsdask.linalg.tsqr.gram_over_samples`).  SparsePCASelector fits scikit-learn's ``SparsePCA`` on
 the dense centred X itself, so it takes X by feature blocks as every other method.
 
 * :class:`JolliffeI` — iterative (Jolliffe 2002, as described in §7): pick the feature with
@@ -41,18 +42,16 @@ from fsdask.fitting import FitContext
 from fsdask.io.options import ReadOptions
 from fsdask.io.rechunk import to_feature_blocks
 from fsdask.linalg.gram import rows_blocked
-from fsdask.linalg.tsqr import centred_factor
+from fsdask.linalg.tsqr import centred_factor, gram_over_samples
 
 
 def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """B (r × p), singular values s (r,) and loadings V (p × r) of the centred X; the passes
     over X are counted in the fit's execution."""
-    n, p = X.shape
-    if rows_blocked(X) and p > n:  # the n × n side of a wide X needs its feature blocks
+    if rows_blocked(X) and not gram_over_samples(X, ctx.execution):
+        # a wide X (its n × n side), or a p × p Gram too large to tree-sum: feature blocks
         options = ReadOptions(memory_budget=ctx.budget)
-        X = to_feature_blocks(
-            X, where="X (PCA baseline, more features than samples)", options=options
-        )
+        X = to_feature_blocks(X, where="X (PCA baseline)", options=options)
     B, s = centred_factor(X, scale, ctx.execution)
     r = B.shape[0]
     V = (B / s[:r, None]).T

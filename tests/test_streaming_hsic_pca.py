@@ -354,3 +354,13 @@ def test_pca_gram_above_the_budget_takes_feature_blocks(rng):
         got, _ = _fit(JolliffeI(n_features_to_select=5), Xs)
     assert gram_over_samples(Xs, Execution())
     _assert_same_fit(got, ref)
+
+
+def test_whole_rows_keeps_the_block_size():
+    from fsdask.linalg.gram import whole_rows
+
+    X = da.zeros((1000, 400), chunks=(100, 50))
+    W = whole_rows(X)
+    assert len(W.chunks[1]) == 1 and max(W.chunks[0]) == 12  # 100 × 50 values ≥ 12 × 400
+    C = da.from_array(sp.csr_matrix((1000, 400)), chunks=(100, 50), asarray=False)
+    assert whole_rows(C).chunks == ((100,) * 10, (400,))

@@ -117,8 +117,12 @@ def _(X: da.Array) -> bool:
 
 
 def whole_rows(X: da.Array) -> da.Array:
-    """X with all its features in every block: the column chunks of each row block merged
-    (a CSR source has one already; the rows stay the source's merged sample chunks).
+    """X with all its features in every block: the column chunks of each row block merged.
+
+    A dense X gets fewer rows per block in proportion, so a block holds no more bytes than
+    its largest chunk did (dask splits the stored chunks in the graph: each is still read
+    once); CSR blocks keep their rows (their size is in their non-zeros, and a CSR source
+    has one column chunk already).
 
     Parameters
     ----------
@@ -126,7 +130,14 @@ def whole_rows(X: da.Array) -> da.Array:
 
     Returns
     -------
-    dask array (n, p), one column chunk, lazy.  Memory per task: one row block of all p
-    features.
+    dask array (n, p), one column chunk, lazy.  Memory per task: about one stored chunk
+    (dense), one row block of all p features (CSR).
     """
-    return X if len(X.chunks[1]) == 1 else X.rechunk({1: -1})
+    rows, cols = X.chunks
+    if len(cols) == 1:
+        return X
+    if scipy.sparse.issparse(X._meta):
+        return X.rechunk({1: -1})
+    per_row = X.shape[1] * X.dtype.itemsize
+    fit = max(1, (max(rows) * max(cols) * X.dtype.itemsize) // per_row)
+    return X.rechunk({0: min(fit, max(rows)), 1: -1})

@@ -214,20 +214,25 @@ PUBLIC = {
 def test_fit_keeps_sample_blocks_and_equals_the_feature_fit(
     method, source, rng, monkeypatch, tmp_path
 ):
-    """``fit`` hands these methods X in its sample blocks (the screen included): the same
+    """``fit`` hands these methods X as it comes — CSR blocks kept, no conversion to feature
+    blocks (tiny dense row blocks are merged whole in the graph) — with the screen: the same
     scores and selection as from a NumPy X, and no scratch copy written."""
     import tempfile
+
+    from fsdask import base
 
     X, y = _counts(rng)  # constant features 10 and 11: the screen drops them
     ref = PUBLIC[method]().fit(X, y)
     Xs = sp.csr_matrix(X) if source == "scipy-csr" else _sample_blocked(X, source)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a scratch copy would go
-    seen = []
+    converted, seen = [], []
+    monkeypatch.setattr(base, "to_feature_blocks", lambda X, **kw: converted.append(X) or X)
     est = PUBLIC[method]()
     fit_ = type(est)._fit
     monkeypatch.setattr(type(est), "_fit", lambda self, X, *a: seen.append(X) or fit_(self, X, *a))
     est.fit(Xs, y)
-    assert rows_blocked(seen[0])  # _fit got the sample blocks, not feature blocks
+    assert converted == []
+    assert sp.issparse(seen[0]._meta) == (source != "dask-dense")  # CSR blocks reach _fit
     np.testing.assert_allclose(est.scores_, ref.scores_, rtol=1e-10, atol=1e-13)
     np.testing.assert_array_equal(est.support_, ref.support_)
     np.testing.assert_array_equal(est.active_features_, ref.active_features_)

@@ -3,6 +3,11 @@
 Tall arrays here are *feature-major*: ``M = Xᵀ`` (feature × sample), or any (feature × r)
 array, chunked in row blocks with one column chunk — exactly the layout
 :func:`dask.array.linalg.tsqr` wants.
+
+:func:`centred_factor` gives the small factor of the centred (and scaled) X in the layout X
+comes in: from the p × p Gram summed over X's sample blocks
+(:meth:`~fsdask.linalg.execution.Execution.sum_blocks`, :mod:`fsdask.linalg.gram`) when X is
+sample-blocked, else by :func:`gram_factor` on feature blocks.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import dask.array as da
 import numpy as np
 
 from fsdask.linalg.execution import TREE_SUM_COPIES, Execution, fits
+from fsdask.linalg.gram import rows_blocked, shifted_gram_block, whole_rows
 from fsdask.linalg.reductions import compute_blocks, row_dot, sum_over_blocks
 
 
@@ -314,3 +320,96 @@ def _rank(s: np.ndarray, energy_tol: float) -> int:
     energy = s**2
     tail = np.cumsum(energy[::-1])[::-1]  # tail[k] = Σ_{j ≥ k} s_j²
     return max(int(np.sum(tail > energy_tol * energy.sum())), 1)
+
+
+def centred_gram(X: Any, ex: Execution) -> np.ndarray:
+    """The p × p Gram of the centred X, ``Σ_i (x_i − x̄)(x_i − x̄)ᵀ``, in one pass over its
+    row blocks.
+
+    Each block gives its Gram and column sums about K = X's first row
+    (:func:`fsdask.linalg.gram.shifted_gram_block`, a CSR block kept sparse); then
+    ``Σ(x − K)(x − K)ᵀ − S₁S₁ᵀ/n`` with ``S₁ = Σ(x − K)`` is the centred Gram, without the
+    cancellation of ``XᵀX − n x̄x̄ᵀ`` when the means are large.
+
+    Parameters
+    ----------
+    X : dask array (n, p) in sample blocks (column chunks merged per row block), or in memory
+    ex : Execution, the fit's execution (it counts the pass)
+
+    Returns
+    -------
+    ndarray (p, p), float64, symmetric.  Memory: (p + 1)·p·8 bytes per block's term and
+    the tree-sum's partial sums.
+    """
+    n, p = X.shape
+    if rows_blocked(X):
+        X = whole_rows(X)
+    K = ex.first_row(X)
+
+    def block(xb, *shift):
+        return shifted_gram_block(xb, shift[0] if shift else None)
+
+    sums = ex.sum_blocks(block, X, shape=(p + 1,), columns=() if K is None else (K,))
+    G = sums[:p] - np.outer(sums[p], sums[p]) / n
+    return (G + G.T) / 2
+
+
+def gram_over_samples(X: Any, ex: Execution) -> bool:
+    """Whether :func:`centred_factor` sums X's p × p Gram over its row blocks: X comes in
+    row blocks of all features (:func:`fsdask.linalg.gram.rows_blocked`), p ≤ n (else the
+    n × n side is the small one), and the Gram with the tree-sum's partial sums
+    (``TREE_SUM_COPIES`` × (p + 1)·p·8 bytes) fits the budget.  A row-blocked X for which
+    this is False must be given to :func:`centred_factor` by feature blocks.
+
+    Parameters
+    ----------
+    X : dask array (n, p)
+    ex : Execution, the fit's execution (its budget)
+
+    Returns
+    -------
+    bool
+    """
+    n, p = X.shape
+    return rows_blocked(X) and p <= n and ex.fits(8.0 * p * (p + 1), copies=TREE_SUM_COPIES)
+
+
+def centred_factor(
+    X: Any, scale: bool, ex: Execution, energy_tol: float = 1e-12
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gram_factor` of the centred X (columns divided by their standard deviation,
+    ddof = 1, when ``scale``), in the layout X comes in.
+
+    A sample-blocked X (an AnnData CSR matrix, a store chunked by samples) with p ≤ n and a
+    Gram within the budget (:func:`gram_over_samples`) gives the p × p Gram summed over its
+    row blocks (:func:`centred_gram`, one pass, CSR blocks never densified) and its
+    eigendecomposition — the same factor as ``gram_factor`` gives on feature blocks (it, too,
+    takes the p × p Gram when p ≤ n).  Any other X is centred lazily and factored by
+    :func:`gram_factor`, so it must come by feature blocks (the caller converts it).
+
+    Parameters
+    ----------
+    X : dask array (n, p); constant columns already removed when ``scale``
+    scale : bool
+    ex : Execution, the fit's execution (it counts the passes)
+    energy_tol : float, as for :func:`gram_factor`
+
+    Returns
+    -------
+    B : ndarray (r, p), float64
+    s : ndarray (min(n, p),), the singular values of the centred (scaled) X, descending.
+    """
+    n = X.shape[0]
+    if gram_over_samples(X, ex):
+        G = centred_gram(X, ex)
+        if scale:
+            sd = np.sqrt(np.diag(G) / (n - 1))
+            G = G / np.outer(sd, sd)
+        s, V = _eigh_descending(G)
+        keep = _rank(s, energy_tol)
+        return np.ascontiguousarray(s[:keep, None] * V[:, :keep].T), s
+    Xf = X.astype(np.float64)
+    Xc = Xf - Xf.mean(axis=0)
+    if scale:
+        Xc = Xc / Xc.std(axis=0, ddof=1)
+    return gram_factor(Xc, energy_tol=energy_tol, ex=ex)

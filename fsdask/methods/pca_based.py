@@ -1,8 +1,16 @@
 """PCA-based feature selection baselines, as compared against in Masaeli et al. (SDM 2010, §7).
 
 All work from the small factor ``B = S Vᵀ`` (r × p) of the centred X (``X = U S Vᵀ``,
-:func:`fsdask.linalg.gram_factor`: p × p Gram for small p, TSQR of the tall-skinny Xᵀ
-otherwise), so the loadings ``V = Bᵀ S⁻¹`` (p × r) never need an n × p or p × p pass again.
+:func:`fsdask.linalg.tsqr.centred_factor`: p × p Gram for small p, TSQR of the tall-skinny
+Xᵀ otherwise), so the loadings ``V = Bᵀ S⁻¹`` (p × r) never need an n × p or p × p pass again.
+
+Sample blocks (``streams_samples``): the p × p Gram of the centred X is a sum over row
+blocks, so JolliffeI, JolliffeNI and PFA read a sample-blocked X (an AnnData CSR matrix, a
+store chunked by samples) as it is stored, in one pass, CSR blocks never densified.  A
+sample-blocked X is taken by feature blocks first when it has more features than samples
+(its factor comes from the n × n side) or when the p × p Gram with the partial sums of its
+tree-sum does not fit the memory budget (:func:`fsdask.linalg.tsqr.gram_over_samples`).  SparsePCASelector fits scikit-learn's ``SparsePCA`` on
+the dense centred X itself, so it takes X by feature blocks as every other method.
 
 * :class:`JolliffeI` — iterative (Jolliffe 2002, as described in §7): pick the feature with
   the largest |loading| on the first PC, remove it, recompute the first PC of the remaining
@@ -31,18 +39,20 @@ from fsdask._validation import Int, StrOptions
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
 from fsdask.fitting import FitContext
-from fsdask.linalg import gram_factor
-from fsdask.linalg.execution import Execution
+from fsdask.io.options import ReadOptions
+from fsdask.io.rechunk import to_feature_blocks
+from fsdask.linalg.gram import rows_blocked
+from fsdask.linalg.tsqr import centred_factor, gram_over_samples
 
 
-def _factor(X: da.Array, scale: bool, ex: Execution) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """B (r × p), singular values s (r,) and loadings V (p × r) of the centred X; the passes
-    over X are counted in ``ex``."""
-    Xf = X.astype(np.float64)
-    Xc = Xf - Xf.mean(axis=0)
-    if scale:
-        Xc = Xc / Xc.std(axis=0, ddof=1)
-    B, s = gram_factor(Xc, ex=ex)
+    over X are counted in the fit's execution."""
+    if rows_blocked(X) and not gram_over_samples(X, ctx.execution):
+        # a wide X (its n × n side), or a p × p Gram too large to tree-sum: feature blocks
+        options = ReadOptions(memory_budget=ctx.budget)
+        X = to_feature_blocks(X, where="X (PCA baseline)", options=options)
+    B, s = centred_factor(X, scale, ctx.execution)
     r = B.shape[0]
     V = (B / s[:r, None]).T
     return B, s[:r], V
@@ -86,6 +96,8 @@ def _order_to_scores(order: np.ndarray, p: int) -> np.ndarray:
 
 
 class _PCABase(Selector):
+    #: the centred p × p Gram is a sum over sample blocks (:func:`_factor`)
+    streams_samples = True
     _parameter_constraints: dict = {
         "n_features_to_select": [Int(1), None],
         "scale": ["boolean"],
@@ -120,7 +132,7 @@ class JolliffeI(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeI")
-        B, s, _ = _factor(X, self.scale, ctx.execution)
+        B, s, _ = _factor(X, self.scale, ctx)
         K = B @ B.T  # r × r, = B_{-S} B_{-S}ᵀ after downdates
         free = np.ones(p, bool)
         order = []
@@ -163,7 +175,7 @@ class JolliffeNI(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeNI")
-        B, s, V = _factor(X, self.scale, ctx.execution)
+        B, s, V = _factor(X, self.scale, ctx)
         r = V.shape[1]
         free = np.ones(p, bool)
         order = []
@@ -228,7 +240,7 @@ class PFA(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select or default_q(X.shape[0], p), p, "PFA")
-        B, s, V = _factor(X, self.scale, ctx.execution)
+        B, s, V = _factor(X, self.scale, ctx)
         k = min(self.n_components or q, V.shape[1])
         Z = V[:, :k]
         best = None
@@ -242,7 +254,7 @@ class PFA(_PCABase):
         for c in range(q):
             members = np.flatnonzero(labels == c)
             if members.size:
-                picks.append(int(members[np.argmin(d[members])]))
+                picks.append(_nearest(members, d[members]))
                 sizes.append(members.size)
         picks = np.asarray(picks)[np.argsort(-np.asarray(sizes), kind="stable")]
         scores = _order_to_scores(picks, p)
@@ -253,6 +265,17 @@ class PFA(_PCABase):
         sup = np.zeros(p, bool)
         sup[picks] = True
         return FitOutput(scores=scores, support=sup, n_iter=n_iter, attrs={"n_components": int(k)})
+
+
+#: distances to a centroid equal to this relative tolerance are a tie (rounding decides nothing)
+TIE_RTOL = 1e-9
+
+
+def _nearest(members: np.ndarray, d: np.ndarray) -> int:
+    """The member nearest its centroid, ties to the lowest index: a cluster of two features
+    has both at the same distance from its mean, and which one rounding favours would
+    depend on the order the Gram was summed in (sample or feature blocks)."""
+    return int(members[np.flatnonzero(d <= d.min() * (1 + TIE_RTOL))[0]])
 
 
 def _kmeans(
@@ -307,6 +330,8 @@ class SparsePCASelector(_PCABase):
     """
 
     method_name = "spca"
+    #: SparsePCA fits the dense centred X itself, not a sum over samples
+    streams_samples = False
     _parameter_constraints: dict = {
         **_PCABase._parameter_constraints,
         "max_bisect": [Int(1)],

@@ -7,7 +7,8 @@ The thesis writes X as m features × n samples; fsdask stores X as (sample, feat
 the thesis' ``X`` is our ``Xᵀ`` and its row i (a feature) is our column i.
 
 * :mod:`.response` — Δ, the factor of the response kernel B = Δᵀ Δ (step 1, §3.4);
-* :mod:`.matrix` — A = X H Δᵀ/(n − 1) in one pass over X (step 2; eq. 3.1–3.3, the scale);
+* :mod:`.matrix` — A = X H Δᵀ/(n − 1) in one pass over X, sums over its sample or feature
+  blocks (step 2; eq. 3.1–3.3, the scale);
 * :mod:`.sparsepm` — ``SparsePM`` (eq. 3.4–3.6) and ``PowerMethod`` (§3.3.1);
 * :mod:`.components` — R1D rounds, each on A downdated by the components before;
 * :mod:`.rho` — ρ: its noise level, the ρ path and the bisection for k features;
@@ -19,7 +20,7 @@ The core functions take A as NumPy or as a dask array chunked by rows
 
 from fsdask.methods.hsic.components import downdate, r1d, selection
 from fsdask.methods.hsic.estimator import SparseHSIC
-from fsdask.methods.hsic.matrix import hsic_matrix, hsic_pass, scaled_A
+from fsdask.methods.hsic.matrix import hsic_matrix, hsic_pass, hsic_sums, scaled_A
 from fsdask.methods.hsic.response import (
     MAX_CLASS_SHARE,
     RBF_MAX_RANK,
@@ -50,6 +51,7 @@ __all__ = [
     "response_factor",
     "hsic_matrix",
     "hsic_pass",
+    "hsic_sums",
     "scaled_A",
     "SparsePMResult",
     "sparse_pm",

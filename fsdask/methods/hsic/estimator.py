@@ -83,6 +83,9 @@ class SparseHSIC(Selector):
     y_task = "any"
     min_samples = 3
     screen_in_fit = True  # NaN/Inf and constant features are found in the pass that computes A
+    #: A = X H Δᵀ and the screen are sums over sample blocks (:func:`.matrix.hsic_sums`);
+    #: every later step reads A only
+    streams_samples = True
     _parameter_constraints: dict = {
         "gamma": [Real(1, None, closed="neither")],
         "rho": [Real(0, None), StrOptions({"auto"})],

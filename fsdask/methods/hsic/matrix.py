@@ -12,12 +12,19 @@ is its transpose, so the thesis' row i is our column i):
   the HSIC estimate; Δ has class-indicator entries 1/n_c (§3.4.2), or a standardised y
   (linear kernel, §3.4.1).
 
-Execution: A is computed in **one streaming pass** over the feature blocks of X
-(:func:`fsdask.linalg.row_dot_summary`; the same pass also counts NaN/Inf and finds
-constant features, so the whole fit reads X once).  A is small (m × c).  If ``m·c·8``
-bytes fit the fit's memory budget (``ctx.execution``; ``fsdask.memory-budget``, default
-1 GiB, i.e. 1.3·10⁸ entries) it is held in memory and every later step is NumPy;
-otherwise A stays a persisted dask array chunked by rows (:mod:`fsdask.linalg.tall`).
+Execution: A is computed in **one streaming pass** over X whatever its layout — sample
+blocks as stored (an AnnData CSR matrix, a store chunked by samples) or feature blocks.
+H Δᵀ has centred columns, so ``X H Δᵀ = Σ_b X_bᵀ (H Δᵀ)_b`` is a sum over row blocks, and
+so are the screen's statistics (NaN/Inf counts, minima and maxima merged by maximum, and
+the moments about X's first row behind the standard deviations;
+:mod:`fsdask.linalg.colstats`): :func:`hsic_sums` asks
+:meth:`~fsdask.linalg.execution.Execution.sum_blocks` for them, a CSR block never densified.
+A is small (m × c).  If ``m·c·8`` bytes fit the fit's memory budget (``ctx.execution``;
+``fsdask.memory-budget``, default 1 GiB, i.e. 1.3·10⁸ entries) it is held in memory and
+every later step is NumPy; otherwise X is taken by feature blocks
+(:func:`fsdask.io.rechunk.to_feature_blocks`, a no-op for a feature-blocked X) and A stays a
+persisted dask array chunked by rows (:func:`hsic_matrix`, :mod:`fsdask.linalg.tall`).
+Everything after step 2 — SparsePM, R1D, the ρ search — reads A only, never X (§3.3.1).
 
 Checkpoint (not in the thesis): the pass is the costly step, so what it yields — A and the
 screen's per-feature counts, O(m·c), never X — is saved as soon as it ends, when A is held
@@ -33,11 +40,21 @@ import dask.array as da
 import numpy as np
 
 from fsdask.fitting import FitContext
+from fsdask.io.options import ReadOptions
+from fsdask.io.rechunk import to_feature_blocks
 from fsdask.linalg import row_dot_summary
+from fsdask.linalg.colstats import MOMENT_MAXIMA, moment_rows, moment_sums, xt_dot
+from fsdask.linalg.execution import Execution
+from fsdask.linalg.gram import rows_blocked
 from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.tall import scaled_rows
 
-__all__ = ["hsic_matrix", "hsic_pass", "pass_screen", "scaled_A"]
+__all__ = ["hsic_matrix", "hsic_sums", "hsic_pass", "pass_screen", "scaled_A"]
+
+
+def _centred_response(delta: np.ndarray, n: int) -> np.ndarray:
+    """H Δᵀ / (n − 1), n × c: the columns of Δᵀ centred, so X H Δᵀ needs no centring of X."""
+    return (delta.T - delta.T.mean(axis=0)) / (n - 1)
 
 
 def hsic_matrix(X: da.Array, delta: np.ndarray, *, standardize: bool = False) -> da.Array:
@@ -57,9 +74,57 @@ def hsic_matrix(X: da.Array, delta: np.ndarray, *, standardize: bool = False) ->
     -------
     dask array (c + 3) × m, lazy.
     """
+    return row_dot_summary(X, _centred_response(delta, X.shape[0]), sd=standardize)
+
+
+def hsic_sums(X: Any, delta: np.ndarray, ex: Execution, *, standardize: bool) -> np.ndarray:
+    """The stats of :func:`hsic_matrix`, in memory, from sums over the row blocks of X.
+
+    One pass (:meth:`~fsdask.linalg.execution.Execution.sum_blocks`), whatever the layout:
+    each block gives ``(X_bᵀ (H Δᵀ)_b)ᵀ/(n − 1)`` (:func:`fsdask.linalg.colstats.xt_dot`)
+    and its screen and moments about K = X[0] (:func:`fsdask.linalg.colstats.moment_sums`:
+    NaN/Inf count, minimum and maximum merged by maximum, ``S₁ = Σ(x − K)``,
+    ``S₂ = Σ(x − K)²``); a CSR block is never densified.  The standard deviation is
+    ``√((S₂ − S₁²/n)/(n − 1))``.
+
+    Parameters
+    ----------
+    X : dask array (or ndarray / scipy.sparse), n × m, in sample or feature blocks
+    delta : ndarray (c, n), Δ
+    ex : Execution, the fit's execution (it counts the pass)
+    standardize : bool, the standard deviations too (zeros unless)
+
+    Returns
+    -------
+    ndarray (c + 3) × m, float64: rows A (c rows), NaN/Inf counts, ranges max − min (0 for
+    a constant feature), standard deviations.  Memory: per task one block and
+    (c + 7) × m partial sums.
+    """
     n = X.shape[0]
-    C = (delta.T - delta.T.mean(axis=0)) / (n - 1)  # H Δᵀ / (n − 1), n × c
-    return row_dot_summary(X, C, sd=standardize)
+    C = _centred_response(delta, n)
+    c = C.shape[1]
+    K = ex.first_row(X)  # None: every block holds X's first row and shifts by it
+
+    def block(xb, cb, *shift):
+        codes = np.zeros(xb.shape[0], np.int64)
+        moments = moment_sums(xb, codes, None, shift[0] if shift else None, n_classes=1)
+        return np.concatenate([xt_dot(xb, cb).reshape(c, -1), moments])
+
+    sums = ex.sum_blocks(
+        block,
+        X,
+        C,
+        shape=(c + moment_rows(1),),
+        maxima=MOMENT_MAXIMA,
+        columns=() if K is None else (K,),
+    )
+    s1, s2, bad, neg_min, high = sums[c], sums[c + 1], sums[c + 3], sums[-2], sums[-1]
+    sd = np.zeros(sums.shape[1])
+    with np.errstate(invalid="ignore"):  # ±Inf: NaN here, and the feature is refused
+        range_ = high + neg_min
+        if standardize:
+            sd = np.sqrt(np.maximum(s2 - s1 * s1 / n, 0.0) / (n - 1))
+    return np.vstack([sums[:c], bad, range_, sd])
 
 
 @dataclasses.dataclass
@@ -69,18 +134,17 @@ class PassState:
     stats: np.ndarray | None = None
 
 
-def hsic_pass(
-    X: da.Array, delta: np.ndarray, ctx: FitContext, *, standardize: bool
-) -> tuple[Any, bool]:
+def hsic_pass(X: Any, delta: np.ndarray, ctx: FitContext, *, standardize: bool) -> tuple[Any, bool]:
     """Step 2's pass over X: the stats of :func:`hsic_matrix` and whether they are in memory.
 
-    In memory when A (m·c·8 bytes) fits the budget — then checkpointed at once (slot
-    ``"hsic/A"``; O(m·c), the costly part of a fit), so a resumed fit never reads X again —
-    else persisted (not written: that would hold it in memory, which the budget forbids).
+    In memory when A (m·c·8 bytes) fits the budget — the sums over X's row blocks
+    (:func:`hsic_sums`), then checkpointed at once (slot ``"hsic/A"``; O(m·c), the costly
+    part of a fit), so a resumed fit never reads X again — else X by feature blocks and the
+    stats persisted (not written: that would hold them in memory, which the budget forbids).
 
     Parameters
     ----------
-    X : dask array, n × m
+    X : dask array, n × m, sample- or feature-blocked
     delta : ndarray (c, n), Δ
     ctx : FitContext, the fit's context (its execution counts the pass)
     standardize : bool, as for :func:`hsic_matrix`
@@ -89,13 +153,15 @@ def hsic_pass(
     -------
     (ndarray or persisted dask array (c + 3) × m, bool).  Memory: (c + 3)·m·8 bytes.
     """
-    stats = hsic_matrix(X, delta, standardize=standardize)  # lazy
     ex = ctx.execution
     if not ex.fits(X.shape[1] * delta.shape[0] * 8):
-        return ex.persist(stats)[0], False
+        if rows_blocked(X):  # A by rows of a persisted array needs X by feature blocks
+            options = ReadOptions(memory_budget=ctx.budget)
+            X = to_feature_blocks(X, where="X (SparseHSIC, A above the budget)", options=options)
+        return ex.persist(hsic_matrix(X, delta, standardize=standardize))[0], False
 
     def step(state: PassState) -> PassState:
-        return PassState(ex.compute(stats)[0])
+        return PassState(hsic_sums(X, delta, ex, standardize=standardize))
 
     return ctx.iterate("hsic/A", PassState(), step, max_iter=1).state.stats, True
 

@@ -82,7 +82,10 @@ def select(
     so = dict(storage_options or {})
     check_count(top, "--top")
     est = get_method(method, **dict(params or {}))
-    ds = open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
+    read = read or ReadOptions()
+    if not getattr(est, "streams_samples", False):  # sample blocks only for methods linear in n
+        read = read.replace(layout="features")
+    ds = open_dataset(url, storage_options=so, **read.as_dict())
     _check_outputs(url, output, csv, so, overwrite)
     ckpt = _checkpoint(output, checkpoint_every, resume)
     t0 = time.perf_counter()

@@ -30,6 +30,7 @@ from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import FsdaskError, InputError, StoreError, import_optional
 from fsdask.io.blocks import (
     apply_nan_policy,
+    block_bytes,
     csr_rows,
     feature_nonfinite,
     lazy_from_blocks,
@@ -572,9 +573,9 @@ def row_chunks(reader: MatrixReader, indptr: np.ndarray | None, chunk_bytes: int
     """Rows per sample block: stored chunks merged up to ``chunk_bytes`` per block.
 
     CSR: blocks of about ``chunk_bytes`` of non-zeros (value and column index), cut where
-    the cumulative count of non-zeros passes each multiple, and never fewer non-zeros than a
-    stored chunk of ``data`` (so a store chunked one cell per chunk is read in large
-    merged ranges); without ``indptr`` (a description) the rows are cut evenly.  Dense:
+    the cumulative count of non-zeros passes each multiple, and in Zarr never fewer
+    non-zeros than a stored chunk of ``data`` (a store chunked one cell per chunk is read
+    in merged ranges); without ``indptr`` (a description) the rows are cut evenly.  Dense:
     whole stored row chunks, about ``chunk_bytes`` per block with all features.
     """
     n, p = reader.shape
@@ -582,7 +583,8 @@ def row_chunks(reader: MatrixReader, indptr: np.ndarray | None, chunk_bytes: int
     if reader.kind == "dense":
         stored = (getattr(node, "chunks", None) or (1,))[0]
         return merged_chunks(n, stored, chunk_bytes // max(1, p * reader.dtype.itemsize))
-    stored = (getattr(node["data"], "chunks", None) or (1,))[0]
+    # a Zarr chunk is read whole by every block that touches it (HDF5's are cached)
+    stored = 1 if reader.hdf5 else (getattr(node["data"], "chunks", None) or (1,))[0]
     target = max(stored, chunk_bytes // (reader.dtype.itemsize + 4))
     if indptr is None:
         return merged_chunks(n, 1, target * n // max(1, int(node["data"].shape[0])))
@@ -624,7 +626,7 @@ def _sample_x(
     extra pass; ``mean`` and ``drop-feature`` need every block's count first: one pass.
     """
     n = reader.shape[0]
-    chunks = row_chunks(reader, indptr, chunk_bytes)
+    chunks = row_chunks(reader, indptr, block_bytes(chunk_bytes, options.memory_budget))
     policy = options.nan_policy
     if reader.kind != "csr_matrix" or policy in ("error", "zero"):
         return from_rows(reader.with_nan_fill(0.0 if policy == "zero" else None), chunks), names

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse
 
 from fsdask._blocks import compute_blocks
+from fsdask._config import memory_budget as _memory_budget
 from fsdask.errors import InputError
 from fsdask.io.options import NAN_POLICIES
 
@@ -75,6 +76,14 @@ def lazy_from_blocks(
         for j0 in starts
     ]
     return da.concatenate(blocks, axis=1)
+
+
+def block_bytes(chunk_bytes: int, memory_budget: Any = None) -> int:
+    """What one sample block may hold: ``chunk_bytes``, and at most a quarter of the memory
+    budget (as a feature block, :func:`fsdask.io.rechunk.to_feature_blocks`); a budget of 0
+    sets no bound."""
+    budget = _memory_budget(memory_budget)
+    return max(1, min(chunk_bytes, budget // 4) if budget > 0 else chunk_bytes)
 
 
 def merged_chunks(n: int, stored: int, target: int) -> tuple[int, ...]:

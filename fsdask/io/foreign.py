@@ -31,7 +31,7 @@ import zarr
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, missing_labels
 from fsdask.errors import InputError, StoreError
-from fsdask.io.blocks import merged_chunks
+from fsdask.io.blocks import block_bytes, merged_chunks
 from fsdask.io.guard import GuardedArray, guarded_dask
 from fsdask.io.location import safe_url
 from fsdask.io.options import ReadOptions
@@ -249,7 +249,8 @@ def open_foreign_zarr(
     guarded = GuardedArray(arr, url if group is None else f"{url.rstrip('/')}/{name}")
     from dask.base import tokenize
 
-    chunks = _merged_sample_chunks(arr, dims.index(sdim), chunk_bytes)
+    size = block_bytes(chunk_bytes, options.memory_budget)
+    chunks = _merged_sample_chunks(arr, dims.index(sdim), size)
     token = tokenize(where, name, arr.shape, chunks, str(arr.metadata))
     X = guarded_dask(guarded, chunks, name="fsdask-foreign-" + token)
     if dims.index(sdim) == 1:

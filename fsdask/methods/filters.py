@@ -1,7 +1,13 @@
-"""Univariate baseline filters, each a single streaming pass over the feature blocks.
+"""Univariate baseline filters, each a single streaming pass over X.
 
-Every block holds all samples, so each statistic is a blockwise map ``X_b -> score_b``
-(:func:`fsdask.linalg.map_features`) with no communication between blocks.
+Every statistic but ``ks`` needs only class-wise counts, sums and sums of squares (and, for
+``pearson``, the product with the response): mergeable sums over samples.  X is read in the
+blocks it is stored in — sample blocks (an AnnData CSR matrix, a store chunked by cells,
+never densified) or feature blocks — and the partial sums of every block are merged
+(:func:`fsdask.linalg.moments.streamed_moments` over
+:meth:`~fsdask.linalg.execution.Execution.sum_blocks`); the screen (NaN/Inf, constant
+features) comes from the same pass.  ``ks`` sorts each feature's values: it reads feature
+blocks (a blockwise map ``X_b -> D_b``, :func:`fsdask.linalg.map_features`).
 
 =============  ==========================================================  =================
 score          statistic (higher = more relevant)                          response
@@ -26,6 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 import scipy.special
+from dask.utils import format_bytes
 from sklearn.utils import ClassifierTags
 
 from fsdask._validation import Int, Real, StrOptions
@@ -33,8 +40,8 @@ from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg import map_features, sample_pairwise
-from fsdask.linalg.execution import TREE_SUM_COPIES
-from fsdask.linalg.moments import Moments, class_moments
+from fsdask.linalg.execution import TREE_SUM_COPIES, memory_budget
+from fsdask.linalg.moments import Moments, class_moments, streamed_moments
 from fsdask.linalg.threads import cores, parallel_map
 from fsdask.linalg.twosample import ks_columns
 from fsdask.methods import FILTER_SCORES
@@ -471,8 +478,46 @@ class Filter(Selector):
             scores=scores, attrs={"score": stat, "log_scale": str(log_scale)}, deferred=deferred
         )
 
+    @property
+    def streams_samples(self) -> bool:  # type: ignore[override]
+        # every statistic but ks merges sums over sample blocks; ks sorts each feature
+        return self.statistic != "ks"
+
+    @property
+    def screen_in_fit(self) -> bool:  # type: ignore[override]
+        return self.streams_samples
+
+    def _check_shape(self, n: int, p: int) -> None:
+        """ks sorts each feature's n values (the values, their keys, the sorted keys and the
+        merge: about 32 bytes a sample); refuse when one feature cannot be sorted in memory."""
+        need, budget = 32.0 * n, memory_budget(getattr(self, "memory_budget", None))
+        if self.statistic == "ks" and budget and need > budget:
+            raise InputError(
+                f"statistic='ks' sorts each feature's {n} values, about {format_bytes(need)} "
+                f"a feature, above the memory budget of {format_bytes(budget)}; raise it "
+                "(DASK_FSDASK__MEMORY_BUDGET=SIZE) or use statistic='ttest' (it streams samples)"
+            )
+
+    def _fit(self, X, y, ctx: FitContext) -> FitOutput:
+        """One pass over X in its own blocks: the class-wise sums and the screen together."""
+        n = X.shape[0]
+        codes, n_classes, yc = self._prepare(n, y)
+        m = streamed_moments(ctx.execution, X, codes, max(n_classes, 1), yc)
+        bad, lo, hi = m.screen
+        active = self._apply_screen(bad, lo, hi)
+        if not active.all():
+            m = Moments(m.counts, m.mean[:, active], m.var[:, active], m.dot[active], None)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            stats = _stats_from_moments(m, self.statistic, n, n_classes, yc, self.equal_var)
+        data_min = float(lo[active].min()) if self.statistic == "fold_change" else 0.0
+        out = self._finish(stats, n, n_classes, data_min)
+        out.active = active
+        return out
+
     def _fit_lazy(self, X, y):
-        """One pass: the screen and the statistics of every feature share a single read of X."""
+        """ks: one pass over the feature blocks, the screen from the same sort."""
+        if self.streams_samples:
+            return None
         n = X.shape[0]
         codes, n_classes, yc = self._prepare(n, y)
         lazy = self._lazy_stats(X, codes, n_classes, yc, with_screen=True)

@@ -281,3 +281,43 @@ def test_sample_blocks_on_worker_processes(tmp_path, counts, cluster):
         assert_streams(ds["X"].data)
         with dask.config.set(scheduler=cluster):
             np.testing.assert_array_equal(dense(ds["X"].data), counts)
+
+
+@pytest.mark.parametrize("source", ["h5ad", "dense-zarr"])
+def test_fits_on_sample_blocks_equal_the_feature_path(source, tmp_path, counts, scratch):
+    """Streaming filters fit the sample blocks as stored; ks (a per-feature sort) gets them
+    re-blocked in memory; both equal the fit on feature blocks."""
+    if source == "h5ad":
+        _full(counts).write_h5ad(tmp_path / "a.h5ad")
+        url = tmp_path / "a.h5ad"
+    else:
+        xr.Dataset(
+            {"X": (("sample", "feature"), counts), "y": ("sample", np.repeat([0, 1], N // 2))}
+        ).to_zarr(tmp_path / "d.zarr", encoding={"X": {"chunks": (7, P)}}, zarr_format=3)
+        url = tmp_path / "d.zarr"
+    new = fsdask.open_dataset(url, chunk_bytes=NNZ_BLOCK)
+    old = fsdask.open_dataset(url, chunk_bytes=N * 4 * 5, layout="features")
+    assert len(new["X"].chunks[0]) > 1 and len(old["X"].chunks[0]) == 1
+    for stat in ("variance", "f", "ttest", "fold_change", "ks"):
+        a, b = fsdask.Filter(stat).fit(new).result_, fsdask.Filter(stat).fit(old).result_
+        np.testing.assert_allclose(a["weight"].values, b["weight"].values, rtol=1e-6)
+        assert (a["selected"].values == b["selected"].values).all(), stat
+    scratch_left = [f for f in os.listdir(scratch) if not f.startswith("fsdask-csr-")]
+    assert scratch_left == []  # (the csr- folder is layout="features"' copy)
+
+
+def test_streaming_select_refuses_bad_blocks_and_writes_nothing(tmp_path, counts, capsys):
+    """``fsdask select`` with a method linear in n reads by sample blocks: a NaN or a duplicate
+    index met in a block is one line, exit 2, and no result."""
+    _nonfinite(tmp_path, counts)
+    S = scipy.sparse.csr_matrix(counts.astype(np.float32))
+    S.indices[S.indptr[33] + 1] = S.indices[S.indptr[33]]
+    S.has_canonical_format = False
+    _adata(S).write_h5ad(tmp_path / "dup.h5ad")
+    for name, msg in (("nan.h5ad", "among the non-zeros of rows"), ("dup.h5ad", "row 33 holds")):
+        out = tmp_path / f"{name}.r.zarr"
+        argv = ["select", str(tmp_path / name), "--method", "ttest", "-o", str(out)]
+        code = main([*argv, "--no-progress"])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and msg in err and len(err.splitlines()) == 1, err
+        assert not out.exists()

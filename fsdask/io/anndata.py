@@ -1,12 +1,20 @@
 """AnnData — ``.h5ad`` files, AnnData-on-Zarr stores and in-memory ``AnnData`` objects — block by block.
 
-The matrix (``X``, a ``layers`` entry or ``raw``) may be dense or sparse (CSR or CSC); it is
-read as a dask array of feature blocks, each materialised dense only when its task runs:
-the whole matrix is never dense in memory.  A CSC block reads exactly its columns; a CSR
-block scans the rows in batches and keeps the entries of its columns (so CSR costs one
-scan of the non-zeros per block, and blocks are made larger for it).  ``obs``/``var`` are
-read with :func:`anndata.io.read_elem`; ``var_names`` become feature ids, ``obs_names``
-sample ids, and ``label`` may name an ``obs`` column (``obs:cell_type``).
+The matrix (``X``, a ``layers`` entry or ``raw``) may be dense or sparse (CSR or CSC).  Two
+layouts (:class:`~fsdask.io.options.ReadOptions` ``layout``):
+
+* **by sample blocks** (``"auto"``, for a stored CSR matrix or a dense one stored in row
+  bands): a task reads a range of rows as stored — ``indptr``, then the rows' ``data`` and
+  ``indices`` (h5py or zarr-python slices) — and gives a ``scipy.sparse.csr_matrix``
+  (never densified) or a dense row band; ranges hold about ``chunk_bytes`` of non-zeros,
+  tiny stored chunks merged.  The read kernel (:func:`fsdask.io.blocks.csr_rows`) refuses
+  duplicate indices, sorts unsorted ones and applies the NaN policy in the block.
+* **by feature blocks** (``"features"``, CSC, in-memory matrices): each block is
+  materialised dense only when its task runs.  A CSC block reads exactly its columns; a
+  stored CSR matrix is first filed by feature block (:func:`csr_to_blocks`, one pass).
+
+``obs``/``var`` are read with :func:`anndata.io.read_elem`; ``var_names`` become feature
+ids, ``obs_names`` sample ids, and ``label`` may name an ``obs`` column (``obs:cell_type``).
 
 :func:`fsdask.io.anndata_write.annotate_anndata` writes a result back.
 """
@@ -660,7 +668,7 @@ def open_anndata(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     describe_only: bool = False,
 ) -> xr.Dataset:
-    """An fsdask dataset (lazy, feature blocks) from an ``.h5ad`` file or an AnnData-on-Zarr store.
+    """An fsdask dataset (lazy) from an ``.h5ad`` file or an AnnData-on-Zarr store.
 
     Parameters
     ----------
@@ -671,7 +679,8 @@ def open_anndata(
     hdf5 : bool
         An ``.h5ad`` (HDF5) file rather than a Zarr store.
     options : ReadOptions, optional
-        ``variable``, ``label``, ``nan_policy`` and ``rechunk_to`` are used.
+        ``variable``, ``label``, ``nan_policy``, ``layout``, ``memory_budget`` and
+        ``rechunk_to`` are used.
     chunk_bytes : int
         The target size of a feature block.
     describe_only : bool
@@ -682,8 +691,10 @@ def open_anndata(
     Returns
     -------
     xarray.Dataset
-        X lazy by feature block: memory holds one dense block per task (a stored CSR
-        matrix is first filed by feature block, one pass, see :func:`csr_to_blocks`).
+        X lazy by sample blocks as stored (``layout="auto"``, CSR or dense row bands:
+        memory holds a block's stored values per task) or by feature blocks (one dense
+        block per task; a stored CSR matrix is first filed by feature block, one pass, see
+        :func:`csr_to_blocks`).
     """
     options = options or ReadOptions()
     where = safe_url(url)

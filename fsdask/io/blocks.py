@@ -5,7 +5,10 @@ CSR copy filed by feature block, the synthetic generators) provides a :class:`Bl
 — ``source(j0, j1)`` returns the dense block of features ``[j0, j1)`` — and
 :func:`lazy_from_blocks` turns it into the dask array the estimators consume; the block is
 materialised only when its task runs.  :func:`apply_nan_policy` is the one place where
-NaN/Inf values are refused, imputed or dropped, blockwise.
+NaN/Inf values are refused, imputed or dropped in feature blocks; in sample blocks the CSR
+read kernel :func:`csr_rows` does it (with :func:`feature_nonfinite` for the policies that
+need every block's count first).  :func:`merged_chunks` and :func:`block_bytes` size
+sample blocks: whole stored chunks, merged up to the block size.
 """
 
 from __future__ import annotations
@@ -214,7 +217,8 @@ def csr_rows(
             if nan_fill is None:
                 raise InputError(
                     f"{where}: {int(bad.sum())} NaN/Inf value(s) among the non-zeros of rows "
-                    f"{first_row}–{last}; choose a policy: --nan-policy zero|mean|drop-feature"
+                    f"{first_row}–{last}; choose a policy: nan_policy= (fsdask ingest "
+                    "--nan-policy) zero|mean|drop-feature"
                 )
             fill = np.asarray(nan_fill, dtype=M.dtype)
             M.data[bad] = fill[M.indices[bad]] if fill.ndim else fill

@@ -321,3 +321,19 @@ def test_streaming_select_refuses_bad_blocks_and_writes_nothing(tmp_path, counts
         err = capsys.readouterr().err.strip()
         assert code == 2 and msg in err and len(err.splitlines()) == 1, err
         assert not out.exists()
+
+
+def test_dense_anndata_by_row_bands(tmp_path, counts, capsys):
+    """A dense AnnData X (h5ad contiguous, Zarr in row chunks) is read by bands of rows;
+    ``fsdask info`` describes it without reading a value."""
+    a = _adata(counts)  # integer counts, dense
+    a.write_h5ad(tmp_path / "d.h5ad")
+    a.write_zarr(tmp_path / "d.zarr", chunks=(4, P))
+    for name in ("d.h5ad", "d.zarr"):
+        ds = fsdask.open_dataset(tmp_path / name, chunk_bytes=8 * P * 4)
+        X = ds["X"].data
+        assert_streams(X, sparse=False)
+        assert X.dtype == np.float32 and set(X.chunks[0][:-1]) == {8}  # two stored chunks a band
+        np.testing.assert_array_equal(X.compute(), counts)
+        assert main(["info", str(tmp_path / name)]) == 0
+        assert "by sample blocks" in capsys.readouterr().out

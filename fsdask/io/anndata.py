@@ -192,14 +192,14 @@ class MatrixReader:
         return out if (j0, j1) == (0, self.shape[1]) else out[:, j0:j1]
 
     def _rows(self, i0: int, i1: int) -> Any:
-        node = self.node()
         # h5py handles are not thread-safe; zarr reads run in parallel
         guard = self._lock if self.hdf5 else contextlib.nullcontext()
         if self.kind == "dense":
             with guard:
-                block = np.asarray(node[i0:i1, :])
+                block = np.asarray(self.node()[i0:i1, :])
             return block.astype(self.dtype, copy=False)
         with guard:
+            node = self.node()
             ptr = np.asarray(node["indptr"][i0 : i1 + 1]).astype(np.int64)
             a, b = int(ptr[0]), int(ptr[-1])
             data, indices = np.asarray(node["data"][a:b]), np.asarray(node["indices"][a:b])

@@ -163,8 +163,17 @@ class MatrixReader:
         return out
 
     def with_nan_fill(self, nan_fill: Any) -> MatrixReader:
-        """A copy whose sample-blocked reads treat NaN/Inf as ``nan_fill`` says (see
-        :func:`fsdask.io.blocks.csr_rows`)."""
+        """A copy whose sample-blocked reads treat NaN/Inf as ``nan_fill`` says.
+
+        Parameters
+        ----------
+        nan_fill : None, "keep", float or numpy.ndarray
+            As :func:`fsdask.io.blocks.csr_rows` takes it.
+
+        Returns
+        -------
+        MatrixReader
+        """
         out = copy.copy(self)
         out.nan_fill, out._node, out._lock = nan_fill, None, threading.Lock()
         return out
@@ -521,6 +530,15 @@ def _check_frames(obs: pd.DataFrame, var: pd.DataFrame, n: int, p: int, where: s
 def warn_empty_rows(indptr: np.ndarray, obs_names: Any, where: str) -> int:
     """Log (WARNING) how many cells have no stored value; they are kept (zeros everywhere).
 
+    Parameters
+    ----------
+    indptr : numpy.ndarray
+        A CSR matrix's row pointers.
+    obs_names : sequence
+        The cells' names, for the message.
+    where : str
+        The source, as shown.
+
     Returns
     -------
     int
@@ -568,7 +586,16 @@ def _feature_x(
 def sample_oriented(reader: MatrixReader) -> bool:
     """Whether the stored matrix is read best by rows: CSR, or dense stored in row bands
     (several chunks along the samples, or contiguous HDF5).  CSC and in-memory matrices are
-    read by feature blocks."""
+    read by feature blocks.
+
+    Parameters
+    ----------
+    reader : MatrixReader
+
+    Returns
+    -------
+    bool
+    """
     if reader.obj is not None or reader.kind == "csc_matrix":
         return False
     if reader.kind == "csr_matrix":
@@ -585,6 +612,20 @@ def row_chunks(reader: MatrixReader, indptr: np.ndarray | None, chunk_bytes: int
     non-zeros than a stored chunk of ``data`` (a store chunked one cell per chunk is read
     in merged ranges); without ``indptr`` (a description) the rows are cut evenly.  Dense:
     whole stored row chunks, about ``chunk_bytes`` per block with all features.
+
+    Parameters
+    ----------
+    reader : MatrixReader
+        The stored matrix.
+    indptr : numpy.ndarray or None
+        A CSR matrix's row pointers (None: cut evenly).
+    chunk_bytes : int
+        The block size.
+
+    Returns
+    -------
+    tuple of int
+        Rows per block, summing to the number of rows.
     """
     n, p = reader.shape
     node = reader.node()
@@ -602,9 +643,22 @@ def row_chunks(reader: MatrixReader, indptr: np.ndarray | None, chunk_bytes: int
 
 
 def from_rows(reader: MatrixReader, chunks: tuple) -> Any:
-    """The reader as a dask array of sample blocks (``chunks`` rows × all features); a CSR
-    matrix's blocks are ``csr_matrix`` (``X._meta`` too).  Tasks pickle the reader, which
-    reopens the file in each process."""
+    """The reader as a dask array of sample blocks (``chunks`` rows × all features).
+
+    Parameters
+    ----------
+    reader : MatrixReader
+        A stored matrix (CSR or dense).
+    chunks : tuple of int
+        Rows per block (:func:`row_chunks`).
+
+    Returns
+    -------
+    dask.array.Array
+        One task per block, reading it from the store; a CSR matrix's blocks (and
+        ``X._meta``) are ``csr_matrix``.  Tasks pickle the reader, which reopens the file
+        in each process.
+    """
     import dask.array as da
     import scipy.sparse
 

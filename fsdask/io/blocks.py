@@ -83,15 +83,49 @@ def lazy_from_blocks(
 
 def block_bytes(chunk_bytes: int, memory_budget: Any = None) -> int:
     """What one sample block may hold: ``chunk_bytes``, and at most a quarter of the memory
-    budget (as a feature block, :func:`fsdask.io.rechunk.to_feature_blocks`); a budget of 0
-    sets no bound."""
+    budget (as a feature block, :func:`fsdask.io.rechunk.to_feature_blocks`).
+
+    Parameters
+    ----------
+    chunk_bytes : int
+        The target block size.
+    memory_budget : int or str, optional
+        The budget (default: the dask config ``fsdask.memory-budget``); 0 sets no bound.
+
+    Returns
+    -------
+    int
+        Bytes, at least 1.
+    """
     budget = _memory_budget(memory_budget)
     return max(1, min(chunk_bytes, budget // 4) if budget > 0 else chunk_bytes)
 
 
 def merged_chunks(n: int, stored: int, target: int) -> tuple[int, ...]:
     """Chunks of ``n`` made of whole stored chunks of ``stored``, each at least ``target`` long
-    (the last may be shorter): tiny stored chunks (one cell per chunk) merged, none cut."""
+    (the last may be shorter): tiny stored chunks (one cell per chunk) merged, none cut.
+
+    Parameters
+    ----------
+    n : int
+        The length to cut.
+    stored : int
+        The stored chunk length.
+    target : int
+        The least length of a merged chunk.
+
+    Returns
+    -------
+    tuple of int
+        The chunk lengths, summing to ``n``.
+
+    Examples
+    --------
+    >>> merged_chunks(10, 1, 4)
+    (4, 4, 2)
+    >>> merged_chunks(10, 3, 4)
+    (6, 4)
+    """
     stored = max(1, int(stored))
     per = min(max(1, n), stored * -(-max(1, int(target)) // stored))
     return (per,) * (n // per) + ((n % per,) if n % per else ()) or (n,)
@@ -249,10 +283,20 @@ def _refuse_duplicates(M: scipy.sparse.csr_matrix, where: str, first_row: int) -
 
 @functools.singledispatch
 def nonfinite_stats(block: Any) -> np.ndarray:
-    """(2, p) float64: per feature, the NaN/Inf values of ``block`` and the sum of its finite ones.
+    """Per feature, the NaN/Inf values of ``block`` and the sum of its finite ones.
 
     One kernel per kind of block (dense here, CSR below), so a sample-blocked pass over
     either needs no branch on the array type.
+
+    Parameters
+    ----------
+    block : numpy.ndarray or scipy.sparse.csr_matrix
+        Rows × features.
+
+    Returns
+    -------
+    numpy.ndarray
+        (2, features) float64: the counts, then the sums.
     """
     b = np.asarray(block)
     ok = np.isfinite(b)
@@ -271,7 +315,16 @@ def _(block: scipy.sparse.csr_matrix) -> np.ndarray:
 def feature_nonfinite(X: da.Array) -> tuple[np.ndarray, np.ndarray]:
     """(NaN/Inf count, sum of finite values) per feature of a sample-blocked ``X``: one pass.
 
-    Memory: one block per task, and 2 × p float64 per row block on the client.
+    Parameters
+    ----------
+    X : dask.array.Array
+        Dense or CSR blocks.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        int64 counts and float64 sums, one per feature.  Memory: one block per task, and
+        2 × p float64 per row block on the client.
     """
     nb = len(X.chunks[0])
     parts = X.map_blocks(

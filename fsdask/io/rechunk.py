@@ -160,7 +160,21 @@ def _densify(block: Any) -> np.ndarray:
 
 
 def no_room(where: str, X: da.Array, need: int, budget: int) -> str:
-    """The one-line refusal of a sample-blocked ``X`` that cannot be re-blocked in memory."""
+    """The one-line refusal of a sample-blocked ``X`` that cannot be re-blocked in memory.
+
+    Parameters
+    ----------
+    where : str
+        The source, as shown.
+    X : dask.array.Array
+        The sample-blocked matrix.
+    need, budget : int
+        Bytes the re-blocking would hold, and the memory budget.
+
+    Returns
+    -------
+    str
+    """
     rows, cols = X.chunks
     return (
         f"{where}: X is held by sample blocks ({rows[0]} samples × {cols[0]} features) and "
@@ -172,7 +186,16 @@ def no_room(where: str, X: da.Array, need: int, budget: int) -> str:
 
 
 def sample_blocked(X: da.Array) -> bool:
-    """Whether ``X`` is held by sample blocks: several row chunks, or sparse blocks."""
+    """Whether ``X`` is held by sample blocks: several row chunks, or sparse blocks.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+
+    Returns
+    -------
+    bool
+    """
     return len(X.chunks[0]) > 1 or not isinstance(X._meta, np.ndarray)
 
 

@@ -489,8 +489,9 @@ def _dataset(
         indptr = np.asarray(indptr).astype(np.int64)
         warn_empty_rows(indptr, obs.index, where)
     by_samples = options.layout == "auto" and sample_oriented(reader)
-    if by_samples:
-        X, names = _sample_x(reader, indptr, names, options, where, chunk_bytes)
+    if by_samples:  # a description reads no value: no count of NaN/Inf for their policy
+        how = options.replace(nan_policy="error") if describe_only else options
+        X, names = _sample_x(reader, indptr, names, how, where, chunk_bytes)
     else:
         X, names = _feature_x(reader, names, options, where, chunk_bytes, describe_only)
     ds = xr.Dataset(

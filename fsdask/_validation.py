@@ -156,6 +156,8 @@ def check_array(
         X = X.astype(np.float64)
     if layout == "features":
         X = as_feature_blocks(X)
+    elif layout == "samples":
+        X = merged_row_blocks(X)
     if check_finite and not allow_nan:
         assert_all_finite(X, name=name)
     return X
@@ -375,6 +377,46 @@ def sparse_sample_blocks(X: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.A
     row_bytes = (Xr.data.itemsize + Xr.indices.itemsize) * Xr.nnz / max(n, 1)
     rows = max(1, int(chunk_bytes // max(row_bytes, 1.0)))
     return da.from_array(Xr, chunks=(min(rows, max(n, 1)), -1), asarray=False)
+
+
+#: assumed share of stored values in a CSR row, to size its row blocks before reading it
+CSR_DENSITY = 0.1
+
+
+def merged_row_blocks(X: da.Array, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.Array:
+    """X with runs of small consecutive row blocks merged (in the graph, whole blocks only),
+    so that a store chunked by one or a few samples does not make a task per sample.
+
+    Parameters
+    ----------
+    X : dask array (n, p), NumPy or CSR blocks
+    chunk_bytes : int, the target size of a block (a CSR block is sized for
+        :data:`CSR_DENSITY` stored values, 12 bytes each)
+
+    Returns
+    -------
+    X itself when its row blocks are at least a quarter of the target; else merged.
+    Memory: one merged block per task.
+    """
+    rows = X.chunks[0]
+    if len(rows) == 1:
+        return X
+    width = max(X.chunks[1])
+    if scipy.sparse.issparse(getattr(X, "_meta", None)):
+        row_bytes = 12.0 * CSR_DENSITY * width
+    else:
+        row_bytes = float(width * X.dtype.itemsize)
+    target = max(1, int(chunk_bytes // max(row_bytes, 1.0)))
+    if np.median(rows) >= target / 4:
+        return X
+    merged, acc = [], 0
+    for r in rows:
+        if acc and acc + r > target:
+            merged.append(acc)
+            acc = 0
+        acc += r
+    merged.append(acc)
+    return X.rechunk({0: tuple(merged)})
 
 
 def is_sample_blocked(X: Any) -> bool:

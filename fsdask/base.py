@@ -174,12 +174,14 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         t0 = time.perf_counter()
         self._validate_params()
         source_attrs: dict = {}
+        self._class_names = None  # the label's names when y comes coded from a dataset
         if isinstance(X, xr.Dataset):
             source_attrs = {
                 k: X.attrs[k] for k in ("fingerprint", "source", "store") if k in X.attrs
             }
             if y is None and self.requires_y:
                 y = next((X[v].values for v in ("y", "Y") if v in X), None)
+                self._class_names = X.attrs.get("class_names")
             X = X["X"] if "X" in X else X
         names = feature_names_of(X)
         self._names_in = _sklearn_feature_names(X, names)

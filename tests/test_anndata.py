@@ -71,7 +71,9 @@ def test_anndata_equals_numpy(fmt, where, kind, tmp_path, request, counts):
     C, ct = counts
     s3 = request.getfixturevalue("s3") if kind == "s3" else None
     url, kw = _write(_adata(C, ct, fmt), where, kind, tmp_path, s3)
-    ds = fsdask.open_dataset(url, label="obs:cell_type", chunk_bytes=N * 4 * 12, **kw)
+    ds = fsdask.open_dataset(
+        url, label="obs:cell_type", chunk_bytes=N * 4 * 12, layout="features", **kw
+    )
     assert len(ds["X"].chunks[1]) > 1 and len(ds["X"].chunks[0]) == 1  # several feature blocks
     np.testing.assert_array_equal(ds["X"].values, C)
     assert ds["feature"].values[3] == "ENSG0003" and ds["sample"].values[1] == "cell1"
@@ -80,9 +82,11 @@ def test_anndata_equals_numpy(fmt, where, kind, tmp_path, request, counts):
         fsdask.Filter("fisher").fit(ds).result_["weight"].values, _ref(C, ct), rtol=1e-6
     )
     if kind == "local":
-        lay = fsdask.open_dataset(url, variable="layers/counts", label="cell_type", **kw)
+        lay = fsdask.open_dataset(
+            url, variable="layers/counts", label="cell_type", layout="features", **kw
+        )
         np.testing.assert_array_equal(lay["X"].values, C * 2)
-        raw = fsdask.open_dataset(url, variable="raw", **kw)
+        raw = fsdask.open_dataset(url, variable="raw", layout="features", **kw)
         np.testing.assert_array_equal(raw["X"].values, C)
         assert "y" in raw  # cell_type is a default label name
 
@@ -118,7 +122,7 @@ def test_sparse_is_densified_one_block_at_a_time(fmt, tmp_path, rng, caplog):
     dense_bytes = n * p * 4  # 6.4 MB
     with caplog.at_level("WARNING", logger="fsdask"):
         ds = fsdask.open_dataset(
-            tmp_path / "big.h5ad", chunk_bytes=n * 4 * 100
+            tmp_path / "big.h5ad", chunk_bytes=n * 4 * 100, layout="features"
         )  # blocks of 100 features
     assert len(ds["X"].chunks[1]) == 40
     # CSR is filed by feature block once (cost printed), so a block never scans all rows
@@ -157,7 +161,9 @@ def test_bad_anndata(tmp_path, counts):
     b.write_h5ad(tmp_path / "b.h5ad")
     with pytest.raises(InputError, match="'obs:cell_type' is missing for 1 sample.*cell3"):
         fsdask.open_dataset(tmp_path / "b.h5ad", label="cell_type")
-    kept = fsdask.open_dataset(tmp_path / "b.h5ad", label="cell_type", drop_unlabelled=True)
+    kept = fsdask.open_dataset(
+        tmp_path / "b.h5ad", label="cell_type", drop_unlabelled=True, layout="features"
+    )
     assert kept.attrs["dropped_unlabelled_samples"] == 1 and "cell3" not in kept["sample"]
     np.testing.assert_array_equal(kept["X"].values, np.delete(C, 3, axis=0))
     assert kept["y"].dtype == np.int64
@@ -166,8 +172,8 @@ def test_bad_anndata(tmp_path, counts):
     bad[3, 5] = 1.0
     anndata.AnnData(X=scipy.sparse.csr_matrix(bad)).write_h5ad(tmp_path / "nan.h5ad")
     with pytest.raises(InputError, match="1 NaN/Inf.*--nan-policy"):
-        fsdask.open_dataset(tmp_path / "nan.h5ad")
-    z = fsdask.open_dataset(tmp_path / "nan.h5ad", nan_policy="zero")
+        fsdask.open_dataset(tmp_path / "nan.h5ad", layout="features")
+    z = fsdask.open_dataset(tmp_path / "nan.h5ad", nan_policy="zero", layout="features")
     np.testing.assert_array_equal(z["X"].values, np.nan_to_num(bad, nan=0.0))
 
 
@@ -245,7 +251,7 @@ def test_anndata_zarr_v3(tmp_path, s3, counts):
         (str(tmp_path / "v3.zarr"), {}),
         (f"{bucket}/v3.zarr", {"storage_options": opts}),
     ):
-        ds = fsdask.open_dataset(url, chunk_bytes=N * 4 * 12, **kw)
+        ds = fsdask.open_dataset(url, chunk_bytes=N * 4 * 12, layout="features", **kw)
         np.testing.assert_array_equal(ds["X"].values, C)
         np.testing.assert_allclose(
             fsdask.Filter("fisher").fit(ds).result_["weight"].values, _ref(C, ct), rtol=1e-6
@@ -260,7 +266,9 @@ def test_h5ad_blocks_on_worker_processes(tmp_path, counts, cluster):
     C, ct = counts
     for fmt in ("csr", "csc"):
         _adata(C, ct, fmt).write_h5ad(tmp_path / f"{fmt}.h5ad")
-        ds = fsdask.open_dataset(tmp_path / f"{fmt}.h5ad", chunk_bytes=N * 4 * 12)
+        ds = fsdask.open_dataset(
+            tmp_path / f"{fmt}.h5ad", chunk_bytes=N * 4 * 12, layout="features"
+        )
         with dask.config.set(scheduler=cluster):
             w = fsdask.Filter("fisher").fit(ds).result_["weight"].values
         np.testing.assert_allclose(w, _ref(C, ct), rtol=1e-6)
@@ -279,6 +287,7 @@ def test_csr_copy_on_object_storage_read_by_workers(tmp_path, counts, s3, cluste
     fs = s3fs.S3FileSystem(**opts)
     fs.put(str(tmp_path / "a.h5ad"), f"{bucket}/csr.h5ad")
     kw = dict(storage_options=opts, chunk_bytes=N * 4 * 12, rechunk_to=f"{bucket}/csr-copy")
+    kw["layout"] = "features"
     ds = fsdask.open_dataset(f"{bucket}/csr.h5ad", **kw)
     assert any(p.endswith(".vals") for p in fs.ls(f"{bucket}/csr-copy", refresh=True))
     with dask.config.set(scheduler=cluster):

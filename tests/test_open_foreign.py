@@ -166,7 +166,7 @@ def test_chunked_by_samples_copy_and_on_the_fly(tmp_path, data, caplog):
     )  # an output block of ~8 features; a whole-row chunk is not re-blockable in it
     with caplog.at_level(logging.INFO, logger="fsdask"):
         ds = fsdask.open_dataset(
-            tmp_path / "rows.zarr", memory_budget=budget, chunk_bytes=N * 8 * 8
+            tmp_path / "rows.zarr", memory_budget=budget, chunk_bytes=N * 8 * 8, layout="features"
         )
     assert "rechunked copy" in caplog.text and "Cost: one extra pass" in caplog.text
     np.testing.assert_array_equal(ds["X"].values, X)
@@ -174,14 +174,22 @@ def test_chunked_by_samples_copy_and_on_the_fly(tmp_path, data, caplog):
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="fsdask"):
         ds = fsdask.open_dataset(
-            tmp_path / "rows.zarr", variable="tiny", memory_budget=budget, chunk_bytes=N * 8 * 8
+            tmp_path / "rows.zarr",
+            variable="tiny",
+            memory_budget=budget,
+            chunk_bytes=N * 8 * 8,
+            layout="features",
         )
     assert "on the fly" in caplog.text and "rechunked copy" not in caplog.text
     np.testing.assert_array_equal(ds["X"].values, X)
     assert ds["X"].chunks[1] == (8, 8, 8, 8, 8)  # whole stored chunks merged, none cut
     dest = tmp_path / "copy.zarr"
     ds = fsdask.open_dataset(
-        tmp_path / "rows.zarr", memory_budget=budget, chunk_bytes=N * 8 * 8, rechunk_to=str(dest)
+        tmp_path / "rows.zarr",
+        memory_budget=budget,
+        chunk_bytes=N * 8 * 8,
+        rechunk_to=str(dest),
+        layout="features",
     )
     np.testing.assert_array_equal(ds["X"].values, X)
     assert (dest / "X").exists() and not (dest / "intermediate").exists()
@@ -191,6 +199,7 @@ def test_chunked_by_samples_copy_and_on_the_fly(tmp_path, data, caplog):
             memory_budget=budget,
             chunk_bytes=N * 8 * 8,
             rechunk_to=str(dest),
+            layout="features",
         )
 
 
@@ -207,6 +216,7 @@ def test_rechunk_copy_on_s3(s3, data):
         memory_budget=2 * N * 8 * 8 * 4,
         chunk_bytes=N * 8 * 8,
         rechunk_to=f"{bucket}/copy.zarr",
+        layout="features",
     )
     np.testing.assert_array_equal(ds["X"].values, X)
     assert len(ds["X"].chunks[0]) == 1

@@ -81,7 +81,9 @@ def open_data(
         return _open_npz(url)
     from fsdask.io import open_dataset
 
-    return open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
+    # evaluation and reports read X by feature blocks
+    read = (read or ReadOptions()).replace(layout="features")
+    return open_dataset(url, storage_options=so, **read.as_dict())
 
 
 def _open_npz(url: str) -> Any:

@@ -82,7 +82,7 @@ def select(
     so = dict(storage_options or {})
     check_count(top, "--top")
     est = get_method(method, **dict(params or {}))
-    ds = open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
+    ds = open_dataset(url, storage_options=so, **_read_for(est, read).as_dict())
     _check_outputs(url, output, csv, so, overwrite)
     ckpt = _checkpoint(output, checkpoint_every, resume)
     t0 = time.perf_counter()
@@ -93,6 +93,13 @@ def select(
     path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
     _report(result, method, top, path, csv, time.perf_counter() - t0, as_json, stdout)
     return path
+
+
+def _read_for(est, read: ReadOptions | None) -> ReadOptions:
+    """The read options for ``est``: sample blocks as stored (``layout="auto"``) only for
+    the methods linear in the samples (``streams_samples``), else feature blocks."""
+    read = read or ReadOptions()
+    return read if getattr(est, "streams_samples", False) else read.replace(layout="features")
 
 
 def summary(

@@ -1,18 +1,29 @@
 """AnnData — ``.h5ad`` files, AnnData-on-Zarr stores and in-memory ``AnnData`` objects — block by block.
 
-The matrix (``X``, a ``layers`` entry or ``raw``) may be dense or sparse (CSR or CSC); it is
-read as a dask array of feature blocks, each materialised dense only when its task runs:
-the whole matrix is never dense in memory.  A CSC block reads exactly its columns; a CSR
-block scans the rows in batches and keeps the entries of its columns (so CSR costs one
-scan of the non-zeros per block, and blocks are made larger for it).  ``obs``/``var`` are
-read with :func:`anndata.io.read_elem`; ``var_names`` become feature ids, ``obs_names``
-sample ids, and ``label`` may name an ``obs`` column (``obs:cell_type``).
+The matrix (``X``, a ``layers`` entry or ``raw``) may be dense or sparse (CSR or CSC).  Two
+layouts (:class:`~fsdask.io.options.ReadOptions` ``layout``):
+
+* **by sample blocks** (``"auto"``, for a stored CSR matrix or a dense one stored in row
+  bands): a task reads a range of rows as stored — ``indptr``, then the rows' ``data`` and
+  ``indices`` (h5py or zarr-python slices) — and gives a ``scipy.sparse.csr_matrix``
+  (never densified) or a dense row band; ranges hold about ``chunk_bytes`` of non-zeros,
+  tiny stored chunks merged.  The read kernel (:func:`fsdask.io.blocks.csr_rows`) refuses
+  duplicate indices, sorts unsorted ones and applies the NaN policy in the block.
+* **by feature blocks** (``"features"``, CSC, in-memory matrices): each block is
+  materialised dense only when its task runs.  A CSC block reads exactly its columns; a
+  stored CSR matrix is first filed by feature block (:func:`csr_to_blocks`, one pass).
+
+``obs``/``var`` are read with :func:`anndata.io.read_elem`; ``var_names`` become feature
+ids, ``obs_names`` sample ids, and ``label`` may name an ``obs`` column (``obs:cell_type``).
 
 :func:`fsdask.io.anndata_write.annotate_anndata` writes a result back.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import logging
 import os
 import threading
 from typing import Any, Mapping
@@ -20,14 +31,24 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 import xarray as xr
+from dask.base import tokenize
 from dask.utils import format_bytes
 
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import FsdaskError, InputError, StoreError, import_optional
-from fsdask.io.blocks import apply_nan_policy, lazy_from_blocks
+from fsdask.io.blocks import (
+    apply_nan_policy,
+    block_bytes,
+    csr_rows,
+    feature_nonfinite,
+    lazy_from_blocks,
+    merged_chunks,
+)
 from fsdask.io.foreign import LABEL_NAMES, check_numeric, encode_labels
 from fsdask.io.location import Location, safe_url
 from fsdask.io.options import ReadOptions
+
+log = logging.getLogger("fsdask.io")
 
 SPARSE = ("csr_matrix", "csc_matrix")
 #: non-zeros read per batch when scanning a CSR matrix for a column block
@@ -72,8 +93,12 @@ class MatrixReader:
     ):
         self.url, self.so, self.path, self.kind = url, dict(storage_options or {}), path, kind
         self.shape, self.dtype, self.hdf5, self.obj = shape, np.dtype(dtype), hdf5, obj
+        self.nan_fill: Any = None  # sample-blocked CSR reads: see fsdask.io.blocks.csr_rows
         self._node = None
         self._lock = threading.Lock()
+
+    #: a 2-D array to dask.array.from_array (the sample-blocked reads, ``reader[rows, cols]``)
+    ndim = 2
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k not in ("_node", "_lock")}
@@ -91,6 +116,7 @@ class MatrixReader:
             self.shape,
             str(self.dtype),
             id(self.obj),
+            tokenize(self.nan_fill),
         )
 
     def node(self) -> Any:
@@ -129,18 +155,73 @@ class MatrixReader:
             cols = np.repeat(np.arange(j1 - j0), np.diff(indptr[j0 : j1 + 1]))
             out[rows, cols] = np.asarray(node["data"][a:b])
             return out
-        r0 = 0
-        while r0 < n:  # CSR: scan rows in batches of about CSR_BATCH non-zeros
-            r1 = int(np.searchsorted(indptr, indptr[r0] + CSR_BATCH, side="right")) - 1
-            r1 = min(max(r1, r0 + 1), n)
-            a, b = int(indptr[r0]), int(indptr[r1])
-            idx = np.asarray(node["indices"][a:b])
-            keep = (idx >= j0) & (idx < j1)
+        where = f"{safe_url(self.url or 'in-memory AnnData')} ({self.path})"
+        for rows, idx, vals in _csr_batches(node, indptr, self.dtype, self.shape[1], where):
+            keep = (idx >= j0) & (idx < j1)  # CSR: every batch of rows, this block's columns
             if keep.any():
-                rows = np.repeat(np.arange(r0, r1), np.diff(indptr[r0 : r1 + 1]))[keep]
-                out[rows, idx[keep] - j0] = np.asarray(node["data"][a:b])[keep]
-            r0 = r1
+                out[rows[keep], idx[keep] - j0] = vals[keep]
         return out
+
+    def with_nan_fill(self, nan_fill: Any) -> MatrixReader:
+        """A copy whose sample-blocked reads treat NaN/Inf as ``nan_fill`` says.
+
+        Parameters
+        ----------
+        nan_fill : None, "keep", float or numpy.ndarray
+            As :func:`fsdask.io.blocks.csr_rows` takes it.
+
+        Returns
+        -------
+        MatrixReader
+        """
+        out = copy.copy(self)
+        out.nan_fill, out._node, out._lock = nan_fill, None, threading.Lock()
+        return out
+
+    def __getitem__(self, key: tuple[slice, slice]) -> Any:
+        """Rows × features of the stored matrix, read by rows: the sample-blocked read.
+
+        A CSR matrix gives a checked ``scipy.sparse.csr_matrix`` (never densified), a dense
+        one an ndarray; integer counts become :attr:`dtype`.  Memory: the rows' stored
+        values, twice at most.
+        """
+        i0, i1, _ = key[0].indices(self.shape[0])
+        j0, j1, _ = key[1].indices(self.shape[1])
+        try:
+            out = self._rows(i0, i1)
+        except (InputError, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else ""
+            raise StoreError(
+                f"{safe_url(self.url or 'in-memory AnnData')}: cannot read {self.path} (rows "
+                f"{i0}–{i1 - 1}): {type(exc).__name__}: {msg}; the file may be damaged — check "
+                "it or the storage, and retry"
+            ) from None
+        return out if (j0, j1) == (0, self.shape[1]) else out[:, j0:j1]
+
+    def _rows(self, i0: int, i1: int) -> Any:
+        # h5py handles are not thread-safe; zarr reads run in parallel
+        guard = self._lock if self.hdf5 else contextlib.nullcontext()
+        if self.kind == "dense":
+            with guard:
+                block = np.asarray(self.node()[i0:i1, :])
+            return block.astype(self.dtype, copy=False)
+        with guard:
+            node = self.node()
+            ptr = np.asarray(node["indptr"][i0 : i1 + 1]).astype(np.int64)
+            a, b = int(ptr[0]), int(ptr[-1])
+            data, indices = np.asarray(node["data"][a:b]), np.asarray(node["indices"][a:b])
+        return csr_rows(
+            data,
+            indices,
+            ptr - a,
+            (i1 - i0, self.shape[1]),
+            where=f"{safe_url(self.url or 'in-memory AnnData')} ({self.path})",
+            first_row=i0,
+            dtype=self.dtype,
+            nan_fill=self.nan_fill,
+        )
 
     def nonfinite(self) -> int:
         """Number of NaN/Inf values (a pass over the stored values; sparse: the non-zeros only)."""
@@ -271,17 +352,27 @@ def copy_location(rechunk_to: str | None, storage_options) -> tuple[str, bool]:
     return os.fspath(rechunk_to), False
 
 
-def _csr_batches(node: Any, indptr: np.ndarray, dtype: np.dtype):
-    """(rows, column indices, values) of consecutive row ranges of ≈ CSR_BATCH non-zeros."""
+def _csr_batches(node: Any, indptr: np.ndarray, dtype: np.dtype, p: int, where: str):
+    """(rows, column indices, values) of consecutive row ranges of ≈ CSR_BATCH non-zeros,
+    checked as the sample-blocked reads are (:func:`fsdask.io.blocks.csr_rows`)."""
     n, r0 = len(indptr) - 1, 0
     while r0 < n:
         r1 = min(
             max(int(np.searchsorted(indptr, indptr[r0] + CSR_BATCH, side="right")) - 1, r0 + 1), n
         )
         a, b = int(indptr[r0]), int(indptr[r1])
-        rows = np.repeat(np.arange(r0, r1, dtype=np.int32), np.diff(indptr[r0 : r1 + 1]))
-        idx = np.asarray(node["indices"][a:b]).astype(np.int64)
-        yield rows, idx, np.asarray(node["data"][a:b]).astype(dtype, copy=False)
+        M = csr_rows(
+            np.asarray(node["data"][a:b]),
+            np.asarray(node["indices"][a:b]),
+            indptr[r0 : r1 + 1] - a,
+            (r1 - r0, p),
+            where=where,
+            first_row=r0,
+            dtype=dtype,
+            nan_fill="keep",  # the feature-blocked path applies the policy on its blocks
+        )
+        rows = np.repeat(np.arange(r0, r1, dtype=np.int32), np.diff(M.indptr))
+        yield rows, M.indices.astype(np.int64), M.data
         r0 = r1
 
 
@@ -318,7 +409,8 @@ def csr_to_blocks(
     fs, root = Location.of(url, reader.so).fs()
     fs.makedirs(root, exist_ok=True)
     parts: dict[int, list[int]] = {}
-    for batch, (rows, idx, vals) in enumerate(_csr_batches(node, indptr, reader.dtype)):
+    batches = _csr_batches(node, indptr, reader.dtype, p, f"{where} ({reader.path})")
+    for batch, (rows, idx, vals) in enumerate(batches):
         bid = idx // block
         order = np.argsort(bid, kind="stable")
         starts = np.concatenate([[0], np.cumsum(np.bincount(bid, minlength=-(-p // block)))])
@@ -383,22 +475,95 @@ def _dataset(
     chunk_bytes: int,
     describe_only: bool = False,
 ) -> xr.Dataset:
-    """The dataset of one AnnData matrix: X lazy by feature block, ids, the label.
+    """The dataset of one AnnData matrix: X lazy by sample or feature block, ids, the label.
 
     ``describe_only``: read no stored value (no NaN count, no per-block copy of a CSR
     matrix); the dataset is for a description, not for a computation.
     """
     n, p = reader.shape
+    _check_frames(obs, var, n, p, where)
+    names = np.asarray(var.index).astype(str).astype(object)
+    indptr = None
+    if reader.kind == "csr_matrix" and not describe_only:  # row sizes: blocks, empty cells
+        indptr = reader.obj.indptr if reader.obj is not None else reader.node()["indptr"][...]
+        indptr = np.asarray(indptr).astype(np.int64)
+        warn_empty_rows(indptr, obs.index, where)
+    by_samples = options.layout == "auto" and sample_oriented(reader)
+    if by_samples:  # a description reads no value: no count of NaN/Inf for their policy
+        how = options.replace(nan_policy="error") if describe_only else options
+        X, names = _sample_x(reader, indptr, names, how, where, chunk_bytes)
+    else:
+        X, names = _feature_x(reader, names, options, where, chunk_bytes, describe_only)
+    ds = xr.Dataset(
+        {"X": (("sample", "feature"), X)},
+        coords={"sample": np.asarray(obs.index).astype(str).astype(object), "feature": names},
+    )
+    y, classes, lname = _label(obs, options.label, where)
+    if y is not None:
+        ds["y"] = ("sample", y, {"label": f"obs:{lname}"})
+    if classes is not None:
+        ds.attrs["class_names"] = classes
+    ds.attrs["foreign"] = (
+        f"{desc}, opened read-only: X = {reader.path} ({reader.kind}, "
+        f"obs → sample, var → feature, by {'sample' if by_samples else 'feature'} blocks)"
+        + (f", y = obs[{lname!r}]" if lname else ", no label")
+    )
+    ds.attrs["source"] = where
+    ds.attrs["layout"] = "samples" if by_samples else "features"
+    return ds
+
+
+def _check_frames(obs: pd.DataFrame, var: pd.DataFrame, n: int, p: int, where: str) -> None:
+    """Refuse var_names that are not unique, and obs/var that do not match the matrix."""
     if not var.index.is_unique:
-        dup = var.index[var.index.duplicated()][0]
+        dups = pd.unique(var.index[var.index.duplicated()])
+        shown = ", ".join(repr(str(d)) for d in dups[:3]) + (" …" if len(dups) > 3 else "")
         raise InputError(
-            f"{where}: var_names are not unique (e.g. {dup!r}); make them unique "
-            "(adata.var_names_make_unique()) and save again"
+            f"{where}: var_names are not unique ({len(dups)} repeated, e.g. {shown}); make "
+            "them unique (adata.var_names_make_unique()) and save again"
         )
     if len(obs) != n or len(var) != p:
         raise InputError(
             f"{where}: the matrix is {n}×{p} but obs has {len(obs)} and var {len(var)} rows"
         )
+
+
+def warn_empty_rows(indptr: np.ndarray, obs_names: Any, where: str) -> int:
+    """Log (WARNING) how many cells have no stored value; they are kept (zeros everywhere).
+
+    Parameters
+    ----------
+    indptr : numpy.ndarray
+        A CSR matrix's row pointers.
+    obs_names : sequence
+        The cells' names, for the message.
+    where : str
+        The source, as shown.
+
+    Returns
+    -------
+    int
+        The number of empty rows.
+    """
+    empty = np.flatnonzero(np.diff(indptr) == 0)
+    if empty.size:
+        first = ", ".join(str(obs_names[i]) for i in empty[:3])
+        log.warning(
+            "%s: %d cell(s) have no count (first: %s); they are kept and count as zeros in "
+            "every statistic — leave them out first (scanpy.pp.filter_cells(adata, "
+            "min_counts=1)) if they are empty droplets",
+            where,
+            empty.size,
+            first,
+        )
+    return int(empty.size)
+
+
+def _feature_x(
+    reader: MatrixReader, names, options: ReadOptions, where: str, chunk_bytes: int, describe_only
+) -> tuple[Any, np.ndarray]:
+    """X by feature blocks (a stored CSR matrix filed by feature block first), NaN policy applied."""
+    n, p = reader.shape
     stored_csr = reader.kind == "csr_matrix" and reader.obj is None
     block = (
         feature_block_size(n, reader.dtype.itemsize, chunk_bytes)
@@ -414,24 +579,139 @@ def _dataset(
     if stored_csr and -(-p // block) > 2 and not describe_only:
         reader = csr_to_blocks(reader, block, where, options.rechunk_to)
     X = lazy_from_blocks(reader, n, p, block, dtype=reader.dtype)
-    names = np.asarray(var.index).astype(str).astype(object)
     if bad:
         X, names, _ = apply_nan_policy(X, options.nan_policy, names, where=where)
-    ds = xr.Dataset(
-        {"X": (("sample", "feature"), X)},
-        coords={"sample": np.asarray(obs.index).astype(str).astype(object), "feature": names},
+    return X, names
+
+
+def sample_oriented(reader: MatrixReader) -> bool:
+    """Whether the stored matrix is read best by rows: CSR, or dense stored in row bands
+    (several chunks along the samples, or contiguous HDF5).  CSC and in-memory matrices are
+    read by feature blocks.
+
+    Parameters
+    ----------
+    reader : MatrixReader
+
+    Returns
+    -------
+    bool
+    """
+    if reader.obj is not None or reader.kind == "csc_matrix":
+        return False
+    if reader.kind == "csr_matrix":
+        return True
+    chunks = getattr(reader.node(), "chunks", None)
+    return not chunks or chunks[0] < reader.shape[0]
+
+
+def row_chunks(reader: MatrixReader, indptr: np.ndarray | None, chunk_bytes: int) -> tuple:
+    """Rows per sample block: stored chunks merged up to ``chunk_bytes`` per block.
+
+    CSR: blocks of about ``chunk_bytes`` of non-zeros (value and column index), cut where
+    the cumulative count of non-zeros passes each multiple, and in Zarr never fewer
+    non-zeros than a stored chunk of ``data`` (a store chunked one cell per chunk is read
+    in merged ranges); without ``indptr`` (a description) the rows are cut evenly.  Dense:
+    whole stored row chunks, about ``chunk_bytes`` per block with all features.
+
+    Parameters
+    ----------
+    reader : MatrixReader
+        The stored matrix.
+    indptr : numpy.ndarray or None
+        A CSR matrix's row pointers (None: cut evenly).
+    chunk_bytes : int
+        The block size.
+
+    Returns
+    -------
+    tuple of int
+        Rows per block, summing to the number of rows.
+    """
+    n, p = reader.shape
+    node = reader.node()
+    if reader.kind == "dense":
+        stored = (getattr(node, "chunks", None) or (1,))[0]
+        return merged_chunks(n, stored, chunk_bytes // max(1, p * reader.dtype.itemsize))
+    # a Zarr chunk is read whole by every block that touches it (HDF5's are cached)
+    stored = 1 if reader.hdf5 else (getattr(node["data"], "chunks", None) or (1,))[0]
+    target = max(stored, chunk_bytes // (reader.dtype.itemsize + 4))
+    if indptr is None:
+        return merged_chunks(n, 1, target * n // max(1, int(node["data"].shape[0])))
+    cuts = np.searchsorted(indptr, np.arange(target, indptr[-1], target))
+    bounds = np.unique(np.concatenate([[0], cuts, [n]]))
+    return tuple(int(c) for c in np.diff(bounds)) or (n,)
+
+
+def from_rows(reader: MatrixReader, chunks: tuple) -> Any:
+    """The reader as a dask array of sample blocks (``chunks`` rows × all features).
+
+    Parameters
+    ----------
+    reader : MatrixReader
+        A stored matrix (CSR or dense).
+    chunks : tuple of int
+        Rows per block (:func:`row_chunks`).
+
+    Returns
+    -------
+    dask.array.Array
+        One task per block, reading it from the store; a CSR matrix's blocks (and
+        ``X._meta``) are ``csr_matrix``.  Tasks pickle the reader, which reopens the file
+        in each process.
+    """
+    import dask.array as da
+    import scipy.sparse
+
+    p = reader.shape[1]
+    if reader.kind == "dense":
+        meta = np.empty((0, 0), dtype=reader.dtype)
+    else:
+        meta = scipy.sparse.csr_matrix((0, 0), dtype=reader.dtype)
+    return da.from_array(
+        reader,
+        chunks=(chunks, (p,)),
+        name="fsdask-rows-" + tokenize(reader, chunks),
+        asarray=False,
+        fancy=False,
+        lock=False,
+        meta=meta,
+        inline_array=True,
     )
-    y, classes, lname = _label(obs, options.label, where)
-    if y is not None:
-        ds["y"] = ("sample", y, {"label": f"obs:{lname}"})
-    if classes is not None:
-        ds.attrs["class_names"] = classes
-    ds.attrs["foreign"] = (
-        f"{desc}, opened read-only: X = {reader.path} ({reader.kind}, "
-        f"obs → sample, var → feature)" + (f", y = obs[{lname!r}]" if lname else ", no label")
-    )
-    ds.attrs["source"] = where
-    return ds
+
+
+def _sample_x(
+    reader: MatrixReader, indptr, names, options: ReadOptions, where: str, chunk_bytes: int
+) -> tuple[Any, np.ndarray]:
+    """X by sample blocks as stored, NaN/Inf among the non-zeros handled by the read kernel.
+
+    ``error`` refuses in the block that holds one and ``zero`` replaces it there, at no
+    extra pass; ``mean`` and ``drop-feature`` need every block's count first: one pass.
+    """
+    n = reader.shape[0]
+    chunks = row_chunks(reader, indptr, block_bytes(chunk_bytes, options.memory_budget))
+    policy = options.nan_policy
+    if reader.kind != "csr_matrix" or policy in ("error", "zero"):
+        return from_rows(reader.with_nan_fill(0.0 if policy == "zero" else None), chunks), names
+    bad, sums = feature_nonfinite(from_rows(reader.with_nan_fill("keep"), chunks))
+    if not bad.any():
+        return from_rows(reader.with_nan_fill(None), chunks), names
+    first = ", ".join(str(names[i]) for i in np.flatnonzero(bad)[:5])
+    if policy == "mean":
+        if (bad == n).any():
+            raise InputError(
+                f"{where}: {int((bad == n).sum())} feature(s) have no finite value at all; a "
+                "mean cannot be imputed for them — use --nan-policy drop-feature"
+            )
+        log.warning("%s: NaN/Inf replaced by the feature's mean in %s", where, first)
+        return from_rows(reader.with_nan_fill(sums / (n - bad)), chunks), names
+    keep = bad == 0
+    if not keep.any():
+        raise InputError(
+            f"{where}: every feature has a NaN/Inf value; nothing would be left to select from"
+        )
+    log.warning("%s: dropped %d feature(s) with NaN/Inf (first: %s)", where, (~keep).sum(), first)
+    return from_rows(reader.with_nan_fill(0.0), chunks)[:, keep], names[keep]
 
 
 def open_anndata(
@@ -443,7 +723,7 @@ def open_anndata(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     describe_only: bool = False,
 ) -> xr.Dataset:
-    """An fsdask dataset (lazy, feature blocks) from an ``.h5ad`` file or an AnnData-on-Zarr store.
+    """An fsdask dataset (lazy) from an ``.h5ad`` file or an AnnData-on-Zarr store.
 
     Parameters
     ----------
@@ -454,7 +734,8 @@ def open_anndata(
     hdf5 : bool
         An ``.h5ad`` (HDF5) file rather than a Zarr store.
     options : ReadOptions, optional
-        ``variable``, ``label``, ``nan_policy`` and ``rechunk_to`` are used.
+        ``variable``, ``label``, ``nan_policy``, ``layout``, ``memory_budget`` and
+        ``rechunk_to`` are used.
     chunk_bytes : int
         The target size of a feature block.
     describe_only : bool
@@ -465,8 +746,10 @@ def open_anndata(
     Returns
     -------
     xarray.Dataset
-        X lazy by feature block: memory holds one dense block per task (a stored CSR
-        matrix is first filed by feature block, one pass, see :func:`csr_to_blocks`).
+        X lazy by sample blocks as stored (``layout="auto"``, CSR or dense row bands:
+        memory holds a block's stored values per task) or by feature blocks (one dense
+        block per task; a stored CSR matrix is first filed by feature block, one pass, see
+        :func:`csr_to_blocks`).
     """
     options = options or ReadOptions()
     where = safe_url(url)

@@ -5,18 +5,24 @@ CSR copy filed by feature block, the synthetic generators) provides a :class:`Bl
 — ``source(j0, j1)`` returns the dense block of features ``[j0, j1)`` — and
 :func:`lazy_from_blocks` turns it into the dask array the estimators consume; the block is
 materialised only when its task runs.  :func:`apply_nan_policy` is the one place where
-NaN/Inf values are refused, imputed or dropped, blockwise.
+NaN/Inf values are refused, imputed or dropped in feature blocks; in sample blocks the CSR
+read kernel :func:`csr_rows` does it (with :func:`feature_nonfinite` for the policies that
+need every block's count first).  :func:`merged_chunks` and :func:`block_bytes` size
+sample blocks: whole stored chunks, merged up to the block size.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Literal, Protocol
 
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse
 
 from fsdask._blocks import compute_blocks
+from fsdask._config import memory_budget as _memory_budget
 from fsdask.errors import InputError
 from fsdask.io.options import NAN_POLICIES
 
@@ -73,6 +79,56 @@ def lazy_from_blocks(
         for j0 in starts
     ]
     return da.concatenate(blocks, axis=1)
+
+
+def block_bytes(chunk_bytes: int, memory_budget: Any = None) -> int:
+    """What one sample block may hold: ``chunk_bytes``, and at most a quarter of the memory
+    budget (as a feature block, :func:`fsdask.io.rechunk.to_feature_blocks`).
+
+    Parameters
+    ----------
+    chunk_bytes : int
+        The target block size.
+    memory_budget : int or str, optional
+        The budget (default: the dask config ``fsdask.memory-budget``); 0 sets no bound.
+
+    Returns
+    -------
+    int
+        Bytes, at least 1.
+    """
+    budget = _memory_budget(memory_budget)
+    return max(1, min(chunk_bytes, budget // 4) if budget > 0 else chunk_bytes)
+
+
+def merged_chunks(n: int, stored: int, target: int) -> tuple[int, ...]:
+    """Chunks of ``n`` made of whole stored chunks of ``stored``, each at least ``target`` long
+    (the last may be shorter): tiny stored chunks (one cell per chunk) merged, none cut.
+
+    Parameters
+    ----------
+    n : int
+        The length to cut.
+    stored : int
+        The stored chunk length.
+    target : int
+        The least length of a merged chunk.
+
+    Returns
+    -------
+    tuple of int
+        The chunk lengths, summing to ``n``.
+
+    Examples
+    --------
+    >>> merged_chunks(10, 1, 4)
+    (4, 4, 2)
+    >>> merged_chunks(10, 3, 4)
+    (6, 4)
+    """
+    stored = max(1, int(stored))
+    per = min(max(1, n), stored * -(-max(1, int(target)) // stored))
+    return (per,) * (n // per) + ((n % per,) if n % per else ()) or (n,)
 
 
 def apply_nan_policy(
@@ -132,3 +188,148 @@ def apply_nan_policy(
         report["dropped_features"] = int(idx.size)
     report["affected_features"] = int(idx.size)
     return X, feature_names, report
+
+
+def csr_rows(
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    shape: tuple[int, int],
+    *,
+    where: str,
+    first_row: int,
+    dtype: Any,
+    nan_fill: Any = None,
+) -> scipy.sparse.csr_matrix:
+    """Rows ``first_row …`` of a stored CSR matrix as a checked ``csr_matrix`` (the read kernel).
+
+    The checks cost one look at the non-zeros already in memory: column indices out of range
+    (a damaged file) and duplicate column indices within a row are refused with the rows
+    they are in; unsorted indices (valid CSR) are sorted.  Integer counts become ``dtype``
+    (float), not normalised.  NaN/Inf among the non-zeros are refused (``nan_fill`` None)
+    or replaced by ``nan_fill`` (a number, or one per feature), or kept (``"keep"``).
+
+    Parameters
+    ----------
+    data, indices, indptr : numpy.ndarray
+        The rows' stored arrays; ``indptr`` starts at 0.
+    shape : (int, int)
+        (rows, features).
+    where : str
+        The matrix, for messages.
+    first_row : int
+        The number of the first row, for messages.
+    dtype : numpy.dtype
+        The dtype of the result.
+    nan_fill : None, "keep", float or numpy.ndarray
+        What NaN/Inf values become.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        In canonical form (sorted, no duplicates).  Memory: the rows' non-zeros, once more.
+    """
+    rows, p = shape
+    last = first_row + rows - 1
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= p):
+        raise InputError(
+            f"{where}: rows {first_row}–{last} have column indices outside 0–{p - 1}; the "
+            "matrix is damaged — write it again"
+        )
+    idx_type = np.int32 if max(p, indices.size) < 2**31 else np.int64
+    M = scipy.sparse.csr_matrix(
+        (data.astype(dtype, copy=False), indices.astype(idx_type, copy=False), indptr),
+        shape=shape,
+        copy=False,
+    )
+    if not M.has_sorted_indices:  # valid CSR, whatever order: sorted here, in this block
+        M.sort_indices()
+    _refuse_duplicates(M, where, first_row)
+    if M.data.dtype.kind == "f" and not (isinstance(nan_fill, str) and nan_fill == "keep"):
+        bad = ~np.isfinite(M.data)
+        if bad.any():
+            if nan_fill is None:
+                raise InputError(
+                    f"{where}: {int(bad.sum())} NaN/Inf value(s) among the non-zeros of rows "
+                    f"{first_row}–{last}; choose a policy: nan_policy= (fsdask ingest "
+                    "--nan-policy) zero|mean|drop-feature"
+                )
+            fill = np.asarray(nan_fill, dtype=M.dtype)
+            M.data[bad] = fill[M.indices[bad]] if fill.ndim else fill
+            M.eliminate_zeros()
+    return M
+
+
+def _refuse_duplicates(M: scipy.sparse.csr_matrix, where: str, first_row: int) -> None:
+    """Refuse a row holding one column twice (sorted indices: duplicates are neighbours).
+
+    Readers disagree on what duplicates mean (scipy sums them, a dense assignment keeps
+    one), so they are refused rather than given a meaning here.
+    """
+    idx, ptr = M.indices, M.indptr
+    if idx.size < 2:
+        return
+    same = np.diff(idx) == 0
+    same[ptr[1:-1][(ptr[1:-1] > 0) & (ptr[1:-1] < idx.size)] - 1] = False  # across a row end
+    if same.any():
+        k = int(np.flatnonzero(same)[0])
+        row = first_row + int(np.searchsorted(ptr, k, side="right")) - 1
+        raise InputError(
+            f"{where}: row {row} holds column {int(idx[k])} twice (duplicate CSR indices, "
+            f"{int(same.sum())} in rows {first_row}–{first_row + M.shape[0] - 1}); sum them "
+            "(adata.X.sum_duplicates()) and save the AnnData again"
+        )
+
+
+@functools.singledispatch
+def nonfinite_stats(block: Any) -> np.ndarray:
+    """Per feature, the NaN/Inf values of ``block`` and the sum of its finite ones.
+
+    One kernel per kind of block (dense here, CSR below), so a sample-blocked pass over
+    either needs no branch on the array type.
+
+    Parameters
+    ----------
+    block : numpy.ndarray or scipy.sparse.csr_matrix
+        Rows × features.
+
+    Returns
+    -------
+    numpy.ndarray
+        (2, features) float64: the counts, then the sums.
+    """
+    b = np.asarray(block)
+    ok = np.isfinite(b)
+    return np.stack([(~ok).sum(0), np.where(ok, b, 0).sum(0, dtype=np.float64)]).astype(np.float64)
+
+
+@nonfinite_stats.register(scipy.sparse.csr_matrix)
+def _(block: scipy.sparse.csr_matrix) -> np.ndarray:
+    p = block.shape[1]
+    ok = np.isfinite(block.data)
+    bad = np.bincount(block.indices[~ok], minlength=p)
+    sums = np.bincount(block.indices[ok], weights=block.data[ok].astype(np.float64), minlength=p)
+    return np.stack([bad.astype(np.float64), sums])
+
+
+def feature_nonfinite(X: da.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(NaN/Inf count, sum of finite values) per feature of a sample-blocked ``X``: one pass.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        Dense or CSR blocks.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        int64 counts and float64 sums, one per feature.  Memory: one block per task, and
+        2 × p float64 per row block on the client.
+    """
+    nb = len(X.chunks[0])
+    parts = X.map_blocks(
+        nonfinite_stats, chunks=((2,) * nb, X.chunks[1]), dtype=np.float64, meta=np.empty((0, 0))
+    )
+    (stats,) = compute_blocks(parts)
+    stats = np.asarray(stats).reshape(nb, 2, -1).sum(0)
+    return stats[0].astype(np.int64), stats[1]

@@ -29,8 +29,9 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from fsdask._validation import missing_labels
+from fsdask._validation import DEFAULT_CHUNK_BYTES, missing_labels
 from fsdask.errors import InputError, StoreError
+from fsdask.io.blocks import block_bytes, merged_chunks
 from fsdask.io.guard import GuardedArray, guarded_dask
 from fsdask.io.location import safe_url
 from fsdask.io.options import ReadOptions
@@ -202,7 +203,9 @@ def _label(
     return y, classes, name
 
 
-def open_foreign_zarr(node: Any, url: str, options: ReadOptions) -> xr.Dataset:
+def open_foreign_zarr(
+    node: Any, url: str, options: ReadOptions, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> xr.Dataset:
     """An fsdask dataset (lazy) from a Zarr group or array that fsdask did not write.
 
     Parameters
@@ -213,12 +216,16 @@ def open_foreign_zarr(node: Any, url: str, options: ReadOptions) -> xr.Dataset:
         Its URL (for messages; credentials are never shown).
     options : ReadOptions
         ``variable``, ``sample_dim``, ``feature_dim`` and ``label`` are used.
+    chunk_bytes : int
+        About how much one task reads: consecutive stored chunks along the samples are
+        merged up to it (a store chunked one sample per chunk is not read a chunk a task).
 
     Returns
     -------
     xarray.Dataset
-        ``X`` lazy in the stored chunks (re-blocked by :mod:`fsdask.io.rechunk`), ``y``
-        when a label is found, attribute ``foreign`` saying how the store was read.
+        ``X`` lazy in the stored chunks, merged along the samples (then kept by sample
+        blocks or re-blocked by :mod:`fsdask.io.rechunk`), ``y`` when a label is found,
+        attribute ``foreign`` saying how the store was read.
     """
     variable, label = options.variable, options.label
     where = safe_url(url)
@@ -242,8 +249,10 @@ def open_foreign_zarr(node: Any, url: str, options: ReadOptions) -> xr.Dataset:
     guarded = GuardedArray(arr, url if group is None else f"{url.rstrip('/')}/{name}")
     from dask.base import tokenize
 
-    token = tokenize(where, name, arr.shape, arr.chunks, str(arr.metadata))
-    X = guarded_dask(guarded, arr.chunks, name="fsdask-foreign-" + token)
+    size = block_bytes(chunk_bytes, options.memory_budget)
+    chunks = _merged_sample_chunks(arr, dims.index(sdim), size)
+    token = tokenize(where, name, arr.shape, chunks, str(arr.metadata))
+    X = guarded_dask(guarded, chunks, name="fsdask-foreign-" + token)
     if dims.index(sdim) == 1:
         X = X.T
     if X.dtype != dtype:
@@ -272,6 +281,19 @@ def open_foreign_zarr(node: Any, url: str, options: ReadOptions) -> xr.Dataset:
     )
     ds.attrs["source"] = where
     return ds
+
+
+def _merged_sample_chunks(arr: Any, axis: int, chunk_bytes: int) -> tuple[tuple[int, ...], ...]:
+    """The stored chunks of ``arr`` with those along the sample ``axis`` merged, whole, up to
+    ``chunk_bytes`` per block (the features keep their stored chunks)."""
+    shape, stored = arr.shape, arr.chunks
+    other = 1 - axis
+    width = min(stored[other], shape[other]) or 1
+    target = chunk_bytes // max(1, width * arr.dtype.itemsize)
+    out = [None, None]
+    out[axis] = merged_chunks(shape[axis], stored[axis], target)
+    out[other] = merged_chunks(shape[other], stored[other], 1)
+    return tuple(out)
 
 
 def xarray_matrix(

@@ -2,8 +2,9 @@
 
 fsdask stores go to :func:`fsdask.io.store.open_fsdask`; ``.h5ad`` files, AnnData-on-Zarr
 stores and in-memory ``AnnData`` to :mod:`fsdask.io.anndata`; any other Zarr store to
-:mod:`fsdask.io.foreign` (re-blocked by :mod:`fsdask.io.rechunk`); a scipy.sparse matrix to
-:func:`fsdask.io.anndata.sparse_blocks`.  The read options arrive whole, as one
+:mod:`fsdask.io.foreign`; a scipy.sparse matrix to :func:`fsdask.io.anndata.sparse_blocks`.
+A source stored by samples stays in sample blocks unless ``layout="features"`` asks for
+feature blocks (:func:`fsdask.io.rechunk.to_feature_blocks`, a copy when needed).  The read options arrive whole, as one
 :class:`~fsdask.io.options.ReadOptions`; loose keywords are folded into it here and nothing
 below sees them loose.  Missing labels are refused or dropped here, once, for every reader.
 """
@@ -25,7 +26,7 @@ from fsdask.io.anndata import from_anndata, is_anndata_group, open_anndata, spar
 from fsdask.io.foreign import open_foreign_zarr, xarray_matrix
 from fsdask.io.location import Location
 from fsdask.io.options import ReadOptions
-from fsdask.io.rechunk import to_feature_blocks
+from fsdask.io.rechunk import sample_blocked, to_feature_blocks
 from fsdask.io.store import is_fsdask_attrs, open_fsdask
 
 log = logging.getLogger("fsdask")
@@ -52,16 +53,14 @@ def open_dataset(
     storage_options
         Passed to fsspec (credentials, ``endpoint_url``, ``anon``, …).  Never logged or stored.
     options : ReadOptions, optional
-        Which matrix, dims and label to read, ``drop_unlabelled``, ``rechunk_to``,
-        ``memory_budget``, ``nan_policy`` (see :class:`~fsdask.io.options.ReadOptions`).
+        How to read it (:class:`~fsdask.io.options.ReadOptions`: matrix, dims, label, layout…).
     chunk_bytes
-        The target size of a feature block.
+        The target size of a block (a feature block, or a sample block's stored values).
     require_complete
         Refuse fsdask stores whose write did not finish (default).
     describe_only
         Open an AnnData for a description only (``fsdask info``): no stored value is read
-        and a CSR matrix is not filed by feature block, so X keeps blocks that are slow to
-        compute (each scans all non-zeros).
+        (no per-block copy, no NaN count), so X may be slow to compute.
     **loose
         The fields of :class:`~fsdask.io.options.ReadOptions` as keywords (``variable=``,
         ``sample_dim=``, ``label=``, ``drop_unlabelled=``, …), applied on top of ``options``.
@@ -69,8 +68,10 @@ def open_dataset(
     Returns
     -------
     xarray.Dataset
-        ``X(sample, feature)`` backed by dask in (all samples × feature block) chunks; ``y``
-        when present.  A store fsdask did not write is only read, and its dataset has an
+        ``X(sample, feature)`` backed by dask; ``y`` when present.  ``layout="auto"`` keeps
+        a source stored by samples (AnnData CSR or dense, a dense Zarr store chunked by
+        samples) in sample blocks as stored, CSR as ``csr_matrix`` blocks, with no copy
+        (attribute ``layout``: ``"samples"``); else X is in (all samples × feature block) chunks.  A store fsdask did not write is only read, and its dataset has an
         attribute ``foreign`` saying so (shown by ``fsdask info``).  Memory: nothing is read
         until computed, then one block per task.
     """
@@ -155,16 +156,29 @@ def _open_xarray(obj: Any, options: ReadOptions, chunk_bytes: int) -> xr.Dataset
 
 
 def _open_foreign(node: Any, loc: Location, options: ReadOptions, chunk_bytes: int) -> xr.Dataset:
-    """A Zarr store fsdask did not write, re-blocked to feature blocks."""
-    ds = open_foreign_zarr(node, loc.target, options)
-    X = to_feature_blocks(
-        ds["X"].data,
-        where=loc.shown,
-        options=options,
-        chunk_bytes=chunk_bytes,
-        storage_options=loc.storage_options,
-    )
-    ds["X"] = (("sample", "feature"), X)
+    """A Zarr store fsdask did not write: kept by sample blocks when it is stored so and
+    ``layout`` is ``"auto"``, else re-blocked to feature blocks."""
+    ds = open_foreign_zarr(node, loc.target, options, chunk_bytes=chunk_bytes)
+    X = ds["X"].data
+    if options.layout == "auto" and sample_blocked(X):
+        log.info(
+            "%s: read by sample blocks as stored (%d blocks of ~%d samples), no copy",
+            loc.shown,
+            len(X.chunks[0]),
+            X.chunks[0][0],
+        )
+        ds.attrs["layout"] = "samples"
+    else:
+        X = to_feature_blocks(
+            X,
+            where=loc.shown,
+            options=options,
+            chunk_bytes=chunk_bytes,
+            storage_options=loc.storage_options,
+            allow_copy=True,
+        )
+        ds["X"] = (("sample", "feature"), X)
+        ds.attrs["layout"] = "features"
     ds.attrs["store"] = loc.shown
     return ds
 

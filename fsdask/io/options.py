@@ -17,6 +17,9 @@ from fsdask.errors import InputError, ParameterError
 #: what ``nan_policy`` accepts: refuse, replace by 0, by the feature's mean, or drop the feature
 NAN_POLICIES = ("error", "zero", "mean", "drop-feature")
 
+#: what ``layout`` accepts: keep a sample-chunked source by sample blocks, or re-block it by feature
+LAYOUTS = ("auto", "features")
+
 
 @dataclasses.dataclass(frozen=True)
 class ReadOptions:
@@ -42,6 +45,11 @@ class ReadOptions:
         ``fsdask.memory-budget``).
     nan_policy : {"error", "zero", "mean", "drop-feature"}, default "error"
         What to do with NaN/Inf values where the reader meets them (sparse AnnData, ingest).
+    layout : {"auto", "features"}, default "auto"
+        ``"auto"`` keeps a source stored by samples (AnnData CSR or dense ``X``, a dense
+        Zarr store chunked by samples) in sample blocks, read as stored, with no copy;
+        ``"features"`` re-blocks it into (all samples × feature block) blocks, through a
+        copy when needed — what the methods that are not linear in the samples use.
 
     Examples
     --------
@@ -58,6 +66,7 @@ class ReadOptions:
     rechunk_to: str | None = None
     memory_budget: Any = None
     nan_policy: str = "error"
+    layout: str = "auto"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -87,6 +96,8 @@ class ReadOptions:
             raise ParameterError(
                 f"nan_policy={self.nan_policy!r}: expected one of {', '.join(NAN_POLICIES)}"
             )
+        if self.layout not in LAYOUTS:
+            raise ParameterError(f"layout={self.layout!r}: expected one of {', '.join(LAYOUTS)}")
         if self.memory_budget is not None:
             from fsdask._config import memory_budget
 

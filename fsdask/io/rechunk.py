@@ -28,6 +28,7 @@ import time
 from typing import Any, Mapping
 
 import dask.array as da
+import numpy as np
 import zarr
 from dask.utils import format_bytes
 
@@ -59,17 +60,20 @@ def aligned_groups(stored: tuple[int, ...], block: int) -> tuple[int, ...]:
 def to_feature_blocks(
     X: da.Array,
     *,
-    where: str,
+    where: str = "X",
     options: ReadOptions | None = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     storage_options: Mapping[str, Any] | None = None,
+    allow_copy: bool = False,
+    nnz: int | None = None,
 ) -> da.Array:
-    """``X`` (sample, feature) re-blocked to (all samples, feature block).
+    """``X`` (sample, feature) re-blocked to (all samples, feature block) dense blocks.
 
     Parameters
     ----------
     X : dask.array.Array
-        The stored matrix, in its stored chunks.
+        The matrix: stored chunks, or sample blocks (dense, or ``scipy.sparse.csr_matrix``
+        blocks as :func:`fsdask.open_dataset` gives for an AnnData CSR matrix).
     where : str
         The store, for messages.
     options : ReadOptions, optional
@@ -80,20 +84,26 @@ def to_feature_blocks(
         The target size of a feature block.
     storage_options : mapping, optional
         fsspec options of ``rechunk_to``.
+    allow_copy : bool
+        Write a rechunked copy when re-blocking does not fit the budget (as
+        ``layout="features"`` does); otherwise refuse, naming that remedy.
+    nnz : int, optional
+        The non-zeros of a sparse ``X``, if known (else it is costed as if dense).
 
     Returns
     -------
     dask.array.Array
-        Re-blocked on the fly, or read from a rechunked copy (memory per task bounded by
-        the budget either way).
+        Dense feature blocks, re-blocked on the fly, in memory, or read from a rechunked
+        copy (memory per task bounded by the budget either way).
     """
     options = options or ReadOptions()
-    rechunk_to = options.rechunk_to
     budget = _memory_budget(options.memory_budget)
     n, p = X.shape
     item = X.dtype.itemsize
     rows, cols = X.chunks
     block = feature_block_size(n, item, min(chunk_bytes, budget // 4))
+    if not isinstance(X._meta, np.ndarray):
+        return _sparse_to_feature_blocks(X, where, block, budget, nnz)
     widths = aligned_groups(cols, block)
     need = 2 * n * max(widths) * item  # the block and the concatenation that builds it
     if len(rows) == 1 and widths == cols:
@@ -114,14 +124,79 @@ def to_feature_blocks(
             widths[0],
         )
         return X.rechunk((n, widths))
+    if not allow_copy:
+        raise InputError(no_room(where, X, need, budget))
     return _copy(
         X,
         where=where,
         block=block,
         budget=budget,
-        rechunk_to=rechunk_to,
+        rechunk_to=options.rechunk_to,
         storage_options=storage_options,
     )
+
+
+def _sparse_to_feature_blocks(
+    X: da.Array, where: str, block: int, budget: int, nnz: int | None
+) -> da.Array:
+    """Sparse sample blocks as dense feature blocks, each densified in its own task.
+
+    Every output block takes its columns from every sample block, so the sparse blocks
+    may all be held at once: refused (pointing at ``layout="features"``) unless they and
+    two output blocks fit the budget.
+    """
+    n, p = X.shape
+    item = X.dtype.itemsize
+    held = nnz * (item + 4) if nnz is not None else n * p * item
+    need = held + 2 * n * min(block, p) * item
+    if need > budget:
+        raise InputError(no_room(where, X, need, budget))
+    dense = np.empty((0, 0), dtype=X.dtype)
+    return X.rechunk((n, block)).map_blocks(_densify, dtype=X.dtype, meta=dense)
+
+
+def _densify(block: Any) -> np.ndarray:
+    return block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+
+
+def no_room(where: str, X: da.Array, need: int, budget: int) -> str:
+    """The one-line refusal of a sample-blocked ``X`` that cannot be re-blocked in memory.
+
+    Parameters
+    ----------
+    where : str
+        The source, as shown.
+    X : dask.array.Array
+        The sample-blocked matrix.
+    need, budget : int
+        Bytes the re-blocking would hold, and the memory budget.
+
+    Returns
+    -------
+    str
+    """
+    rows, cols = X.chunks
+    return (
+        f"{where}: X is held by sample blocks ({rows[0]} samples × {cols[0]} features) and "
+        f"this method needs feature blocks; re-blocking them in memory needs "
+        f"{format_bytes(need)}, over the memory budget {format_bytes(budget)}; open the data "
+        'with layout="features" (fsdask.open_dataset(url, layout="features"): a re-blocked '
+        "copy, one extra pass), or raise the budget (--memory-budget)"
+    )
+
+
+def sample_blocked(X: da.Array) -> bool:
+    """Whether ``X`` is held by sample blocks: several row chunks, or sparse blocks.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+
+    Returns
+    -------
+    bool
+    """
+    return len(X.chunks[0]) > 1 or not isinstance(X._meta, np.ndarray)
 
 
 def new_location(rechunk_to: str | None, storage_options) -> tuple[str, dict, bool]:

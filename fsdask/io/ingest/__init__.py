@@ -102,7 +102,8 @@ def ingest(
     write = dict(storage_options=storage_options, overwrite=overwrite)
     write.update(chunk_bytes=chunk_bytes, dtype=dtype)
     if readable_store(source):
-        ds = open_dataset(source, storage_options, options, chunk_bytes=chunk_bytes)
+        feature_blocks = options.replace(layout="features")  # what an fsdask store holds
+        ds = open_dataset(source, storage_options, feature_blocks, chunk_bytes=chunk_bytes)
         return ingest_dataset(ds, url, options=options, inputs=inputs, **write)
     attrs: dict = {}
     if isinstance(source, (str, os.PathLike)):

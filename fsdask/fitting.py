@@ -13,19 +13,26 @@ the context instead of building its own machinery:
   on the checkpoint's cadence.  The state is a small dataclass, listed once;
 * ``ctx.warn(message)`` — a warning that points at the caller's line, whatever the depth of
   the call inside fsdask;
-* ``ctx.log_iteration(it, **values)`` — one progress line per outer iteration.
+* ``ctx.log_iteration(it, **values)`` — one progress line per outer iteration, with the
+  time left until the loop's ``max_iter`` (or the estimator's) at the pace so far.
+
+Progress lines (:func:`progress_line`) go to the ``fsdask`` logger at INFO, or — inside
+:func:`progress_lines`, which ``fsdask select`` enters unless ``-q``/``--no-progress`` — to
+stderr whatever the log level, so a long fit is never silent.
 
 Only this module constructs an ``Execution`` or opens a checkpoint (``tests/test_layers.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import logging
 import sys
 import time
 import warnings
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterator, TextIO, TypeVar
 
 import numpy as np
 
@@ -41,6 +48,100 @@ S = TypeVar("S")
 _PASSES = "__passes__"
 #: and whether ``done`` ended the loop (a loop that hit ``max_iter`` is complete, not finished)
 _FINISHED = "__finished__"
+
+#: seconds between two iteration lines inside :func:`progress_lines` (the first is always shown)
+PROGRESS_EVERY = 5.0
+
+
+@dataclasses.dataclass
+class _Sink:
+    """Where :func:`progress_lines` sends the lines, and when the last iteration line went."""
+
+    stream: TextIO
+    every: float
+    last: float = -np.inf
+
+
+#: the sink of the running :func:`progress_lines` block (None: the fsdask logger)
+_LINES: contextvars.ContextVar[_Sink | None] = contextvars.ContextVar("fsdask_lines", default=None)
+
+
+@contextlib.contextmanager
+def progress_lines(
+    enabled: bool = True, stream: TextIO | None = None, every: float = PROGRESS_EVERY
+) -> Iterator[None]:
+    """Print the progress lines of the fits run inside the block on ``stream`` (stderr).
+
+    Outside the block they are INFO records of the ``fsdask`` logger (shown with the CLI's
+    ``-v``); inside, each is one line ``fsdask: …`` on ``stream`` whatever the log level —
+    and not logged as well, so ``-v`` does not show it twice.  Iteration lines come at most
+    one per ``every`` seconds (a fit of a hundred fast iterations is not a hundred lines);
+    the first iteration of each loop and every other line are always shown.
+
+    Parameters
+    ----------
+    enabled : bool
+        False leaves the lines on the logger (``-q``, ``--no-progress``).
+    stream : file, optional
+        Where to print (default: ``sys.stderr``, so stdout stays clean for results).
+    every : float
+        Seconds between two iteration lines (0: every iteration).
+
+    Examples
+    --------
+    >>> with progress_lines():  # doctest: +SKIP
+    ...     QAlpha().fit(X)
+    """
+    if not enabled:
+        yield
+        return
+    token = _LINES.set(_Sink(stream or sys.stderr, float(every)))
+    try:
+        yield
+    finally:
+        _LINES.reset(token)
+
+
+def progress_line(message: str, *, throttle: bool = False) -> None:
+    """One progress line: printed inside :func:`progress_lines`, else logged at INFO.
+
+    Parameters
+    ----------
+    message : str
+        The line, without the ``fsdask:`` prefix.
+    throttle : bool
+        Inside :func:`progress_lines`, skip the line when the last one shown is less than
+        its ``every`` seconds old (the iterations after a loop's first).
+    """
+    sink = _LINES.get()
+    if sink is None:
+        log.info("%s", message)
+        return
+    now = time.perf_counter()
+    if throttle and now - sink.last < sink.every:
+        return
+    sink.last = now
+    try:
+        print(f"fsdask: {message}", file=sink.stream, flush=True)
+    except (OSError, ValueError):  # the stream was closed: progress is not worth a crash
+        pass
+
+
+@dataclasses.dataclass
+class _Clock:
+    """The pace of the running loop: its iteration count and time at its (re)start."""
+
+    max_iter: int | None
+    first: int
+    t0: float
+
+    def left(self, it: int) -> str:
+        """``; ≤ 12 s more to max_iter=30`` at the mean pace since the start (or '')."""
+        done = it - self.first
+        if self.max_iter is None or done <= 0 or it >= self.max_iter:
+            return ""
+        per = (time.perf_counter() - self.t0) / done
+        return f"; at most {format_duration(per * (self.max_iter - it))} more to max_iter={self.max_iter}"
 
 
 @dataclasses.dataclass
@@ -86,6 +187,7 @@ class FitContext:
         self._data: tuple[Any, Any] | None = None
         self._checkpoint: Any = None
         self._t0 = time.perf_counter()
+        self._clock = _Clock(_max_iter_of(estimator), 0, self._t0)
 
     # ---- data and passes
     def bind(self, X: Any, y: Any = None) -> FitContext:
@@ -155,6 +257,8 @@ class FitContext:
             state = _restored(state, saved)
         if last:
             return Loop(state, n_iter, finished)
+        limit = max_iter if max_iter is not None else _max_iter_of(self.estimator)
+        self._clock = _Clock(limit, n_iter, time.perf_counter())
 
         def save(n: int, s: S, f: bool, final: bool) -> None:
             slot.reached(n, lambda: self._dump(s, f), final=final)
@@ -172,19 +276,25 @@ class FitContext:
         warnings.warn(message, category, stacklevel=_stacklevel())
 
     def log_iteration(self, it: int, **values: Any) -> None:
-        """One line per outer iteration on the ``fsdask`` logger (INFO; the CLI's ``-v``).
+        """One progress line per outer iteration (:func:`progress_line`).
 
-        ``ctx.log_iteration(t, objective=f, change=delta)`` logs the paper's quantities and
-        the time since the fit started.
+        ``ctx.log_iteration(t, objective=f, change=delta)`` shows the paper's quantities, the
+        time since the fit started and, while the loop run by :meth:`iterate` (or the
+        estimator's ``max_iter``) has iterations to go, the time they take at most at the
+        mean pace of the iterations so far — an upper bound, as a loop may converge early.
         """
-        if not log.isEnabledFor(logging.INFO):
+        if _LINES.get() is None and not log.isEnabledFor(logging.INFO):
             return
         parts = ", ".join(
             f"{k}={v:.6g}" if isinstance(v, (float, np.floating)) else f"{k}={v}"
             for k, v in values.items()
         )
         elapsed = time.perf_counter() - self._t0
-        log.info("%s: iteration %d: %s (%.1f s)", self.method, it, parts, elapsed)
+        first = it == self._clock.first + 1  # a loop's first line is always shown
+        progress_line(
+            f"{self.method}: iteration {it}: {parts} ({elapsed:.1f} s{self._clock.left(it)})",
+            throttle=not first,
+        )
 
 
 def iterate(
@@ -275,6 +385,32 @@ def _restored(initial: Any, saved: dict[str, Any]) -> Any:
             new = float(new)
         changes[f.name] = new
     return dataclasses.replace(initial, **changes)
+
+
+def _max_iter_of(estimator: Any) -> int | None:
+    """The estimator's ``max_iter`` parameter, when it has an integer one."""
+    value = getattr(estimator, "max_iter", None)
+    return int(value) if isinstance(value, (int, np.integer)) and value > 0 else None
+
+
+def format_duration(seconds: float) -> str:
+    """A time for a person to read: ``< 1 s``, ``42 s``, ``12 min``, ``3.5 h``.
+
+    Parameters
+    ----------
+    seconds : float
+
+    Returns
+    -------
+    str
+    """
+    if seconds < 1:
+        return "< 1 s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _stacklevel() -> int:

@@ -48,6 +48,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "--top", type=int, default=20, help="how many top features to print (default 20)"
     )
     p.add_argument("--csv", help="also write the ranked table to this CSV file")
+    p.add_argument(
+        "--max-samples",
+        type=int,
+        metavar="N",
+        help="qalpha, logo, laplacian_score (quadratic in the samples): fit on at most N "
+        "samples, a seeded class-stratified subsample recorded in the result",
+    )
     add_overwrite(p)
     add_json(p, "the run and its top features")
     g = p.add_argument_group("checkpoints of iterative fits (qalpha, logo, cpfs, hsic)")
@@ -103,5 +110,6 @@ def _select(args: argparse.Namespace, out) -> int:
         resume=args.resume,
         as_json=args.json,
         stdout=out,
+        max_samples=args.max_samples,
     )
     return 0

@@ -239,8 +239,8 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         largest = cost.largest_n(room)
         params = self.get_params()
         subsample = (
-            f"subsample: max_samples={largest} (CLI: --max-samples {largest}; seeded, "
-            "stratified by class) or "
+            f"use fewer samples: max_samples={largest} (CLI: --max-samples {largest}; a "
+            "seeded, class-stratified subsample) or "
             if "max_samples" in params
             else f"use fewer samples (at most ~{largest} at this budget) or "
         )

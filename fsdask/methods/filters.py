@@ -517,10 +517,6 @@ class LaplacianScore(SampleLimit, Selector):
         Heat-kernel width; None uses the mean squared distance.
     n_features_to_select : int, float or None
     on_constant : {"drop", "error"}
-    memory_budget : int, str or None
-        Bytes (or ``"1GiB"``) the fit may hold; None reads the dask config key
-        ``fsdask.memory-budget``.  More samples than it holds the n × n graph for are
-        refused before X is read; 0 leaves that check off.
     max_samples : int or None, default None
         Fit on at most this many samples, drawn uniformly (the score uses no labels) with
         ``random_state``; recorded in ``result_.attrs`` (``max_samples``,
@@ -533,7 +529,8 @@ class LaplacianScore(SampleLimit, Selector):
     -----
     Memory: the squared distances are tree-summed (about ``TREE_SUM_COPIES`` = 8 n × n
     float64 copies), then D², the heat kernel, the kNN order, the mask and the Laplacian L
-    are n × n arrays on the client: 8·8·n² bytes, 2.5 GiB at n = 6 000.  Work: the Gram of
+    are n × n arrays on the client: 8·8·n² bytes, 2.5 GiB at n = 6 000, checked against
+    the dask config key ``fsdask.memory-budget`` (0 leaves the check off).  Work: the Gram of
     the samples and ``L f`` for every feature, ``4·n²·p`` flop (see
     :func:`fsdask.methods.quadratic.laplacian_cost`).  Both are estimated from X's shape
     before X is read: the fit starts with a line stating them, and above the memory budget
@@ -546,7 +543,6 @@ class LaplacianScore(SampleLimit, Selector):
         "t": [Real(0, None, closed="neither"), None],
         "n_features_to_select": [Int(1), Real(0, 1, closed="neither"), None],
         "on_constant": [StrOptions({"drop", "error"})],
-        "memory_budget": [Real(0, None), str, None],
         "max_samples": [Int(2), None],
         "random_state": [Int(0), None],
     }
@@ -557,7 +553,6 @@ class LaplacianScore(SampleLimit, Selector):
         t: float | None = None,
         n_features_to_select: int | float | None = None,
         on_constant: str = "drop",
-        memory_budget: Any = None,
         max_samples: int | None = None,
         random_state: int | None = 0,
     ):
@@ -565,7 +560,6 @@ class LaplacianScore(SampleLimit, Selector):
         self.t = t
         self.n_features_to_select = n_features_to_select
         self.on_constant = on_constant
-        self.memory_budget = memory_budget
         self.max_samples = max_samples
         self.random_state = random_state
 

@@ -8,9 +8,10 @@ and one that will take long says so first.  The remedy is ``max_samples=``: a se
 class-stratified :func:`subsample` of the rows (:class:`SampleLimit`, the estimators' shared
 part), recorded in the result's provenance.
 
-The work is a flop count of the n-dependent part, an upper bound (every iteration to
+The work is a flop count of the n-dependent part, bounded above (every iteration to
 ``max_iter``, every feature active); its seconds use the rates measured on this project's
-2-core test machine (:data:`RATES`) — an order of magnitude, not a promise.
+2-core test machine (:data:`RATES`) — an order of magnitude, not a promise: the passes
+linear in n and dask's overhead come on top, which dominate small fits.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from fsdask.fitting import format_duration, progress_line
 
 #: effective flop/s of one core for each kind of n-dependent work: the model's flop over the
 #: wall time of whole fits on the project's 2-core machine (shared, load average 1–4), the
-#: lower figure kept so the seconds stay an upper bound.  ``gemm`` (BLAS products of sample
+#: lower figure kept (an estimate too long rather than too short).  ``gemm`` (BLAS products of sample
 #: blocks): the Laplacian score at n = p = 2000 gave 4.4e9, Q-α at n = 1500, p = 2000 (Gram
 #: of W taken) 9e9; ``absdiff`` (Logo's weighted-Manhattan kernels): 9e8 at N = 600, J = 1000
 RATES = {"gemm": 4e9, "absdiff": 8e8}
@@ -66,7 +67,8 @@ class SampleCost:
 
     @property
     def seconds(self) -> float:
-        """The work's time at :data:`RATES` on ``dask.system.CPU_COUNT`` cores."""
+        """The work's time at :data:`RATES` on ``dask.system.CPU_COUNT`` cores (an order of
+        magnitude)."""
         return self.flop / (RATES[self.kind] * max(1, dask.system.CPU_COUNT))
 
     def largest_n(self, nbytes: float) -> int:
@@ -74,10 +76,10 @@ class SampleCost:
         return int(math.sqrt(nbytes / (8.0 * self.copies))) if self.copies else self.n_samples
 
     def work(self) -> str:
-        """``~3.2e+14 flop (at most ~2.5 h on 2 cores)``."""
+        """``~3.2e+14 flop (≈ 2.5 h on 2 cores)``."""
         cores = max(1, dask.system.CPU_COUNT)
         return (
-            f"~{self.flop:.2g} flop (at most ~{format_duration(self.seconds)} on {cores} "
+            f"~{self.flop:.2g} flop (≈ {format_duration(self.seconds)} on {cores} "
             f"core{'s' if cores > 1 else ''})"
         )
 
@@ -109,8 +111,8 @@ def qalpha_cost(
 
     Each α-step sums ``A_α = Σ_b M_bᵀ diag(α_b) M_b`` (n × n, ``2·p·n²`` flop) and finds α
     from W (p × r, r = nk): from its r × r Gram (``2·p·r²`` to sum it, ``4·r³`` for its
-    leading eigenvector) when that is taken, else by Lanczos (~20 products of
-    ``2·p·r`` each).  Ritz takes two α-steps per iteration; the fit at most
+    leading eigenvector) when that is taken — or the QR of W (``4·p²·r``) when p < r and
+    X is held, whichever is less — else by Lanczos (~20 products of ``2·p·r`` each).  Ritz takes two α-steps per iteration; the fit at most
     ``n_init · max_iter`` iterations and the first A_α of ``init="pca"``.  The kernel form
     (Def. 14) keeps no n × n matrix: ``4·p²·n`` flop per iteration for its feature kernel.
 
@@ -135,6 +137,8 @@ def qalpha_cost(
         return SampleCost(n, p, "", 0, 4.0 * p * p * n * iterations)
     r = float(n * k)
     w_part = 2.0 * p * r * r + 4.0 * r**3 if gram != "no" else 2.0 * p * r * 40
+    if gram == "fits" and p < r:  # X held in memory: the QR of W (p × r), no r × r eigh
+        w_part = min(w_part, 4.0 * p * p * r)
     steps = iterations * (2 if variant == "ritz" else 1) + 1
     flop = (2.0 * p * n * n + w_part) * steps
     if gram == "forced":

@@ -14,7 +14,9 @@ the context instead of building its own machinery:
 * ``ctx.warn(message)`` — a warning that points at the caller's line, whatever the depth of
   the call inside fsdask;
 * ``ctx.log_iteration(it, **values)`` — one progress line per outer iteration, with the
-  time left until the loop's ``max_iter`` (or the estimator's) at the pace so far.
+  time left until the loop's ``max_iter`` at the pace so far (a loop that stops itself,
+  by ``done``, names its bound by the estimator's ``progress_bound``: the name of the
+  parameter that caps its outer iterations, e.g. Logo's ``"max_iter"``).
 
 Progress lines (:func:`progress_line`) go to the ``fsdask`` logger at INFO, or — inside
 :func:`progress_lines`, which ``fsdask select`` enters unless ``-q``/``--no-progress`` — to
@@ -279,9 +281,10 @@ class FitContext:
         """One progress line per outer iteration (:func:`progress_line`).
 
         ``ctx.log_iteration(t, objective=f, change=delta)`` shows the paper's quantities, the
-        time since the fit started and, while the loop run by :meth:`iterate` (or the
-        estimator's ``max_iter``) has iterations to go, the time they take at most at the
-        mean pace of the iterations so far — an upper bound, as a loop may converge early.
+        time since the fit started and, while the ``max_iter`` of the loop run by
+        :meth:`iterate` (or the parameter the estimator's ``progress_bound`` names) leaves
+        iterations to go, the most they take at the mean pace of the iterations so far — a
+        bound, as a loop may converge early.
         """
         if _LINES.get() is None and not log.isEnabledFor(logging.INFO):
             return
@@ -388,8 +391,10 @@ def _restored(initial: Any, saved: dict[str, Any]) -> Any:
 
 
 def _max_iter_of(estimator: Any) -> int | None:
-    """The estimator's ``max_iter`` parameter, when it has an integer one."""
-    value = getattr(estimator, "max_iter", None)
+    """The cap of the estimator's outer iterations: the parameter its ``progress_bound``
+    names, when that is a positive integer (else None: no time left is shown)."""
+    name = getattr(estimator, "progress_bound", None)
+    value = getattr(estimator, name, None) if isinstance(name, str) else None
     return int(value) if isinstance(value, (int, np.integer)) and value > 0 else None
 
 

@@ -251,3 +251,37 @@ def test_max_samples_is_refused_for_a_method_linear_in_n():
     with pytest.raises(ParameterError, match="--max-samples applies to the methods quadratic"):
         with_max_samples(get_method("ttest"), 9)
     assert with_max_samples(get_method("logo"), 9).max_samples == 9
+
+
+def test_a_loop_that_stops_itself_shows_time_left_only_when_its_bound_is_named():
+    import dataclasses
+
+    from fsdask.fitting import FitContext
+
+    @dataclasses.dataclass
+    class State:
+        i: int = 0
+
+    class Inner:  # max_iter caps an inner solver, not the loop: no time left is shown
+        method_name = "inner"
+        max_iter = 5000
+
+    class Outer(Inner):
+        method_name = "outer"
+        max_iter = 4
+        progress_bound = "max_iter"
+
+    out = io.StringIO()
+    for est in (Inner(), Outer()):
+        ctx = FitContext(est)
+
+        def step(s, ctx=ctx):
+            s.i += 1
+            ctx.log_iteration(s.i, change=1.0 / s.i)
+            return s
+
+        with progress_lines(stream=out, every=0):
+            ctx.iterate("loop", State(), step, done=lambda s: s.i >= 3)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 6 and not any("more to" in ln for ln in lines[:3])
+    assert all("more to max_iter=4" in ln for ln in lines[3:])

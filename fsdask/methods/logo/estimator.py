@@ -146,6 +146,8 @@ class Logo(SampleLimit, Selector):
     # ---- the algorithm
     #: a stratified subsample keeps a nearest hit for every sample (eq. 5)
     min_per_class = 2
+    #: the parameter that caps Algorithm 1's outer loop (the progress lines' time left)
+    progress_bound = "max_iter"
 
     def _sample_cost(self, n: int, p: int) -> SampleCost:
         """Algorithm 1's N × N matrices and work (class Notes): D on its tree-sum and the

@@ -18,9 +18,9 @@ the context instead of building its own machinery:
   by ``done``, names its bound by the estimator's ``progress_bound``: the name of the
   parameter that caps its outer iterations, e.g. Logo's ``"max_iter"``).
 
-Progress lines (:func:`progress_line`) go to the ``fsdask`` logger at INFO, or — inside
-:func:`progress_lines`, which ``fsdask select`` enters unless ``-q``/``--no-progress`` — to
-stderr whatever the log level, so a long fit is never silent.
+Progress lines (:func:`progress_line`) are INFO records of the ``fsdask`` logger; inside
+:func:`progress_lines`, which ``fsdask select`` enters unless ``-q``/``--no-progress``, they
+are printed on stderr as well, whatever the log level, so a long fit is never silent.
 
 Only this module constructs an ``Execution`` or opens a checkpoint (``tests/test_layers.py``).
 """
@@ -53,18 +53,27 @@ _FINISHED = "__finished__"
 
 #: seconds between two iteration lines inside :func:`progress_lines` (the first is always shown)
 PROGRESS_EVERY = 5.0
+#: the attribute of the log records :func:`progress_lines` has already printed
+SHOWN = "fsdask_progress_shown"
 
 
 @dataclasses.dataclass
 class _Sink:
-    """Where :func:`progress_lines` sends the lines, and when the last iteration line went."""
+    """Where :func:`progress_lines` sends the lines, and when the last one went."""
 
     stream: TextIO
     every: float
     last: float = -np.inf
 
 
-#: the sink of the running :func:`progress_lines` block (None: the fsdask logger)
+class _NotShownTwice(logging.Filter):
+    """Keeps the records :func:`progress_lines` printed out of the root logger's handlers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, SHOWN, False)
+
+
+#: the sink of the running :func:`progress_lines` block (None: the fsdask logger only)
 _LINES: contextvars.ContextVar[_Sink | None] = contextvars.ContextVar("fsdask_lines", default=None)
 
 
@@ -74,20 +83,21 @@ def progress_lines(
 ) -> Iterator[None]:
     """Print the progress lines of the fits run inside the block on ``stream`` (stderr).
 
-    Outside the block they are INFO records of the ``fsdask`` logger (shown with the CLI's
-    ``-v``); inside, each is one line ``fsdask: …`` on ``stream`` whatever the log level —
-    and not logged as well, so ``-v`` does not show it twice.  Iteration lines come at most
-    one per ``every`` seconds (a fit of a hundred fast iterations is not a hundred lines);
-    the first iteration of each loop and every other line are always shown.
+    Progress lines are INFO records of the ``fsdask`` logger (shown with the CLI's ``-v``,
+    read by ``fsdask run --log-json``).  Inside the block each is also printed as one line
+    ``fsdask: …`` on ``stream``, whatever the log level, and kept from the root logger's
+    handlers (``-v`` does not show it twice).  Iteration lines are printed at most one per
+    ``every`` seconds (a hundred fast iterations are not a hundred lines) — a loop's first
+    iteration and the other lines always.
 
     Parameters
     ----------
     enabled : bool
-        False leaves the lines on the logger (``-q``, ``--no-progress``).
+        False: the records only (``-q``, ``--no-progress``).
     stream : file, optional
         Where to print (default: ``sys.stderr``, so stdout stays clean for results).
     every : float
-        Seconds between two iteration lines (0: every iteration).
+        Seconds between two printed iteration lines (0: every iteration).
 
     Examples
     --------
@@ -98,29 +108,34 @@ def progress_lines(
         yield
         return
     token = _LINES.set(_Sink(stream or sys.stderr, float(every)))
+    guard, handlers = _NotShownTwice(), list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(guard)
     try:
         yield
     finally:
+        for handler in handlers:
+            handler.removeFilter(guard)
         _LINES.reset(token)
 
 
 def progress_line(message: str, *, throttle: bool = False) -> None:
-    """One progress line: printed inside :func:`progress_lines`, else logged at INFO.
+    """One progress line: an INFO record of the ``fsdask`` logger, printed as well inside
+    :func:`progress_lines`.
 
     Parameters
     ----------
     message : str
         The line, without the ``fsdask:`` prefix.
     throttle : bool
-        Inside :func:`progress_lines`, skip the line when the last one shown is less than
-        its ``every`` seconds old (the iterations after a loop's first).
+        Inside :func:`progress_lines`, print the line only when the last one printed is at
+        least its ``every`` seconds old (the iterations after a loop's first).
     """
     sink = _LINES.get()
-    if sink is None:
-        log.info("%s", message)
-        return
     now = time.perf_counter()
-    if throttle and now - sink.last < sink.every:
+    shown = sink is not None and not (throttle and now - sink.last < sink.every)
+    log.info("%s", message, extra={SHOWN: shown})
+    if not shown:
         return
     sink.last = now
     try:
@@ -287,7 +302,7 @@ class FitContext:
         bound, as a loop may converge early.
         """
         if _LINES.get() is None and not log.isEnabledFor(logging.INFO):
-            return
+            return  # nobody listens: spare the formatting
         parts = ", ".join(
             f"{k}={v:.6g}" if isinstance(v, (float, np.floating)) else f"{k}={v}"
             for k, v in values.items()

@@ -285,3 +285,29 @@ def test_a_loop_that_stops_itself_shows_time_left_only_when_its_bound_is_named()
     lines = out.getvalue().splitlines()
     assert len(lines) == 6 and not any("more to" in ln for ln in lines[:3])
     assert all("more to max_iter=4" in ln for ln in lines[3:])
+
+
+def test_printed_lines_stay_log_records_but_the_root_handlers_do_not_repeat_them():
+    """``fsdask run --log-json`` reads the records (a handler on the fsdask logger); the
+    CLI's ``-v`` prints the root's: inside progress_lines a line is printed once, by
+    progress_lines or (when throttled there) by the root's handlers."""
+    fsdask_log, root = logging.getLogger("fsdask"), logging.getLogger()
+    on_fsdask, on_root, printed = io.StringIO(), io.StringIO(), io.StringIO()
+    h_fsdask, h_root = logging.StreamHandler(on_fsdask), logging.StreamHandler(on_root)
+    old = fsdask_log.level
+    fsdask_log.addHandler(h_fsdask)
+    root.addHandler(h_root)
+    fsdask_log.setLevel(logging.INFO)
+    try:
+        with progress_lines(stream=printed, every=3600):
+            Logo(max_iter=3).fit(np.random.default_rng(0).normal(size=(60, 20)), labels(60))
+        Logo(max_iter=1).fit(np.random.default_rng(0).normal(size=(60, 20)), labels(60))
+    finally:
+        fsdask_log.removeHandler(h_fsdask)
+        root.removeHandler(h_root)
+        fsdask_log.setLevel(old)
+    records = [ln for ln in on_fsdask.getvalue().splitlines() if ": iteration " in ln]
+    assert len(records) == 4  # every iteration, printed or not, and the fit outside
+    assert printed.getvalue().count(": iteration ") == 1  # throttled after the first
+    root_text = on_root.getvalue()  # what was not printed: iterations 2, 3 and the fit outside
+    assert root_text.count("logo: iteration ") == 3 and root_text.count("iteration 1:") == 1

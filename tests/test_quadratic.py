@@ -178,6 +178,8 @@ def test_supervised_qalpha_stratifies_and_the_unsupervised_draws_uniformly():
     X, y = rng.normal(size=(300, 12)), labels(300)
     sup = QAlpha(max_iter=2, max_samples=60, supervised=True).fit(X, y)
     assert sup.result_.attrs["subsample_stratified"] is True
+    with pytest.raises(ParameterError, match="keep 4 sample"):  # Def. 6: k_within + 1 each
+        QAlpha(max_samples=11, supervised=True, k_within=3).fit(X, y)
     uns = QAlpha(max_iter=2, max_samples=60).fit(X)
     assert uns.result_.attrs["subsample_stratified"] is False
     assert uns.Q_.shape == (60, 2)

@@ -79,7 +79,8 @@ class QAlpha(SampleLimit, Selector):
         before X is read; 0 leaves that check off.
     max_samples : int or None, default None
         Fit on at most this many samples: a seeded (``random_state``) subsample, stratified
-        by class when the labels are used (the supervised criterion), recorded in
+        by class when the labels are used (the supervised criterion; every class keeps
+        ``k_within + 1``, or the subsample is refused), recorded in
         ``result_.attrs`` (``max_samples``, ``n_samples_used``, ``subsample_seed``,
         ``subsample_rows_sha256``; see :func:`fsdask.methods.quadratic.subsample`).  None
         uses every sample.
@@ -202,6 +203,12 @@ class QAlpha(SampleLimit, Selector):
             variant="kernel" if kernel else self.variant,
             gram=gram,
         )
+
+    @property
+    def min_per_class(self) -> int:  # type: ignore[override]
+        """Samples a stratified subsample keeps of each class: Def. 6's class blocks need
+        ``k_within + 1``."""
+        return self.k_within + 1
 
     def _strata(self, y: np.ndarray | None) -> np.ndarray | None:
         """The labels, when the fit uses them (the supervised criterion, Def. 6)."""

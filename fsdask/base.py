@@ -40,7 +40,7 @@ from fsdask._validation import (
     validate_parameter_constraints,
 )
 from fsdask.errors import InputError, ParameterError
-from fsdask.fitting import FitContext
+from fsdask.fitting import FitContext, progress_line
 from fsdask.io.rechunk import to_feature_blocks
 from fsdask.linalg.colstats import column_screen
 from fsdask.linalg.reductions import compute_blocks
@@ -232,46 +232,55 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         """Refuse a problem by its shape alone, before X is read (a method whose cost would be
         prohibitive says so here, not hours into the fit)."""
 
-    def _check_sample_matrices(self, n: int, copies: int, what: str) -> None:
-        """Refuse ``n`` samples when ``copies`` n × n float64 matrices exceed the memory budget.
+    def _check_sample_matrices(self, cost: Any) -> None:
+        """Refuse a fit whose n × n matrices exceed the memory budget; announce its cost.
 
-        For the methods that hold matrices between samples (:meth:`_check_shape` calls it,
-        before X is read): the fit would otherwise fail only when NumPy cannot allocate them.
-        The budget is the estimator's ``memory_budget``, else the dask config key
-        ``fsdask.memory-budget``; a budget of 0 (every other decision on the chunked path)
-        leaves the check off, and sample matrices of at most :data:`SAMPLE_MATRIX_FLOOR` in
-        all are never refused.
+        For the methods that hold matrices between samples (their :meth:`_check_shape`
+        calls it, before X is read): ``cost`` is the fit's
+        :class:`~fsdask.methods.quadratic.SampleCost`.  Without the check the fit would fail
+        only when NumPy cannot allocate them, hours in.  The budget is the estimator's
+        ``memory_budget``, else the dask config key ``fsdask.memory-budget``; a budget of 0
+        (every other decision on the chunked path) leaves the check off, and sample matrices
+        of at most :data:`SAMPLE_MATRIX_FLOOR` in all are never refused.  A fit that goes on
+        starts with one progress line: its samples, the matrices' size and its work.
 
         Parameters
         ----------
-        n : int, the number of samples
-        copies : int, the n × n arrays alive at the fit's peak
-        what : str, the matrices, as the message names them
+        cost : SampleCost
+            The samples the fit uses, its n × n matrices and its work.
 
         Raises
         ------
         InputError
-            Naming the sample count, the estimate, the budget and the remedy.
+            Naming the sample count, the estimate, the budget and the remedies.
         """
         from dask.utils import format_bytes
 
         from fsdask._config import memory_budget
 
         budget = memory_budget(getattr(self, "memory_budget", None))
-        need = 8.0 * copies * float(n) ** 2
-        if budget == 0 or need <= max(budget, SAMPLE_MATRIX_FLOOR):
+        room = max(budget, SAMPLE_MATRIX_FLOOR)
+        if budget == 0 or cost.nbytes <= room:
+            progress_line(f"{self.method_name}: {cost.summary()}")
             return
-        largest = int((max(budget, SAMPLE_MATRIX_FLOOR) / (8.0 * copies)) ** 0.5)
+        largest = cost.largest_n(room)
+        params = self.get_params()
+        subsample = (
+            f"use fewer samples: max_samples={largest} (CLI: --max-samples {largest}; a "
+            "seeded, class-stratified subsample) or "
+            if "max_samples" in params
+            else f"use fewer samples (at most ~{largest} at this budget) or "
+        )
         param = (
             "memory_budget=SIZE (CLI: --param memory_budget=SIZE) or "
-            if "memory_budget" in self.get_params()
+            if "memory_budget" in params
             else ""
         )
         raise InputError(
-            f"{type(self).__name__} on {n} samples needs about {format_bytes(need)} for its "
-            f"{what} ({copies} × n × n float64), above the memory budget of "
-            f"{format_bytes(budget)}; use fewer samples (at most ~{largest} at this budget) or "
-            f"raise the budget: {param}the dask config fsdask.memory-budget "
+            f"{type(self).__name__} on {cost.n_samples} samples needs about "
+            f"{format_bytes(cost.nbytes)} for its {cost.what} ({cost.copies} × n × n float64) "
+            f"and {cost.work()}, above the memory budget of {format_bytes(budget)}; "
+            f"{subsample}raise the budget: {param}the dask config fsdask.memory-budget "
             "(DASK_FSDASK__MEMORY_BUDGET=SIZE)"
         )
 

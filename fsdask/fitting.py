@@ -13,19 +13,28 @@ the context instead of building its own machinery:
   on the checkpoint's cadence.  The state is a small dataclass, listed once;
 * ``ctx.warn(message)`` — a warning that points at the caller's line, whatever the depth of
   the call inside fsdask;
-* ``ctx.log_iteration(it, **values)`` — one progress line per outer iteration.
+* ``ctx.log_iteration(it, **values)`` — one progress line per outer iteration, with the
+  time left until the loop's ``max_iter`` at the pace so far (a loop that stops itself,
+  by ``done``, names its bound by the estimator's ``progress_bound``: the name of the
+  parameter that caps its outer iterations, e.g. Logo's ``"max_iter"``).
+
+Progress lines (:func:`progress_line`) are INFO records of the ``fsdask`` logger; inside
+:func:`progress_lines`, which ``fsdask select`` enters unless ``-q``/``--no-progress``, they
+are printed on stderr as well, whatever the log level, so a long fit is never silent.
 
 Only this module constructs an ``Execution`` or opens a checkpoint (``tests/test_layers.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import logging
 import sys
 import time
 import warnings
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterator, TextIO, TypeVar
 
 import numpy as np
 
@@ -41,6 +50,115 @@ S = TypeVar("S")
 _PASSES = "__passes__"
 #: and whether ``done`` ended the loop (a loop that hit ``max_iter`` is complete, not finished)
 _FINISHED = "__finished__"
+
+#: seconds between two iteration lines inside :func:`progress_lines` (the first is always shown)
+PROGRESS_EVERY = 5.0
+#: the attribute of the log records :func:`progress_lines` has already printed
+SHOWN = "fsdask_progress_shown"
+
+
+@dataclasses.dataclass
+class _Sink:
+    """Where :func:`progress_lines` sends the lines, and when the last one went."""
+
+    stream: TextIO
+    every: float
+    last: float = -np.inf
+
+
+class _NotShownTwice(logging.Filter):
+    """Keeps the records :func:`progress_lines` printed out of the root logger's handlers."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, SHOWN, False)
+
+
+#: the sink of the running :func:`progress_lines` block (None: the fsdask logger only)
+_LINES: contextvars.ContextVar[_Sink | None] = contextvars.ContextVar("fsdask_lines", default=None)
+
+
+@contextlib.contextmanager
+def progress_lines(
+    enabled: bool = True, stream: TextIO | None = None, every: float = PROGRESS_EVERY
+) -> Iterator[None]:
+    """Print the progress lines of the fits run inside the block on ``stream`` (stderr).
+
+    Progress lines are INFO records of the ``fsdask`` logger (shown with the CLI's ``-v``,
+    read by ``fsdask run --log-json``).  Inside the block each is also printed as one line
+    ``fsdask: …`` on ``stream``, whatever the log level, and kept from the root logger's
+    handlers (``-v`` does not show it twice).  Iteration lines are printed at most one per
+    ``every`` seconds (a hundred fast iterations are not a hundred lines) — a loop's first
+    iteration and the other lines always.
+
+    Parameters
+    ----------
+    enabled : bool
+        False: the records only (``-q``, ``--no-progress``).
+    stream : file, optional
+        Where to print (default: ``sys.stderr``, so stdout stays clean for results).
+    every : float
+        Seconds between two printed iteration lines (0: every iteration).
+
+    Examples
+    --------
+    >>> with progress_lines():  # doctest: +SKIP
+    ...     QAlpha().fit(X)
+    """
+    if not enabled:
+        yield
+        return
+    token = _LINES.set(_Sink(stream or sys.stderr, float(every)))
+    guard, handlers = _NotShownTwice(), list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(guard)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(guard)
+        _LINES.reset(token)
+
+
+def progress_line(message: str, *, throttle: bool = False) -> None:
+    """One progress line: an INFO record of the ``fsdask`` logger, printed as well inside
+    :func:`progress_lines`.
+
+    Parameters
+    ----------
+    message : str
+        The line, without the ``fsdask:`` prefix.
+    throttle : bool
+        Inside :func:`progress_lines`, print the line only when the last one printed is at
+        least its ``every`` seconds old (the iterations after a loop's first).
+    """
+    sink = _LINES.get()
+    now = time.perf_counter()
+    shown = sink is not None and not (throttle and now - sink.last < sink.every)
+    log.info("%s", message, extra={SHOWN: shown})
+    if not shown:
+        return
+    sink.last = now
+    try:
+        print(f"fsdask: {message}", file=sink.stream, flush=True)
+    except (OSError, ValueError):  # the stream was closed: progress is not worth a crash
+        pass
+
+
+@dataclasses.dataclass
+class _Clock:
+    """The pace of the running loop: its iteration count and time at its (re)start."""
+
+    max_iter: int | None
+    first: int
+    t0: float
+
+    def left(self, it: int) -> str:
+        """``; ≤ 12 s more to max_iter=30`` at the mean pace since the start (or '')."""
+        done = it - self.first
+        if self.max_iter is None or done <= 0 or it >= self.max_iter:
+            return ""
+        per = (time.perf_counter() - self.t0) / done
+        return f"; at most {format_duration(per * (self.max_iter - it))} more to max_iter={self.max_iter}"
 
 
 @dataclasses.dataclass
@@ -86,6 +204,7 @@ class FitContext:
         self._data: tuple[Any, Any] | None = None
         self._checkpoint: Any = None
         self._t0 = time.perf_counter()
+        self._clock = _Clock(_max_iter_of(estimator), 0, self._t0)
 
     # ---- data and passes
     def bind(self, X: Any, y: Any = None) -> FitContext:
@@ -155,6 +274,8 @@ class FitContext:
             state = _restored(state, saved)
         if last:
             return Loop(state, n_iter, finished)
+        limit = max_iter if max_iter is not None else _max_iter_of(self.estimator)
+        self._clock = _Clock(limit, n_iter, time.perf_counter())
 
         def save(n: int, s: S, f: bool, final: bool) -> None:
             slot.reached(n, lambda: self._dump(s, f), final=final)
@@ -172,19 +293,26 @@ class FitContext:
         warnings.warn(message, category, stacklevel=_stacklevel())
 
     def log_iteration(self, it: int, **values: Any) -> None:
-        """One line per outer iteration on the ``fsdask`` logger (INFO; the CLI's ``-v``).
+        """One progress line per outer iteration (:func:`progress_line`).
 
-        ``ctx.log_iteration(t, objective=f, change=delta)`` logs the paper's quantities and
-        the time since the fit started.
+        ``ctx.log_iteration(t, objective=f, change=delta)`` shows the paper's quantities, the
+        time since the fit started and, while the ``max_iter`` of the loop run by
+        :meth:`iterate` (or the parameter the estimator's ``progress_bound`` names) leaves
+        iterations to go, the most they take at the mean pace of the iterations so far — a
+        bound, as a loop may converge early.
         """
-        if not log.isEnabledFor(logging.INFO):
-            return
+        if _LINES.get() is None and not log.isEnabledFor(logging.INFO):
+            return  # nobody listens: spare the formatting
         parts = ", ".join(
             f"{k}={v:.6g}" if isinstance(v, (float, np.floating)) else f"{k}={v}"
             for k, v in values.items()
         )
         elapsed = time.perf_counter() - self._t0
-        log.info("%s: iteration %d: %s (%.1f s)", self.method, it, parts, elapsed)
+        first = it == self._clock.first + 1  # a loop's first line is always shown
+        progress_line(
+            f"{self.method}: iteration {it}: {parts} ({elapsed:.1f} s{self._clock.left(it)})",
+            throttle=not first,
+        )
 
 
 def iterate(
@@ -275,6 +403,34 @@ def _restored(initial: Any, saved: dict[str, Any]) -> Any:
             new = float(new)
         changes[f.name] = new
     return dataclasses.replace(initial, **changes)
+
+
+def _max_iter_of(estimator: Any) -> int | None:
+    """The cap of the estimator's outer iterations: the parameter its ``progress_bound``
+    names, when that is a positive integer (else None: no time left is shown)."""
+    name = getattr(estimator, "progress_bound", None)
+    value = getattr(estimator, name, None) if isinstance(name, str) else None
+    return int(value) if isinstance(value, (int, np.integer)) and value > 0 else None
+
+
+def format_duration(seconds: float) -> str:
+    """A time for a person to read: ``< 1 s``, ``42 s``, ``12 min``, ``3.5 h``.
+
+    Parameters
+    ----------
+    seconds : float
+
+    Returns
+    -------
+    str
+    """
+    if seconds < 1:
+        return "< 1 s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _stacklevel() -> int:

@@ -33,6 +33,7 @@ def select(
     resume: bool | None = None,
     as_json: bool = False,
     stdout=None,
+    max_samples: int | None = None,
 ) -> str:
     """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
 
@@ -43,8 +44,9 @@ def select(
     ----------
     url : str
         The input dataset.
-    method, params
-        A name of :data:`fsdask.methods.REGISTRY` and the estimator's keyword arguments.
+    method, params, max_samples
+        A name of :data:`fsdask.methods.REGISTRY`, the estimator's keyword arguments and its
+        ``max_samples`` (qalpha, logo, laplacian_score: a seeded, class-stratified subsample).
     output : str
         The result store to write (local path or URL).
     csv : str, optional
@@ -73,22 +75,19 @@ def select(
     str
         The path of the result written.
     """
-    from fsdask.cluster import progress as show_progress
-    from fsdask.cluster import scheduler as run_on
     from fsdask.io import open_dataset
     from fsdask.methods import get_method
+    from fsdask.methods.quadratic import with_max_samples
 
     stdout = stdout or sys.stdout
     so = dict(storage_options or {})
     check_count(top, "--top")
-    est = get_method(method, **dict(params or {}))
+    est = with_max_samples(get_method(method, **dict(params or {})), max_samples)
     ds = open_dataset(url, storage_options=so, **_read_for(est, read).as_dict())
     _check_outputs(url, output, csv, so, overwrite)
     ckpt = _checkpoint(output, checkpoint_every, resume)
     t0 = time.perf_counter()
-    with run_on(scheduler, memory_limit=memory_limit) as client:
-        with show_progress(client, enabled=progress), ckpt:
-            est.fit(ds)
+    _fit(est, ds, scheduler, memory_limit, progress, ckpt)
     result = est.result_
     path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
     _report(result, method, top, path, csv, time.perf_counter() - t0, as_json, stdout)
@@ -100,6 +99,18 @@ def _read_for(est, read: ReadOptions | None) -> ReadOptions:
     the methods linear in the samples (``streams_samples``), else feature blocks."""
     read = read or ReadOptions()
     return read if getattr(est, "streams_samples", False) else read.replace(layout="features")
+
+
+def _fit(est, ds, scheduler: str, memory_limit: str | None, progress: bool, ckpt) -> None:
+    """Fit where asked, showing progress: dask's tasks and the fit's own lines (its cost,
+    its iterations and the time they may take)."""
+    from fsdask.cluster import progress as show_progress
+    from fsdask.cluster import scheduler as run_on
+    from fsdask.fitting import progress_lines
+
+    with run_on(scheduler, memory_limit=memory_limit) as client:
+        with show_progress(client, enabled=progress), progress_lines(progress), ckpt:
+            est.fit(ds)
 
 
 def summary(

@@ -54,6 +54,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="ttest, f, fold_change: test every group of the label (all) or the listed ones "
         "against the rest, in one pass (the same as --param groups=...)",
     )
+    p.add_argument(
+        "--max-samples",
+        type=int,
+        metavar="N",
+        help="qalpha, logo, laplacian_score (quadratic in the samples): fit on at most N "
+        "samples, a seeded class-stratified subsample recorded in the result",
+    )
     add_overwrite(p)
     add_json(p, "the run and its top features")
     g = p.add_argument_group("checkpoints of iterative fits (qalpha, logo, cpfs, hsic)")
@@ -109,6 +116,7 @@ def _select(args: argparse.Namespace, out) -> int:
         resume=args.resume,
         as_json=args.json,
         stdout=out,
+        max_samples=args.max_samples,
     )
     return 0
 

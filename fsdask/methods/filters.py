@@ -45,6 +45,7 @@ from fsdask.linalg.moments import Moments, class_moments, streamed_moments
 from fsdask.linalg.threads import cores, parallel_map
 from fsdask.linalg.twosample import ks_columns
 from fsdask.methods import FILTER_SCORES
+from fsdask.methods.quadratic import SampleCost, SampleLimit, laplacian_cost
 
 BINARY_ONLY = {"ttest", "snr", "fold_change", "ks"}
 CLASS_SCORES = {"fisher", "f"} | BINARY_ONLY
@@ -796,7 +797,7 @@ Filter.__init__.__signature__ = inspect.signature(Filter.__init__).replace(
 )
 
 
-class LaplacianScore(Selector):
+class LaplacianScore(SampleLimit, Selector):
     """Laplacian score (He, Cai & Niyogi 2005), unsupervised: a baseline of the Q-α and CPFS papers.
 
     Builds the kNN heat-kernel graph S between samples from the N × N squared distances
@@ -810,6 +811,25 @@ class LaplacianScore(Selector):
     t : float or None
         Heat-kernel width; None uses the mean squared distance.
     n_features_to_select : int, float or None
+    on_constant : {"drop", "error"}
+    max_samples : int or None, default None
+        Fit on at most this many samples, drawn uniformly (the score uses no labels) with
+        ``random_state``; recorded in ``result_.attrs`` (``max_samples``,
+        ``n_samples_used``, ``subsample_seed``, ``subsample_rows_sha256``).  None uses
+        every sample.
+    random_state : int or None, default 0
+        Seed of the ``max_samples`` subsample (None: one is drawn and recorded).
+
+    Notes
+    -----
+    Memory: the squared distances are tree-summed (about ``TREE_SUM_COPIES`` = 8 n × n
+    float64 copies), then D², the heat kernel, the kNN order, the mask and the Laplacian L
+    are n × n arrays on the client: 8·8·n² bytes, 2.5 GiB at n = 6 000, checked against
+    the dask config key ``fsdask.memory-budget`` (0 leaves the check off).  Work: the Gram of
+    the samples and ``L f`` for every feature, ``4·n²·p`` flop (see
+    :func:`fsdask.methods.quadratic.laplacian_cost`).  Both are estimated from X's shape
+    before X is read: the fit starts with a line stating them, and above the memory budget
+    it is refused, naming ``max_samples`` and the budget as remedies.
     """
 
     method_name = "laplacian_score"
@@ -818,6 +838,8 @@ class LaplacianScore(Selector):
         "t": [Real(0, None, closed="neither"), None],
         "n_features_to_select": [Int(1), Real(0, 1, closed="neither"), None],
         "on_constant": [StrOptions({"drop", "error"})],
+        "max_samples": [Int(2), None],
+        "random_state": [Int(0), None],
     }
 
     def __init__(
@@ -826,18 +848,19 @@ class LaplacianScore(Selector):
         t: float | None = None,
         n_features_to_select: int | float | None = None,
         on_constant: str = "drop",
+        max_samples: int | None = None,
+        random_state: int | None = 0,
     ):
         self.n_neighbors = n_neighbors
         self.t = t
         self.n_features_to_select = n_features_to_select
         self.on_constant = on_constant
+        self.max_samples = max_samples
+        self.random_state = random_state
 
-    def _check_shape(self, n: int, p: int) -> None:
-        """Refuse more samples than the memory budget (dask config ``fsdask.memory-budget``)
-        holds the dense n × n graph for: the squared distances are tree-summed (about
-        ``TREE_SUM_COPIES`` copies), then D², the heat kernel, the kNN order, the mask and
-        the Laplacian L are n × n arrays on the client."""
-        self._check_sample_matrices(n, TREE_SUM_COPIES, "squared distances and kNN graph")
+    def _sample_cost(self, n: int, p: int) -> SampleCost:
+        """The n × n graph on its tree-sum and its work (class Notes)."""
+        return laplacian_cost(n, p, copies=TREE_SUM_COPIES)
 
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         n = X.shape[0]

@@ -14,12 +14,13 @@ from fsdask.linalg.execution import TREE_SUM_COPIES
 from fsdask.methods.qalpha.core import auto_cut, qalpha_weights
 from fsdask.methods.qalpha.kernel import KERNELS
 from fsdask.methods.qalpha.loop import QAlphaRun
+from fsdask.methods.quadratic import SampleCost, SampleLimit, qalpha_cost
 
 #: the ``variant`` parameter's values (``supervised``: Def. 6 with the power scheme)
 VARIANTS = ("power", "basic", "ritz", "laplacian", "gap", "supervised", "kernel")
 
 
-class QAlpha(Selector):
+class QAlpha(SampleLimit, Selector):
     """Q-α feature weighting (Wolf & Shashua, JMLR 2005), as Dask graphs linear in the features.
 
     Parameters
@@ -66,6 +67,7 @@ class QAlpha(Selector):
         ``memory_budget`` with its tree-sum, r ≤ 4096 at 1 GiB), TSQR, or
         Lanczos on Wᵀ W (one pass per product, warm-started).
     random_state : int, default 0
+        Seeds random starts and the ``max_samples`` subsample.
     on_constant : {"drop", "error"}
         Constant features have no direction after centring: weight 0 and never selected
         (``drop``), or an error.
@@ -75,6 +77,13 @@ class QAlpha(Selector):
         the dask config key ``fsdask.memory-budget``.  More samples q than it holds the
         q × q affinity A_α for (8·TREE_SUM_COPIES·q² bytes; not the kernel form) are refused
         before X is read; 0 leaves that check off.
+    max_samples : int or None, default None
+        Fit on at most this many samples: a seeded (``random_state``) subsample, stratified
+        by class when the labels are used (the supervised criterion; every class keeps
+        ``k_within + 1``, or the subsample is refused), recorded in
+        ``result_.attrs`` (``max_samples``, ``n_samples_used``, ``subsample_seed``,
+        ``subsample_rows_sha256``; see :func:`fsdask.methods.quadratic.subsample`).  None
+        uses every sample.
 
     Attributes
     ----------
@@ -85,6 +94,18 @@ class QAlpha(Selector):
     n_passes_ : reads of X after the input check.  An X of at most ``fsdask.hold-x-below``
         bytes (dask config, default 32 MiB) is read once into memory and iterated there
         (n_passes_ = 1); set it to 0 to keep every pass on dask.
+
+    Notes
+    -----
+    Memory: every variant but the kernel one sums the q × q affinity A_α (q samples) over
+    the feature blocks at each α-step, about ``TREE_SUM_COPIES`` (8) q × q float64 arrays
+    while tree-summed: 8·8·q² bytes, 2.5 GiB at q = 6 000, 24 GiB at q = 20 000.  Work:
+    ``2·p·q²`` flop per α-step for A_α plus α's part from W (p × qk), at most
+    ``n_init · max_iter`` iterations (Ritz: two α-steps each); the kernel form keeps no
+    q × q matrix and costs ``4·p²·q`` per iteration (see
+    :func:`fsdask.methods.quadratic.qalpha_cost`).  Both are estimated from X's shape
+    before X is read: the fit starts with a line stating them, and above the memory budget
+    it is refused, naming ``max_samples`` and the budget as remedies.
     """
 
     method_name = "qalpha"
@@ -107,6 +128,7 @@ class QAlpha(Selector):
         "random_state": [Int(0), None],
         "on_constant": [StrOptions({"drop", "error"})],
         "memory_budget": [Real(0, None), str, None],
+        "max_samples": [Int(2), None],
     }
 
     def __init__(
@@ -128,6 +150,7 @@ class QAlpha(Selector):
         random_state: int | None = 0,
         on_constant: Literal["drop", "error"] = "drop",
         memory_budget: Any = None,
+        max_samples: int | None = None,
     ):
         self.k = k
         self.variant = variant
@@ -146,6 +169,7 @@ class QAlpha(Selector):
         self.random_state = random_state
         self.on_constant = on_constant
         self.memory_budget = memory_budget
+        self.max_samples = max_samples
 
     # ---- parameters
     @property
@@ -156,18 +180,52 @@ class QAlpha(Selector):
         return top_k_mask(scores, auto_cut(scores))
 
     # ---- fit
-    def _check_shape(self, n: int, p: int) -> None:
-        """Refuse more samples than the memory budget holds the q × q affinity for.
+    def _sample_cost(self, n: int, p: int) -> SampleCost:
+        """The n-dependent cost (class Notes): A_α's ``TREE_SUM_COPIES`` copies on its tree-sum
+        — more than the eigendecomposition of A_α then holds on the client (A_α, its
+        symmetric part and the eigenvectors) — and the Gram of W when ``alpha_solver``
+        takes it (as :class:`~fsdask.methods.qalpha.alpha.AlphaStep` decides); none for the
+        kernel form (Def. 14)."""
+        from fsdask._config import memory_budget
 
-        Every variant but the kernel one sums ``A_α`` (q × q, q = samples) over the feature
-        blocks at each α-step: about ``TREE_SUM_COPIES`` copies are alive while it is
-        tree-summed, more than the eigendecomposition of A_α then holds on the client
-        (A_α, its symmetric part and the eigenvectors).  The kernel form (Def. 14) keeps no
-        q × q matrix.
-        """
+        kernel = self.kernel is not None or self.variant == "kernel"
+        r2 = 8.0 * TREE_SUM_COPIES * (n * self.k) ** 2  # the tree-summed Gram of W (AlphaStep)
+        gram = "forced" if self.alpha_solver == "gram" else "no"
+        if self.alpha_solver in ("auto", "tsqr") and r2 <= memory_budget(self.memory_budget):
+            gram = "fits"
+        return qalpha_cost(
+            n,
+            p,
+            k=self.k,
+            copies=TREE_SUM_COPIES,
+            max_iter=self.max_iter,
+            n_init=self.n_init,
+            variant="kernel" if kernel else self.variant,
+            gram=gram,
+        )
+
+    @property
+    def min_per_class(self) -> int:  # type: ignore[override]
+        """Samples a stratified subsample keeps of each class: Def. 6's class blocks need
+        ``k_within + 1``."""
+        return self.k_within + 1
+
+    def _strata(self, y: np.ndarray | None) -> np.ndarray | None:
+        """The labels, when the fit uses them (the supervised criterion, Def. 6)."""
+        return y if y is not None and self._uses_labels(y) else None
+
+    def _uses_labels(self, y: np.ndarray | None) -> bool:
         if self.kernel is not None or self.variant == "kernel":
-            return
-        self._check_sample_matrices(n, TREE_SUM_COPIES, "sample affinity A_α on its tree-sum")
+            return False
+        return (
+            self.variant == "supervised"
+            or (
+                y is not None
+                and self.supervised in ("auto", True)
+                and self.variant in ("power", "basic")
+            )
+            or self.supervised is True
+        )
 
     def _fit(self, X: Any, y: np.ndarray | None, ctx: FitContext) -> FitOutput:
         variant, y_core = self._scheme(X, y)
@@ -210,15 +268,7 @@ class QAlpha(Selector):
             )
         if self.kernel is not None or self.variant == "kernel":
             return "kernel", None
-        use_sup = (
-            self.variant == "supervised"
-            or (
-                y is not None
-                and self.supervised in ("auto", True)
-                and self.variant in ("power", "basic")
-            )
-            or self.supervised is True
-        )
+        use_sup = self._uses_labels(y)
         if use_sup and y is None:
             raise InputError("the supervised Q-α (Def. 6) needs labels: fit(X, y)")
         if not use_sup and self.k >= q:

@@ -32,6 +32,11 @@ def select(
     checkpoint_every: Any = None,
     resume: bool | None = None,
     as_json: bool = False,
+    stability: int | None = None,
+    stability_threshold: float = 0.6,
+    fdr: float | None = None,
+    fdr_method: str = "bh",
+    permutations: int | None = None,
     stdout=None,
 ) -> str:
     """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
@@ -65,6 +70,13 @@ def select(
         exists.
     as_json : bool
         Print one JSON object (:func:`summary`) instead of the table.
+    stability, stability_threshold : int, float
+        Stability selection over ``stability`` subsamples (:class:`fsdask.Stability`): the
+        result holds the selection frequencies and the stable set at the threshold.
+    fdr, fdr_method, permutations : float, str, int
+        Select at false discovery rate ``fdr`` (:class:`fsdask.FDR`, ``"bh"`` or ``"by"``,
+        ``permutations`` for the permutation null); with ``stability`` too, the FDR
+        selection is the one made on each subsample.
     stdout : file, optional
         Where to print (default: ``sys.stdout``).
 
@@ -81,7 +93,14 @@ def select(
     stdout = stdout or sys.stdout
     so = dict(storage_options or {})
     check_count(top, "--top")
-    est = get_method(method, **dict(params or {}))
+    est = confident(
+        get_method(method, **dict(params or {})),
+        stability=stability,
+        stability_threshold=stability_threshold,
+        fdr=fdr,
+        fdr_method=fdr_method,
+        permutations=permutations,
+    )
     ds = open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
     _check_outputs(url, output, csv, so, overwrite)
     ckpt = _checkpoint(output, checkpoint_every, resume)
@@ -93,6 +112,56 @@ def select(
     path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
     _report(result, method, top, path, csv, time.perf_counter() - t0, as_json, stdout)
     return path
+
+
+def confident(
+    est,
+    *,
+    stability: int | None = None,
+    stability_threshold: float = 0.6,
+    fdr: float | None = None,
+    fdr_method: str = "bh",
+    permutations: int | None = None,
+):
+    """``est`` wrapped for ``--fdr`` (:class:`fsdask.FDR`) then ``--stability``
+    (:class:`fsdask.Stability`); unchanged without them.
+
+    Parameters
+    ----------
+    est : Selector
+    stability, stability_threshold, fdr, fdr_method, permutations
+        As for :func:`select`.
+
+    Returns
+    -------
+    Selector
+    """
+    from fsdask.errors import ParameterError
+    from fsdask.stability import FDR, Stability
+
+    if permutations is not None and fdr is None:
+        raise ParameterError("--permutations is the null of --fdr; give --fdr Q too")
+    if fdr is not None:
+        est = FDR(est, q=fdr, method=fdr_method, n_permutations=permutations)
+    if stability is not None:
+        est = Stability(est, n_resamples=stability, threshold=stability_threshold)
+    return est
+
+
+def confidence_line(result) -> str | None:
+    """One line on the result's stated confidence (stable set and bound, or FDR), or None."""
+    a = result.attrs
+    n_sel = int(result["selected"].sum())
+    if "error_bound" in a:
+        bound = a["error_bound"]
+        return (
+            f"stable set: {n_sel} feature(s) selected in >= {a['stability_threshold']:g} of "
+            f"{a['n_resamples']} subsamples; expected false selections <= "
+            + (f"{bound:.3g}" if bound >= 0 else "(no bound: threshold <= 0.5)")
+        )
+    if "fdr_q" in a:
+        return f"{n_sel} feature(s) selected at FDR {a['fdr_q']:g} ({a['fdr_method'].upper()})"
+    return None
 
 
 def summary(
@@ -179,6 +248,9 @@ def _report(result, method, top, path, csv, seconds, as_json, stdout) -> None:
         f"in {seconds:.1f} s; result written to {path}" + (f", table to {csv}" if csv else ""),
         file=stdout,
     )
+    line = confidence_line(result)
+    if line:
+        print(line, file=stdout)
 
 
 def ckpt_path(output: str) -> str | None:

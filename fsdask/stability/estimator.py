@@ -55,6 +55,12 @@ def strata_of(estimator: Any, y: np.ndarray | None) -> np.ndarray | None:
     return np.unique(y, return_inverse=True)[1]
 
 
+def min_per_class(estimator: Any) -> int:
+    """Samples of each class a subsample needs: 2 for the statistics with a variance in
+    each class (as :class:`~fsdask.methods.filters.Filter` requires), else 1."""
+    return 2 if getattr(estimator, "statistic", None) in ("ttest", "snr") else 1
+
+
 class Stability(Selector):
     """Stability selection: which features survive other samples of the data.
 
@@ -189,6 +195,7 @@ class Stability(Selector):
             sample_fraction=self.sample_fraction,
             complementary_pairs=self.complementary_pairs,
             strata=strata_of(base_estimator(self.estimator), y),
+            min_per_stratum=min_per_class(base_estimator(self.estimator)),
             random_state=self._seed(),
         )
 

@@ -24,6 +24,7 @@ def draw_subsamples(
     sample_fraction: float = 0.5,
     complementary_pairs: bool = True,
     strata: np.ndarray | None = None,
+    min_per_stratum: int = 1,
     random_state: int | None = 0,
 ) -> list[np.ndarray]:
     """The sample indices of each resample, sorted, drawn from one seed.
@@ -43,6 +44,9 @@ def draw_subsamples(
     strata : int ndarray (n,), optional
         Class codes: each subsample takes the fraction from every class separately, so
         every class appears in every subsample (a two-class statistic needs both).
+    min_per_stratum : int
+        The fewest samples of a class (or, without strata, in all) a subsample may have:
+        fewer is refused (a t-test needs 2 per class).
     random_state : int or None
         The seed; the same seed gives the same subsamples on every machine.
 
@@ -67,6 +71,8 @@ def draw_subsamples(
         if strata is None
         else [np.flatnonzero(strata == c) for c in np.unique(strata)]
     )
+    least = max(2, min_per_stratum) if strata is None else min_per_stratum
+    _check_strata(groups, sample_fraction, complementary_pairs, strata is not None, least)
     step = 2 if complementary_pairs else 1
     out: list[np.ndarray] = []
     for _ in range(0, n_resamples, step):
@@ -79,13 +85,24 @@ def draw_subsamples(
         out.append(np.sort(np.concatenate(first)))
         if complementary_pairs:
             out.append(np.sort(np.concatenate(second)))
-    small = min(r.size for r in out)
-    if small < 2:
-        raise InputError(
-            f"a subsample of {sample_fraction:g} of {n} samples has {small} sample(s); "
-            "stability selection needs more samples (or a larger sample_fraction)"
-        )
     return out
+
+
+def _check_strata(
+    groups: list[np.ndarray], fraction: float, pairs: bool, by_class: bool, need: int
+) -> None:
+    """Refuse subsamples with fewer than ``need`` samples of a class (or in all)."""
+    for g in groups:
+        m = int(math.floor(fraction * g.size))
+        least = min(m, g.size - m) if pairs else m
+        if least < need:
+            what = "a class" if by_class else "the data"
+            raise InputError(
+                f"a subsample of {fraction:g} of {what} ({g.size} samples) has {least} "
+                f"sample(s); stability selection needs at least {need} per subsample"
+                + (" and class" if by_class else "")
+                + " (more samples, or a larger sample_fraction without complementary pairs)"
+            )
 
 
 def frequency_interval(
@@ -114,7 +131,8 @@ def frequency_interval(
     den = 1 + z**2 / n_resamples
     mid = (f + z**2 / (2 * n_resamples)) / den
     half = z * np.sqrt(f * (1 - f) / n_resamples + z**2 / (4 * n_resamples**2)) / den
-    return np.clip(mid - half, 0, 1), np.clip(mid + half, 0, 1)
+    # the interval holds f; clipping keeps rounding from putting f outside it
+    return np.clip(np.minimum(mid - half, f), 0, 1), np.clip(np.maximum(mid + half, f), 0, 1)
 
 
 def error_bound(mean_selected: float, n_features: int, threshold: float) -> float:

@@ -92,7 +92,7 @@ def test_alert_on_drift_value_is_checked(tmp_path, value):
 def test_alert_on_drift_exits_3_after_recording_the_step(tmp_path):
     rng = np.random.default_rng(0)
     _data(tmp_path / "d.npz", rng, signal=[0, 1, 2, 3, 4])
-    cfg = _config(tmp_path, select_extra={"stability": 20})
+    cfg = _config(tmp_path, select_extra={"confidence": {"stability": 20}})
     assert set(run_pipeline(cfg).values()) == {"ran"}  # first night: nothing to compare
     _data(tmp_path / "d.npz", rng, signal=[30, 31, 32, 33, 34])  # the answer changes
     proc = _cli("run", cfg, "--log-json", "log.jsonl", cwd=tmp_path)

@@ -32,11 +32,7 @@ def select(
     checkpoint_every: Any = None,
     resume: bool | None = None,
     as_json: bool = False,
-    stability: int | None = None,
-    stability_threshold: float = 0.6,
-    fdr: float | None = None,
-    fdr_method: str = "bh",
-    permutations: int | None = None,
+    confidence: Mapping[str, Any] | None = None,
     stdout=None,
 ) -> str:
     """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
@@ -70,13 +66,7 @@ def select(
         exists.
     as_json : bool
         Print one JSON object (:func:`summary`) instead of the table.
-    stability, stability_threshold : int, float
-        Stability selection over ``stability`` subsamples (:class:`fsdask.Stability`): the
-        result holds the selection frequencies and the stable set at the threshold.
-    fdr, fdr_method, permutations : float, str, int
-        Select at false discovery rate ``fdr`` (:class:`fsdask.FDR`, ``"bh"`` or ``"by"``,
-        ``permutations`` for the permutation null); with ``stability`` too, the FDR
-        selection is the one made on each subsample.
+    confidence : mapping of :func:`confident`'s keywords (``stability=100``, ``fdr=0.05``)
     stdout : file, optional
         Where to print (default: ``sys.stdout``).
 
@@ -93,14 +83,7 @@ def select(
     stdout = stdout or sys.stdout
     so = dict(storage_options or {})
     check_count(top, "--top")
-    est = confident(
-        get_method(method, **dict(params or {})),
-        stability=stability,
-        stability_threshold=stability_threshold,
-        fdr=fdr,
-        fdr_method=fdr_method,
-        permutations=permutations,
-    )
+    est = confident(get_method(method, **dict(params or {})), **dict(confidence or {}))
     ds = open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
     _check_outputs(url, output, csv, so, overwrite)
     ckpt = _checkpoint(output, checkpoint_every, resume)
@@ -122,15 +105,21 @@ def confident(
     fdr: float | None = None,
     fdr_method: str = "bh",
     permutations: int | None = None,
+    **unknown: Any,
 ):
     """``est`` wrapped for ``--fdr`` (:class:`fsdask.FDR`) then ``--stability``
-    (:class:`fsdask.Stability`); unchanged without them.
+    (:class:`fsdask.Stability`); unchanged without them (``select(confidence=…)``).
 
     Parameters
     ----------
     est : Selector
-    stability, stability_threshold, fdr, fdr_method, permutations
-        As for :func:`select`.
+    stability, stability_threshold : int, float
+        Stability selection over ``stability`` subsamples: the result holds the selection
+        frequencies and the stable set at the threshold.
+    fdr, fdr_method, permutations : float, str, int
+        Select at false discovery rate ``fdr`` (``"bh"`` or ``"by"``; ``permutations`` for
+        the permutation null).  With ``stability`` too, each subsample's selection is the
+        FDR selection.
 
     Returns
     -------
@@ -139,8 +128,15 @@ def confident(
     from fsdask.errors import ParameterError
     from fsdask.stability import FDR, Stability
 
+    if unknown:
+        raise ParameterError(
+            f"confidence: unknown key(s) {', '.join(map(repr, unknown))}; valid: stability, "
+            "stability_threshold, fdr, fdr_method, permutations"
+        )
     if permutations is not None and fdr is None:
         raise ParameterError("--permutations is the null of --fdr; give --fdr Q too")
+    if fdr is not None and not (isinstance(fdr, (int, float)) and 0 < fdr < 1):
+        raise ParameterError(f"--fdr {fdr}: a false discovery rate in (0, 1), e.g. --fdr 0.05")
     if fdr is not None:
         est = FDR(est, q=fdr, method=fdr_method, n_permutations=permutations)
     if stability is not None:

@@ -80,6 +80,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+def confidence(args: argparse.Namespace) -> dict:
+    """The ``--stability`` / ``--fdr`` options as :func:`fsdask.api.select.confident`'s keywords."""
+    names = ("stability", "stability_threshold", "fdr", "fdr_method", "permutations")
+    return {n: getattr(args, n) for n in names}
+
+
 def add_confidence_options(p: argparse.ArgumentParser) -> None:
     """``--stability N`` and ``--fdr Q`` (:func:`fsdask.api.select.confident`)."""
     g = p.add_argument_group("stated confidence (stability selection, false discovery rate)")
@@ -141,11 +147,7 @@ def _select(args: argparse.Namespace, out) -> int:
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
         as_json=args.json,
-        stability=args.stability,
-        stability_threshold=args.stability_threshold,
-        fdr=args.fdr,
-        fdr_method=args.fdr_method,
-        permutations=args.permutations,
+        confidence=confidence(args),
         stdout=out,
     )
     return 0

@@ -108,7 +108,8 @@ def refit_all(
     """
     n_rows = max(X.shape[0] if r is None else r.size for r, _ in resamples)
     ests = [seeded(estimator, s) for s in seeds]
-    if ctx.execution.fits(n_rows * X.shape[1] * 8, copies=3):
+    # a task holds its rows of X, the fit's float64 copy and a block's temporaries
+    if ctx.execution.fits(n_rows * X.shape[1] * max(8, X.dtype.itemsize), copies=3):
         tasks = [
             dask.delayed(refit_one, pure=True)(e, X if r is None else X[r], yr)
             for e, (r, yr) in zip(ests, resamples)

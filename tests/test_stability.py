@@ -287,3 +287,26 @@ def test_same_result_with_a_worker_killed_mid_run(lc, ds):
     res = out["result"]
     np.testing.assert_array_equal(res["stability"].values, ref["stability"].values)
     np.testing.assert_array_equal(res["selected"].values, ref["selected"].values)
+
+
+def test_select_command_with_stability_and_fdr(tmp_path, capsys):
+    from fsdask.cli import main
+
+    X, y = _planted(5, p=50)
+    url = str(tmp_path / "d.zarr")
+    fsdask.ingest(X.astype(np.float32), url, y=y)
+    base = ["select", url, "--method", "ttest", "--no-progress", "--top", "3"]
+    out = str(tmp_path / "s.zarr")
+    assert main([*base, "--param", "n_features_to_select=4", "--stability", "20", "-o", out]) == 0
+    assert "stable set: 4 feature(s) selected in >= 0.6 of 20 subsamples" in capsys.readouterr().out
+    res = fsdask.open_result(out)
+    assert {"stability", "stability_low", "plain_selected"} <= set(res)
+    assert res.attrs["error_bound"] == pytest.approx(16 / (0.2 * 50))
+    out = str(tmp_path / "f.zarr")
+    assert main([*base, "--fdr", "0.05", "--fdr-method", "by", "-o", out]) == 0
+    assert "selected at FDR 0.05 (BY)" in capsys.readouterr().out
+    assert "pvalue_adj" in fsdask.open_result(out)
+    for bad in (["--fdr", "1.5"], ["--permutations", "10"], ["--stability", "1"]):
+        assert main([*base, *bad, "-o", str(tmp_path / "bad.zarr")]) == 2
+        assert not (tmp_path / "bad.zarr").exists()
+    assert "--fdr 1.5: a false discovery rate in (0, 1)" in capsys.readouterr().err

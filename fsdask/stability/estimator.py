@@ -279,8 +279,7 @@ class Stability(Selector):
             ),
         }
 
-    def fit(self, X: Any, y: Any = None) -> Stability:
-        """Fit the estimator on every subsample of X (and y); see the class docstring."""
-        super().fit(X, y)
-        self.frequency_ = np.asarray(self.result_["stability"].values)
-        return self
+    @property
+    def frequency_(self) -> np.ndarray:
+        """Selection frequency of each feature (``result_["stability"]``)."""
+        return np.asarray(self.result_["stability"].values)

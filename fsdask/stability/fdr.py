@@ -227,9 +227,12 @@ class FDR(Selector):
             },
         )
 
-    def fit(self, X: Any, y: Any = None) -> FDR:
-        """Fit the estimator and its null; select at false discovery rate q."""
-        super().fit(X, y)
-        self.pvalues_ = np.asarray(self.result_["pvalue"].values)
-        self.pvalues_adjusted_ = np.asarray(self.result_["pvalue_adj"].values)
-        return self
+    @property
+    def pvalues_(self) -> np.ndarray:
+        """The p-values (``result_["pvalue"]``; NaN for constant features)."""
+        return np.asarray(self.result_["pvalue"].values)
+
+    @property
+    def pvalues_adjusted_(self) -> np.ndarray:
+        """The BH or BY adjusted p-values (``result_["pvalue_adj"]``)."""
+        return np.asarray(self.result_["pvalue_adj"].values)

@@ -22,29 +22,47 @@ import numpy as np
 from sklearn.base import clone
 
 _LOCK = threading.Lock()
-_DEPTH = [0, None]  # refits running in this process, and the config they replaced
+#: refits running in this process, and what they replaced while they run (the dask config
+#: and the warnings' state)
+_DEPTH: dict[str, Any] = {"n": 0, "config": None, "warnings": None, "show": None}
+#: the warnings of the refit running on this thread (None: not in a refit)
+_LOCAL = threading.local()
+
+
+def _route(message, category, filename, lineno, file=None, line=None):
+    """``warnings.showwarning`` while refits run: a refit's thread keeps its warnings, any
+    other thread's go where they went before."""
+    said = getattr(_LOCAL, "said", None)
+    if said is None:
+        return _DEPTH["show"](message, category, filename, lineno, file, line)
+    said.append(str(message))
 
 
 @contextlib.contextmanager
 def synchronous() -> Iterator[None]:
-    """The synchronous scheduler while any refit of this process runs.
+    """The synchronous scheduler, and warnings kept per thread, while any refit of this
+    process runs.
 
-    ``dask.config.set`` changes the whole process; refits running side by side on a
-    worker's threads share one setting, restored when the last one ends (a per-task
-    ``with dask.config.set`` would restore it under a refit still running).
+    ``dask.config.set`` and ``warnings.catch_warnings`` change the whole process; refits
+    running side by side on a worker's threads share one setting, made by the first and
+    restored by the last (a per-task ``with`` would restore it under a refit still running).
     """
     with _LOCK:
-        if _DEPTH[0] == 0:
-            _DEPTH[1] = dask.config.set(scheduler="synchronous")
-        _DEPTH[0] += 1
+        if _DEPTH["n"] == 0:
+            _DEPTH["config"] = dask.config.set(scheduler="synchronous")
+            _DEPTH["warnings"] = warnings.catch_warnings()
+            _DEPTH["warnings"].__enter__()
+            warnings.simplefilter("always")  # every refit says its warnings
+            _DEPTH["show"], warnings.showwarning = warnings.showwarning, _route
+        _DEPTH["n"] += 1
     try:
         yield
     finally:
         with _LOCK:
-            _DEPTH[0] -= 1
-            if _DEPTH[0] == 0:
-                _DEPTH[1].__exit__(None, None, None)
-                _DEPTH[1] = None
+            _DEPTH["n"] -= 1
+            if _DEPTH["n"] == 0:
+                _DEPTH["warnings"].__exit__(None, None, None)
+                _DEPTH["config"].__exit__(None, None, None)
 
 
 def refit_one(estimator: Any, X: np.ndarray, y: np.ndarray | None) -> tuple:
@@ -61,10 +79,13 @@ def refit_one(estimator: Any, X: np.ndarray, y: np.ndarray | None) -> tuple:
     (bool ndarray (p,), float ndarray (p,), list of str): the warnings' messages travel
     back to the client, which says them once for all refits
     """
-    with synchronous(), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        est = clone(estimator).fit(X, y)
-    said = [str(w.message) for w in caught]
+    with synchronous():
+        _LOCAL.said = []
+        try:
+            est = clone(estimator).fit(X, y)
+            said = _LOCAL.said
+        finally:
+            _LOCAL.said = None
     return np.asarray(est.support_, bool), np.asarray(est.scores_, np.float64), said
 
 

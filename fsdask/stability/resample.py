@@ -55,16 +55,8 @@ def draw_subsamples(
     list of int ndarray
         ``n_resamples`` sorted index arrays.  Memory: n_resamples × n/2 integers.
     """
-    if complementary_pairs and n_resamples % 2:
-        raise ParameterError(
-            f"n_resamples={n_resamples} must be even with complementary_pairs=True "
-            "(each subsample comes with its complement)"
-        )
-    if complementary_pairs and sample_fraction != 0.5:
-        raise ParameterError(
-            f"sample_fraction={sample_fraction} must be 0.5 with complementary_pairs=True "
-            "(a subsample and its complement split the samples in halves)"
-        )
+    if complementary_pairs:
+        _check_pairs(n_resamples, sample_fraction)
     rng = np.random.default_rng(random_state)
     groups = (
         [np.arange(n)]
@@ -86,6 +78,20 @@ def draw_subsamples(
         if complementary_pairs:
             out.append(np.sort(np.concatenate(second)))
     return out
+
+
+def _check_pairs(n_resamples: int, sample_fraction: float) -> None:
+    """Complementary pairs need an even number of halves."""
+    if n_resamples % 2:
+        raise ParameterError(
+            f"n_resamples={n_resamples} must be even with complementary_pairs=True "
+            "(each subsample comes with its complement)"
+        )
+    if sample_fraction != 0.5:
+        raise ParameterError(
+            f"sample_fraction={sample_fraction} must be 0.5 with complementary_pairs=True "
+            "(a subsample and its complement split the samples in halves)"
+        )
 
 
 def _check_strata(

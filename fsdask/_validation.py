@@ -113,32 +113,59 @@ def check_array(
     min_samples: int = 1,
     min_features: int = 1,
     check_finite: bool = True,
+    layout: str = "features",
 ) -> da.Array:
-    """Turn numpy / dask / xarray / pandas / AnnData input into a 2-D dask array in feature blocks.
+    """Turn numpy / dask / xarray / pandas / AnnData input into a 2-D dask array.
 
     Non-finite values are checked lazily-but-once: the check is a single streaming pass
     (``isfinite`` reduction) and the error says how many bad values there are and in which
     features, so the user can fix the input or pick a NaN policy at ingest.
+
+    Parameters
+    ----------
+    X : array-like (n_samples, n_features)
+    name : str, for messages
+    allow_nan, check_finite : whether non-finite values are refused here (one pass)
+    dtype : dtype of the result, or None (floats kept; others float64)
+    min_samples, min_features : int, the least the caller needs
+    layout : {"features", "samples", "stored"}
+        ``features``: (all samples, feature block) — a dask X with several row blocks is
+        rechunked in the graph.  ``samples``: a sample-blocked X is kept as it is — dask
+        blocks NumPy or ``scipy.sparse`` CSR (never densified), integer counts kept;
+        an in-memory scipy.sparse X becomes CSR row blocks.  ``stored``: as ``features``
+        for in-memory X; a dask X stays in its stored blocks, for the caller to convert
+        (:meth:`fsdask.base.Selector.fit` does, through ``fsdask.io.rechunk``).
+
+    Returns
+    -------
+    dask array (n, p)
     """
-    X = _as_dask(X, name)
+    if layout not in ("features", "samples", "stored"):
+        raise ValueError(f"check_array: layout={layout!r} is not one of features, samples, stored")
+    X = _as_dask(X, name, sparse_rows=layout == "samples")
     _check_blocks_and_kind(X, name)
     if (
         X.dtype == np.float16
     ):  # too coarse for the sums fsdask forms, and not supported by its kernels
         X = X.astype(np.float32)
     _check_size(X, name, min_samples, min_features)
+    keep_counts = layout == "samples" and X.dtype.kind in "iu"  # the kernels widen them
     if dtype is not None:
         X = X.astype(dtype)
-    elif not np.issubdtype(X.dtype, np.floating):
+    elif not (np.issubdtype(X.dtype, np.floating) or keep_counts):
         X = X.astype(np.float64)
-    X = as_feature_blocks(X)
+    if layout == "features":
+        X = as_feature_blocks(X)
+    elif layout == "samples":
+        X = merged_row_blocks(X)
     if check_finite and not allow_nan:
         assert_all_finite(X, name=name)
     return X
 
 
-def _as_dask(X: Any, name: str) -> da.Array:
-    """Any accepted input kind as a dask array (sample, feature); numbers only."""
+def _as_dask(X: Any, name: str, sparse_rows: bool = False) -> da.Array:
+    """Any accepted input kind as a dask array (sample, feature); numbers only.  An in-memory
+    scipy.sparse X becomes CSR row blocks (``sparse_rows``) or dense feature blocks."""
     if isinstance(X, xr.Dataset):
         if "X" not in X:
             raise InputError(
@@ -156,7 +183,7 @@ def _as_dask(X: Any, name: str) -> da.Array:
         except Exception as exc:  # pragma: no cover - defensive
             raise InputError(f"{name}: could not convert to an array: {exc}") from exc
     if scipy.sparse.issparse(X):
-        X = sparse_feature_blocks(X)
+        X = sparse_sample_blocks(X) if sparse_rows else sparse_feature_blocks(X)
     if isinstance(X, da.Array):
         return X
     X = _numeric_numpy(np.asarray(X), name)
@@ -223,7 +250,8 @@ def assert_all_finite(
 ) -> None:
     """Raise :class:`InputError` naming the count and first features of non-finite values."""
     # p counts: joined on the client, not in one task
-    (bad_per_feature,) = compute_blocks((~da.isfinite(X)).sum(axis=0))
+    counts = X.map_blocks(_nonfinite_counts, dtype=np.int64, meta=np.empty((0, 0), np.int64))
+    (bad_per_feature,) = compute_blocks(counts.sum(axis=0))
     total = int(bad_per_feature.sum())
     if total:
         idx = np.flatnonzero(bad_per_feature)
@@ -233,6 +261,16 @@ def assert_all_finite(
             f"(first: {', '.join(shown)}); impute or drop them first, e.g. "
             "`fsdask ingest --nan-policy zero|mean|drop-feature` or X.fillna(...)"
         )
+
+
+def _nonfinite_counts(xb: Any) -> np.ndarray:
+    """NaN/Inf values per column of one block (NumPy or scipy.sparse: its stored values), as
+    one row of a (row blocks, p) array of counts."""
+    if scipy.sparse.issparse(xb):
+        xb = scipy.sparse.csr_matrix(xb)
+        bad = ~np.isfinite(xb.data)
+        return np.bincount(xb.indices[bad], minlength=xb.shape[1])[None, :].astype(np.int64)
+    return (~np.isfinite(xb)).sum(axis=0, dtype=np.int64)[None, :]
 
 
 def constant_features(X: da.Array) -> da.Array:
@@ -316,6 +354,76 @@ def sparse_feature_blocks(X: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.
     if not blocks:
         return da.zeros((n, 0), dtype=dtype)
     return da.concatenate(blocks, axis=1)
+
+
+def sparse_sample_blocks(X: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.Array:
+    """A scipy.sparse matrix as a dask array of CSR row blocks, kept sparse.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or array (n, p), any format (converted to CSR once)
+    chunk_bytes : int, the stored values (and their column indices) of one row block
+
+    Returns
+    -------
+    dask array (n, p) whose blocks are ``scipy.sparse.csr_matrix`` row slices (all features);
+    integer counts keep their dtype.  Memory: the CSR copy of X (none if X is a CSR matrix).
+    """
+    Xr = scipy.sparse.csr_matrix(X)
+    if not Xr.has_canonical_format:  # duplicates summed, as densifying would
+        Xr = Xr.copy()
+        Xr.sum_duplicates()
+    n = Xr.shape[0]
+    row_bytes = (Xr.data.itemsize + Xr.indices.itemsize) * Xr.nnz / max(n, 1)
+    rows = max(1, int(chunk_bytes // max(row_bytes, 1.0)))
+    return da.from_array(Xr, chunks=(min(rows, max(n, 1)), -1), asarray=False)
+
+
+#: assumed share of stored values in a CSR row, to size its row blocks before reading it
+CSR_DENSITY = 0.1
+
+
+def merged_row_blocks(X: da.Array, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.Array:
+    """X with runs of small consecutive row blocks merged (in the graph, whole blocks only),
+    so that a store chunked by one or a few samples does not make a task per sample.
+
+    Parameters
+    ----------
+    X : dask array (n, p), NumPy or CSR blocks
+    chunk_bytes : int, the target size of a block (a CSR block is sized for
+        :data:`CSR_DENSITY` stored values, 12 bytes each)
+
+    Returns
+    -------
+    X itself when its row blocks are at least a quarter of the target; else merged.
+    Memory: one merged block per task.
+    """
+    rows = X.chunks[0]
+    if len(rows) == 1:
+        return X
+    width = max(X.chunks[1])
+    if scipy.sparse.issparse(getattr(X, "_meta", None)):
+        row_bytes = 12.0 * CSR_DENSITY * width
+    else:
+        row_bytes = float(width * X.dtype.itemsize)
+    target = max(1, int(chunk_bytes // max(row_bytes, 1.0)))
+    if np.median(rows) >= target / 4:
+        return X
+    merged, acc = [], 0
+    for r in rows:
+        if acc and acc + r > target:
+            merged.append(acc)
+            acc = 0
+        acc += r
+    merged.append(acc)
+    return X.rechunk({0: tuple(merged)})
+
+
+def is_sample_blocked(X: Any) -> bool:
+    """Whether a dask X is not in fsdask's feature blocks: several row blocks, or sparse blocks."""
+    if not isinstance(X, da.Array):
+        return False
+    return len(X.chunks[0]) > 1 or scipy.sparse.issparse(getattr(X, "_meta", None))
 
 
 def _densify(block: Any, dtype: Any) -> np.ndarray:

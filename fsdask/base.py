@@ -2,7 +2,9 @@
 
 A subclass declares its parameters (``__init__`` plus ``_parameter_constraints``) and
 implements ``_fit(X, y, ctx)``, which receives X as a dask array in feature blocks (non-finite
-values already refused, constant features already removed according to ``on_constant``) and
+values already refused, constant features already removed according to ``on_constant``) —
+or, for a method that declares ``streams_samples``, in the blocks it came in (sample blocks,
+NumPy or CSR, which it sweeps with ``ctx.execution.sum_blocks``) — and
 the fit's :class:`~fsdask.fitting.FitContext` (budget, passes, checkpoints, warnings), and
 returns a :class:`FitOutput`.  The template does the rest: validation, scores / ranking /
 support, ``transform``, and the ``result_`` Dataset with provenance.  Nothing else is
@@ -34,10 +36,13 @@ from fsdask._validation import (
     check_y,
     feature_names_of,
     is_anndata,
+    is_sample_blocked,
     validate_parameter_constraints,
 )
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
+from fsdask.io.rechunk import to_feature_blocks
+from fsdask.linalg.colstats import column_screen
 from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.threads import fit_threads
 
@@ -110,6 +115,11 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
     #: the method finds NaN/Inf and constant features in its own first pass (then ``_fit``
     #: gets all of X, calls :meth:`_apply_screen` itself and returns ``FitOutput.active``)
     screen_in_fit: bool = False
+    #: the method's cost is linear in n and it needs only sums over samples that merge
+    #: across sample blocks (``ctx.execution.sum_blocks``): a sample-blocked X (an AnnData
+    #: CSR matrix, a store chunked by samples) reaches ``_fit`` as it is, never copied or
+    #: densified.  Other methods get feature blocks (:meth:`_method_blocks`)
+    streams_samples: bool = False
     #: scikit-learn's declarative parameter constraints, checked at the start of ``fit``
     _parameter_constraints: dict = {}
 
@@ -164,20 +174,28 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         t0 = time.perf_counter()
         self._validate_params()
         source_attrs: dict = {}
+        self._class_names = None  # the label's names when y comes coded from a dataset
         if isinstance(X, xr.Dataset):
             source_attrs = {
                 k: X.attrs[k] for k in ("fingerprint", "source", "store") if k in X.attrs
             }
             if y is None and self.requires_y:
                 y = next((X[v].values for v in ("y", "Y") if v in X), None)
+                self._class_names = X.attrs.get("class_names")
             X = X["X"] if "X" in X else X
         names = feature_names_of(X)
         self._names_in = _sklearn_feature_names(X, names)
         self.__dict__.pop("_names_in_str", None)
-        Xd = check_array(X, min_samples=self.min_samples, check_finite=False)
+        Xd = check_array(
+            X,
+            min_samples=self.min_samples,
+            check_finite=False,
+            layout="samples" if self.streams_samples else "stored",
+        )
         n, p = Xd.shape
         self.n_features_in_ = p
         self._check_shape(n, p)
+        Xd = self._method_blocks(Xd)
         if y is not None:
             y = check_y(y, n, task=self.y_task if self.requires_y else "any")
         elif self.requires_y:
@@ -200,6 +218,15 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             out, active, names if names is not None else np.arange(p), source_attrs, t0
         )
         return self
+
+    def _method_blocks(self, Xd: da.Array) -> da.Array:
+        """X in the blocks the method reads: as it came for a method that streams samples;
+        else feature blocks, through the one conversion
+        :func:`fsdask.io.rechunk.to_feature_blocks` (on the fly within the memory budget,
+        else a scratch copy, or a message saying how to open the source)."""
+        if self.streams_samples or not is_sample_blocked(Xd):
+            return Xd
+        return to_feature_blocks(Xd, where="X")
 
     def _check_shape(self, n: int, p: int) -> None:
         """Refuse a problem by its shape alone, before X is read (a method whose cost would be
@@ -274,7 +301,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         if self.screen_in_fit:
             out = self._fit(Xd, y, ctx.bind(Xd, y))
             return out, np.asarray(out.active, bool)
-        bad, lo, hi = compute_blocks(*_screen_stats(Xd))
+        bad, lo, hi = column_screen(Xd)  # any layout, NumPy or CSR blocks
         active = self._apply_screen(bad, lo, hi, names)
         self.active_features_ = active  # known to _fit (e.g. to lay out coef_ over all features)
         X_act = Xd if active.all() else Xd[:, active]

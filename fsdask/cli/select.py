@@ -48,6 +48,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "--top", type=int, default=20, help="how many top features to print (default 20)"
     )
     p.add_argument("--csv", help="also write the ranked table to this CSV file")
+    p.add_argument(
+        "--groups",
+        metavar="all|G1,G2",
+        help="ttest, f, fold_change: test every group of the label (all) or the listed ones "
+        "against the rest, in one pass (the same as --param groups=...)",
+    )
     add_overwrite(p)
     add_json(p, "the run and its top features")
     g = p.add_argument_group("checkpoints of iterative fits (qalpha, logo, cpfs, hsic)")
@@ -135,7 +141,7 @@ def _select(args: argparse.Namespace, out) -> int:
         args.url,
         method=args.method,
         output=args.output,
-        params=parse_kv(args.param),
+        params=_with_groups(parse_kv(args.param), args.groups),
         csv=args.csv,
         top=args.top,
         overwrite=args.overwrite,
@@ -151,3 +157,10 @@ def _select(args: argparse.Namespace, out) -> int:
         stdout=out,
     )
     return 0
+
+
+def _with_groups(params: dict, groups: str | None) -> dict:
+    """``--groups all`` or ``--groups A,B`` as the estimator's ``groups`` parameter."""
+    if groups is None:
+        return params
+    return {**params, "groups": "all" if groups == "all" else groups.split(",")}

@@ -2,6 +2,16 @@
 
 One implementation per array kind (``functools.singledispatch``), so that a method asks for
 the statistic and never tests which kind of array it holds.
+
+The block kernels (:func:`moment_sums`, :func:`screen_sums`, :func:`xt_dot`) give *mergeable*
+partial sums over the rows of one block — a dense NumPy block (any real dtype) or a
+``scipy.sparse`` CSR block, read through ``.data/.indices/.indptr`` and never densified —
+for :meth:`fsdask.linalg.execution.Execution.sum_blocks`, which merges them over sample
+blocks.  Class-wise sums are *shifted* by a per-feature reference K (X's first row):
+``Σ (x − K)`` and ``Σ (x − K)²`` add up across blocks, and the variance
+``(Σ(x−K)² − (Σ(x−K))²/n)/(n−1)`` loses only ``((μ − K)/σ)²`` ulps, not the ``(μ/σ)²`` of
+raw sums (the "shifted data" algorithm; Chan, Golub & LeVeque 1983).  For a CSR block the
+implicit zeros of a column add ``(0 − K)`` and ``K²`` each, counted, not stored.
 """
 
 from __future__ import annotations
@@ -10,11 +20,30 @@ import functools
 from typing import Any
 
 import dask.array as da
+import numba
 import numpy as np
+import scipy.sparse
 
 from fsdask._blocks import compute_blocks
+from fsdask.linalg.reductions import sum_over_row_blocks
 
-__all__ = ["column_std"]
+__all__ = [
+    "column_std",
+    "column_screen",
+    "moment_sums",
+    "moment_rows",
+    "screen_sums",
+    "xt_dot",
+    "MOMENT_MAXIMA",
+    "SCREEN_MAXIMA",
+]
+
+#: trailing rows of :func:`moment_sums` merged by maximum: the shift K, −min and max
+MOMENT_MAXIMA = 3
+#: trailing rows of :func:`screen_sums` merged by maximum: −min and max
+SCREEN_MAXIMA = 2
+#: columns per tile of the dense kernels (the accumulators stay in L2)
+_TILE = 512
 
 
 def _std(xb: np.ndarray) -> np.ndarray:
@@ -49,3 +78,265 @@ def _(X: da.Array, ex: Any) -> np.ndarray:
     # p values joined on the client; a preprocessing pass, not one of the fit's passes_over_X
     (sd,) = compute_blocks(X.std(axis=0, dtype=np.float64))
     return sd
+
+
+# --------------------------------------------------------------------------- block kernels
+def moment_rows(n_classes: int) -> int:
+    """Rows of :func:`moment_sums` for ``n_classes`` classes: 2·C + 5."""
+    return 2 * n_classes + 5
+
+
+@functools.singledispatch
+def moment_sums(
+    xb: Any,
+    codes: np.ndarray,
+    weights: np.ndarray | None = None,
+    shift: np.ndarray | None = None,
+    *,
+    n_classes: int = 1,
+) -> np.ndarray:
+    """Class-wise shifted sums and the screen of one block's rows, mergeable over blocks.
+
+    Parameters
+    ----------
+    xb : ndarray or scipy.sparse CSR matrix (n_b, p_b), any real dtype
+    codes : int ndarray (n_b,), the class of each row in ``range(n_classes)``
+    weights : ndarray (n_b,) or None, a row weight w (e.g. a centred response)
+    shift : ndarray (p_b,) or None, the reference K of every column; None: the block's
+        first row (right when the block holds X's first row, i.e. X has one row block)
+    n_classes : int, C
+
+    Returns
+    -------
+    ndarray (2·C + 5, p_b), float64 — rows ``Σ_{i∈c} (x − K)`` (C rows),
+    ``Σ_{i∈c} (x − K)²`` (C rows), ``Σ_i w_i (x − K)``, the NaN/Inf count, then the rows
+    merged by maximum (:data:`MOMENT_MAXIMA`): K, −min, max.  NaN/Inf values are counted;
+    their columns' sums are meaningless (the caller refuses them).  Memory: the output (and,
+    for a CSR block, C × p_b counts).
+    """
+    raise TypeError(f"moment_sums: no implementation for {type(xb).__name__}")
+
+
+@numba.njit(nogil=True, cache=True)
+def _dense_moment_kernel(xb, codes, w, has_w, K, out, C):  # pragma: no cover - numba
+    """One sweep per tile of columns; no fast-math: a NaN/Inf makes its column's sum of
+    squares non-finite, which flags it (the caller counts exactly)."""
+    n, p = xb.shape
+    for j0 in range(0, p, _TILE):
+        width = min(p, j0 + _TILE) - j0
+        k = K[j0 : j0 + width]
+        lo = out[2 * C + 3, j0 : j0 + width]
+        hi = out[2 * C + 4, j0 : j0 + width]
+        d = out[2 * C, j0 : j0 + width]
+        for i in range(n):
+            row = xb[i, j0 : j0 + width]
+            c = codes[i]
+            s = out[c, j0 : j0 + width]
+            q = out[C + c, j0 : j0 + width]
+            for t in range(width):
+                v = np.float64(row[t])
+                e = v - k[t]
+                s[t] += e
+                q[t] += e * e
+                lo[t] = -v if -v > lo[t] else lo[t]
+                hi[t] = v if v > hi[t] else hi[t]
+            if has_w:
+                wi = w[i]
+                for t in range(width):
+                    d[t] += wi * (np.float64(row[t]) - k[t])
+
+
+def _moment_out(n_classes: int, p_b: int) -> np.ndarray:
+    out = np.zeros((moment_rows(n_classes), p_b))
+    out[-2:] = -np.inf
+    return out
+
+
+def _weights(weights: np.ndarray | None, n_b: int) -> tuple[np.ndarray, bool]:
+    if weights is None:
+        return np.zeros(n_b), False
+    return np.ascontiguousarray(weights, dtype=np.float64), True
+
+
+@moment_sums.register
+def _(xb: np.ndarray, codes, weights=None, shift=None, *, n_classes=1):
+    xb = np.ascontiguousarray(xb)
+    if xb.dtype.kind not in "fiub":
+        xb = xb.astype(np.float64)
+    C = int(n_classes)
+    K = np.asarray(xb[0] if shift is None else shift, dtype=np.float64)
+    out = _moment_out(C, xb.shape[1])
+    out[2 * C + 2] = K
+    w, has_w = _weights(weights, xb.shape[0])
+    _dense_moment_kernel(xb, np.asarray(codes, np.int64), w, has_w, K, out, C)
+    flagged = np.flatnonzero(~np.isfinite(out[C : 2 * C].sum(axis=0)))
+    if flagged.size:  # rare: count the NaN/Inf values of the flagged columns exactly
+        out[2 * C + 1, flagged] = (~np.isfinite(xb[:, flagged])).sum(axis=0)
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _csr_moment_kernel(indptr, indices, data, codes, w, has_w, K, out, cnt, C):  # pragma: no cover
+    """The stored values of each row into its class's sums; the implicit zeros are added
+    afterwards from the counts (``cnt``: stored values per class and column)."""
+    n = indptr.size - 1
+    wnz = np.zeros(K.size)
+    for i in range(n):
+        c = codes[i]
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            v = np.float64(data[k])
+            if -v > out[2 * C + 3, j]:  # a NaN is never an extreme (as in the dense kernel)
+                out[2 * C + 3, j] = -v
+            if v > out[2 * C + 4, j]:
+                out[2 * C + 4, j] = v
+            if not np.isfinite(v):
+                out[2 * C + 1, j] += 1.0
+                continue
+            e = v - K[j]
+            out[c, j] += e
+            out[C + c, j] += e * e
+            cnt[c, j] += 1.0
+            if has_w:
+                out[2 * C, j] += w[i] * e
+                wnz[j] += w[i]
+    return wnz
+
+
+def _csr(xb: Any) -> Any:
+    """A CSR block in canonical form (duplicates summed, as densifying would)."""
+    if not xb.has_canonical_format:
+        xb = xb.copy()
+        xb.sum_duplicates()
+    return xb
+
+
+def _csr_moment_sums(xb, codes, weights=None, shift=None, *, n_classes=1):
+    xb = _csr(xb)
+    C = int(n_classes)
+    n_b, p_b = xb.shape
+    first = xb[:1].toarray() if shift is None else shift
+    K = np.asarray(first, dtype=np.float64).reshape(-1)
+    codes = np.asarray(codes, np.int64)
+    out = _moment_out(C, p_b)
+    out[2 * C + 2] = K
+    cnt = np.zeros((C, p_b))
+    w, has_w = _weights(weights, n_b)
+    wnz = _csr_moment_kernel(xb.indptr, xb.indices, xb.data, codes, w, has_w, K, out, cnt, C)
+    zeros = np.bincount(codes, minlength=C)[:C, None] - cnt  # implicit zeros per class
+    out[:C] -= zeros * K
+    out[C : 2 * C] += zeros * (K * K)
+    if has_w:  # Σ over the implicit zeros of w_i (0 − K)
+        out[2 * C] -= (w.sum() - wnz) * K
+    some_zero = zeros.sum(axis=0) > 0
+    out[2 * C + 3 :, some_zero] = np.maximum(out[2 * C + 3 :, some_zero], 0.0)
+    return out
+
+
+@functools.singledispatch
+def screen_sums(xb: Any) -> np.ndarray:
+    """The screen of one block's rows, mergeable over blocks.
+
+    Parameters
+    ----------
+    xb : ndarray or scipy.sparse CSR matrix (n_b, p_b), any real dtype
+
+    Returns
+    -------
+    ndarray (3, p_b), float64: the NaN/Inf count, then (merged by maximum,
+    :data:`SCREEN_MAXIMA`) −min and max of every column (a NaN is never one) — for CSR
+    the implicit zeros count when a column has fewer stored values than rows.
+    """
+    raise TypeError(f"screen_sums: no implementation for {type(xb).__name__}")
+
+
+@numba.njit(nogil=True, cache=True)
+def _dense_screen_kernel(xb, out):  # pragma: no cover - numba
+    """−min and max per column, and a sum that a NaN/Inf makes non-finite (row 0, a flag)."""
+    n, p = xb.shape
+    for j0 in range(0, p, _TILE):
+        width = min(p, j0 + _TILE) - j0
+        s = out[0, j0 : j0 + width]
+        lo = out[1, j0 : j0 + width]
+        hi = out[2, j0 : j0 + width]
+        for i in range(n):
+            row = xb[i, j0 : j0 + width]
+            for t in range(width):  # selects, not branches: the loop vectorises
+                v = np.float64(row[t])
+                s[t] += v * 0.0  # 0 for a finite value, NaN for NaN/Inf
+                lo[t] = -v if -v > lo[t] else lo[t]
+                hi[t] = v if v > hi[t] else hi[t]
+
+
+@screen_sums.register
+def _(xb: np.ndarray) -> np.ndarray:
+    xb = np.ascontiguousarray(xb)
+    if xb.dtype.kind not in "fiub":
+        xb = xb.astype(np.float64)
+    out = np.zeros((3, xb.shape[1]))
+    out[1:] = -np.inf
+    _dense_screen_kernel(xb, out)
+    flagged = np.flatnonzero(~np.isfinite(out[0]))
+    out[0] = 0.0
+    if flagged.size:  # rare: count the NaN/Inf values of the flagged columns exactly
+        out[0, flagged] = (~np.isfinite(xb[:, flagged])).sum(axis=0)
+    return out
+
+
+def _csr_screen_sums(xb) -> np.ndarray:
+    xb = _csr(xb)
+    n_b, p_b = xb.shape
+    m = _csr_moment_sums(xb, np.zeros(n_b, np.int64), None, np.zeros(p_b))
+    return m[[3, 5, 6]]
+
+
+def column_screen(X: da.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The screen of X in any layout: per column the NaN/Inf count, the minimum and the
+    maximum (a NaN is never one), from mergeable partials over its sample blocks.
+
+    Parameters
+    ----------
+    X : dask array (n, p), any chunking, NumPy or CSR blocks
+
+    Returns
+    -------
+    (bad, lo, hi), ndarrays (p,).  One read of X — a preprocessing pass, not one of a
+    fit's passes over X (as :func:`column_std`).  Memory: a few (3, p_j) partials per task.
+    """
+    lazy = sum_over_row_blocks(screen_sums, X, shape=(3,), maxima=SCREEN_MAXIMA)
+    (s,) = compute_blocks(lazy)
+    return s[0], -s[1], s[2]
+
+
+@functools.singledispatch
+def xt_dot(xb: Any, M: np.ndarray) -> np.ndarray:
+    """``(X_bᵀ M)ᵀ`` for one block: the partial product over its rows, mergeable over blocks.
+
+    Parameters
+    ----------
+    xb : ndarray or scipy.sparse CSR matrix (n_b, p_b)
+    M : ndarray (n_b,) or (n_b, r), the block's rows of M
+
+    Returns
+    -------
+    ndarray (p_b,) or (r, p_b), float64.  Memory: the output (a CSR block is multiplied
+    through its non-zeros).
+    """
+    raise TypeError(f"xt_dot: no implementation for {type(xb).__name__}")
+
+
+@xt_dot.register
+def _(xb: np.ndarray, M: np.ndarray) -> np.ndarray:
+    M = np.asarray(M, dtype=np.float64)
+    return np.ascontiguousarray(M.T @ xb, dtype=np.float64)
+
+
+def _csr_xt_dot(xb, M: np.ndarray) -> np.ndarray:
+    M = np.asarray(M, dtype=np.float64)
+    return np.ascontiguousarray(np.asarray(_csr(xb).T @ M).T, dtype=np.float64)
+
+
+for _kind in (scipy.sparse.csr_matrix, scipy.sparse.csr_array):
+    moment_sums.register(_kind, _csr_moment_sums)
+    screen_sums.register(_kind, _csr_screen_sums)
+    xt_dot.register(_kind, _csr_xt_dot)

@@ -36,6 +36,7 @@ import dask
 import dask.array as da
 import numba
 import numpy as np
+import scipy.sparse
 from dask.utils import parse_bytes
 
 from fsdask._config import (  # noqa: F401  (CONFIG_KEY re-exported)
@@ -44,11 +45,21 @@ from fsdask._config import (  # noqa: F401  (CONFIG_KEY re-exported)
     hold_x_below,
     memory_budget,
 )
-from fsdask.linalg.reductions import compute_blocks, map_and_sum, map_features, sum_over_blocks
-from fsdask.linalg.threads import parallel_map
+from fsdask.linalg.reductions import (
+    compute_blocks,
+    map_and_sum,
+    map_features,
+    sum_over_blocks,
+    sum_over_row_blocks,
+)
+from fsdask.linalg.threads import cores, parallel_map
 
 #: columns per task when in-memory columns are swept (fixed: results do not depend on threads)
 SLICE = 2048
+#: bytes of stored values per row slice when in-memory rows are swept (:meth:`Execution.sum_blocks`)
+ROW_SLICE_BYTES = 16 * 2**20
+#: row slices merged per node of the in-memory tree sum (as dask's ``split_every``)
+ROW_SPLIT = 8
 #: copies of a tree-summed k × k result alive at once — the ``split_every`` (8) partial sums
 #: one tree node adds — what a Gram of that size costs, in units of k²·8 bytes
 TREE_SUM_COPIES = 8
@@ -117,6 +128,19 @@ class ArrayBackend(ABC):
         each ``Σ_b s_ib`` (float64 of ``shapes[i]``), in memory, from one sweep."""
 
     @abstractmethod
+    def sum_blocks(
+        self,
+        fn: Callable[..., np.ndarray],
+        x: Any,
+        *row_vectors: np.ndarray,
+        shape: Sequence[int],
+        maxima: int = 0,
+        columns: Sequence[np.ndarray] = (),
+    ) -> np.ndarray:
+        """``Σ_i fn(x_ij, *v_i, *c_j)`` over row blocks i, joined over feature blocks j:
+        float64 ``(*shape, J)``, in memory; see :meth:`Execution.sum_blocks`."""
+
+    @abstractmethod
     def take_columns(self, x: Any, idx: np.ndarray) -> Any:
         """The columns ``idx`` of x, same backend (lazy for dask)."""
 
@@ -132,7 +156,8 @@ class NumpyBackend(ArrayBackend):
     name = "numpy"
 
     def owns(self, x: Any) -> bool:
-        return isinstance(x, np.ndarray)
+        # scipy.sparse in memory: swept by row slices (sum_blocks) only
+        return isinstance(x, np.ndarray) or scipy.sparse.issparse(x)
 
     @staticmethod
     def _slices(J: int) -> list[tuple[int, int]]:
@@ -169,6 +194,31 @@ class NumpyBackend(ArrayBackend):
         mapped = np.concatenate([np.asarray(f, dtype=np.float64) for f, _ in parts] or [[]])
         return mapped, totals
 
+    def sum_blocks(self, fn, x, *row_vectors, shape, maxima=0, columns=()):
+        if scipy.sparse.issparse(x):
+            x = scipy.sparse.csr_matrix(x)  # a CSR matrix is sliced by rows without a copy
+        bounds = _row_slices(x)
+
+        def node(g: int) -> np.ndarray:
+            # ROW_SPLIT consecutive slices summed in order: a fixed tree, whatever the threads
+            acc = None
+            for r0, r1 in bounds[g : g + ROW_SPLIT]:
+                part = np.asarray(
+                    fn(x[r0:r1], *(v[r0:r1] for v in row_vectors), *columns), dtype=np.float64
+                )
+                acc = part.copy() if acc is None else _merge(acc, part, maxima)
+            return acc
+
+        starts = list(range(0, len(bounds), ROW_SPLIT))
+        total = None
+        wave = max(1, cores())
+        for w0 in range(0, len(starts), wave):  # at most `wave` node results alive at once
+            for part in parallel_map(node, starts[w0 : w0 + wave]):
+                total = part if total is None else _merge(total, part, maxima)
+        if total is None:  # no rows
+            return np.zeros((*tuple(shape), x.shape[1]))
+        return total
+
     def take_columns(self, x, idx):
         return x if idx.size == x.shape[1] else np.ascontiguousarray(x[:, idx])
 
@@ -203,12 +253,42 @@ class DaskBackend(ArrayBackend):
         mapped, *sums = compute_blocks(mapped, *sums)  # the map joined on the client
         return mapped, sums
 
+    def sum_blocks(self, fn, x, *row_vectors, shape, maxima=0, columns=()):
+        lazy = sum_over_row_blocks(fn, x, *row_vectors, columns=columns, shape=shape, maxima=maxima)
+        return compute_blocks(lazy)[0]  # feature blocks joined on the client
+
     def take_columns(self, x, idx):
         # keep X's block width: a fancy-indexed selection would otherwise come as one block
         return x if idx.size == x.shape[1] else x[:, idx].rechunk({1: x.chunks[1][0]})
 
     def gather(self, x):
         return np.ascontiguousarray(compute_blocks(x)[0])
+
+
+def _row_slices(x: Any) -> list[tuple[int, int]]:
+    """Fixed row slices of an in-memory X of about :data:`ROW_SLICE_BYTES` stored values each
+    (for CSR: its non-zeros and their column indices)."""
+    n, p = x.shape
+    if scipy.sparse.issparse(x):
+        row_bytes = (x.data.itemsize + x.indices.itemsize) * x.nnz / max(n, 1)
+    else:
+        row_bytes = p * x.dtype.itemsize
+    step = max(1, int(ROW_SLICE_BYTES // max(row_bytes, 1.0)))
+    return [(r0, min(n, r0 + step)) for r0 in range(0, n, step)]
+
+
+def _dense_rows(xb: Any) -> np.ndarray:
+    """A few rows of a block (NumPy or scipy.sparse) as a float64 NumPy array."""
+    return np.asarray(xb.toarray() if scipy.sparse.issparse(xb) else xb, dtype=np.float64)
+
+
+def _merge(acc: np.ndarray, part: np.ndarray, maxima: int) -> np.ndarray:
+    """``acc`` merged with ``part`` in place: summed, the last ``maxima`` rows by maximum."""
+    k = acc.shape[0] - maxima
+    acc[:k] += part[:k]
+    if maxima:
+        np.maximum(acc[k:], part[k:], out=acc[k:])
+    return acc
 
 
 NUMPY = NumpyBackend()
@@ -535,6 +615,80 @@ class Execution:
         if b is not NUMPY:
             self.passes += 1
         return b.map_and_sum_columns(fn, x, *vectors, shapes=shapes)
+
+    def sum_blocks(
+        self,
+        fn: Callable[..., np.ndarray],
+        X: Any,
+        *row_vectors: np.ndarray,
+        shape: Sequence[int],
+        dtype: Any = np.float64,
+        maxima: int = 0,
+        columns: Sequence[np.ndarray] = (),
+    ) -> np.ndarray:
+        """Partial sums over the samples of every block of X, merged; one pass if X is chunked.
+
+        For every block (i, j) — row block i, feature block j — ``fn(block, *[v[rows_i] for v
+        in row_vectors], *[c[..., cols_j] for c in columns])`` returns ``(*shape, p_j)``
+        partial sums over the block's rows; they are tree-summed over i in a fixed order
+        (float64: the result does not depend on scheduling) and joined over j.  The block is
+        a NumPy array (any real dtype) or a ``scipy.sparse.csr_matrix``, handed over as it
+        is (never densified here); per-kind kernels are in :mod:`fsdask.linalg.colstats`.
+
+        A feature-blocked X is the case of one row block, an in-memory X (ndarray or
+        scipy.sparse) is swept in fixed row slices of about :data:`ROW_SLICE_BYTES` on
+        fsdask's thread pool: callers never ask how X is laid out.
+
+        Parameters
+        ----------
+        fn : callable ``(block, *row_slices, *column_slices) -> (*shape, p_j)``
+        X : ndarray, scipy.sparse matrix or dask array (n, p), any chunking
+        row_vectors : ndarrays (n, …), sliced like X's rows (class codes, a response, …)
+        shape : tuple of int, the leading shape of every partial
+        dtype : the partials' and the result's dtype (float64)
+        maxima : int
+            The last ``maxima`` rows (first axis) are merged by maximum, not summed: extremes
+            (a minimum as the maximum of −x) ride in the same pass.
+        columns : ndarrays (…, p), sliced like X's feature blocks (e.g. a per-feature shift)
+
+        Returns
+        -------
+        ndarray ``(*shape, p)``, float64.  Memory: per task one block and at most 8
+        partials of ``(*shape, p_j)``; on the client the result.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> ex = Execution()
+        >>> X = np.arange(6.0).reshape(3, 2)
+        >>> ex.sum_blocks(lambda xb: xb.sum(axis=0)[None], X, shape=(1,))
+        array([[6., 9.]])
+        """
+        if np.dtype(dtype) != np.float64:
+            raise TypeError("sum_blocks: partial sums are float64")
+        b = backend_of(X)
+        if b is not NUMPY:
+            self.passes += 1
+        return b.sum_blocks(fn, X, *row_vectors, shape=shape, maxima=maxima, columns=columns)
+
+    def first_row(self, X: Any) -> np.ndarray | None:
+        """X's first row as float64 ``(p,)`` — the reference of shifted sums — or None when
+        every block of X holds that row (one row block): a kernel then reads it from its
+        block, and a feature-blocked store is not read twice.
+
+        Returns
+        -------
+        ndarray (p,) or None.  Memory: one row; a chunked X reads its first row block only.
+        """
+        b = backend_of(X)
+        if b is DASK and len(X.chunks[0]) == 1:
+            return None
+        if b is DASK:  # densified block by block (CSR blocks stay CSR until then)
+            meta = np.empty((0, 0))
+            (row,) = compute_blocks(X[:1].map_blocks(_dense_rows, dtype=np.float64, meta=meta))
+        else:
+            row = _dense_rows(X[:1])
+        return np.asarray(row, dtype=np.float64).reshape(-1)
 
     def operator(
         self,

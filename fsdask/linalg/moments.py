@@ -6,14 +6,22 @@ them with a dozen float64 temporaries per slice; this kernel makes two sweeps ov
 cache-sized tile of columns (sums, then centred squares — two-pass, so large offsets
 such as raw intensities do not cancel) with float64 accumulators and no temporaries.
 :func:`center_unit_columns` is the same two-pass scheme for Q-α's §2.1 preprocessing.
+
+:func:`streamed_moments` gives the same :class:`Moments` for X in any layout — sample blocks
+(NumPy or CSR) or feature blocks — from the shifted class-wise sums of
+:func:`fsdask.linalg.colstats.moment_sums`, merged over sample blocks by
+:meth:`fsdask.linalg.execution.Execution.sum_blocks` in one pass.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import functools
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
+
+from fsdask.linalg.colstats import MOMENT_MAXIMA, moment_rows, moment_sums
 
 #: columns per tile: n × 512 × 4 bytes stays in L2 between the two sweeps
 _TILE = 512
@@ -117,6 +125,79 @@ def class_moments(
         scr[0, flagged] = (~np.isfinite(xb[:, flagged])).sum(0)
     var = m2 / np.maximum(counts - 1, 1)[:, None]
     return Moments(counts, mean, var, dot, scr)
+
+
+def _moment_block(xb, codes, *rest, n_classes, has_w):
+    """:func:`moment_sums` of one block, its optional row weights and column shift unpacked."""
+    weights = rest[0] if has_w else None
+    shift = rest[-1] if len(rest) > int(has_w) else None
+    return moment_sums(xb, codes, weights, shift, n_classes=n_classes)
+
+
+def streamed_moments(
+    ex: Any,
+    X: Any,
+    codes: np.ndarray | None = None,
+    n_classes: int = 1,
+    weights: np.ndarray | None = None,
+) -> Moments:
+    """The :class:`Moments` of every column of X from one pass, in any layout.
+
+    Parameters
+    ----------
+    ex : Execution, the fit's execution (the pass is counted there)
+    X : ndarray, scipy.sparse or dask array (n, p); sample or feature blocks, NumPy or CSR
+    codes : int ndarray (n,) of class codes in ``range(n_classes)``, or None (one class)
+    n_classes : int
+    weights : ndarray (n,) or None; ``dot = Σ_i w_i (x_i − K)`` — for a centred response
+        (Σ w = 0) the same as ``wᵀ x``
+
+    Returns
+    -------
+    Moments: counts (C,), mean and unbiased var (C, p), dot (p,), screen (3, p) NaN/Inf
+    count, min, max.  Sums are shifted by X's first row (:meth:`Execution.first_row`), so a
+    large offset does not cancel.  Memory: (2·C + 5) × p float64 on the client, per task
+    one block and 8 partials of (2·C + 5) × p_j.
+    """
+    n = X.shape[0]
+    codes = np.zeros(n, np.int64) if codes is None else np.asarray(codes, np.int64)
+    shift = ex.first_row(X)
+    rows = [codes] + ([np.asarray(weights, np.float64)] if weights is not None else [])
+    fn = functools.partial(_moment_block, n_classes=n_classes, has_w=weights is not None)
+    sums = ex.sum_blocks(
+        fn,
+        X,
+        *rows,
+        shape=(moment_rows(n_classes),),
+        maxima=MOMENT_MAXIMA,
+        columns=() if shift is None else (shift,),
+    )
+    return moments_from_sums(sums, np.bincount(codes, minlength=n_classes), n_classes)
+
+
+def moments_from_sums(sums: np.ndarray, counts: np.ndarray, n_classes: int) -> Moments:
+    """:class:`Moments` from the merged shifted sums of :func:`moment_sums`.
+
+    Parameters
+    ----------
+    sums : ndarray (2·C + 5, p), merged over every block
+    counts : int ndarray (C,), the samples of each class
+    n_classes : int, C
+
+    Returns
+    -------
+    Moments.  mean = K + S/n_c; M2 = Q − S²/n_c (≥ 0), var = M2/(n_c − 1) (0 for a class of
+    one).  Memory: a few (C, p) arrays.
+    """
+    C = n_classes
+    nc = np.asarray(counts, np.float64)[:, None]
+    S, Q, K = sums[:C], sums[C : 2 * C], sums[2 * C + 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = K + S / np.maximum(nc, 1)
+        m2 = np.maximum(Q - S * (S / np.maximum(nc, 1)), 0.0)
+    var = m2 / np.maximum(nc - 1, 1)
+    screen = np.stack([sums[2 * C + 1], -sums[2 * C + 3], sums[2 * C + 4]])
+    return Moments(nc.ravel(), mean, var, sums[2 * C], screen)
 
 
 _EPS = float(np.finfo(np.float64).eps)

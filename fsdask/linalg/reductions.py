@@ -560,3 +560,80 @@ def row_l1_norms_screened(
         out[need] = row_l1_norms(M[need], E, block_bytes=block_bytes)
         exact[need] = True
     return out, exact
+
+
+def _one_block(x: Any) -> Any:
+    """A row vector's block: ``blockwise(concatenate=False)`` hands its contracted trailing axes
+    as nested one-element lists."""
+    while isinstance(x, list):
+        x = x[0]
+    return x
+
+
+def sum_over_row_blocks(
+    func: Callable[..., np.ndarray],
+    X: da.Array,
+    *row_args: np.ndarray,
+    columns: Sequence[np.ndarray] = (),
+    shape: Sequence[int],
+    maxima: int = 0,
+    split_every: int | None = 8,
+) -> da.Array:
+    """``Σ_i func(X_ij, *row_args_i, *columns_j)`` over the row blocks i of X, for every
+    feature block j: mergeable partial sums over samples.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(X_ij, *row_args_i, *columns_j)`` on one block (n_i × p_j; a NumPy array or a
+        ``scipy.sparse.csr_matrix``, handed over as it is) returns ``(*shape, p_j)`` partial
+        sums over the block's rows.
+    X : dask array (n, p), any row and column chunking
+    *row_args : ndarrays (n, …), sliced like X's rows (e.g. class codes, a response)
+    columns : ndarrays (…, p), sliced like X's columns (e.g. a per-feature shift)
+    shape : tuple of int, the leading shape of every partial
+    maxima : int
+        The last ``maxima`` rows (first axis of ``shape``) are merged by maximum instead of
+        summed (a minimum is the maximum of −x).
+    split_every : int, partials merged per tree node
+
+    Returns
+    -------
+    dask array (*shape, p), float64, lazy, chunked like X's features.  The tree has a fixed
+    shape, so the result does not depend on scheduling.
+
+    Memory: per task one block plus at most ``split_every`` partials of (*shape, p_j).
+    """
+    shape = tuple(int(s) for s in shape)
+    letters = "abcdefgh"[: len(shape)]
+    pairs: list = [X, "ij"]
+    for v in row_args:
+        v = np.asarray(v)
+        vd = da.from_array(v, chunks=(X.chunks[0], *v.shape[1:]))
+        pairs += [vd, "i" + "klmn"[: v.ndim - 1]]
+    for c in columns:
+        c = np.asarray(c)
+        cd = da.from_array(c, chunks=(*c.shape[:-1], X.chunks[1]))
+        pairs += [cd, "uvw"[: c.ndim - 1] + "j"]
+
+    def term(xb, *rest):
+        out = np.asarray(func(xb, *(_one_block(r) for r in rest)), dtype=np.float64)
+        return out[None, ...]
+
+    parts = da.blockwise(
+        term,
+        "i" + letters + "j",
+        *pairs,
+        new_axes=dict(zip(letters, shape)),
+        adjust_chunks={"i": 1},
+        concatenate=False,
+        dtype=np.float64,
+        meta=np.empty((0,) * (len(shape) + 2), dtype=np.float64),
+        name=_fresh("row-block-term"),
+    )
+    k = shape[0] if shape else 0
+    if not maxima:
+        return parts.sum(axis=0, split_every=split_every)
+    summed = parts[:, : k - maxima].sum(axis=0, split_every=split_every)
+    top = parts[:, k - maxima :].max(axis=0, split_every=split_every)
+    return da.concatenate([summed, top], axis=0)

@@ -1,7 +1,13 @@
-"""Univariate baseline filters, each a single streaming pass over the feature blocks.
+"""Univariate baseline filters, each a single streaming pass over X.
 
-Every block holds all samples, so each statistic is a blockwise map ``X_b -> score_b``
-(:func:`fsdask.linalg.map_features`) with no communication between blocks.
+Every statistic but ``ks`` needs only class-wise counts, sums and sums of squares (and, for
+``pearson``, the product with the response): mergeable sums over samples.  X is read in the
+blocks it is stored in — sample blocks (an AnnData CSR matrix, a store chunked by cells,
+never densified) or feature blocks — and the partial sums of every block are merged
+(:func:`fsdask.linalg.moments.streamed_moments` over
+:meth:`~fsdask.linalg.execution.Execution.sum_blocks`); the screen (NaN/Inf, constant
+features) comes from the same pass.  ``ks`` sorts each feature's values: it reads feature
+blocks (a blockwise map ``X_b -> D_b``, :func:`fsdask.linalg.map_features`).
 
 =============  ==========================================================  =================
 score          statistic (higher = more relevant)                          response
@@ -26,6 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 import scipy.special
+from dask.utils import format_bytes
 from sklearn.utils import ClassifierTags
 
 from fsdask._validation import Int, Real, StrOptions
@@ -33,8 +40,8 @@ from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg import map_features, sample_pairwise
-from fsdask.linalg.execution import TREE_SUM_COPIES
-from fsdask.linalg.moments import Moments, class_moments
+from fsdask.linalg.execution import TREE_SUM_COPIES, memory_budget
+from fsdask.linalg.moments import Moments, class_moments, streamed_moments
 from fsdask.linalg.threads import cores, parallel_map
 from fsdask.linalg.twosample import ks_columns
 from fsdask.methods import FILTER_SCORES
@@ -315,6 +322,113 @@ class DeferredPValues:
         return bh_adjust(self())
 
 
+#: statistics with a one-vs-rest form for every group of a multi-class label (``groups=``)
+GROUP_SCORES = ("ttest", "f", "fold_change")
+#: scanpy's pseudo-count of the means in a fold change (``rank_genes_groups``)
+FOLD_EPS = 1e-9
+#: features per group selected with ``groups=`` when ``n_features_to_select`` is None
+#: (scanpy's ``n_genes`` default)
+GROUP_TOP = 100
+
+
+def rest_moments(m: Moments, g: int) -> Moments:
+    """Two-class moments (rest, group g) from the class-wise moments: one against the rest.
+
+    The rest's mean and sum of squares merge the other classes exactly (Chan, Golub &
+    LeVeque's pairwise update), so no second pass over X is needed.
+
+    Parameters
+    ----------
+    m : Moments of every class (counts (C,), mean and var (C, p))
+    g : int, the group's class code
+
+    Returns
+    -------
+    Moments with counts (n_rest, n_g), mean and var (2, p): row 0 the rest, row 1 the group.
+    """
+    others = np.arange(m.counts.size) != g
+    w = m.counts[others][:, None]
+    n_rest = float(w.sum())
+    mean_r = (w * m.mean[others]).sum(0) / n_rest
+    m2 = ((w - 1) * m.var[others]).sum(0) + (w * (m.mean[others] - mean_r) ** 2).sum(0)
+    var_r = m2 / max(n_rest - 1, 1)
+    counts = np.array([n_rest, m.counts[g]])
+    return Moments(counts, np.stack([mean_r, m.mean[g]]), np.stack([var_r, m.var[g]]), m.dot, None)
+
+
+def one_vs_rest(
+    m: Moments,
+    tested: np.ndarray,
+    score: str,
+    equal_var: bool,
+    log_scale: bool,
+    active: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Scores and p-values of every tested group against the rest, from one pass's moments.
+
+    Parameters
+    ----------
+    m : Moments of every class (see :func:`fsdask.linalg.moments.streamed_moments`)
+    tested : int ndarray (G,), the class codes of the groups tested
+    score : {"ttest", "f", "fold_change"}
+    equal_var : bool, Student's pooled t instead of Welch's (ttest)
+    log_scale : bool, fold_change: the data are on a log scale
+    active : bool ndarray (p,), the non-constant features (the others: score 0, p-value NaN)
+
+    Returns
+    -------
+    dict of (G, p) float64 arrays: ``score`` — ttest: the signed t of group minus rest
+    (Welch's t as scanpy's ``rank_genes_groups(method="t-test")``: positive where the feature
+    is higher in the group); f: the one-vs-rest F (= t² of Student's t); fold_change:
+    log₂((μ_g + 10⁻⁹)/(μ_rest + 10⁻⁹)), or μ_g − μ_rest on a log scale —, ``pvalue`` and
+    ``pvalue_adj`` (ttest, f; Benjamini–Hochberg within each group, over the non-constant
+    features), ``group_mean`` and
+    ``rest_mean``.  A t or F whose standard error is 0 is 0 (scanpy: NaN scores become 0).
+    Memory: a few (G, p) arrays.
+    """
+    n = int(m.counts.sum())
+    out: dict[str, list] = {"score": [], "group_mean": [], "rest_mean": []}
+    if score != "fold_change":
+        out.update(pvalue=[], pvalue_adj=[])
+    for g in tested:
+        mg = rest_moments(m, int(g))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            st = _stats_from_moments(mg, score, n, 2, None, equal_var)
+            if score == "fold_change":
+                mr, mu = mg.mean
+                sc = mu - mr if log_scale else np.log2((mu + FOLD_EPS) / (mr + FOLD_EPS))
+            else:
+                sc = st[0]
+        out["score"].append(np.where(active, sc, 0.0))
+        out["group_mean"].append(mg.mean[1])
+        out["rest_mean"].append(mg.mean[0])
+        if score != "fold_change":
+            pv = np.where(active, pvalues_from_stats(score, st, n, 2), np.nan)
+            out["pvalue"].append(pv)
+            out["pvalue_adj"].append(bh_adjust(pv))
+    return {k: np.asarray(v, dtype=np.float64).reshape(len(tested), -1) for k, v in out.items()}
+
+
+def group_ranks(scores: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Per group, the rank of every feature by its score, 1 = highest; ties in feature order,
+    constant features last.
+
+    Parameters
+    ----------
+    scores : ndarray (G, p)
+    active : bool ndarray (p,)
+
+    Returns
+    -------
+    int64 ndarray (G, p)
+    """
+    ranks = np.empty(scores.shape, np.int64)
+    for g, row in enumerate(scores):
+        order = np.argsort(np.where(active, -row, np.inf), kind="stable")
+        ranks[g, order] = np.arange(1, row.size + 1)
+    return ranks
+
+
 class Filter(Selector):
     """Univariate filter: score each feature alone in one streaming pass.
 
@@ -332,10 +446,23 @@ class Filter(Selector):
         ``auto`` says yes when X has any value ≤ 0 (raw intensities are positive).
     on_constant : {"drop", "error"}
         Constant features get weight 0 and are never selected (``drop``), or raise.
+    groups : None, "all" or a list of labels
+        ttest, f and fold_change only: test every group of a multi-class y (``"all"``) or the
+        listed ones, each against all the other samples (one-vs-rest), in the same pass.
+        The selection is then the union of each group's top ``n_features_to_select``
+        (per group; None: 100, scanpy's ``n_genes``), ranked by the signed group score
+        (markers higher in the group first, as scanpy ranks them); ``scores_`` is each
+        feature's best group score.  See :meth:`group_table` and the user guide's
+        "Several groups" page.
 
     Attributes
     ----------
     scores_, ranking_, support_, result_
+    groups_ : ndarray or None
+        The groups tested (``groups=``), in the order of ``result_``'s ``group`` dimension,
+        whose variables ``group_score``, ``group_pvalue``, ``group_pvalue_adj``,
+        ``group_rank``, ``group_selected``, ``group_mean`` and ``rest_mean`` are
+        (group, feature).
     pvalues_ : (p,) array or None
         ttest, f, pearson: two-sided p-values (NaN for constant features, as in scipy), also
         ``result_["pvalue"]``.  They are computed from the fitted statistics the first time
@@ -357,6 +484,7 @@ class Filter(Selector):
         "equal_var": ["boolean"],
         "log_scale": ["boolean", StrOptions({"auto"})],
         "on_constant": [StrOptions({"drop", "error"})],
+        "groups": [None, StrOptions({"all"}), "array-like"],
     }
 
     def __init__(
@@ -366,6 +494,7 @@ class Filter(Selector):
         equal_var: bool = False,
         log_scale: bool | Literal["auto"] = "auto",
         on_constant: Literal["drop", "error"] = "drop",
+        groups: Any = None,
         **deprecated: Any,
     ):
         if "score" in deprecated:  # the former name shadowed scikit-learn's score()
@@ -385,6 +514,7 @@ class Filter(Selector):
         self.equal_var = equal_var
         self.log_scale = log_scale
         self.on_constant = on_constant
+        self.groups = groups
 
     @property
     def method_name(self) -> str:  # type: ignore[override]
@@ -393,7 +523,7 @@ class Filter(Selector):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         if (
-            self.statistic in BINARY_ONLY
+            self.statistic in BINARY_ONLY and self.groups is None
         ):  # two-class statistics: scikit-learn's checks give two classes
             tags.classifier_tags = ClassifierTags(multi_class=False)
         return tags
@@ -419,7 +549,7 @@ class Filter(Selector):
             classes, codes = np.unique(y, return_inverse=True)
             n_classes = classes.size
             counts = np.bincount(codes)
-            if stat in BINARY_ONLY and n_classes != 2:
+            if stat in BINARY_ONLY and n_classes != 2 and self.groups is None:
                 raise InputError(
                     f"statistic={stat!r} compares two classes but y has {n_classes} "
                     f"({', '.join(map(_shown, classes[:6]))}"
@@ -471,8 +601,172 @@ class Filter(Selector):
             scores=scores, attrs={"score": stat, "log_scale": str(log_scale)}, deferred=deferred
         )
 
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.groups is not None and self.statistic not in GROUP_SCORES:
+            raise ParameterError(
+                f"groups= tests each group against the rest with statistic ttest, f or "
+                f"fold_change, not {self.statistic!r}"
+            )
+
+    @property
+    def streams_samples(self) -> bool:  # type: ignore[override]
+        # every statistic but ks merges sums over sample blocks; ks sorts each feature
+        return self.statistic != "ks"
+
+    @property
+    def screen_in_fit(self) -> bool:  # type: ignore[override]
+        return self.streams_samples
+
+    def _check_shape(self, n: int, p: int) -> None:
+        """ks sorts each feature's n values (the values, their keys, the sorted keys and the
+        merge: about 32 bytes a sample); refuse when one feature cannot be sorted in memory."""
+        need, budget = 32.0 * n, memory_budget(getattr(self, "memory_budget", None))
+        if self.statistic == "ks" and budget and need > budget:
+            raise InputError(
+                f"statistic='ks' sorts each feature's {n} values, about {format_bytes(need)} "
+                f"a feature, above the memory budget of {format_bytes(budget)}; raise it "
+                "(DASK_FSDASK__MEMORY_BUDGET=SIZE) or use statistic='ttest' (it streams samples)"
+            )
+
+    def _fit(self, X, y, ctx: FitContext) -> FitOutput:
+        """One pass over X in its own blocks: the class-wise sums and the screen together."""
+        self.groups_ = None
+        if self.groups is not None:
+            return self._fit_groups(X, y, ctx)
+        n = X.shape[0]
+        codes, n_classes, yc = self._prepare(n, y)
+        m = streamed_moments(ctx.execution, X, codes, max(n_classes, 1), yc)
+        bad, lo, hi = m.screen
+        active = self._apply_screen(bad, lo, hi)
+        if not active.all():
+            m = Moments(m.counts, m.mean[:, active], m.var[:, active], m.dot[active], None)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            stats = _stats_from_moments(m, self.statistic, n, n_classes, yc, self.equal_var)
+        data_min = float(lo[active].min()) if self.statistic == "fold_change" else 0.0
+        out = self._finish(stats, n, n_classes, data_min)
+        out.active = active
+        return out
+
+    def _tested_groups(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The label of each class of y (its name when y comes coded from a dataset) and the
+        codes of the groups to test (``groups=``)."""
+        classes, codes = np.unique(y, return_inverse=True)
+        names = self.__dict__.get("_class_names")
+        labels = np.asarray([str(names[int(c)]) if names is not None else str(c) for c in classes])
+        counts = np.bincount(codes)
+        if isinstance(self.groups, str):
+            tested = np.arange(classes.size)
+        else:
+            # matched as text (a label given on the command line is a string), by name or code
+            index = {
+                **{str(c): i for i, c in enumerate(classes)},
+                **{v: i for i, v in enumerate(labels)},
+            }
+            wanted = [str(v) for v in np.asarray(self.groups, dtype=object).ravel()]
+            missing = [v for v in wanted if v not in index]
+            if missing or not wanted:
+                raise InputError(
+                    f"groups={wanted!r}: {', '.join(map(repr, missing)) or 'none given'} "
+                    f"not among the labels of y ({', '.join(repr(str(v)) for v in labels[:6])}"
+                    f"{', …' if labels.size > 6 else ''})"
+                )
+            tested = np.array([index[v] for v in dict.fromkeys(wanted)], dtype=np.int64)
+        small = [g for g in tested if min(counts[g], codes.size - counts[g]) < 2]
+        if small and self.statistic == "ttest":
+            raise InputError(
+                f"group {str(labels[small[0]])!r} has {counts[small[0]]} of {codes.size} "
+                "samples; a t-test needs at least 2 in the group and 2 in the rest"
+            )
+        return labels, tested
+
+    def _fit_groups(self, X, y, ctx: FitContext) -> FitOutput:
+        """One pass for the moments of every class, then each tested group against the rest."""
+        classes, tested = self._tested_groups(y)
+        codes = np.unique(y, return_inverse=True)[1]
+        m = streamed_moments(ctx.execution, X, codes, classes.size, None)
+        bad, lo, hi = m.screen
+        active = self._apply_screen(bad, lo, hi)
+        log_scale = self.log_scale
+        if log_scale == "auto":
+            log_scale = bool(lo[active].min() <= 0)
+        res = one_vs_rest(m, tested, self.statistic, self.equal_var, log_scale, active)
+        ranks = group_ranks(res["score"], active)
+        k = self._per_group_k(int(active.sum()))
+        picked = (ranks <= k) & active
+        extras = {
+            ("group_" + name if name in ("score", "pvalue", "pvalue_adj") else name): v
+            for name, v in res.items()
+        }
+        extras.update(group_rank=ranks, group_selected=picked)
+        labels = classes[tested]
+        self.groups_ = labels
+        return FitOutput(
+            scores=res["score"].max(axis=0)[active],
+            support=picked.any(axis=0)[active],
+            support_is_final=True,
+            active=active,
+            extras=extras,
+            extra_dims={name: ("group", "feature") for name in extras},
+            coords={"group": labels},
+            attrs={"score": self.statistic, "log_scale": str(log_scale), "groups": "one-vs-rest"},
+        )
+
+    def _per_group_k(self, p_active: int) -> int:
+        """Features selected per group: ``n_features_to_select`` (a count, or a fraction of
+        the features), else :data:`GROUP_TOP`; at most the non-constant features."""
+        k = self.n_features_to_select
+        if k is None:
+            k = GROUP_TOP
+        elif isinstance(k, float):
+            k = max(1, int(round(k * self.n_features_in_)))
+        return min(int(k), p_active)
+
+    def group_table(self, group: Any = None, n: int | None = None) -> Any:
+        """The one-vs-rest results as a table, like scanpy's ``sc.get.rank_genes_groups_df``.
+
+        Parameters
+        ----------
+        group : label or None, one tested group (None: all)
+        n : int or None, the top ``n`` features of each group (None: all)
+
+        Returns
+        -------
+        pandas.DataFrame with columns ``group``, ``feature``, ``score``, ``pvalue``,
+        ``pvalue_adj`` (ttest, f), ``rank``, ``selected``, ``group_mean``, ``rest_mean``;
+        rows by group, then rank (1 = highest score).
+
+        Examples
+        --------
+        >>> f = Filter("ttest", groups="all").fit(X, y)  # doctest: +SKIP
+        >>> f.group_table("B cells", n=10)  # doctest: +SKIP
+        """
+        import pandas as pd
+
+        if getattr(self, "groups_", None) is None:
+            raise ParameterError("group_table() needs a Filter fitted with groups=")
+        res = self.result_
+        cols = {"score": "group_score", "pvalue": "group_pvalue", "pvalue_adj": "group_pvalue_adj"}
+        cols.update(rank="group_rank", selected="group_selected", group_mean="group_mean")
+        cols["rest_mean"] = "rest_mean"
+        frames = []
+        for label in self.groups_ if group is None else [str(group)]:
+            if label not in self.groups_:
+                raise ParameterError(
+                    f"group {group!r} was not tested; tested: {list(self.groups_)}"
+                )
+            one = res.sel(group=label)
+            df = pd.DataFrame({c: one[v].values for c, v in cols.items() if v in res})
+            df.insert(0, "feature", res["feature"].values)
+            df.insert(0, "group", label)
+            df = df.sort_values("rank", kind="stable")
+            frames.append(df if n is None else df.head(n))
+        return pd.concat(frames, ignore_index=True)
+
     def _fit_lazy(self, X, y):
-        """One pass: the screen and the statistics of every feature share a single read of X."""
+        """ks: one pass over the feature blocks, the screen from the same sort."""
+        if self.streams_samples:
+            return None
         n = X.shape[0]
         codes, n_classes, yc = self._prepare(n, y)
         lazy = self._lazy_stats(X, codes, n_classes, yc, with_screen=True)

@@ -168,3 +168,17 @@ def test_empirical_fdr_few_seeds(case):
 def test_empirical_fdr_over_50_seeds(case):
     fdr, se = _empirical_fdr(case, range(50))
     assert fdr <= 0.1 + 2 * se, f"{case}: empirical FDR {fdr:.3f} ± {se:.3f}"
+
+
+def test_the_filter_test_route_is_the_filter_own_pass_on_sample_blocks():
+    X, y = _classes(4)
+    y = (y > 0).astype(int)
+    Xs = da.from_array(X, chunks=(15, 80))  # sample blocks: the filter streams them
+    with dask.config.set(scheduler="threads"):
+        fdr = FDR(fsdask.Filter("ttest"), q=0.05).fit(Xs, y)
+        ref = fsdask.Filter("ttest").fit(Xs, y)
+    assert fdr.n_passes_ == ref.n_passes_ == 1
+    np.testing.assert_array_equal(fdr.pvalues_, ref.pvalues_)
+    np.testing.assert_array_equal(fdr.pvalues_adjusted_, ref.result_["pvalue_adj"].values)
+    with pytest.raises(ParameterError, match="group_pvalue_adj"):
+        FDR(fsdask.Filter("ttest", groups="all")).fit(X, y)

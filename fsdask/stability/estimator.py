@@ -171,7 +171,8 @@ class Stability(Selector):
         return tags
 
     def _check_shape(self, n: int, p: int) -> None:
-        if isinstance(base_estimator(self.estimator), Filter):
+        est = base_estimator(self.estimator)
+        if isinstance(est, Filter) and getattr(est, "groups", None) is None:
             self._check_client_scores((self.n_resamples + 1) * p)
 
     def _check_client_scores(self, values: int) -> None:
@@ -207,8 +208,8 @@ class Stability(Selector):
     # ---- one pass for a filter
     def _fit_lazy(self, X, y):
         est = base_estimator(self.estimator)
-        if not isinstance(est, Filter):
-            return None
+        if not isinstance(est, Filter) or getattr(est, "groups", None) is not None:
+            return None  # one-vs-rest groups: refits
         rows = [None, *self._subsamples(X.shape[0], y)]
         variants, n_classes = onepass.filter_variants(est, y, rows, [])
         lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)

@@ -13,6 +13,7 @@ import functools
 from typing import Any
 
 import numpy as np
+from sklearn.base import clone
 
 from fsdask._validation import HasMethods, Int, Real, StrOptions
 from fsdask.base import FitOutput, Selector
@@ -153,6 +154,15 @@ class FDR(Selector):
             and self.n_permutations is None
         )
 
+    @property
+    def streams_samples(self) -> bool:  # type: ignore[override]
+        # a filter's own test: X as the filter takes it (sample blocks stream)
+        return self._parametric() and bool(base_estimator(self.estimator).streams_samples)
+
+    @property
+    def screen_in_fit(self) -> bool:  # type: ignore[override]
+        return self._parametric()  # the filter's fit screens X in its own pass
+
     def _validate_params(self) -> None:
         super()._validate_params()
         est = base_estimator(self.estimator)
@@ -161,6 +171,11 @@ class FDR(Selector):
                 f"FDR({type(est).__name__}): an unsupervised selector has no labels to "
                 "permute, so there is no null distribution for its weights; use a "
                 "supervised method, or Stability for a stated error bound"
+            )
+        if getattr(est, "groups", None) is not None:
+            raise ParameterError(
+                "FDR(Filter(groups=...)): the one-vs-rest fit already gives each group's "
+                "BH-adjusted p-values (result_['group_pvalue_adj']); use those"
             )
         if not isinstance(est, Filter) and self.n_permutations is None:
             raise ParameterError(
@@ -175,11 +190,8 @@ class FDR(Selector):
 
     def _fit_lazy(self, X, y):
         est = base_estimator(self.estimator)
-        if not isinstance(est, Filter):
+        if not isinstance(est, Filter) or self._parametric():
             return None
-        if self._parametric():  # the filter's own single pass, its p-values after
-            lazy, finish, screened = est._fit_lazy(X, y)
-            return lazy, functools.partial(self._from_test, finish), screened
         perms = self._permutations(X.shape[0])
         variants, n_classes = onepass.filter_variants(est, y, [None], perms)
         lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)
@@ -191,11 +203,18 @@ class FDR(Selector):
 
         return lazy, finish, True
 
-    def _from_test(self, finish, computed, active, lo, hi) -> FitOutput:
-        out = finish(computed, active, lo, hi)
-        return self._output(out.scores, out.deferred["pvalue"](), "test")
+    def _from_test(self, X, y, ctx: FitContext) -> FitOutput:
+        """The filter's own fit (its one pass, screen included) and its p-values."""
+        inner = clone(base_estimator(self.estimator)).fit(X, y)
+        ctx.execution.passes += inner.n_passes_
+        active = inner.active_features_
+        out = self._output(inner.scores_[active], inner.pvalues_[active], "test")
+        out.active = active
+        return out
 
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
+        if self._parametric():
+            return self._from_test(X, y, ctx)
         est = base_estimator(self.estimator)
         perms = self._permutations(X.shape[0])
         resamples = [(None, y)] + [(None, y[perm]) for perm in perms]

@@ -4,8 +4,10 @@ A filter's statistic of a feature needs only that feature's column, so each feat
 (all samples) gives the statistic on every resample at once: the block function runs the
 filter's own block kernel (:func:`fsdask.methods.filters.stats_block`) on each resample's
 rows (or with each permutation of the labels) while the block is in memory.  X is read
-once whatever the number of resamples, and a resample's scores are exactly those of a
-:class:`~fsdask.methods.filters.Filter` fitted on that resample.
+once whatever the number of resamples, and a resample's scores are those of a
+:class:`~fsdask.methods.filters.Filter` fitted on that resample (to rounding: the Filter
+itself streams class-wise sums over sample blocks).  The kernel needs feature blocks, so a
+sample-blocked source is converted to them first (:meth:`fsdask.base.Selector.fit`).
 """
 
 from __future__ import annotations

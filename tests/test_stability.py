@@ -258,6 +258,7 @@ def _tasks_done(client) -> int:
 
 @pytest.mark.cluster
 @pytest.mark.infra
+@pytest.mark.slow
 def test_same_result_with_a_worker_killed_mid_run(lc, ds):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

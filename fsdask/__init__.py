@@ -52,6 +52,8 @@ _LAZY = {
     "SparsePCASelector": "fsdask.methods.pca_based",
     "LaplacianScore": "fsdask.methods.filters",
     "annotate_anndata": "fsdask.io.anndata_write",
+    "Stability": "fsdask.stability",
+    "FDR": "fsdask.stability",
 }
 
 

@@ -75,6 +75,15 @@ class StepInvalid(StepFailed, ParameterError):
     """A step that would fail on its options, found before any step ran (exit status 2)."""
 
 
+class DriftAlert(StepFailed):
+    """A step's selection drifted below its ``alert_on_drift`` Jaccard threshold against the
+    previous run; raised after every step ran and was recorded.  ``exit_code`` is 3, so a
+    scheduler sees the run fail while its results are in place."""
+
+    def __init__(self, message: str):
+        super().__init__(message, exit_code=3)
+
+
 def import_optional(module: str, extra: str, purpose: str):
     """Import an optional dependency, or say in one line why it cannot be used.
 

@@ -17,6 +17,10 @@ cv.png             cross-validation curves: error rate against the number of top
                    ``--evaluation`` stores or ``cv_error_rate`` variables merged into the result
 heatmap.png        with ``--data``: the top features across samples (z-scored per feature),
                    samples grouped by class
+stability.png      a :class:`fsdask.Stability` result: the stability path (stable-set size
+                   against the threshold τ) and the top features' selection frequencies with
+                   their intervals, the threshold and the plain fit's top-k marked; the page
+                   adds the stable set against the plain top-k and the error bound
 ranked.csv         with ``csv=True``: rank, feature, weight, selected for every feature, and
                    pvalue, pvalue_adj, direction when the method gives them
 =================  ===========================================================================
@@ -358,6 +362,7 @@ def _write_report(
             "<p class='note'>★ = a truly relevant feature (dataset attribute relevant_features)</p>"
         )
     notes.append(truth_html)
+    notes += confidence_parts(result, out)
     if csv:
         notes.append(
             "<p class='note'>All features, ranked: <a href='ranked.csv'>ranked.csv</a></p>"
@@ -478,14 +483,119 @@ def _top_table(
             "<span class='sel'>yes</span>" if sel[i] else "–",
         ]
         r += [format_test_value(c, float(result[c].values[i])) for c in tests]
+        r += [frequency_cell(result, i)] if "stability" in result else []
         if class_means is not None:
             r += [f"{v:.4g}" for v in class_means[j]]
         rows.append(r)
+    conf = ["selection frequency [95% interval]"] if "stability" in result else []
+    heads = [test_header(result, c) for c in tests] + conf
     return _table(
         rows,
-        ["rank", "feature", "weight", "selected", *(TEST_HEADERS[c] for c in tests), *class_cols],
-        num=(0, 2, *range(4, 4 + len(tests) + len(class_cols))),
+        ["rank", "feature", "weight", "selected", *heads, *class_cols],
+        num=(0, 2, *range(4, 4 + len(heads) + len(class_cols))),
     )
+
+
+# ---- stated confidence: stability selection and FDR (issue 41) ---------------------------
+
+
+def test_header(result: xr.Dataset, column: str) -> str:
+    """The table header of a test column; the adjusted p-value names its procedure."""
+    if column == "pvalue_adj" and result.attrs.get("fdr_method") == "by":
+        return "BY-adjusted p"
+    return TEST_HEADERS[column]
+
+
+def frequency_cell(result: xr.Dataset, i: int) -> str:
+    """A feature's selection frequency and its interval, as the top table shows it."""
+    f = float(result["stability"].values[i])
+    lo, hi = (float(result[v].values[i]) for v in ("stability_low", "stability_high"))
+    return f"{f:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def confidence_parts(result: xr.Dataset, out: Path) -> list[str]:
+    """The HTML of a result's stated confidence: the stability section (figure, stable set
+    against the plain top-k, bound) or the FDR paragraph; [] for other results."""
+    a = result.attrs
+    if "fdr_q" in a:
+        return [
+            f"<h2>False discovery rate</h2><p>{int(result['selected'].sum())} features have a "
+            f"{html.escape(str(a['fdr_method']).upper())}-adjusted p-value ≤ {a['fdr_q']:g}: "
+            "among them, the expected fraction of false discoveries is at most "
+            f"{a['fdr_q']:g}. Null: {html.escape(str(a.get('null', '')))}.</p>"
+        ]
+    if "stability" not in result:
+        return []
+    fig = plot_stability(result, out)
+    bound = a.get("error_bound", -1)
+    said = (
+        f"at most <b>{bound:.3g}</b> expected false selections"
+        if bound >= 0
+        else "no error bound (the threshold must exceed 0.5)"
+    )
+    return [
+        "<h2>Stability</h2>",
+        f"<figure><img src='{fig}' alt='stability path and selection frequencies'>"
+        "<figcaption class='note'>Left: how many features reach each selection-frequency "
+        "threshold τ (dashed: the threshold used). Right: the top features' frequencies "
+        "with 95% intervals; orange bars are in the plain fit's selection.</figcaption></figure>",
+        f"<p>{int(result['selected'].sum())} features were selected in at least "
+        f"{a['stability_threshold']:g} of {a['n_resamples']} subsamples (mean selected per "
+        f"subsample q = {a['mean_selected']:.3g}): {said}. "
+        f"<span class='note'>{html.escape(str(a.get('bound', '')))}</span></p>",
+        stable_vs_plain(result),
+    ]
+
+
+def stable_vs_plain(result: xr.Dataset, show: int = 25) -> str:
+    """The stable set against the plain fit's selection: both, stable only, plain only."""
+    names = result["feature"].values
+    stable = result["selected"].values.astype(bool)
+    plain = result["plain_selected"].values.astype(bool)
+    order = np.argsort(result["rank"].values, kind="stable")
+    rows = []
+    for label, mask in (
+        ("stable and in the plain selection", stable & plain),
+        ("stable only", stable & ~plain),
+        ("in the plain selection only (not stable)", ~stable & plain),
+    ):
+        ids = [str(names[i]) for i in order if mask[i]]
+        more = f" … (+{len(ids) - show})" if len(ids) > show else ""
+        rows.append([label, len(ids), html.escape(", ".join(ids[:show])) + more])
+    return "<h3>Stable set against the plain selection</h3>" + _table(
+        rows, ["", "features", "ids (by frequency)"], num=(1,)
+    )
+
+
+def plot_stability(result: xr.Dataset, out: Path, n_top: int = 30) -> str:
+    """stability.png: the stability path and the top features' frequencies."""
+    plt = pyplot()
+    tau = float(result.attrs["stability_threshold"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    left.step(result["tau"].values, result["stability_path"].values, where="post", color="#1f5fa8")
+    left.axvline(tau, color="#c0392b", ls="--", lw=1)
+    from matplotlib.ticker import ScalarFormatter
+
+    left.set_yscale("symlog", linthresh=1)
+    left.yaxis.set_major_formatter(ScalarFormatter())  # 1, 10, 100 rather than 10⁰, 10¹
+    left.set_ylim(bottom=0)
+    left.set_xlabel("threshold τ (selection frequency)")
+    left.set_ylabel("features reaching τ")
+    left.grid(alpha=0.3)
+    order = np.argsort(result["rank"].values, kind="stable")[:n_top]
+    f = result["stability"].values[order]
+    err = np.stack(
+        [f - result["stability_low"].values[order], result["stability_high"].values[order] - f]
+    )
+    plain = result["plain_selected"].values[order].astype(bool)
+    x = np.arange(order.size)
+    right.bar(x, f, color=np.where(plain, "#e67e22", "#95a5a6"), yerr=err, capsize=2, lw=0)
+    right.axhline(tau, color="#c0392b", ls="--", lw=1)
+    right.set_xticks(x, [str(v) for v in result["feature"].values[order]], rotation=90, fontsize=7)
+    right.set_ylim(0, 1.05)
+    right.set_ylabel("selection frequency")
+    right.set_title(f"top {order.size} features", fontsize=10)
+    return _save(fig, out / "stability.png")
 
 
 def _page(

@@ -33,6 +33,7 @@ LAYERS = {
     "fsdask.checkpoint": 2,
     "fsdask.methods": 2,
     "fsdask.datasets": 2,
+    "fsdask.stability": 2,
     "fsdask.evaluate": 3,
     "fsdask.report": 3,
     "fsdask.api": 4,

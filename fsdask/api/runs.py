@@ -6,7 +6,10 @@ of features, the number selected and the ids of the top-k features.  ``fsdask hi
 STATE`` prints the table; ``fsdask report --history STATE --out DIR`` draws it
 (:func:`write_history_report`).  The pipeline (:mod:`fsdask.pipeline`) appends the records;
 the ``history`` and ``report`` commands read them.  Stability against the previous night is the Jaccard index
-and Kuncheva's consistency index of the two top-k sets (:mod:`fsdask.evaluate.metrics`).
+and Kuncheva's consistency index of the two top-k sets (:mod:`fsdask.evaluate.metrics`);
+the drift (:func:`drift`) names the features that entered and left the top-k and the rank
+shifts of the top features, and — for a step run with ``--stability`` — says whether the
+change exceeds what resampling noise explains (:func:`noise_jaccard`).
 """
 
 from __future__ import annotations
@@ -164,7 +167,31 @@ def selection_summary(url: str, storage_options: Mapping[str, Any] | None, k: in
         "n_features": int(rank.size),
         "n_selected": int(np.asarray(res["selected"].values).sum()),
         "top_k": [str(f) for f in np.asarray(res["feature"].values)[order]],
+        **stability_summary(res),
     }
+
+
+#: selection frequencies a history record keeps (the largest; enough for the noise model)
+MAX_FREQUENCIES = 1000
+
+
+def stability_summary(res) -> dict:
+    """The selection frequencies of a result of :class:`fsdask.Stability` (``frequency``:
+    feature id → frequency, the ``MAX_FREQUENCIES`` largest nonzero) and its stable set
+    (``stable``, when it has at most that many features); {} for other results."""
+    import numpy as np
+
+    if "stability" not in res:
+        return {}
+    freq = np.asarray(res["stability"].values)
+    names = np.asarray(res["feature"].values)
+    top = np.argsort(-freq, kind="stable")[:MAX_FREQUENCIES]
+    top = top[freq[top] > 0]
+    out: dict = {"frequency": {str(names[j]): round(float(freq[j]), 4) for j in top}}
+    sel = np.flatnonzero(np.asarray(res["selected"].values))
+    if sel.size <= MAX_FREQUENCIES:
+        out["stable"] = [str(names[j]) for j in sel]
+    return out
 
 
 def append(path: str, record: Mapping[str, Any]) -> None:
@@ -205,9 +232,132 @@ def with_stability(records: list[dict]) -> list[dict]:
                 n = int(rec.get("n_features") or 0)
                 if 0 < k < n and prev.get("n_features") == n:
                     rec["kuncheva"] = kuncheva_index([a, b], n)
+            rec["drift"] = drift(prev, rec)
         previous[rec["step"]] = rec
         out.append(rec)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# drift: what changed against the previous night, and whether noise explains it
+# ---------------------------------------------------------------------------------------------
+
+#: rank shifts are reported for the features in this many top places
+SHIFT_TOP = 10
+#: simulated pairs of the noise model, and its seed (the verdict is reproducible)
+NOISE_DRAWS, NOISE_SEED = 2000, 0
+#: a change "exceeds noise" when noise gives a Jaccard this low or lower less often than this
+NOISE_LEVEL = 0.05
+
+
+def drift(prev: Mapping[str, Any], rec: Mapping[str, Any]) -> dict:
+    """What changed between two history records of one step.
+
+    Parameters
+    ----------
+    prev, rec : dict
+        The previous and the current record (``top_k``; ``frequency`` and ``stable`` for a
+        step run with ``--stability``).
+
+    Returns
+    -------
+    dict
+        ``entered`` / ``left``: feature ids that entered / left the top-k; ``shifts``:
+        ``[feature, previous place, place]`` for the features in the top ``SHIFT_TOP``
+        places that moved (places from 1); for stability results also ``stable_jaccard``
+        (Jaccard of the two stable sets), ``noise_p`` (how often two selections drawn from
+        the previous run's frequencies are at most as similar, :func:`noise_jaccard`) and
+        ``exceeds_noise`` (``noise_p < NOISE_LEVEL``); otherwise those three are None.
+    """
+    a, b = list(prev.get("top_k") or []), list(rec.get("top_k") or [])
+    k = min(len(a), len(b))
+    a, b = a[:k], b[:k]
+    place = {f: i + 1 for i, f in enumerate(a)}
+    out: dict = {
+        "entered": [f for f in b if f not in place],
+        "left": [f for f in a if f not in set(b)],
+        "shifts": [
+            [f, place[f], i + 1]
+            for i, f in enumerate(b[:SHIFT_TOP])
+            if place.get(f, i + 1) != i + 1
+        ],
+        "stable_jaccard": None,
+        "noise_p": None,
+        "exceeds_noise": None,
+    }
+    freq, s0, s1 = prev.get("frequency"), prev.get("stable"), rec.get("stable")
+    if freq and s0 is not None and s1 is not None:
+        union = set(s0) | set(s1)
+        jac = 1.0 if not union else len(set(s0) & set(s1)) / len(union)
+        p = float((noise_jaccard(freq) <= jac + 1e-12).mean())
+        out.update(stable_jaccard=round(jac, 4), noise_p=round(p, 4), exceeds_noise=p < NOISE_LEVEL)
+    return out
+
+
+def noise_jaccard(frequency: Mapping[str, float], draws: int = NOISE_DRAWS):
+    """Jaccard indices of pairs of selections that differ by resampling noise alone.
+
+    Each selection takes every feature independently with its selection frequency π_j
+    (the previous run's): two fits on independent halves of the data select feature j with
+    probability π_j each.  Fits on all samples vary less than fits on halves, so the model
+    over-states the noise: a change it cannot explain is a real change.
+
+    Parameters
+    ----------
+    frequency : dict
+        Feature id → selection frequency.
+    draws : int
+        Simulated pairs.
+
+    Returns
+    -------
+    ndarray (draws,).  Memory: draws × (number of features with π_j > 0) booleans.
+    """
+    import numpy as np
+
+    pi = np.clip(np.asarray(list(frequency.values()), dtype=np.float64), 0, 1)
+    rng = np.random.default_rng(NOISE_SEED)
+    s1 = rng.random((draws, pi.size)) < pi
+    s2 = rng.random((draws, pi.size)) < pi
+    union = (s1 | s2).sum(1)
+    return np.where(union > 0, (s1 & s2).sum(1) / np.maximum(union, 1), 1.0)
+
+
+def drift_lines(rows: list[dict]) -> list[str]:
+    """The drift of each changed run as indented lines under the history table."""
+    lines = []
+    for r in rows:
+        d = r.get("drift")
+        if not d or not (d["entered"] or d["left"] or d["shifts"]):
+            continue
+        shifts = ", ".join(f"{f} {p0}→{p1}" for f, p0, p1 in d["shifts"][:6])
+        lines.append(
+            f"  {str(r.get('date', '?'))[:19]} {r['step']}: entered {', '.join(d['entered']) or '-'}; "
+            f"left {', '.join(d['left']) or '-'}; moved {shifts or '-'}; {noise_verdict(d)}"
+        )
+    return lines
+
+
+def noise_verdict(d: Mapping[str, Any]) -> str:
+    """Whether a drift exceeds resampling noise, in words."""
+    if d.get("exceeds_noise") is None:
+        return "noise unknown (run the step with --stability N)"
+    word = "exceeds" if d["exceeds_noise"] else "within"
+    return f"{word} resampling noise (stable-set Jaccard {d['stable_jaccard']:.2f}, p={d['noise_p']:.3f})"
+
+
+def drift_alert(step: str, rows: list[dict], threshold: float) -> str | None:
+    """The alert line when the last record of ``step`` has a top-k Jaccard against the
+    previous run below ``threshold`` (the step key ``alert_on_drift``), else None."""
+    mine = [r for r in rows if r["step"] == step]
+    if not mine or mine[-1].get("jaccard") is None or mine[-1]["jaccard"] >= threshold:
+        return None
+    r, d = mine[-1], mine[-1].get("drift") or {}
+    return (
+        f"drift alert: step {step}: top-{len(r['top_k'])} Jaccard {r['jaccard']:.2f} < "
+        f"{threshold:g} against the previous run; entered {', '.join(d.get('entered', [])[:5]) or '-'}; "
+        f"left {', '.join(d.get('left', [])[:5]) or '-'}; {noise_verdict(d)}"
+    )
 
 
 def _fmt(v: Any, spec: str = "") -> str:
@@ -247,7 +397,8 @@ def table(records: list[dict], show_top: int = 5) -> str:
             f"{fp:<12} {r.get('n_selected', '-'):>8} {_fmt(r['jaccard'], '.3f'):>7} "
             f"{_fmt(r['kuncheva'], '.3f'):>8} {_fmt(r.get('seconds'), '.1f'):>8}  {top}"
         )
-    return "\n".join(lines)
+    drifted = drift_lines(rows)
+    return "\n".join(lines + (["", "drift against the previous run:", *drifted] if drifted else []))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,6 +504,7 @@ def write_history_report(state: str, out_dir: str, *, page: str = "history.html"
 <h2>Stability of the top-k against the previous run</h2>
 <p>Jaccard |A∩B|/|A∪B| and Kuncheva's index (1 = same set, ≈0 = chance overlap).</p>
 <img src="history_stability.png" alt="stability per run">
+{drift_panel(rows, night)}
 <h2>Runtime per step</h2><img src="history_runtime.png" alt="runtime per step">
 <h2>Table</h2><table><tr><th>run</th><th>date</th><th>step</th><th>status</th><th>selected</th>
 <th>Jaccard</th><th>Kuncheva</th><th>s</th><th>top features</th></tr>{trs}</table></body></html>
@@ -363,6 +515,36 @@ def write_history_report(state: str, out_dir: str, *, page: str = "history.html"
         fh.write(body)
     os.replace(tmp, path)
     return path
+
+
+def drift_panel(rows: list[dict], night: Mapping[Any, int]) -> str:
+    """The history page's drift section: per changed run, the features that entered and
+    left the top-k, the rank shifts of the top features and the noise verdict."""
+    changed = [
+        r
+        for r in rows
+        if r.get("drift") and (r["drift"]["entered"] or r["drift"]["left"] or r["drift"]["shifts"])
+    ]
+    if not changed:
+        return "<h2>Drift</h2><p>No run changed its top features against the run before.</p>"
+    esc = html.escape
+    trs = "".join(
+        f"<tr><td>{night[r['run']]}</td><td>{esc(r['step'])}</td>"
+        f"<td>{esc(', '.join(r['drift']['entered'][:10])) or '-'}</td>"
+        f"<td>{esc(', '.join(r['drift']['left'][:10])) or '-'}</td>"
+        f"<td>{esc(', '.join(f'{f} {a}→{b}' for f, a, b in r['drift']['shifts'][:8])) or '-'}</td>"
+        f"<td{' class=changed' if r['drift'].get('exceeds_noise') else ''}>"
+        f"{esc(noise_verdict(r['drift']))}</td></tr>"
+        for r in changed
+    )
+    return (
+        "<h2>Drift</h2><p>Features that entered and left the top-k against the run before, "
+        "places that moved among the top features, and whether the change exceeds what "
+        "resampling noise explains (steps run with <code>--stability N</code>: two "
+        "selections drawn from the previous run's selection frequencies are compared with "
+        "the two stable sets).</p><table><tr><th>run</th><th>step</th><th>entered</th>"
+        f"<th>left</th><th>moved (place before→now)</th><th>vs noise</th></tr>{trs}</table>"
+    )
 
 
 def history_pages(state: str):

@@ -32,6 +32,7 @@ def select(
     checkpoint_every: Any = None,
     resume: bool | None = None,
     as_json: bool = False,
+    confidence: Mapping[str, Any] | None = None,
     stdout=None,
     max_samples: int | None = None,
 ) -> str:
@@ -67,6 +68,7 @@ def select(
         exists.
     as_json : bool
         Print one JSON object (:func:`summary`) instead of the table.
+    confidence : mapping of :func:`confident`'s keywords (``stability=100``, ``fdr=0.05``)
     stdout : file, optional
         Where to print (default: ``sys.stdout``).
 
@@ -83,6 +85,7 @@ def select(
     so = dict(storage_options or {})
     check_count(top, "--top")
     est = with_max_samples(get_method(method, **dict(params or {})), max_samples)
+    est = confident(est, **dict(confidence or {}))
     ds = open_dataset(url, storage_options=so, **_read_for(est, read).as_dict())
     _check_outputs(url, output, csv, so, overwrite)
     ckpt = _checkpoint(output, checkpoint_every, resume)
@@ -111,6 +114,69 @@ def _fit(est, ds, scheduler: str, memory_limit: str | None, progress: bool, ckpt
     with run_on(scheduler, memory_limit=memory_limit) as client:
         with show_progress(client, enabled=progress), progress_lines(progress), ckpt:
             est.fit(ds)
+
+
+def confident(
+    est,
+    *,
+    stability: int | None = None,
+    stability_threshold: float = 0.6,
+    fdr: float | None = None,
+    fdr_method: str = "bh",
+    permutations: int | None = None,
+    **unknown: Any,
+):
+    """``est`` wrapped for ``--fdr`` (:class:`fsdask.FDR`) then ``--stability``
+    (:class:`fsdask.Stability`); unchanged without them (``select(confidence=…)``).
+
+    Parameters
+    ----------
+    est : Selector
+    stability, stability_threshold : int, float
+        Stability selection over ``stability`` subsamples: the result holds the selection
+        frequencies and the stable set at the threshold.
+    fdr, fdr_method, permutations : float, str, int
+        Select at false discovery rate ``fdr`` (``"bh"`` or ``"by"``; ``permutations`` for
+        the permutation null).  With ``stability`` too, each subsample's selection is the
+        FDR selection.
+
+    Returns
+    -------
+    Selector
+    """
+    from fsdask.errors import ParameterError
+    from fsdask.stability import FDR, Stability
+
+    if unknown:
+        raise ParameterError(
+            f"confidence: unknown key(s) {', '.join(map(repr, unknown))}; valid: stability, "
+            "stability_threshold, fdr, fdr_method, permutations"
+        )
+    if permutations is not None and fdr is None:
+        raise ParameterError("--permutations is the null of --fdr; give --fdr Q too")
+    if fdr is not None and not (isinstance(fdr, (int, float)) and 0 < fdr < 1):
+        raise ParameterError(f"--fdr {fdr}: a false discovery rate in (0, 1), e.g. --fdr 0.05")
+    if fdr is not None:
+        est = FDR(est, q=fdr, method=fdr_method, n_permutations=permutations)
+    if stability is not None:
+        est = Stability(est, n_resamples=stability, threshold=stability_threshold)
+    return est
+
+
+def confidence_line(result) -> str | None:
+    """One line on the result's stated confidence (stable set and bound, or FDR), or None."""
+    a = result.attrs
+    n_sel = int(result["selected"].sum())
+    if "error_bound" in a:
+        bound = a["error_bound"]
+        return (
+            f"stable set: {n_sel} feature(s) selected in >= {a['stability_threshold']:g} of "
+            f"{a['n_resamples']} subsamples; expected false selections <= "
+            + (f"{bound:.3g}" if bound >= 0 else "(no bound: threshold <= 0.5)")
+        )
+    if "fdr_q" in a:
+        return f"{n_sel} feature(s) selected at FDR {a['fdr_q']:g} ({a['fdr_method'].upper()})"
+    return None
 
 
 def summary(
@@ -197,6 +263,9 @@ def _report(result, method, top, path, csv, seconds, as_json, stdout) -> None:
         f"in {seconds:.1f} s; result written to {path}" + (f", table to {csv}" if csv else ""),
         file=stdout,
     )
+    line = confidence_line(result)
+    if line:
+        print(line, file=stdout)
 
 
 def ckpt_path(output: str) -> str | None:

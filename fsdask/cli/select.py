@@ -86,10 +86,55 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="ignore OUTPUT.fsdask-checkpoint and fit from the start (it is overwritten)",
     )
     p.add_argument("--no-overwrite", action="store_true", help=argparse.SUPPRESS)  # the default now
+    add_confidence_options(p)
     add_scheduler(p)
     add_storage_options(p)
     add_data_options(p)
     return p
+
+
+def confidence(args: argparse.Namespace) -> dict:
+    """The ``--stability`` / ``--fdr`` options as :func:`fsdask.api.select.confident`'s keywords."""
+    names = ("stability", "stability_threshold", "fdr", "fdr_method", "permutations")
+    return {n: getattr(args, n) for n in names}
+
+
+def add_confidence_options(p: argparse.ArgumentParser) -> None:
+    """``--stability N`` and ``--fdr Q`` (:func:`fsdask.api.select.confident`)."""
+    g = p.add_argument_group("stated confidence (stability selection, false discovery rate)")
+    g.add_argument(
+        "--stability",
+        type=int,
+        metavar="N",
+        help="stability selection over N subsamples (complementary halves): keep the features "
+        "selected in at least --stability-threshold of them",
+    )
+    g.add_argument(
+        "--stability-threshold",
+        type=float,
+        default=0.6,
+        metavar="T",
+        help="selection frequency a stable feature reaches (default 0.6; > 0.5 for the bound)",
+    )
+    g.add_argument(
+        "--fdr",
+        type=float,
+        metavar="Q",
+        help="select at false discovery rate Q (filters with a test: their p-values; "
+        "others: a label-permutation null, see --permutations)",
+    )
+    g.add_argument(
+        "--fdr-method",
+        choices=("bh", "by"),
+        default="bh",
+        help="Benjamini-Hochberg (default) or Benjamini-Yekutieli (any dependence)",
+    )
+    g.add_argument(
+        "--permutations",
+        type=int,
+        metavar="B",
+        help="label permutations of the FDR null (required for methods other than filters)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,6 +160,7 @@ def _select(args: argparse.Namespace, out) -> int:
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
         as_json=args.json,
+        confidence=confidence(args),
         stdout=out,
         max_samples=args.max_samples,
     )

@@ -36,7 +36,7 @@ TOP_LEVEL_KEYS = frozenset(
     }
 )
 #: keys a step may have besides its command: its name and how its inputs are fingerprinted
-STEP_KEYS = ("name", "fingerprint")
+STEP_KEYS = ("name", "fingerprint", "alert_on_drift")
 #: ``fingerprint:`` values (:mod:`fsdask.pipeline.fingerprint`)
 FINGERPRINTS = ("stat", "content")
 #: top-level keys that are defaults of every step (or of the run)
@@ -63,12 +63,16 @@ class Step:
     fingerprint : str
         How its inputs are fingerprinted: ``"stat"`` (default) or ``"content"``
         (:mod:`fsdask.pipeline.fingerprint`).
+    alert_on_drift : float or None
+        A Jaccard threshold: when the step's top-k against the previous run falls below
+        it, the run ends with a drift alert (exit 3) after recording the step.
     """
 
     name: str
     command: str
     options: dict[str, Any]
     fingerprint: str = "stat"
+    alert_on_drift: float | None = None
 
     @property
     def spec(self) -> Command:
@@ -192,6 +196,7 @@ def _parse_step(path: str, i: int, raw: Any, default_fp: str = "stat") -> Step:
     name = str(raw.pop("name", ""))
     where = f"step {i} ({name or 'unnamed'})"
     fp = _fingerprint_mode(path, f"{where} fingerprint", raw.pop("fingerprint", default_fp))
+    alert = drift_threshold(path, where, raw.pop("alert_on_drift", None))
     commands = [k for k in raw if k in COMMANDS or k in NOT_A_STEP]
     if len(commands) != 1 or len(raw) != 1:
         steps = [n for n, c in COMMANDS.items() if c.step]
@@ -206,7 +211,23 @@ def _parse_step(path: str, i: int, raw: Any, default_fp: str = "stat") -> Step:
     options = raw[command] or {}
     if not isinstance(options, dict):
         raise ParameterError(f"{path}: step {i} ({command}): options must be a mapping")
-    return Step(name or f"{i}-{command}", command, options, fp)
+    if alert is not None and not COMMANDS[command].result:
+        raise ParameterError(
+            f"{path}: {where}: alert_on_drift needs a selecting step (select), not {command}"
+        )
+    return Step(name or f"{i}-{command}", command, options, fp, alert)
+
+
+def drift_threshold(path: str, where: str, value: Any) -> float | None:
+    """A step's ``alert_on_drift``: a Jaccard threshold in (0, 1], or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise ParameterError(
+            f"{path}: {where}: alert_on_drift must be a Jaccard threshold in (0, 1], "
+            f"e.g. alert_on_drift: 0.5; got {value!r}"
+        )
+    return float(value)
 
 
 def _step_key_hint(key: str, commands: list[str], steps: list[str]) -> str:

@@ -13,12 +13,13 @@ iteration       step, method, iteration, objective, delta (from the per-iteratio
                 iterative methods; fields a method does not log are absent)
 warning         step, message, category
 step_end        step, index, seconds
+drift_alert     step, message (the step's top-k fell below its ``alert_on_drift``)
 error           step (if any), message, exit_code
 run_end         exit_code, seconds, ran, skipped
 ==============  ===========================================================================
 
 Exit codes (also the process status of ``fsdask run``): 0 ok, 1 unexpected error (a bug),
-2 bad input / parameters / storage, 75 another run holds the lock (try later), 130 interrupted.
+2 bad input / parameters / storage, 3 a drift alert (every step ran and was recorded), 75 another run holds the lock (try later), 130 interrupted.
 """
 
 from __future__ import annotations

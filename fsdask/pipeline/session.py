@@ -37,7 +37,14 @@ from typing import Any
 
 import fsdask.api.runs as history
 import fsdask.pipeline.fingerprint as fpr
-from fsdask.errors import FsdaskError, Locked, ParameterError, StepFailed, StoreError
+from fsdask.errors import (
+    DriftAlert,
+    FsdaskError,
+    Locked,
+    ParameterError,
+    StepFailed,
+    StoreError,
+)
 from fsdask.io.location import Location
 from fsdask.pipeline.config import Step, load_config, step_kwargs
 from fsdask.pipeline.lock import RunLock
@@ -78,6 +85,7 @@ class Session:
         self._step_t0 = 0.0
         self._inputs: dict[str, dict] = {}
         self._old_sigterm = None
+        self.alerts: list[str] = []
 
     # -- the run ---------------------------------------------------------------------------
     def open(self) -> Session:
@@ -367,6 +375,24 @@ class Session:
             ) from None
 
 
+def check_drift(night: Session, step) -> None:
+    """After ``step`` ran: note a drift alert when its top-k Jaccard against the previous
+    run fell below the step's ``alert_on_drift`` (raised by :func:`raise_alerts`)."""
+    if step.alert_on_drift is None:
+        return
+    rows = history.with_stability(history.read_history(night.history_path))
+    line = history.drift_alert(step.name, rows, step.alert_on_drift)
+    if line:
+        night.alerts.append(line)
+        night.jlog.event("drift_alert", step=step.name, message=line)
+
+
+def raise_alerts(night: Session) -> None:
+    """End a run whose steps all ran and were recorded with its drift alerts (exit 3)."""
+    if night.alerts:
+        raise DriftAlert(" | ".join(night.alerts))
+
+
 def exit_code(exc: BaseException) -> int:
     """The documented exit status for an exception ending a run (see :mod:`.logjson`)."""
     if isinstance(exc, Locked):
@@ -457,7 +483,9 @@ def run_pipeline(
             night.start(i, step, shown=_describe(step, kwargs))
             _run_step(night, i, step, kwargs, out)
             night.done(i, step)
+            check_drift(night, step)
         night.complete()
+        raise_alerts(night)
     return night.summary
 
 

@@ -1,0 +1,286 @@
+"""Stability selection of any fsdask selector (Meinshausen & Bühlmann 2010; complementary
+pairs, Shah & Samworth 2013).
+
+The selector is refitted on subsamples of the samples; a feature's *selection frequency* is
+the fraction of subsamples whose fit selects it, and the *stable set* holds the features
+whose frequency reaches the threshold τ.  For a univariate filter every subsample comes
+from the same pass over X (:mod:`fsdask.stability.onepass`); any other selector is refitted
+once per subsample as a parallel task (:mod:`fsdask.stability.refit`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fsdask._validation import HasMethods, Int, Real
+from fsdask.base import FitOutput, Selector, top_k_mask
+from fsdask.errors import InputError
+from fsdask.fitting import FitContext
+from fsdask.methods.filters import Filter
+from fsdask.stability import onepass
+from fsdask.stability.refit import refit_all
+from fsdask.stability.resample import (
+    draw_subsamples,
+    error_bound,
+    frequency_interval,
+    stability_path,
+)
+
+#: thresholds τ of the stability path stored in the result (``tau`` coordinate)
+PATH_THRESHOLDS = np.round(np.linspace(0.05, 1.0, 20), 2)
+
+
+def selection_size(k: Any, p: int, p_active: int) -> int:
+    """How many features a filter's top-k keeps: ``n_features_to_select`` resolved as
+    :class:`~fsdask.base.Selector` does (None: half the non-constant features)."""
+    if k is None:
+        return max(1, int(math.ceil(p_active / 2)))
+    if isinstance(k, float) and 0 < k < 1:
+        return max(1, int(round(k * p)))
+    return min(int(k), p_active)
+
+
+def base_estimator(estimator: Any) -> Any:
+    """The selector a meta-estimator wraps (default: the ANOVA F filter)."""
+    return Filter("f") if estimator is None else estimator
+
+
+def strata_of(estimator: Any, y: np.ndarray | None) -> np.ndarray | None:
+    """Class codes when the selector classifies (subsamples then keep every class)."""
+    if y is None or getattr(estimator, "y_task", "any") != "classification":
+        return None
+    return np.unique(y, return_inverse=True)[1]
+
+
+def min_per_class(estimator: Any) -> int:
+    """Samples of each class a subsample needs: 2 for the statistics with a variance in
+    each class (as :class:`~fsdask.methods.filters.Filter` requires), else 1."""
+    return 2 if getattr(estimator, "statistic", None) in ("ttest", "snr") else 1
+
+
+class Stability(Selector):
+    """Stability selection: which features survive other samples of the data.
+
+    Parameters
+    ----------
+    estimator : Selector, default ``Filter("f")``
+        The selector refitted on each subsample; its own selection rule
+        (``n_features_to_select`` or the method's) decides what a subsample selects.
+    n_resamples : int, default 100
+        Subsamples in all (with complementary pairs: 2B, B = n_resamples / 2 pairs).
+    sample_fraction : float, default 0.5
+        Fraction of the samples in a subsample (0.5 with complementary pairs).  For a
+        classifying selector the fraction is taken within each class.
+    complementary_pairs : bool, default True
+        Shah & Samworth's pairs of disjoint halves.
+    threshold : float, default 0.6
+        τ: a feature is stable when selected in at least this fraction of the subsamples.
+        The error bound needs τ > 0.5.
+    random_state : int or None, default 0
+        Seed of the subsamples (and of the refits of a selector with a ``random_state``);
+        the same seed gives the same result on threads, on a cluster and after a lost
+        worker.  None draws a fresh seed.
+
+    Attributes
+    ----------
+    frequency_ : ndarray (p,)
+        Selection frequency of each feature; also ``result_["stability"]``, with its 95 %
+        Wilson interval ``result_["stability_low"]`` / ``["stability_high"]``.
+    support_ : ndarray (p,)
+        The stable set (``frequency_ >= threshold``); ``result_["plain_selected"]`` is the
+        estimator's selection on all samples, ``result_["plain_weight"]`` its scores.
+    error_bound_ : float
+        Bound on the expected number of falsely selected features, q² / ((2τ − 1) p) with
+        q the mean number selected per subsample (:func:`~fsdask.stability.error_bound`;
+        ``result_.attrs["error_bound"]`` with its assumptions in ``["bound"]``).
+    mean_selected_ : float
+        q.
+    scores_, ranking_, result_
+        Scores are the frequencies; ties rank by the estimator's score on all samples.
+        ``result_["stability_path"]`` (over ``tau``) counts the features reaching each
+        threshold.
+
+    Notes
+    -----
+    Cost: for :class:`~fsdask.methods.filters.Filter` one pass over X for every subsample
+    together (each feature block's statistic on each subsample), and the client holds
+    (n_resamples + 1) × p scores (float64).  For other selectors, one refit per subsample
+    as a task holding the subsample's rows of X (n/2 × p); when that exceeds the memory
+    budget the refits run one after another, each over X's feature blocks.
+
+    Examples
+    --------
+    >>> import numpy as np, fsdask
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(40, 30)), np.repeat([0, 1], 20)
+    >>> X[y == 1, :3] += 2.0
+    >>> st = fsdask.Stability(fsdask.Filter("ttest", n_features_to_select=3), n_resamples=20)
+    >>> sorted(np.flatnonzero(st.fit(X, y).support_).tolist())
+    [0, 1, 2]
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "get_support"]), None],
+        "n_resamples": [Int(2)],
+        "sample_fraction": [Real(0, 1, closed="neither")],
+        "complementary_pairs": ["boolean"],
+        "threshold": [Real(0, 1, closed="right")],
+        "random_state": [Int(0), None],
+    }
+
+    def __init__(
+        self,
+        estimator: Any = None,
+        n_resamples: int = 100,
+        sample_fraction: float = 0.5,
+        complementary_pairs: bool = True,
+        threshold: float = 0.6,
+        random_state: int | None = 0,
+    ):
+        self.estimator = estimator
+        self.n_resamples = n_resamples
+        self.sample_fraction = sample_fraction
+        self.complementary_pairs = complementary_pairs
+        self.threshold = threshold
+        self.random_state = random_state
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        return f"stability({base_estimator(self.estimator).method_name})"
+
+    @property
+    def requires_y(self) -> bool:  # type: ignore[override]
+        return bool(base_estimator(self.estimator).requires_y)
+
+    @property
+    def y_task(self) -> str:  # type: ignore[override]
+        return base_estimator(self.estimator).y_task
+
+    @property
+    def min_samples(self) -> int:  # type: ignore[override]
+        return 2 * int(base_estimator(self.estimator).min_samples)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        inner = base_estimator(self.estimator).__sklearn_tags__()
+        tags.classifier_tags = inner.classifier_tags
+        tags.target_tags.required = inner.target_tags.required
+        return tags
+
+    def _check_shape(self, n: int, p: int) -> None:
+        est = base_estimator(self.estimator)
+        if isinstance(est, Filter) and getattr(est, "groups", None) is None:
+            self._check_client_scores((self.n_resamples + 1) * p)
+
+    def _check_client_scores(self, values: int) -> None:
+        """Refuse per-resample scores the memory budget cannot hold on the client (two
+        float64 copies: the blocks and their join)."""
+        from fsdask._config import memory_budget
+
+        budget = memory_budget(None)
+        if budget and 16.0 * values > budget:
+            raise InputError(
+                f"{type(self).__name__}: {values} per-resample scores need "
+                f"{16 * values / 2**20:.0f} MiB on the client, above the memory budget of "
+                f"{budget / 2**20:.0f} MiB; use fewer resamples or raise the budget "
+                "(DASK_FSDASK__MEMORY_BUDGET=SIZE)"
+            )
+
+    def _subsamples(self, n: int, y: np.ndarray | None) -> list[np.ndarray]:
+        return draw_subsamples(
+            n,
+            self.n_resamples,
+            sample_fraction=self.sample_fraction,
+            complementary_pairs=self.complementary_pairs,
+            strata=strata_of(base_estimator(self.estimator), y),
+            min_per_stratum=min_per_class(base_estimator(self.estimator)),
+            random_state=self._seed(),
+        )
+
+    def _seed(self) -> int:
+        if self.random_state is None:
+            return int(np.random.SeedSequence().entropy % 2**32)
+        return int(self.random_state)
+
+    # ---- one pass for a filter
+    def _fit_lazy(self, X, y):
+        est = base_estimator(self.estimator)
+        if not isinstance(est, Filter) or getattr(est, "groups", None) is not None:
+            return None  # one-vs-rest groups: refits
+        rows = [None, *self._subsamples(X.shape[0], y)]
+        variants, n_classes = onepass.filter_variants(est, y, rows, [])
+        lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)
+        p = X.shape[1]
+
+        def finish(computed, active, lo, hi):
+            data_min = float(lo[active].min()) if active.any() else 0.0
+            scores = onepass.finish_scores(computed, est, len(variants), data_min)[:, active]
+            k = selection_size(est.n_features_to_select, p, int(active.sum()))
+            chosen = np.array([top_k_mask(s, k) for s in scores])
+            return self._output(chosen[1:], scores[0], chosen[0])
+
+        return lazy, finish, True
+
+    # ---- any selector: refits as tasks
+    def _fit(self, X, y, ctx: FitContext) -> FitOutput:
+        est = base_estimator(self.estimator)
+        subs = self._subsamples(X.shape[0], y)
+        resamples = [(None, y)] + [(r, None if y is None else y[r]) for r in subs]
+        seeds = np.random.SeedSequence(self._seed()).generate_state(len(resamples))
+        support, scores = refit_all(ctx, est, X, y, resamples, seeds)
+        return self._output(support[1:], scores[0], support[0])
+
+    def _output(self, chosen: np.ndarray, plain: np.ndarray, plain_sel: np.ndarray) -> FitOutput:
+        """The result from each subsample's selection (R × p_active) and the plain fit."""
+        R, p = chosen.shape
+        counts = chosen.sum(0)
+        freq = counts / R
+        low, high = frequency_interval(counts, R)
+        q = float(chosen.sum(1).mean())
+        bound = error_bound(q, p, self.threshold)
+        self.error_bound_, self.mean_selected_ = bound, q
+        return FitOutput(
+            scores=freq,
+            rank_key=(freq, np.asarray(plain, np.float64)),
+            support=freq >= self.threshold,
+            support_is_final=True,
+            extras={
+                "stability": freq,
+                "stability_low": low,
+                "stability_high": high,
+                "plain_weight": np.asarray(plain, np.float64),
+                "plain_selected": np.asarray(plain_sel, bool),
+                "stability_path": stability_path(freq, PATH_THRESHOLDS),
+            },
+            extra_dims={"stability_path": ("tau",)},
+            coords={"tau": PATH_THRESHOLDS},
+            attrs=self._attrs(q, bound, R),
+        )
+
+    def _attrs(self, q: float, bound: float, R: int) -> dict[str, Any]:
+        pairs = self.complementary_pairs
+        return {
+            "stability_threshold": float(self.threshold),
+            "n_resamples": int(R),
+            "sample_fraction": float(self.sample_fraction),
+            "complementary_pairs": bool(pairs),
+            "random_state": -1 if self.random_state is None else int(self.random_state),
+            "mean_selected": q,
+            "error_bound": bound if math.isfinite(bound) else -1.0,
+            "bound": (
+                "E[false selections] <= q^2/((2*tau-1)*p): Shah & Samworth 2013 Thm 1 for "
+                "complementary pairs (features selected on half the data with probability "
+                "<= q/p)"
+                if pairs
+                else "E[false selections] <= q^2/((2*tau-1)*p): Meinshausen & Buhlmann 2010 "
+                "Thm 1 (exchangeable noise features, selector better than random guessing)"
+            ),
+        }
+
+    @property
+    def frequency_(self) -> np.ndarray:
+        """Selection frequency of each feature (``result_["stability"]``)."""
+        return np.asarray(self.result_["stability"].values)

@@ -1,0 +1,257 @@
+"""Selection at a stated false discovery rate: Benjamini–Hochberg and Benjamini–Yekutieli.
+
+The filters with a test (t, F, Pearson) give p-values from their own pass; any other
+supervised selector gets empirical p-values from a permutation null: the labels are
+permuted B times, the selector is refitted (a filter: every permutation in the same pass
+over X; others: one task per permutation, :mod:`fsdask.stability.refit`), and a feature's
+p-value is (1 + #{b : w_j^(b) ≥ w_j}) / (B + 1).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+from sklearn.base import clone
+
+from fsdask._validation import HasMethods, Int, Real, StrOptions
+from fsdask.base import FitOutput, Selector
+from fsdask.errors import ParameterError
+from fsdask.fitting import FitContext
+from fsdask.methods.filters import PVALUE_SCORES, Filter, bh_adjust
+from fsdask.stability import onepass
+from fsdask.stability.estimator import base_estimator
+from fsdask.stability.refit import refit_all
+
+#: permutations of a filter without a test when ``n_permutations`` is None (one pass)
+FILTER_PERMUTATIONS = 1000
+
+
+def adjust(pvalues: np.ndarray, method: str = "bh") -> np.ndarray:
+    """Adjusted p-values: a feature is selected at FDR q when its adjusted p-value ≤ q.
+
+    Parameters
+    ----------
+    pvalues : ndarray (p,); NaN (constant features) stays NaN and is not counted
+    method : {"bh", "by"}
+        Benjamini–Hochberg (independent or positively dependent tests) or
+        Benjamini–Yekutieli (any dependence: BH times Σ_{i ≤ m} 1/i).
+
+    Returns
+    -------
+    ndarray (p,).  Memory: a few arrays of p.
+    """
+    adj = bh_adjust(pvalues)
+    if method == "by":
+        m = int(np.isfinite(np.asarray(pvalues, dtype=np.float64)).sum())
+        adj = np.minimum(adj * np.sum(1.0 / np.arange(1, m + 1)), 1.0)
+    return adj
+
+
+def permutation_pvalues(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """Empirical p-values (1 + #{b : null_b ≥ observed}) / (B + 1), per feature.
+
+    Parameters
+    ----------
+    observed : ndarray (p,)
+    null : ndarray (B, p), the scores under B permutations of the labels
+
+    Returns
+    -------
+    ndarray (p,)
+    """
+    return (1.0 + (null >= observed[None, :]).sum(0)) / (null.shape[0] + 1.0)
+
+
+def _as_is(values: np.ndarray) -> np.ndarray:
+    return values
+
+
+class FDR(Selector):
+    """Select the features whose adjusted p-value is at most q (false discovery rate q).
+
+    Parameters
+    ----------
+    estimator : Selector, default ``Filter("f")``
+        A supervised selector.  Filters with a test (``ttest``, ``f``, ``pearson``) use
+        their p-values; any other gives permutation p-values.
+    q : float in (0, 1), default 0.05
+        The false discovery rate.
+    method : {"bh", "by"}, default "bh"
+        Benjamini–Hochberg (the p-values independent or positively dependent) or
+        Benjamini–Yekutieli (any dependence between features; fewer selections).
+    n_permutations : int or None
+        B, permutations of the labels for the permutation null.  None: the filter's own
+        test when it has one, else 1000 for a filter (one pass); other selectors need it
+        (each permutation is a refit).  The smallest possible p-value is 1/(B + 1): BH
+        can select only when B is large against the number of features / q.
+    random_state : int or None, default 0
+        Seed of the permutations (and of refits with a ``random_state``).
+
+    Attributes
+    ----------
+    pvalues_, pvalues_adjusted_ : ndarray (p,)
+        Also ``result_["pvalue"]``, ``result_["pvalue_adj"]`` (NaN for constant features).
+    support_ : the features with adjusted p-value ≤ q (all of them; ``n_features_to_select``
+        does not apply).
+
+    Notes
+    -----
+    Assumptions, also in ``result_.attrs["null"]``: a filter's test assumes its own model
+    (normal classes for t and F, bivariate normal for Pearson); the permutation null
+    assumes the samples are exchangeable under the null (no batches, pairs or time order).
+    For a multivariate weight (Q-α, Logo, SparseHSIC, CPFS) it is the null of no relation
+    between X and y at all: a feature's p-value is exact for "y independent of X" and only
+    approximate for "this feature is irrelevant while others are relevant".  Unsupervised
+    selectors have no labels to permute and are refused.
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "get_support"]), None],
+        "q": [Real(0, 1, closed="neither")],
+        "method": [StrOptions({"bh", "by"})],
+        "n_permutations": [Int(1), None],
+        "random_state": [Int(0), None],
+    }
+
+    def __init__(
+        self,
+        estimator: Any = None,
+        q: float = 0.05,
+        method: str = "bh",
+        n_permutations: int | None = None,
+        random_state: int | None = 0,
+    ):
+        self.estimator = estimator
+        self.q = q
+        self.method = method
+        self.n_permutations = n_permutations
+        self.random_state = random_state
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        return f"fdr({base_estimator(self.estimator).method_name})"
+
+    @property
+    def requires_y(self) -> bool:  # type: ignore[override]
+        return True
+
+    @property
+    def y_task(self) -> str:  # type: ignore[override]
+        return base_estimator(self.estimator).y_task
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags = base_estimator(self.estimator).__sklearn_tags__().classifier_tags
+        return tags
+
+    def _parametric(self) -> bool:
+        est = base_estimator(self.estimator)
+        return (
+            isinstance(est, Filter)
+            and est.statistic in PVALUE_SCORES
+            and self.n_permutations is None
+        )
+
+    @property
+    def streams_samples(self) -> bool:  # type: ignore[override]
+        # a filter's own test: X as the filter takes it (sample blocks stream)
+        return self._parametric() and bool(base_estimator(self.estimator).streams_samples)
+
+    @property
+    def screen_in_fit(self) -> bool:  # type: ignore[override]
+        return self._parametric()  # the filter's fit screens X in its own pass
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        est = base_estimator(self.estimator)
+        if not getattr(est, "requires_y", False):
+            raise ParameterError(
+                f"FDR({type(est).__name__}): an unsupervised selector has no labels to "
+                "permute, so there is no null distribution for its weights; use a "
+                "supervised method, or Stability for a stated error bound"
+            )
+        if getattr(est, "groups", None) is not None:
+            raise ParameterError(
+                "FDR(Filter(groups=...)): the one-vs-rest fit already gives each group's "
+                "BH-adjusted p-values (result_['group_pvalue_adj']); use those"
+            )
+        if not isinstance(est, Filter) and self.n_permutations is None:
+            raise ParameterError(
+                f"FDR({type(est).__name__}) needs n_permutations (each is a refit on "
+                "permuted labels; e.g. n_permutations=200)"
+            )
+
+    def _permutations(self, n: int) -> list[np.ndarray]:
+        B = self.n_permutations or FILTER_PERMUTATIONS
+        rng = np.random.default_rng(self.random_state)
+        return [rng.permutation(n) for _ in range(B)]
+
+    def _fit_lazy(self, X, y):
+        est = base_estimator(self.estimator)
+        if not isinstance(est, Filter) or self._parametric():
+            return None
+        perms = self._permutations(X.shape[0])
+        variants, n_classes = onepass.filter_variants(est, y, [None], perms)
+        lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)
+
+        def finish(computed, active, lo, hi):
+            data_min = float(lo[active].min()) if active.any() else 0.0
+            scores = onepass.finish_scores(computed, est, len(variants), data_min)[:, active]
+            return self._output(scores[0], permutation_pvalues(scores[0], scores[1:]), "perm")
+
+        return lazy, finish, True
+
+    def _from_test(self, X, y, ctx: FitContext) -> FitOutput:
+        """The filter's own fit (its one pass, screen included) and its p-values."""
+        inner = clone(base_estimator(self.estimator)).fit(X, y)
+        ctx.execution.passes += inner.n_passes_
+        active = inner.active_features_
+        out = self._output(inner.scores_[active], inner.pvalues_[active], "test")
+        out.active = active
+        return out
+
+    def _fit(self, X, y, ctx: FitContext) -> FitOutput:
+        if self._parametric():
+            return self._from_test(X, y, ctx)
+        est = base_estimator(self.estimator)
+        perms = self._permutations(X.shape[0])
+        resamples = [(None, y)] + [(None, y[perm]) for perm in perms]
+        seeds = np.full(len(resamples), 0 if self.random_state is None else self.random_state)
+        _, scores = refit_all(ctx, est, X, y, resamples, seeds)
+        return self._output(scores[0], permutation_pvalues(scores[0], scores[1:]), "perm")
+
+    def _output(self, scores: np.ndarray, pvalues: np.ndarray, null: str) -> FitOutput:
+        adj = adjust(pvalues, self.method)
+        nulls = {
+            "test": "the filter's test (its distributional model, features tested one by one)",
+            "perm": "labels permuted (samples exchangeable under the null; for multivariate "
+            "weights, the null of no relation between X and y)",
+        }
+        return FitOutput(
+            scores=np.asarray(scores, np.float64),
+            rank_key=(-np.nan_to_num(pvalues, nan=2.0), np.asarray(scores, np.float64)),
+            support=np.nan_to_num(adj, nan=2.0) <= self.q,
+            support_is_final=True,
+            deferred={
+                "pvalue": functools.partial(_as_is, np.asarray(pvalues, np.float64)),
+                "pvalue_adj": functools.partial(_as_is, adj),
+            },
+            attrs={
+                "fdr_q": float(self.q),
+                "fdr_method": self.method,
+                "null": nulls[null],
+                "n_permutations": int(self.n_permutations or 0) if null == "perm" else 0,
+            },
+        )
+
+    @property
+    def pvalues_(self) -> np.ndarray:
+        """The p-values (``result_["pvalue"]``; NaN for constant features)."""
+        return np.asarray(self.result_["pvalue"].values)
+
+    @property
+    def pvalues_adjusted_(self) -> np.ndarray:
+        """The BH or BY adjusted p-values (``result_["pvalue_adj"]``)."""
+        return np.asarray(self.result_["pvalue_adj"].values)

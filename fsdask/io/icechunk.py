@@ -28,11 +28,13 @@ import contextlib
 import contextvars
 import dataclasses
 import os
+import re
+import time
 import uuid
 from typing import Any, Iterator, Mapping
 from urllib.parse import parse_qsl, quote, urlsplit
 
-from fsdask.errors import ParameterError, StoreError, import_optional
+from fsdask.errors import FsdaskError, ParameterError, StoreError, import_optional
 
 SCHEMES = {"icechunk": "local", "icechunk+s3": "s3"}
 DEFAULT_BRANCH = "main"
@@ -171,6 +173,72 @@ class IcechunkRef:
         return {k: v for k, v in out.items() if v}
 
 
+# ------------------------------------------------------------------------------ retries
+#: failures of one transfer that a second try may not meet: Icechunk's S3 client retries a
+#: request that fails (503, a reset connection) but not a body that breaks off midway
+TRANSIENT = re.compile(
+    r"stream|connect|timed? ?out|dispatch|reset|broken pipe|slow ?down|\b50[234]\b|io error",
+    re.IGNORECASE,
+)
+
+
+def tries_of(so: Mapping[str, Any] | None) -> int:
+    """How often an idempotent read is tried: ``config_kwargs.retries.max_attempts`` (else 5)."""
+    retries = ((so or {}).get("config_kwargs") or {}).get("retries") or {}
+    return max(1, int(retries.get("max_attempts") or 5))
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed transfer (worth another try), not an answer."""
+    return not isinstance(exc, FsdaskError) and bool(TRANSIENT.search(str(exc)))
+
+
+def retried(call: Any, tries: int) -> Any:
+    """``call()``, tried again (up to ``tries`` times) after a transient failure; reads only."""
+    for attempt in range(tries):
+        try:
+            return call()
+        except Exception as exc:
+            if attempt + 1 >= tries or not transient(exc):
+                raise
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+    return None  # (not reached)
+
+
+def retrying_store(store: Any, tries: int) -> Any:
+    """A read-only Zarr store over ``store`` whose reads are tried again after a transient
+    failure (a chunk whose body broke off), so a flaky connection gives the same data."""
+    import asyncio
+
+    from zarr.storage import WrapperStore
+
+    class RetryingStore(WrapperStore):
+        async def _again(self, call):
+            for attempt in range(tries):
+                try:
+                    return await call()
+                except Exception as exc:
+                    if attempt + 1 >= tries or not transient(exc):
+                        raise
+                    await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+            return None
+
+        async def get(self, key, prototype, byte_range=None):
+            return await self._again(lambda: self._store.get(key, prototype, byte_range))
+
+        async def get_partial_values(self, prototype, key_ranges):
+            key_ranges = list(key_ranges)
+            return await self._again(lambda: self._store.get_partial_values(prototype, key_ranges))
+
+        async def exists(self, key):
+            return await self._again(lambda: self._store.exists(key))
+
+        def _with_store(self, store):
+            return retrying_store(store, tries)
+
+    return RetryingStore(store)
+
+
 # ------------------------------------------------------------------------------ repositories
 def first_line(exc: BaseException) -> str:
     """The first meaningful line of an exception (Icechunk's carry a multi-line trace)."""
@@ -186,7 +254,7 @@ def translated(ref: IcechunkRef, what: str, kinds: Any = Exception) -> Iterator[
     """Icechunk's and the storage's errors (``kinds``) in the block as one-line StoreErrors."""
     try:
         yield
-    except (StoreError, ParameterError, KeyboardInterrupt, MemoryError):
+    except (FsdaskError, KeyboardInterrupt, MemoryError):
         raise
     except kinds as exc:
         raise StoreError(
@@ -256,19 +324,22 @@ def open_repository(ref: IcechunkRef, so: Mapping[str, Any] | None, *, create: b
         if create:
             if ref.backend == "local" and os.path.isfile(ref.path):
                 raise StoreError(f"{ref.repository}: a file is there; choose another path")
-            return ic.Repository.open_or_create(where, config(so))
-        if not ic.Repository.exists(where):
+            return retried(lambda: ic.Repository.open_or_create(where, config(so)), tries_of(so))
+        if not exists(ref, so):
             raise StoreError(
                 f"{ref.repository}: no Icechunk repository there; check the URL, or create one "
                 "by writing to it (`fsdask ingest SOURCE icechunk://…`)"
             )
-        return ic.Repository.open(where, config(so))
+        return retried(lambda: ic.Repository.open(where, config(so)), tries_of(so))
 
 
 def exists(ref: IcechunkRef, so: Mapping[str, Any] | None) -> bool:
     """Whether a repository is at ``ref`` (not whether its group exists)."""
+    if ref.backend == "local" and not os.path.isdir(ref.path):
+        return False  # (asking Icechunk would make the folder)
     with translated(ref, "reach the repository"):
-        return bool(module().Repository.exists(storage(ref, so)))
+        where = storage(ref, so)
+        return bool(retried(lambda: module().Repository.exists(where), tries_of(so)))
 
 
 def resolve(repo: Any, ref: IcechunkRef) -> str:
@@ -304,7 +375,7 @@ def pinned(ref: IcechunkRef, so: Mapping[str, Any] | None) -> IcechunkRef:
         return ref.replace(at=run.placeholder(ref))
     repo = open_repository(ref, so)
     with translated(ref, f"look up {ref.version}"):
-        at = resolve(repo, ref)
+        at = retried(lambda: resolve(repo, ref), tries_of(so))
     READS[(ref.repository, ref.version)] = at
     return ref.replace(at=at)
 
@@ -317,7 +388,8 @@ def read_store(ref: IcechunkRef, so: Mapping[str, Any] | None) -> Any:
     ref = pinned(ref, so)
     repo = open_repository(ref, so)
     with translated(ref, f"open {ref.version} for reading"):
-        return repo.readonly_session(snapshot_id=ref.at).store
+        session = retried(lambda: repo.readonly_session(snapshot_id=ref.at), tries_of(so))
+        return retrying_store(session.store, tries_of(so))
 
 
 def version_fingerprint(ref: IcechunkRef, so: Mapping[str, Any] | None) -> dict:
@@ -336,19 +408,15 @@ def history(ref: IcechunkRef, so: Mapping[str, Any] | None) -> list[tuple[str, s
 
 
 def as_of(ref: IcechunkRef, so: Mapping[str, Any] | None, version: str) -> IcechunkRef:
-    """``ref`` pinned to ``version``: a tag of its repository or a snapshot id of it."""
+    """``ref`` naming ``version`` instead of its branch: a tag of its repository, else a
+    snapshot id of it (a StoreError when it is neither)."""
     repo = open_repository(ref, so)
     with translated(ref, f"look up {version!r}"):
         tags = repo.list_tags()
-    if version in tags:
-        return ref.replace(
-            branch=None,
-            snapshot=None,
-            tag=version,
-            at=resolve(repo, ref.replace(branch=None, tag=version)),
-        )
-    target = ref.replace(branch=None, tag=None, snapshot=version, at=None)
-    return target.replace(at=resolve(repo, target))
+    target = ref.replace(branch=None, tag=None, snapshot=None, at=None)
+    target = target.replace(tag=version) if version in tags else target.replace(snapshot=version)
+    resolve(repo, target)  # it exists
+    return target
 
 
 # ------------------------------------------------------------------------------ writing
@@ -491,16 +559,16 @@ class Batch:
         """The snapshot id standing for ``ref``'s branch until the run commits."""
         return f"{PENDING}{self.token}-{ref.on_branch}"
 
-    def commit(self) -> dict[str, str]:
-        """Commit every session; return {placeholder: snapshot id of the commit}."""
+    def commit(self) -> list[tuple[IcechunkRef, str, str]]:
+        """Commit every session; return (branch's reference, placeholder, new snapshot id)."""
         if self.failed:
             raise StoreError("a step's write failed; nothing of this run was committed")
         message = f"{self.title}: " + "; ".join(self.parts or ["no outputs"])
-        made = {}
+        made = []
         for ref, session in self.sessions.values():
             snapshot = commit(session, ref, message)
             if snapshot:
-                made[self.placeholder(ref)] = snapshot
+                made.append((ref, self.placeholder(ref), snapshot))
         return made
 
 

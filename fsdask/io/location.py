@@ -721,8 +721,11 @@ class IcechunkLocation(Location):
         """Repository, branch or tag, snapshot read and group (for a dataset's attributes)."""
         return self.ref.provenance()
 
-    def version_fingerprint(self) -> dict:
-        """The snapshot id the URL names now, as a pipeline input's fingerprint."""
+    def version_fingerprint(self) -> dict | None:
+        """The snapshot id the URL names now, as a pipeline input's fingerprint (None: no
+        repository there)."""
+        if not ic.exists(self.ref, self.storage_options):
+            return None
         return ic.version_fingerprint(self.ref, self.storage_options)
 
     def fs(self) -> tuple[Any, str]:

@@ -252,6 +252,39 @@ def test_a_failing_second_step_commits_nothing(tmp_path):
     assert "fisher" in events[1]["run"]["facets"]["errorMessage"]["message"]
 
 
+CHAIN = """\
+steps:
+  - name: ingest
+    ingest: {source: d.npz, url: "icechunk://out?group=data"}
+  - name: ttest
+    select: {url: "icechunk://out?group=data", method: ttest, output: "icechunk://out?group=ttest",
+             no_progress: true}
+  - name: eval
+    evaluate: {data: "icechunk://out?group=data", result: "icechunk://out?group=ttest",
+               output: "icechunk://out?group=eval", classifier: knn, max_features: 4, folds: 3}
+"""
+
+
+def test_ingest_select_evaluate_into_one_commit(tmp_path):
+    X, y = _data()
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    (tmp_path / "chain.yaml").write_text(CHAIN)
+    assert set(_run(tmp_path / "chain.yaml").values()) == {"ran"}
+    repo = _repo(tmp_path / "out")
+    messages = _messages(repo)
+    assert len(messages) == 2  # the steps read each other's outputs before the one commit
+    assert "fsdask ingest: dataset data from d.npz" in messages[0]
+    assert "fsdask evaluate: evaluation eval from" in messages[0] and "@ this run" in messages[0]
+    from fsdask.evaluate import open_evaluation
+
+    ev = open_evaluation(f"icechunk://{tmp_path}/out?group=eval")
+    assert len(ev.curve) == 4 and np.isnan(ev.stability["jaccard"])  # a NaN attribute kept
+    assert set(_run(tmp_path / "chain.yaml").values()) == {"skipped"}
+    state = json.loads((tmp_path / "chain.state.json").read_text())
+    read = state["steps"]["eval"]["inputs"]["icechunk://out?group=ttest"]["snapshot"]
+    assert read == repo.lookup_branch("main")  # the run's own commit, not a placeholder
+
+
 class _Then(io.StringIO):
     """Standard output that runs ``then()`` once when ``marker`` is printed."""
 

@@ -176,10 +176,7 @@ class IcechunkRef:
 # ------------------------------------------------------------------------------ retries
 #: failures of one transfer that a second try may not meet: Icechunk's S3 client retries a
 #: request that fails (503, a reset connection) but not a body that breaks off midway
-TRANSIENT = re.compile(
-    r"stream|connect|timed? ?out|dispatch|reset|broken pipe|slow ?down|\b50[234]\b|io error",
-    re.IGNORECASE,
-)
+TRANSIENT = re.compile(r"stream|broken pipe|unexpected eof|incomplete", re.IGNORECASE)
 
 
 def tries_of(so: Mapping[str, Any] | None) -> int:
@@ -237,6 +234,42 @@ def retrying_store(store: Any, tries: int) -> Any:
             return retrying_store(store, tries)
 
     return RetryingStore(store)
+
+
+def json_safe_store(store: Any) -> Any:
+    """A Zarr store over a writable Icechunk store whose metadata is strict JSON.
+
+    Icechunk refuses a ``zarr.json`` whose attributes hold NaN or ±Infinity (not JSON; Zarr
+    writes them anyway); such a value is written as the string Zarr v3 uses for a fill value
+    (``"NaN"``, ``"Infinity"``, ``"-Infinity"``), which ``float()`` reads back.
+    """
+    import json
+    import math
+
+    from zarr.storage import WrapperStore
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    class JsonSafeStore(WrapperStore):
+        async def set(self, key, value):
+            if key.rsplit("/", 1)[-1] == "zarr.json":
+                meta = json.loads(value.to_bytes())
+                if "attributes" in meta:
+                    meta["attributes"] = clean(meta["attributes"])
+                    value = type(value).from_bytes(json.dumps(meta).encode())
+            return await self._store.set(key, value)
+
+        def _with_store(self, store):
+            return json_safe_store(store)
+
+    return JsonSafeStore(store)
 
 
 # ------------------------------------------------------------------------------ repositories
@@ -428,7 +461,9 @@ def describe_write(kind: str, ref: IcechunkRef, inputs: Any = ()) -> str:
             continue
         if is_icechunk_url(url):
             src = IcechunkRef.parse(str(url))
-            at = src.at or READS.get((src.repository, src.version)) or "?"
+            run = _BATCH.get()
+            made = run is not None and run.pending(src)
+            at = "this run" if made else src.at or READS.get((src.repository, src.version), "?")
             shown.append(f"{src.repository}{'#' + src.group if src.group else ''} @ {at}")
         else:
             shown.append(str(url).split("?", 1)[0])
@@ -508,7 +543,7 @@ def writing(
         storage_errors = (module().IcechunkError, OSError)  # a bug of the writer stays one
         with dask.config.set(scheduler="threads"):
             with translated(ref, f"write the {kind}", storage_errors):
-                yield session.store
+                yield json_safe_store(session.store)
     except BaseException:
         if run is not None:
             run.failed = True

@@ -283,6 +283,10 @@ def test_ingest_select_evaluate_into_one_commit(tmp_path):
     state = json.loads((tmp_path / "chain.state.json").read_text())
     read = state["steps"]["eval"]["inputs"]["icechunk://out?group=ttest"]["snapshot"]
     assert read == repo.lookup_branch("main")  # the run's own commit, not a placeholder
+    records = read_history(history_path(str(tmp_path / "chain.state.json")))
+    assert {
+        fp["snapshot"] for r in records for fp in r["inputs"].values() if fp.get("snapshot")
+    } == {read}
 
 
 class _Then(io.StringIO):

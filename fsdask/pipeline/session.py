@@ -83,6 +83,7 @@ class Session:
         self.pins: dict[str, str] = {}  # --as-of: input URL → the URL read
         self.committed: list = []  # (branch's reference, placeholder, snapshot) of the commit
         self.lineage = None
+        self._held: list[dict] = []  # history records naming this run's uncommitted outputs
 
     # -- the run ---------------------------------------------------------------------------
     def open(self) -> Session:
@@ -396,12 +397,35 @@ class Session:
                 self.committed = run.commit()
             except BaseException:
                 self._forget_uncommitted()
+                with contextlib.suppress(OSError):
+                    self._release_history()  # what ran is recorded, placeholders and all
                 raise
         settled = {placeholder: snapshot for _, placeholder, snapshot in self.committed}
-        for rec in self.state["steps"].values():  # inputs read before the commit
+        records = [*self.state["steps"].values(), *self._held]
+        for rec in records:  # inputs read before the commit: its snapshot
             for fp in (rec.get("inputs") or {}).values():
                 if fp and fp.get("snapshot") in settled:
                     fp["snapshot"] = settled[fp["snapshot"]]
+        self._release_history()
+
+    def _append_history(self, rec: dict) -> None:
+        """Append ``rec`` to the history; held until the commit while it names an input this
+        run wrote to Icechunk (so that the history shows the snapshot, not a placeholder)."""
+        from fsdask.io.icechunk import PENDING
+
+        pending = any(
+            str((fp or {}).get("snapshot") or "").startswith(PENDING)
+            for fp in (rec.get("inputs") or {}).values()
+        )
+        if pending or self._held:
+            self._held.append(rec)
+            return
+        history.append(self.history_path, rec)
+
+    def _release_history(self) -> None:
+        held, self._held = self._held, []
+        for rec in held:
+            history.append(self.history_path, rec)
 
     def _forget_uncommitted(self) -> None:
         from fsdask.io.icechunk import is_icechunk_url
@@ -425,7 +449,8 @@ class Session:
         if self.lineage is None:
             return
         message = None if exc is None else (str(exc).splitlines() or [type(exc).__name__])[0]
-        self._lineage_event("COMPLETE" if exc is None else "FAIL", message)
+        with _cwd(os.path.dirname(self.pipe.path)):  # relative paths: as the steps saw them
+            self._lineage_event("COMPLETE" if exc is None else "FAIL", message)
 
     def _lineage_event(self, kind: str, error: str | None = None) -> None:
         from fsdask.io.icechunk import IcechunkRef, is_icechunk_url
@@ -472,7 +497,7 @@ class Session:
                 )
             )
         try:
-            history.append(self.history_path, rec)
+            self._append_history(rec)
         except OSError as exc:  # e.g. the disk filled up during the step
             raise StoreError(
                 f"{self.history_path}: cannot append to the run history ({exc.strerror or exc}); "

@@ -24,9 +24,12 @@ a commit becomes a one-line :class:`~fsdask.errors.StoreError`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import json
+import math
 import os
 import re
 import time
@@ -34,13 +37,15 @@ import uuid
 from typing import Any, Iterator, Mapping
 from urllib.parse import parse_qsl, quote, urlsplit
 
+from zarr.storage import WrapperStore
+
 from fsdask.errors import FsdaskError, ParameterError, StoreError, import_optional
 
 SCHEMES = {"icechunk": "local", "icechunk+s3": "s3"}
 DEFAULT_BRANCH = "main"
 QUERY_KEYS = ("branch", "tag", "snapshot", "group", "at")
 #: the command that writes each kind of output (for commit messages)
-WRITERS = {"dataset": "ingest", "result": "select", "evaluation": "evaluate"}
+WRITERS = {"dataset": "ingest", "result": "select", "evaluation": "evaluate", "removal": "remove"}
 #: the snapshot id standing for a branch's uncommitted changes in a pipeline run (replaced by
 #: the id of the run's commit once it is made, :meth:`Batch.commit`)
 PENDING = "uncommitted-"
@@ -202,74 +207,75 @@ def retried(call: Any, tries: int) -> Any:
     return None  # (not reached)
 
 
-def retrying_store(store: Any, tries: int) -> Any:
+async def _again(call: Any, tries: int) -> Any:
+    for attempt in range(tries):
+        try:
+            return await call()
+        except Exception as exc:
+            if attempt + 1 >= tries or not transient(exc):
+                raise
+            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+    return None  # (not reached)
+
+
+class RetryingStore(WrapperStore):
     """A read-only Zarr store over ``store`` whose reads are tried again after a transient
-    failure (a chunk whose body broke off), so a flaky connection gives the same data."""
-    import asyncio
+    failure (a chunk whose body broke off), so a flaky connection gives the same data.
 
-    from zarr.storage import WrapperStore
+    Parameters
+    ----------
+    store : zarr.abc.store.Store
+        An Icechunk session's store.
+    tries : int
+        How often a read is tried.
+    """
 
-    class RetryingStore(WrapperStore):
-        async def _again(self, call):
-            for attempt in range(tries):
-                try:
-                    return await call()
-                except Exception as exc:
-                    if attempt + 1 >= tries or not transient(exc):
-                        raise
-                    await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-            return None
+    def __init__(self, store: Any, tries: int = 5):
+        super().__init__(store)
+        self.tries = tries
 
-        async def get(self, key, prototype, byte_range=None):
-            return await self._again(lambda: self._store.get(key, prototype, byte_range))
+    def _with_store(self, store: Any) -> RetryingStore:
+        return type(self)(store, self.tries)
 
-        async def get_partial_values(self, prototype, key_ranges):
-            key_ranges = list(key_ranges)
-            return await self._again(lambda: self._store.get_partial_values(prototype, key_ranges))
+    async def get(self, key, prototype, byte_range=None):
+        return await _again(lambda: self._store.get(key, prototype, byte_range), self.tries)
 
-        async def exists(self, key):
-            return await self._again(lambda: self._store.exists(key))
+    async def get_partial_values(self, prototype, key_ranges):
+        key_ranges = list(key_ranges)
+        return await _again(
+            lambda: self._store.get_partial_values(prototype, key_ranges), self.tries
+        )
 
-        def _with_store(self, store):
-            return retrying_store(store, tries)
-
-    return RetryingStore(store)
+    async def exists(self, key):
+        return await _again(lambda: self._store.exists(key), self.tries)
 
 
-def json_safe_store(store: Any) -> Any:
+def finite(value: Any) -> Any:
+    """``value`` with NaN and ±Infinity floats (nested in dicts and lists) as Zarr's strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value
+
+
+class JsonSafeStore(WrapperStore):
     """A Zarr store over a writable Icechunk store whose metadata is strict JSON.
 
     Icechunk refuses a ``zarr.json`` whose attributes hold NaN or ±Infinity (not JSON; Zarr
     writes them anyway); such a value is written as the string Zarr v3 uses for a fill value
     (``"NaN"``, ``"Infinity"``, ``"-Infinity"``), which ``float()`` reads back.
     """
-    import json
-    import math
 
-    from zarr.storage import WrapperStore
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
-
-    class JsonSafeStore(WrapperStore):
-        async def set(self, key, value):
-            if key.rsplit("/", 1)[-1] == "zarr.json":
-                meta = json.loads(value.to_bytes())
-                if "attributes" in meta:
-                    meta["attributes"] = clean(meta["attributes"])
-                    value = type(value).from_bytes(json.dumps(meta).encode())
-            return await self._store.set(key, value)
-
-        def _with_store(self, store):
-            return json_safe_store(store)
-
-    return JsonSafeStore(store)
+    async def set(self, key, value):
+        if key.rsplit("/", 1)[-1] == "zarr.json":
+            meta = json.loads(value.to_bytes())
+            if "attributes" in meta:
+                meta["attributes"] = finite(meta["attributes"])
+                value = type(value).from_bytes(json.dumps(meta).encode())
+        return await self._store.set(key, value)
 
 
 # ------------------------------------------------------------------------------ repositories
@@ -422,7 +428,7 @@ def read_store(ref: IcechunkRef, so: Mapping[str, Any] | None) -> Any:
     repo = open_repository(ref, so)
     with translated(ref, f"open {ref.version} for reading"):
         session = retried(lambda: repo.readonly_session(snapshot_id=ref.at), tries_of(so))
-        return retrying_store(session.store, tries_of(so))
+        return RetryingStore(session.store, tries_of(so))
 
 
 def version_fingerprint(ref: IcechunkRef, so: Mapping[str, Any] | None) -> dict:
@@ -543,7 +549,7 @@ def writing(
         storage_errors = (module().IcechunkError, OSError)  # a bug of the writer stays one
         with dask.config.set(scheduler="threads"):
             with translated(ref, f"write the {kind}", storage_errors):
-                yield json_safe_store(session.store)
+                yield JsonSafeStore(session.store)
     except BaseException:
         if run is not None:
             run.failed = True

@@ -289,6 +289,16 @@ def test_ingest_select_evaluate_into_one_commit(tmp_path):
     } == {read}
 
 
+def test_no_step_may_write_the_lineage_file(tmp_path):
+    (tmp_path / "p.yaml").write_text(
+        "steps:\n  - select: {url: d.zarr, method: ttest, output: r.zarr, "
+        "csv: p.state.lineage.jsonl}\n"
+    )
+    with pytest.raises(ParameterError, match="where the run keeps its lineage file"):
+        _run(tmp_path / "p.yaml")
+    assert not (tmp_path / "p.state.lineage.jsonl").exists()
+
+
 class _Then(io.StringIO):
     """Standard output that runs ``then()`` once when ``marker`` is printed."""
 

@@ -24,6 +24,8 @@ import os
 import uuid
 from typing import Any, Iterable, Mapping
 
+from fsdask.errors import StoreError
+
 PRODUCER = "https://github.com/fsdask/fsdask"
 SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/definitions/RunEvent"
 FACET = "https://openlineage.io/spec/facets/1-0-1/{}.json"
@@ -143,12 +145,18 @@ class Lineage:
         """One line, secrets redacted, flushed and synced."""
         from fsdask.io.secrets import redact
 
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         line = redact(json.dumps(event, default=str, ensure_ascii=False)) + "\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise StoreError(
+                f"{self.path}: cannot append the lineage event ({exc.strerror or exc}); free "
+                "space or make it writable, then run again"
+            ) from None
 
 
 def read_lineage(path: str) -> list[dict]:

@@ -40,6 +40,7 @@ import fsdask.pipeline.fingerprint as fpr
 from fsdask.errors import FsdaskError, Locked, ParameterError, StepFailed, StoreError
 from fsdask.io.location import Location
 from fsdask.pipeline.config import Step, load_config, step_kwargs
+from fsdask.pipeline.lineage import lineage_path
 from fsdask.pipeline.lock import RunLock
 from fsdask.pipeline.logjson import JsonLog, capture_iterations
 from fsdask.pipeline.state import (
@@ -219,6 +220,7 @@ class Session:
             ("run history", self.history_path),
             ("run lock", self.lock.path if self.lock else ""),
             ("JSON log", self.jlog.path or ""),
+            ("lineage file", lineage_path(self.pipe.state_path)),
         ]
 
     def check_bookkeeping(self) -> None:
@@ -440,9 +442,16 @@ class Session:
 
     def lineage_start(self) -> None:
         """Append the run's START lineage event (:mod:`fsdask.pipeline.lineage`)."""
-        from fsdask.pipeline.lineage import Lineage, lineage_path
+        from fsdask.pipeline.lineage import Lineage
 
-        self.lineage = Lineage(lineage_path(self.pipe.state_path), self.pipe.path, self.jlog.run)
+        path = lineage_path(self.pipe.state_path)
+        check_appendable(
+            path,
+            "lineage events",
+            "make it writable, or set `state:` in the config to a writable place (the lineage "
+            "file lives next to the state)",
+        )
+        self.lineage = Lineage(path, self.pipe.path, self.jlog.run)
         self._lineage_event("START")
 
     def _lineage_end(self, exc: BaseException | None) -> None:

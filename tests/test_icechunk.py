@@ -289,6 +289,22 @@ def test_ingest_select_evaluate_into_one_commit(tmp_path):
     } == {read}
 
 
+@pytest.mark.cluster
+@pytest.mark.infra
+def test_workers_of_a_cluster_read_this_runs_uncommitted_output(tmp_path, cluster):
+    X, y = _data()
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    address = cluster.scheduler.address
+    config = CHAIN.split("  - name: eval")[0].replace(
+        "no_progress: true}", f"no_progress: true, scheduler: '{address}'}}"
+    )
+    (tmp_path / "chain.yaml").write_text(config)
+    assert _run(tmp_path / "chain.yaml") == {"ingest": "ran", "ttest": "ran"}
+    reference = fsdask.Filter("ttest").fit(X, y).result_
+    res = fsdask.open_result(f"icechunk://{tmp_path}/out?group=ttest")
+    np.testing.assert_allclose(res["weight"].values, reference["weight"].values, rtol=1e-6)
+
+
 def test_no_step_may_write_the_lineage_file(tmp_path):
     (tmp_path / "p.yaml").write_text(
         "steps:\n  - select: {url: d.zarr, method: ttest, output: r.zarr, "

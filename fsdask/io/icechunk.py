@@ -423,12 +423,24 @@ def read_store(ref: IcechunkRef, so: Mapping[str, Any] | None) -> Any:
     """A store reading ``ref``'s snapshot (inside a batch: its branch's uncommitted writes)."""
     run = _BATCH.get()
     if run is not None and (run.pending(ref) or (ref.at or "").startswith(PENDING)):
-        return run.session(ref, so).store
+        return RetryingStore(read_view(run.session(ref, so).store), tries_of(so))
     ref = pinned(ref, so)
     repo = open_repository(ref, so)
     with translated(ref, f"open {ref.version} for reading"):
         session = retried(lambda: repo.readonly_session(snapshot_id=ref.at), tries_of(so))
         return RetryingStore(session.store, tries_of(so))
+
+
+def read_view(store: Any) -> Any:
+    """A read-only view of a writable session's store, with its uncommitted changes, that
+    pickles to distributed workers (Icechunk refuses to pickle a writable store, which
+    could write; this one cannot)."""
+    try:
+        from icechunk.store import IcechunkStore
+
+        return IcechunkStore(store=store._store, for_fork=True, read_only=True)
+    except Exception:  # another Icechunk: the writable store (threads only)
+        return store
 
 
 def version_fingerprint(ref: IcechunkRef, so: Mapping[str, Any] | None) -> dict:

@@ -350,7 +350,8 @@ class Session:
 
     # -- versioned data (Icechunk): --as-of, one commit per run, lineage ---------------------
     def pin_inputs(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``--as-of``: every Icechunk input that no step writes is read at that snapshot or tag.
+        """``--as-of``: every Icechunk input that no step writes, read from a branch, is read
+        at that snapshot or tag instead.
 
         Raises
         ------
@@ -383,7 +384,10 @@ class Session:
 
         if not ic.is_icechunk_url(value) or str(value) in produced:
             return value
-        ref = ic.as_of(ic.IcechunkRef.parse(str(value)), so, str(self.as_of))
+        ref = ic.IcechunkRef.parse(str(value))
+        if ref.on_branch is None:  # the config names a tag or snapshot: fixed already
+            return value
+        ref = ic.as_of(ref, so, str(self.as_of))
         self.pins[str(value)] = ref.url
         return ref.url
 

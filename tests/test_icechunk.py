@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -147,6 +148,11 @@ def test_outputs_follow_the_never_destroy_rule(tmp_path):
         select(data, output=f"{data}&group=x" if "?" in data else f"{data}?group=x", **kw)
     with pytest.raises(ParameterError, match="committed to a branch"):
         select(data, output=f"icechunk://{tmp_path}/out?tag=t&group=z", **kw)
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "notes.txt").write_text("mine")
+    with pytest.raises(StoreError, match="not an Icechunk repository"):
+        select(data, output=f"icechunk://{tmp_path}/theirs", overwrite=True, **kw)
+    assert os.listdir(tmp_path / "theirs") == ["notes.txt"]
     assert repo.lookup_branch("main") == tip  # nothing committed by the refusals
     select(data, output=out, overwrite=True, **kw)
     assert len(_messages(repo)) == 3  # a new commit; the first result stays in the history

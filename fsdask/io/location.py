@@ -186,6 +186,8 @@ class Location(abc.ABC):
         return FsspecLocation(url, storage_options)
 
     is_local: bool = False
+    #: read at a snapshot and written as commits (:class:`IcechunkLocation`)
+    versioned: bool = False
 
     @property
     def shown(self) -> str:

@@ -78,7 +78,7 @@ def open_dataset(
     if not isinstance(url, (str, os.PathLike)):
         return _open_object(url, options, chunk_bytes)
     loc = Location.of(url, storage_options)
-    if getattr(loc, "versioned", False) and not loc.ref.at:  # Icechunk: read one snapshot
+    if loc.versioned and not loc.ref.at:  # Icechunk: read one snapshot
         return _pinned(loc, storage_options, options, chunk_bytes, require_complete, describe_only)
     if loc.is_local and not loc.exists():
         raise StoreError(

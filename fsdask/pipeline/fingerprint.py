@@ -190,7 +190,7 @@ def fingerprint(
     target = str(target)
     try:
         loc = Location.of(target, storage_options)
-        if getattr(loc, "versioned", False):  # Icechunk: the snapshot id, whatever the mode
+        if loc.versioned:  # Icechunk: the snapshot id, whatever the mode
             return loc.version_fingerprint()
         if mode == "content":
             if loc.is_local and os.path.isfile(loc.target):

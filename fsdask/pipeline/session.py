@@ -403,7 +403,7 @@ class Session:
                 self.committed = run.commit()
             except BaseException:
                 self._forget_uncommitted()
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(FsdaskError):
                     self._release_history()  # what ran is recorded, placeholders and all
                 raise
         settled = {placeholder: snapshot for _, placeholder, snapshot in self.committed}
@@ -430,8 +430,14 @@ class Session:
 
     def _release_history(self) -> None:
         held, self._held = self._held, []
-        for rec in held:
-            history.append(self.history_path, rec)
+        try:
+            for rec in held:
+                history.append(self.history_path, rec)
+        except OSError as exc:
+            raise StoreError(
+                f"{self.history_path}: cannot append to the run history ({exc.strerror or exc}); "
+                "the outputs and state are recorded — free space or fix the file"
+            ) from None
 
     def _forget_uncommitted(self) -> None:
         from fsdask.io.icechunk import is_icechunk_url

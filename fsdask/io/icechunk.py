@@ -500,8 +500,34 @@ def check_writable(ref: IcechunkRef) -> None:
         )
 
 
-def commit(session: Any, ref: IcechunkRef, message: str) -> str | None:
+def landed(repo: Any, ref: IcechunkRef, base: str, message: str, tries: int) -> str | None:
+    """After a failed commit: the branch's tip if it is this commit (the failure was the reply,
+    not the write), None if the branch is still at ``base``.
+
+    Raises
+    ------
+    StoreError
+        Another writer's commit is on the branch, or the branch cannot be looked up.
+    """
+    with translated(ref, f"look up branch {ref.on_branch} after a failed commit"):
+        tip = retried(lambda: repo.lookup_branch(ref.on_branch), tries)
+        if tip == base:
+            return None
+        info = retried(lambda: repo.lookup_snapshot(tip), tries)
+    if info.message == message and info.parent_id == base:
+        return tip
+    raise StoreError(
+        f"{ref.repository}: another writer committed to branch {ref.on_branch} while this ran "
+        f"({(info.message.splitlines() or [''])[0][:60]!r}); nothing of this run was committed and the branch keeps the "
+        "other commit — run again"
+    )
+
+
+def commit(session: Any, repo: Any, ref: IcechunkRef, message: str, tries: int = 5) -> str | None:
     """Commit ``session`` to ``ref``'s branch; return the new snapshot id (None: no change).
+
+    A commit that fails in the storage is looked up (:func:`landed`) and, while the branch
+    is unchanged and the failure transient (a reply that broke off), made again.
 
     Raises
     ------
@@ -510,34 +536,37 @@ def commit(session: Any, ref: IcechunkRef, message: str) -> str | None:
         of this session is committed; run again), or the commit failed in the storage (the
         branch is where it was).
     """
-    ic = module()
     if not session.has_uncommitted_changes:
         return None
     from fsdask.version import current
 
-    try:
-        return session.commit(message, metadata={"fsdask_version": current()})
-    except ic.ConflictError as exc:
-        raise StoreError(
-            f"{ref.repository}: another writer committed to branch {ref.on_branch} while this "
-            f"ran ({first_line(exc)}); nothing of this run was committed and the branch keeps "
-            "the other commit — run again"
-        ) from None
-    except Exception as exc:
-        raise StoreError(
-            f"{ref.repository}: the commit to branch {ref.on_branch} failed "
-            f"({type(exc).__name__}: {first_line(exc)}); the branch is where it was — check "
-            "the storage and run again"
-        ) from None
+    base = session.snapshot_id
+    for attempt in range(tries):
+        try:
+            return session.commit(message, metadata={"fsdask_version": current()})
+        except Exception as exc:
+            tip = landed(repo, ref, base, message, tries)
+            if tip is not None:
+                return tip
+            if attempt + 1 < tries and transient(exc):
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+                continue
+            raise StoreError(
+                f"{ref.repository}: the commit to branch {ref.on_branch} failed "
+                f"({type(exc).__name__}: {first_line(exc)}); the branch is where it was — "
+                "check the storage and run again"
+            ) from None
+    return None  # (not reached)
 
 
-def branch_session(ref: IcechunkRef, so: Mapping[str, Any] | None) -> Any:
-    """A writable session on ``ref``'s branch (repository, and branch from ``main``, created)."""
+def branch_session(ref: IcechunkRef, so: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """(repository, writable session on ``ref``'s branch); repository and branch (from
+    ``main``) are created when absent."""
     repo = open_repository(ref, so, create=True)
     with translated(ref, f"open {ref.version} for writing"):
-        if ref.on_branch not in repo.list_branches():
+        if ref.on_branch not in retried(repo.list_branches, tries_of(so)):
             repo.create_branch(ref.on_branch, repo.lookup_branch(DEFAULT_BRANCH))
-        return repo.writable_session(ref.on_branch)
+        return repo, retried(lambda: repo.writable_session(ref.on_branch), tries_of(so))
 
 
 @contextlib.contextmanager
@@ -556,7 +585,7 @@ def writing(
     check_writable(ref)
     message = describe_write(kind, ref, inputs)
     run = _BATCH.get()
-    session = run.session(ref, so) if run is not None else branch_session(ref, so)
+    repo, session = run.writer(ref, so) if run is not None else branch_session(ref, so)
     try:
         storage_errors = (module().IcechunkError, OSError)  # a bug of the writer stays one
         with dask.config.set(scheduler="threads"):
@@ -569,7 +598,7 @@ def writing(
     if run is not None:
         run.parts.append(message)
         return
-    commit(session, ref, message)
+    commit(session, repo, ref, message, tries_of(so))
 
 
 # ------------------------------------------------------------------------------ a run's batch
@@ -590,19 +619,23 @@ class Batch:
         self.title = title
         self.parts: list[str] = []
         self.failed = False
-        self.sessions: dict[tuple[str, str], tuple[IcechunkRef, Any]] = {}
+        self.sessions: dict[tuple[str, str], tuple[IcechunkRef, Any, Any, int]] = {}
         self.token = uuid.uuid4().hex[:8]
 
     @staticmethod
     def key(ref: IcechunkRef) -> tuple[str, str]:
         return (ref.repository, ref.on_branch or "")
 
-    def session(self, ref: IcechunkRef, so: Mapping[str, Any] | None) -> Any:
-        """The run's writable session on ``ref``'s branch (opened on first use)."""
+    def writer(self, ref: IcechunkRef, so: Mapping[str, Any] | None) -> tuple[Any, Any]:
+        """(repository, the run's writable session on ``ref``'s branch), opened on first use."""
         key = self.key(ref)
         if key not in self.sessions:
-            self.sessions[key] = (ref, branch_session(ref, so))
-        return self.sessions[key][1]
+            self.sessions[key] = (ref, *branch_session(ref, so), tries_of(so))
+        return self.sessions[key][1:3]
+
+    def session(self, ref: IcechunkRef, so: Mapping[str, Any] | None) -> Any:
+        """The run's writable session on ``ref``'s branch (opened on first use)."""
+        return self.writer(ref, so)[1]
 
     def pending(self, ref: IcechunkRef) -> bool:
         """Whether the run wrote to ``ref``'s branch (and reads of it must see that)."""
@@ -618,8 +651,8 @@ class Batch:
             raise StoreError("a step's write failed; nothing of this run was committed")
         message = f"{self.title}: " + "; ".join(self.parts or ["no outputs"])
         made = []
-        for ref, session in self.sessions.values():
-            snapshot = commit(session, ref, message)
+        for ref, repo, session, tries in self.sessions.values():
+            snapshot = commit(session, repo, ref, message, tries)
             if snapshot:
                 made.append((ref, self.placeholder(ref), snapshot))
         return made

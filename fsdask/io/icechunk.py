@@ -393,6 +393,8 @@ def resolve(repo: Any, ref: IcechunkRef) -> str:
             return repo.lookup_tag(ref.tag)
         return repo.lookup_branch(ref.on_branch)
     except Exception as exc:
+        if not re.search(r"not found|invalid snapshot id", str(exc), re.IGNORECASE):
+            raise  # the storage failed, not the name: said (and retried) by the caller
         names = (
             sorted(repo.list_tags() if ref.tag else repo.list_branches())
             if not ref.snapshot
@@ -450,23 +452,17 @@ def version_fingerprint(ref: IcechunkRef, so: Mapping[str, Any] | None) -> dict:
     return fp | ({"group": ref.group} if ref.group else {})
 
 
-def history(ref: IcechunkRef, so: Mapping[str, Any] | None) -> list[tuple[str, str]]:
-    """(snapshot id, message) of the commits of ``ref``'s version, newest first."""
-    repo = open_repository(ref, so)
-    with translated(ref, "read the history"):
-        at = resolve(repo, ref)
-        return [(s.id, s.message) for s in repo.ancestry(snapshot_id=at)]
-
-
 def as_of(ref: IcechunkRef, so: Mapping[str, Any] | None, version: str) -> IcechunkRef:
     """``ref`` naming ``version`` instead of its branch: a tag of its repository, else a
     snapshot id of it (a StoreError when it is neither)."""
     repo = open_repository(ref, so)
     with translated(ref, f"look up {version!r}"):
-        tags = repo.list_tags()
-    target = ref.replace(branch=None, tag=None, snapshot=None, at=None)
-    target = target.replace(tag=version) if version in tags else target.replace(snapshot=version)
-    resolve(repo, target)  # it exists
+        tags = retried(repo.list_tags, tries_of(so))
+        target = ref.replace(branch=None, tag=None, snapshot=None, at=None)
+        target = (
+            target.replace(tag=version) if version in tags else target.replace(snapshot=version)
+        )
+        retried(lambda: resolve(repo, target), tries_of(so))  # it exists
     return target
 
 

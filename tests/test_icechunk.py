@@ -214,6 +214,9 @@ def test_nightly_runs_rerun_on_a_commit_skip_unchanged_and_repeat_as_of(tmp_path
         np.testing.assert_array_equal(again["weight"].values, night1["weight"].values)
         np.testing.assert_array_equal(again["rank"].values, night1["rank"].values)
         assert again.attrs["input_icechunk"]["snapshot"] == s1
+    from fsdask.cli import main
+
+    assert main(["run", str(cfg), "--as-of", "night-1"]) == 0  # the command line: the same
     assert _run(cfg) == {"ttest": "ran", "fisher": "ran"}  # tonight again: the branch tip
     with pytest.raises(StoreError, match="no snapshot NOPE"):
         _run(cfg, as_of="NOPE")
@@ -221,11 +224,11 @@ def test_nightly_runs_rerun_on_a_commit_skip_unchanged_and_repeat_as_of(tmp_path
     state = str(cfg).replace(".yaml", ".state.json")
     records = read_history(history_path(state))
     snaps = [next(iter(r["inputs"].values()))["snapshot"] for r in records if r["step"] == "ttest"]
-    assert snaps == [s1, s1, s2, s1, s1, s2]  # every night kept, each with its snapshot
+    assert snaps == [s1, s1, s2, s1, s1, s1, s2]  # every night kept, each with its snapshot
     assert s1 in table(records) and s2 in table(records)
 
     events = read_lineage(lineage_path(state))
-    assert [e["eventType"] for e in events[:4]] == ["START", "COMPLETE", "START", "COMPLETE"]
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"] * 7
     done = events[1]
     assert done["run"]["runId"] == events[0]["run"]["runId"]
     assert done["inputs"][0]["namespace"] == f"icechunk://{tmp_path}/in"

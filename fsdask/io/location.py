@@ -1,7 +1,8 @@
 """Where data lives: one :class:`Location` type for a local path or an fsspec URL.
 
 zarr-python's ``abc/store.py`` is the model: an abstract type with one implementation per
-kind of storage (:class:`LocalLocation`, :class:`FsspecLocation`), built by
+kind of storage (:class:`LocalLocation`, :class:`FsspecLocation`, and
+:class:`IcechunkLocation` for a group in an Icechunk repository), built by
 :meth:`Location.of`.  Every question fsdask asks of a place is a method here — is
 anything there (:meth:`~Location.exists`), what (:meth:`~Location.what_is_there`), may it be
 replaced (:meth:`~Location.check_output`), write it so that a crash never leaves something

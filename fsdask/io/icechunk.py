@@ -620,6 +620,7 @@ class Batch:
 
     @staticmethod
     def key(ref: IcechunkRef) -> tuple[str, str]:
+        """(repository, branch): the sessions are one per key."""
         return (ref.repository, ref.on_branch or "")
 
     def writer(self, ref: IcechunkRef, so: Mapping[str, Any] | None) -> tuple[Any, Any]:

@@ -390,6 +390,7 @@ def test_s3_twenty_percent_faults_give_the_fault_free_result(s3, s3_endpoint):
 
 @pytest.mark.s3
 @pytest.mark.infra
+@pytest.mark.slow  # Icechunk's S3 client retries each request with backoff before it gives up
 def test_s3_all_requests_failing_exit_2_and_the_branch_unchanged(s3, s3_endpoint):
     from faultproxy import FaultProxy
 

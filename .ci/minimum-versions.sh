@@ -7,7 +7,7 @@
 # MATLAB v7.3 (h5py), a Filter and a Logo fit (numba, scipy), select through the CLI, a chunk
 # deleted from a store (the fill value xarray writes), graphs built without pickling (dask), a
 # one-line CLI error (zarr's imports), a local cluster (distributed), jobqueue scripts
-# (dask-jobqueue) and a report (matplotlib).  s3fs is installed and imported only: the S3 test
+# (dask-jobqueue), a report (matplotlib) and an Icechunk repository read and written (icechunk).  s3fs is installed and imported only: the S3 test
 # server (moto) does not co-install in reasonable time with the old botocore that s3fs 2025.2's
 # aiobotocore pins.
 #
@@ -37,6 +37,7 @@ SMOKE=(
     tests/test_cluster.py::test_slurm_yaml_makes_a_slurm_cluster_without_submitting
     tests/test_cluster.py::test_pbs_yaml_job_script
     tests/test_report.py::test_report_paths_and_convergence
+    tests/test_icechunk.py::test_read_pins_a_snapshot_and_results_record_it
 )
 
 rm -rf "$venv"

@@ -177,7 +177,9 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         self._class_names = None  # the label's names when y comes coded from a dataset
         if isinstance(X, xr.Dataset):
             source_attrs = {
-                k: X.attrs[k] for k in ("fingerprint", "source", "store") if k in X.attrs
+                k: X.attrs[k]
+                for k in ("fingerprint", "source", "store", "icechunk")
+                if k in X.attrs
             }
             if y is None and self.requires_y:
                 y = next((X[v].values for v in ("y", "Y") if v in X), None)

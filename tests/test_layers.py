@@ -276,6 +276,7 @@ def test_the_circle_scan_sees_a_circle():
 
 # ---- (b) the io sub-layers: module prefix → layer; a lower layer never imports a higher one
 IO_LAYERS = {
+    "fsdask.io.icechunk": 0,  # Icechunk repositories: URLs, snapshots, commits (below location)
     "fsdask.io.location": 0,
     "fsdask.io.layout": 0,  # what a finished output holds (store listing, file sidecar)
     "fsdask.io.outputs": 0,  # the publish rule's old names, thin calls to Location

@@ -22,7 +22,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 MINIMUM = ROOT / "constraints" / "minimum.txt"
 MINIMUM_JOB = ROOT / ".ci" / "minimum-versions.sh"
 #: what a user installs (fsdask[all]): the extras whose bounds minimum.txt pins too
-USER_EXTRAS = ("s3", "eval", "mat", "h5ad", "jobqueue")
+USER_EXTRAS = ("s3", "eval", "mat", "h5ad", "jobqueue", "icechunk")
 
 
 def _requirements() -> list[str]:

@@ -368,6 +368,8 @@ def short(fp: Mapping[str, Any] | None) -> str:
     """A short printable id of a fingerprint (for tables and logs)."""
     if fp is None:
         return "-"
+    if fp.get("snapshot"):  # an Icechunk input: its snapshot id, whole (for --as-of)
+        return str(fp["snapshot"])
     text = (
         fp.get("fingerprint")
         or fp.get("hash")

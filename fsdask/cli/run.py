@@ -30,6 +30,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
         help="override the config's default scheduler (e.g. local:8 inside a batch job)",
     )
     p.add_argument("--memory-limit", help="override the config's default per-worker memory limit")
+    p.add_argument(
+        "--as-of",
+        metavar="SNAPSHOT|TAG",
+        help="read every Icechunk input (icechunk://…) at this snapshot id or tag: repeat a "
+        "past night (`fsdask history` shows each run's snapshot)",
+    )
     return p
 
 
@@ -40,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         restart=args.restart,
         log_json=args.log_json,  # StepFailed carries
         defaults={"scheduler": args.scheduler, "memory_limit": args.memory_limit},
+        as_of=args.as_of,
     )  # its exit code
     ran = sum(v == "ran" for v in summary.values())
     print(

@@ -10,9 +10,10 @@ there is no import circle; this package's ``__init__`` is the face above them al
 ======  ============================================================================
 layer   modules
 ======  ============================================================================
-0       ``options``, ``secrets``, ``location``, ``outputs``, ``scratch``, ``guard``,
-        ``blocks`` — read options, credentials, places and publishing, scratch
-        folders, guarded reads of stored arrays, assembly of feature blocks
+0       ``options``, ``secrets``, ``icechunk``, ``location``, ``outputs``, ``scratch``,
+        ``guard``, ``blocks`` — read options, credentials, Icechunk repositories,
+        places and publishing, scratch folders, guarded reads of stored arrays,
+        assembly of feature blocks
 1       ``store`` — the fsdask format: write, open, verify, fingerprint
 2       ``foreign`` (Zarr other tools wrote), ``anndata`` (the AnnData reader),
         ``rechunk`` (re-blocking a stored matrix)

@@ -1,7 +1,8 @@
 """Where data lives: one :class:`Location` type for a local path or an fsspec URL.
 
 zarr-python's ``abc/store.py`` is the model: an abstract type with one implementation per
-kind of storage (:class:`LocalLocation`, :class:`FsspecLocation`), built by
+kind of storage (:class:`LocalLocation`, :class:`FsspecLocation`, and
+:class:`IcechunkLocation` for a group in an Icechunk repository), built by
 :meth:`Location.of`.  Every question fsdask asks of a place is a method here — is
 anything there (:meth:`~Location.exists`), what (:meth:`~Location.what_is_there`), may it be
 replaced (:meth:`~Location.check_output`), write it so that a crash never leaves something
@@ -39,6 +40,8 @@ import uuid
 from typing import Any, Iterator, Mapping, Sequence
 
 from fsdask.errors import StoreError, import_optional
+from fsdask.io import icechunk as ic
+from fsdask.io.icechunk import is_icechunk_url
 from fsdask.io.layout import (
     foreign_keys,
     is_sidecar_name,
@@ -175,6 +178,8 @@ class Location(abc.ABC):
     def of(url: Any, storage_options: Mapping[str, Any] | None = None) -> Location:
         """The :class:`LocalLocation` or :class:`FsspecLocation` of ``url``."""
         url = os.fspath(url) if isinstance(url, os.PathLike) else str(url)
+        if is_icechunk_url(url):
+            return IcechunkLocation(url, storage_options)
         if is_local_url(url):
             return LocalLocation(url, storage_options)
         if safe_url(url) != url:
@@ -182,6 +187,8 @@ class Location(abc.ABC):
         return FsspecLocation(url, storage_options)
 
     is_local: bool = False
+    #: read at a snapshot and written as commits (:class:`IcechunkLocation`)
+    versioned: bool = False
 
     @property
     def shown(self) -> str:
@@ -589,28 +596,8 @@ class FsspecLocation(Location):
         Without this, botocore's and s3fs's retries take many seconds before reporting a
         connection error.
         """
-        import socket
-        from urllib.parse import urlparse
-
         self.check_url_credentials()
-        ep = self.endpoint()
-        if not ep:
-            return
-        u = urlparse(ep)
-        host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
-        if not host:
-            raise StoreError(
-                f"{self.shown}: endpoint_url {ep!r} is not a URL; use e.g. http://host:9000"
-            )
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                pass
-        except OSError as exc:
-            raise StoreError(
-                f"{self.shown}: storage unreachable: nothing answers at {ep} "
-                f"({type(exc).__name__}: {exc}); check endpoint_url and that the server "
-                "is running and reachable from here"
-            ) from None
+        probe_endpoint(self.shown, self.endpoint(), timeout)
 
     def what_is_there(self) -> tuple[str, str | None]:
         try:
@@ -697,6 +684,182 @@ class FsspecLocation(Location):
         fs, path = self.fs()
         fs.rm(path, recursive=True)
         fs.invalidate_cache()
+
+
+class IcechunkLocation(Location):
+    """A Zarr group in an Icechunk repository (:mod:`fsdask.io.icechunk`): read at one
+    snapshot, written as a commit on a branch.
+
+    Nothing is ever deleted from a repository: replacing an output is a new commit, and the
+    snapshots before it keep the old one (its history).  The rule of :meth:`check_output`
+    still holds on the branch: only an fsdask output of the same kind is replaced, only with
+    ``overwrite``, never the command's input.
+    """
+
+    versioned = True
+
+    def __init__(self, url: str, storage_options: Mapping[str, Any] | None = None):
+        super().__init__(url, storage_options)
+        self.ref = ic.IcechunkRef.parse(self.url)
+        self._store: Any = None
+
+    @property
+    def shown(self) -> str:
+        return self.ref.url
+
+    @property
+    def target(self) -> Any:
+        """A Zarr ``StorePath`` of the group, read-only at one snapshot (opened once)."""
+        from zarr.storage import StorePath
+
+        if self._store is None:
+            self._store = ic.read_store(self.ref, self.storage_options)
+        return StorePath(self._store, self.ref.group)
+
+    def pin(self) -> IcechunkLocation:
+        """This place at the snapshot its branch or tag names now (``at=``)."""
+        return IcechunkLocation(ic.pinned(self.ref, self.storage_options).url, self.storage_options)
+
+    def provenance(self) -> dict:
+        """Repository, branch or tag, snapshot read and group (for a dataset's attributes)."""
+        return self.ref.provenance()
+
+    def version_fingerprint(self) -> dict | None:
+        """The snapshot id the URL names now, as a pipeline input's fingerprint (None: no
+        repository there)."""
+        if not ic.exists(self.ref, self.storage_options):
+            return None
+        return ic.version_fingerprint(self.ref, self.storage_options)
+
+    def fs(self) -> tuple[Any, str]:
+        raise StoreError(
+            f"{self.shown}: an Icechunk repository is read through its snapshots, not as files"
+        )
+
+    def canonical(self) -> str:
+        return f"{self.ref.repository}#{self.ref.group}"
+
+    def overlaps(self, other: Location) -> bool:
+        """The same repository and branch, one group in the other (other versions never do)."""
+        if not isinstance(other, IcechunkLocation) or other.ref.repository != self.ref.repository:
+            return False
+        if self.ref.on_branch != other.ref.on_branch or self.ref.on_branch is None:
+            return False
+        a, b = self.ref.group, other.ref.group
+        return a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
+
+    def check_reachable(self, timeout: float = 3.0) -> None:
+        opts = self.storage_options
+        ep = opts.get("endpoint_url") or (opts.get("client_kwargs") or {}).get("endpoint_url")
+        if self.ref.backend == "s3":
+            probe_endpoint(self.shown, ep, timeout)
+
+    def storage_hint(self) -> str:
+        return (
+            "check the URL (repository, branch=/tag=/snapshot=, group=), the endpoint and the "
+            "credentials (--storage-option key=value)"
+        )
+
+    def exists(self) -> bool:
+        return bool(self.what_is_there()[0])
+
+    def what_is_there(self) -> tuple[str, str | None]:
+        import zarr
+
+        if not ic.exists(self.ref, self.storage_options):
+            path = self.ref.path
+            if self.ref.backend == "local" and os.path.lexists(path):
+                if not os.path.isdir(path) or os.listdir(path):  # (opening makes it, empty)
+                    return "something that is not an Icechunk repository", None
+            return "", None
+        try:
+            node = zarr.open(self.target, mode="r")
+        except (FileNotFoundError, KeyError):
+            return "", None
+        except StoreError:
+            raise
+        except Exception as exc:
+            if type(exc).__name__.endswith("NotFoundError"):  # zarr's NodeNotFoundError
+                return "", None
+            raise StoreError(
+                f"{self.shown}: cannot read the group ({type(exc).__name__}: "
+                f"{ic.first_line(exc)}); {self.storage_hint()}"
+            ) from None
+        attrs = dict(node.attrs)
+        kind = attrs.get(KIND_ATTR)
+        names = set(node.keys()) if hasattr(node, "keys") else set()
+        kind = kind or legacy_kind(attrs, names)
+        if kind is None:
+            if not attrs and not names:
+                return "", None  # an empty group (a parent Zarr made for another output)
+            return "a Zarr node fsdask did not write", None
+        return f"an fsdask {kind}", kind
+
+    def check_output(
+        self, *, kind: str, overwrite: bool = False, inputs: Sequence[Any] = ()
+    ) -> None:
+        ic.check_writable(self.ref)
+        super().check_output(kind=kind, overwrite=overwrite, inputs=inputs)
+
+    def cleanup_stale(self) -> list[str]:
+        return []  # uncommitted writes are never visible: nothing is left behind
+
+    @contextlib.contextmanager
+    def publish(
+        self, *, kind: str, overwrite: bool = False, inputs: Sequence[Any] = ()
+    ) -> Iterator[Any]:
+        """Yield a ``StorePath`` of the group in a writable session; commit it if the block
+        succeeds (inside a pipeline run: with the run's other outputs, :func:`~fsdask.io.icechunk.batch`).
+
+        The group is written whole (``mode="w"`` replaces its earlier version on the branch;
+        the earlier snapshots keep it).
+        """
+        from zarr.storage import StorePath
+
+        self.check_output(kind=kind, overwrite=overwrite, inputs=inputs)
+        with ic.writing(self.ref, self.storage_options, kind=kind, inputs=inputs) as store:
+            yield StorePath(store, self.ref.group)
+        self._store = None  # a later read sees the new version
+
+    def delete(self) -> None:
+        import zarr
+        from zarr.storage import StorePath
+
+        with ic.writing(self.ref, self.storage_options, kind="removal") as store:
+            root = zarr.open_group(StorePath(store, ""), mode="r+")
+            if self.ref.group:
+                del root[self.ref.group]
+            else:
+                for name in list(root.keys()):
+                    del root[name]
+                root.attrs.clear()
+        self._store = None
+
+
+def probe_endpoint(shown: str, ep: str | None, timeout: float = 3.0) -> None:
+    """A TCP connect to an explicit ``endpoint_url`` (no request); StoreError when nothing answers.
+
+    Without this, the S3 clients' retries take many seconds before reporting a connection
+    error.
+    """
+    import socket
+    from urllib.parse import urlparse
+
+    if not ep:
+        return
+    u = urlparse(ep)
+    host, port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
+    if not host:
+        raise StoreError(f"{shown}: endpoint_url {ep!r} is not a URL; use e.g. http://host:9000")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise StoreError(
+            f"{shown}: storage unreachable: nothing answers at {ep} "
+            f"({type(exc).__name__}: {exc}); check endpoint_url and that the server "
+            "is running and reachable from here"
+        ) from None
 
 
 def file_kind(path: str) -> str | None:

@@ -79,6 +79,8 @@ def open_dataset(
     if not isinstance(url, (str, os.PathLike)):
         return _open_object(url, options, chunk_bytes)
     loc = Location.of(url, storage_options)
+    if loc.versioned and not loc.ref.at:  # Icechunk: read one snapshot
+        return _pinned(loc, storage_options, options, chunk_bytes, require_complete, describe_only)
     if loc.is_local and not loc.exists():
         raise StoreError(
             f"{loc.url}: no such file or directory; give the path of a Zarr store, an .h5ad "
@@ -110,6 +112,15 @@ def open_dataset(
         )
         return labelled(ds, options.drop_unlabelled)
     return labelled(_open_foreign(node, loc, options, chunk_bytes), options.drop_unlabelled)
+
+
+def _pinned(loc: Location, so, options, chunk_bytes, require_complete, describe_only) -> xr.Dataset:
+    """An Icechunk dataset read at the snapshot its branch or tag names now; its attribute
+    ``icechunk`` records repository, branch or tag, and that snapshot."""
+    at = loc.pin()
+    flags = {"require_complete": require_complete, "describe_only": describe_only}
+    ds = open_dataset(at.url, so, options, chunk_bytes=chunk_bytes, **flags)
+    return ds.assign_attrs(icechunk=at.provenance())
 
 
 def read_options(url: Any, options: ReadOptions | None, loose: Mapping[str, Any]) -> ReadOptions:

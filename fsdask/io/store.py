@@ -489,6 +489,8 @@ def consolidate(store) -> None:
     """
     import warnings
 
+    if not getattr(store, "supports_consolidated_metadata", True):
+        return  # Icechunk: its snapshots list the metadata already
     with warnings.catch_warnings():
         # zarr notes that consolidated metadata is not in the v3 spec: zarr-python and
         # xarray read it, and a reader that does not simply lists the store

@@ -41,6 +41,13 @@ Relative paths are relative to the directory of the config file (steps run there
 * One run per state file: a second concurrent run exits 75 (:mod:`fsdask.pipeline.lock`).
 * ``--log-json FILE`` appends machine-readable events (:mod:`fsdask.pipeline.logjson`);
   each run appends per step to ``STATE.history.jsonl`` (:mod:`fsdask.api.runs`).
+* Icechunk repositories (``icechunk://…``, :mod:`fsdask.io.icechunk`): an input's
+  fingerprint is its snapshot id; all of a run's Icechunk outputs are committed together at
+  the end, one commit per branch, or none if a step fails; a conflicting commit of another
+  writer stops the run (exit 2).  ``--as-of SNAPSHOT|TAG`` reads every Icechunk input that
+  the pipeline does not write at that version (repeat a past night).
+* Each run appends OpenLineage-shaped START/COMPLETE/FAIL events to
+  ``STATE.lineage.jsonl`` (:mod:`fsdask.pipeline.lineage`).
 * Exit status: 0 ok, 1 unexpected error (a bug), 2 bad input / parameters / storage /
   config, 75 another run holds the lock (try later), 130 interrupted (Ctrl-C, SIGTERM).
   A failing step stops the run with a one-line reason naming the step.

@@ -27,6 +27,12 @@ plain file                  size, mtime and a BLAKE2b hash of the content, re-re
 store / directory           a BLAKE2b digest over every file's name, size and content
 ==========================  ===================================================================
 
+An input in an Icechunk repository (``icechunk://…``, :mod:`fsdask.io.icechunk`) has the
+snapshot id its branch, tag or snapshot names as its fingerprint, whatever the rule: a
+snapshot is immutable, so its id stands for the content exactly, and finding it reads one
+reference — no listing, no data.  Two such fingerprints are the same when repository, group
+and snapshot are.
+
 A missing input has the fingerprint ``None``; one that cannot be read (unreachable storage,
 an invalid URL) ``{"kind": "unavailable"}``, which never matches: the step runs and its
 command reports the problem.
@@ -184,6 +190,8 @@ def fingerprint(
     target = str(target)
     try:
         loc = Location.of(target, storage_options)
+        if loc.versioned:  # Icechunk: the snapshot id, whatever the mode
+            return loc.version_fingerprint()
         if mode == "content":
             if loc.is_local and os.path.isfile(loc.target):
                 return _local_fingerprint(loc.target, None)  # re-hashed: the file form
@@ -204,6 +212,8 @@ def same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     """Whether two fingerprints describe the same content (a file's mtime alone does not count)."""
     if a is None or b is None or "unavailable" in (a.get("kind"), b.get("kind")):
         return False
+    if a.get("kind") == "icechunk" and b.get("kind") == "icechunk":
+        return all(a.get(k) == b.get(k) for k in ("repository", "group", "snapshot"))
     if a.get("kind") == "file" and b.get("kind") == "file":
         return a.get("size") == b.get("size") and a.get("hash") == b.get("hash")
     return dict(a) == dict(b)

@@ -47,6 +47,7 @@ from fsdask.errors import (
 )
 from fsdask.io.location import Location
 from fsdask.pipeline.config import Step, load_config, step_kwargs
+from fsdask.pipeline.lineage import lineage_path
 from fsdask.pipeline.lock import RunLock
 from fsdask.pipeline.logjson import JsonLog, capture_iterations
 from fsdask.pipeline.state import (
@@ -72,6 +73,7 @@ class Session:
         out=None,
         log_json: str | os.PathLike | None = None,
         defaults: dict | None = None,
+        as_of: str | None = None,
     ):
         self.config = config
         self.restart = restart
@@ -86,6 +88,11 @@ class Session:
         self._inputs: dict[str, dict] = {}
         self._old_sigterm = None
         self.alerts: list[str] = []
+        self.as_of = as_of
+        self.pins: dict[str, str] = {}  # --as-of: input URL → the URL read
+        self.committed: list = []  # (branch's reference, placeholder, snapshot) of the commit
+        self.lineage = None
+        self._held: list[dict] = []  # history records naming this run's uncommitted outputs
 
     # -- the run ---------------------------------------------------------------------------
     def open(self) -> Session:
@@ -141,6 +148,8 @@ class Session:
         code = 0 if exc is None else exit_code(exc)
         ran = sum(v == "ran" for v in self.summary.values())
         # a log that fails now must not hide the run's own error nor keep the lock
+        with contextlib.suppress(FsdaskError, OSError):
+            self._lineage_end(exc)
         with contextlib.suppress(FsdaskError):
             if exc is not None:
                 self.jlog.event(
@@ -219,6 +228,7 @@ class Session:
             ("run history", self.history_path),
             ("run lock", self.lock.path if self.lock else ""),
             ("JSON log", self.jlog.path or ""),
+            ("lineage file", lineage_path(self.pipe.state_path)),
         ]
 
     def check_bookkeeping(self) -> None:
@@ -240,7 +250,8 @@ class Session:
         prev_inputs = (rec or {}).get("inputs") or {}
         reasons = []
         for target in step.inputs():
-            fp = fpr.fingerprint(target, self.so, prev_inputs.get(target), step.fingerprint)
+            read = self.pins.get(target, target)  # --as-of: the snapshot or tag named
+            fp = fpr.fingerprint(read, self.so, prev_inputs.get(target), step.fingerprint)
             self._inputs[target] = fp
             if rec is None or self.rerun_rest:
                 continue
@@ -345,6 +356,153 @@ class Session:
         self.summary[step.name] = "ran"
         self._history(step, "ran", seconds)
 
+    # -- versioned data (Icechunk): --as-of, one commit per run, lineage ---------------------
+    def pin_inputs(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``--as-of``: every Icechunk input that no step writes, read from a branch, is read
+        at that snapshot or tag instead.
+
+        Raises
+        ------
+        ParameterError
+            No step reads an Icechunk repository.
+        StoreError
+            A repository has no such snapshot or tag.
+        """
+        if not self.as_of:
+            return calls
+        produced = {o for step in self.pipe.steps for o in step.outputs()}
+        for step, kwargs in zip(self.pipe.steps, calls):
+            so = kwargs.get("storage_options") or self.so
+            for name in step.spec.inputs:
+                value = kwargs.get(name)
+                if isinstance(value, (list, tuple)):
+                    kwargs[name] = [self._pin(v, produced, so) for v in value]
+                elif value is not None:
+                    kwargs[name] = self._pin(value, produced, so)
+        if not self.pins:
+            raise ParameterError(
+                f"--as-of {self.as_of}: no step of {self.pipe.path} reads an Icechunk "
+                "repository (icechunk://…) that the pipeline does not write itself; --as-of "
+                "pins those inputs"
+            )
+        return calls
+
+    def _pin(self, value: Any, produced: set[str], so: Any) -> Any:
+        from fsdask.io import icechunk as ic
+
+        if not ic.is_icechunk_url(value) or str(value) in produced:
+            return value
+        ref = ic.IcechunkRef.parse(str(value))
+        if ref.on_branch is None:  # the config names a tag or snapshot: fixed already
+            return value
+        ref = ic.as_of(ref, so, str(self.as_of))
+        self.pins[str(value)] = ref.url
+        return ref.url
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """Every Icechunk output of the run in one commit per branch after the last step, or
+        none: a failed run forgets the steps whose outputs were not committed."""
+        from fsdask.io import icechunk as ic
+
+        with ic.batch(f"fsdask run {os.path.basename(self.pipe.path)}") as run:
+            try:
+                yield
+                self.committed = run.commit()
+            except BaseException:
+                self._forget_uncommitted()
+                with contextlib.suppress(FsdaskError):
+                    self._release_history()  # what ran is recorded, placeholders and all
+                raise
+        settled = {placeholder: snapshot for _, placeholder, snapshot in self.committed}
+        records = [*self.state["steps"].values(), *self._held]
+        for rec in records:  # inputs read before the commit: its snapshot
+            for fp in (rec.get("inputs") or {}).values():
+                if fp and fp.get("snapshot") in settled:
+                    fp["snapshot"] = settled[fp["snapshot"]]
+        self._release_history()
+
+    def _append_history(self, rec: dict) -> None:
+        """Append ``rec`` to the history; held until the commit while it names an input this
+        run wrote to Icechunk (so that the history shows the snapshot, not a placeholder)."""
+        from fsdask.io.icechunk import PENDING
+
+        pending = any(
+            str((fp or {}).get("snapshot") or "").startswith(PENDING)
+            for fp in (rec.get("inputs") or {}).values()
+        )
+        if pending or self._held:
+            self._held.append(rec)
+            return
+        history.append(self.history_path, rec)
+
+    def _release_history(self) -> None:
+        held, self._held = self._held, []
+        try:
+            for rec in held:
+                history.append(self.history_path, rec)
+        except OSError as exc:
+            raise StoreError(
+                f"{self.history_path}: cannot append to the run history ({exc.strerror or exc}); "
+                "the outputs and state are recorded — free space or fix the file"
+            ) from None
+
+    def _forget_uncommitted(self) -> None:
+        from fsdask.io.icechunk import is_icechunk_url
+
+        ran = [n for n, v in self.summary.items() if v == "ran"]
+        for name in ran:
+            rec = self.state["steps"].get(name) or {}
+            if any(is_icechunk_url(o) for o in rec.get("outputs") or []):
+                self.state["steps"].pop(name, None)  # its output was never committed
+        with contextlib.suppress(FsdaskError):
+            write_state(self.pipe.state_path, self.state)
+
+    def lineage_start(self) -> None:
+        """Append the run's START lineage event (:mod:`fsdask.pipeline.lineage`)."""
+        from fsdask.pipeline.lineage import Lineage
+
+        path = lineage_path(self.pipe.state_path)
+        check_appendable(
+            path,
+            "lineage events",
+            "make it writable, or set `state:` in the config to a writable place (the lineage "
+            "file lives next to the state)",
+        )
+        self.lineage = Lineage(path, self.pipe.path, self.jlog.run)
+        self._lineage_event("START")
+
+    def _lineage_end(self, exc: BaseException | None) -> None:
+        if self.lineage is None:
+            return
+        message = None if exc is None else (str(exc).splitlines() or [type(exc).__name__])[0]
+        with _cwd(os.path.dirname(self.pipe.path)):  # relative paths: as the steps saw them
+            self._lineage_event("COMPLETE" if exc is None else "FAIL", message)
+
+    def _lineage_event(self, kind: str, error: str | None = None) -> None:
+        from fsdask.io.icechunk import IcechunkRef, is_icechunk_url
+        from fsdask.pipeline.lineage import dataset, version_of
+
+        written = {(ref.repository, ref.on_branch): snap for ref, _, snap in self.committed}
+        inputs: dict[str, Any] = {}
+        outputs: dict[str, Any] = {}
+        steps = {}
+        for step in self.pipe.steps:
+            rec = self.state["steps"].get(step.name) or {}
+            for t in step.inputs():
+                inputs.setdefault(self.pins.get(t, t), version_of((rec.get("inputs") or {}).get(t)))
+            for o in step.outputs():
+                ref = IcechunkRef.parse(o) if is_icechunk_url(o) else None
+                outputs[o] = written.get((ref.repository, ref.on_branch)) if ref else None
+            steps[step.name] = {"command": step.command, "options": step.options}
+        self.lineage.event(
+            kind,
+            inputs=[dataset(u, v) for u, v in inputs.items()],
+            outputs=[dataset(u, v) for u, v in outputs.items()],
+            facets={"steps": steps, "as_of": self.as_of, "state": self.pipe.state_path},
+            error=error,
+        )
+
     def _history(self, step, status: str, seconds: float) -> None:
         rec: dict[str, Any] = {
             "date": now(),
@@ -366,7 +524,7 @@ class Session:
                 )
             )
         try:
-            history.append(self.history_path, rec)
+            self._append_history(rec)
         except OSError as exc:  # e.g. the disk filled up during the step
             raise StoreError(
                 f"{self.history_path}: cannot append to the run history ({exc.strerror or exc}); "
@@ -435,6 +593,7 @@ def run_pipeline(
     out=None,
     log_json: str | os.PathLike | None = None,
     defaults: dict | None = None,
+    as_of: str | None = None,
 ) -> dict[str, str]:
     """Run (or resume) the pipeline in ``config``.
 
@@ -451,6 +610,9 @@ def run_pipeline(
     defaults : dict, optional
         Override the config's ``scheduler`` / ``memory_limit`` (e.g. sized from a batch
         allocation).
+    as_of : str, optional
+        Read every Icechunk input that no step writes at this snapshot id or tag of its
+        repository (repeat a past night); the outputs are written as on any night.
 
     Returns
     -------
@@ -463,7 +625,9 @@ def run_pipeline(
         One line naming the step that failed; ``exit_code`` 75 when another run holds the lock.
     """
     out = out or sys.stdout
-    night = Session(config, restart=restart, out=out, log_json=log_json, defaults=defaults)
+    night = Session(
+        config, restart=restart, out=out, log_json=log_json, defaults=defaults, as_of=as_of
+    )
     try:
         night.open()
     except Locked as exc:
@@ -477,13 +641,16 @@ def run_pipeline(
         check_locations(night.pipe.steps, night.so, night.bookkeeping())
         night.preflight()
         night.check_bookkeeping()
-        for i, (step, kwargs) in enumerate(zip(night.pipe.steps, calls), 1):
-            if night.skip(i, step):
-                continue
-            night.start(i, step, shown=_describe(step, kwargs))
-            _run_step(night, i, step, kwargs, out)
-            night.done(i, step)
-            check_drift(night, step)
+        calls = night.pin_inputs(calls)
+        night.lineage_start()
+        with night.transaction():  # Icechunk outputs: one commit per branch, or none
+            for i, (step, kwargs) in enumerate(zip(night.pipe.steps, calls), 1):
+                if night.skip(i, step):
+                    continue
+                night.start(i, step, shown=_describe(step, kwargs))
+                _run_step(night, i, step, kwargs, out)
+                night.done(i, step)
+                check_drift(night, step)
         night.complete()
         raise_alerts(night)
     return night.summary

@@ -2,7 +2,9 @@
 
 JSON, written atomically with secrets redacted: ``format``, ``format_version``,
 ``fsdask_version``, ``config`` and per completed step its option digest, input
-fingerprints, fsdask version, outputs, runtime and finish time.  A state file that is
+fingerprints (:mod:`fsdask.pipeline.fingerprint`; an Icechunk input's is its snapshot id, and
+one written by the same run is recorded with the id of the run's commit), fsdask version,
+outputs, runtime and finish time.  A state file that is
 damaged, of another pipeline or of a newer fsdask is refused, or with ``--restart`` renamed
 aside (never deleted).
 """

@@ -17,9 +17,10 @@ import scipy.sparse as sp
 from dask.callbacks import Callback
 
 from fsdask import SparseHSIC
+from fsdask._validation import is_sample_blocked
 from fsdask.fitting import FitContext
 from fsdask.linalg.execution import Execution
-from fsdask.linalg.gram import rows_blocked, shifted_gram_block
+from fsdask.linalg.gram import shifted_gram_block
 from fsdask.linalg.tsqr import centred_gram
 from fsdask.methods.pca_based import PFA, JolliffeI, JolliffeNI
 
@@ -127,10 +128,10 @@ def test_shifted_gram_block_dense_and_csr_agree_with_duplicates(rng):
 
 def test_rows_blocked():
     X = np.zeros((10, 4))
-    assert not rows_blocked(X)
-    assert not rows_blocked(da.from_array(X, chunks=(-1, 2)))
-    assert rows_blocked(da.from_array(X, chunks=(5, -1)))
-    assert rows_blocked(da.from_array(sp.csr_matrix(X), chunks=(-1, -1), asarray=False))
+    assert not is_sample_blocked(X)
+    assert not is_sample_blocked(da.from_array(X, chunks=(-1, 2)))
+    assert is_sample_blocked(da.from_array(X, chunks=(5, -1)))
+    assert is_sample_blocked(da.from_array(sp.csr_matrix(X), chunks=(-1, -1), asarray=False))
 
 
 # --------------------------------------------------------------------------- SparseHSIC

@@ -20,13 +20,13 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from fsdask._validation import DEFAULT_CHUNK_BYTES, as_feature_blocks
+from fsdask._validation import DEFAULT_CHUNK_BYTES, as_feature_blocks, is_sample_blocked
 from fsdask.errors import FsdaskError, InputError, StoreError
 from fsdask.io.anndata import from_anndata, is_anndata_group, open_anndata, sparse_blocks
 from fsdask.io.foreign import open_foreign_zarr, xarray_matrix
 from fsdask.io.location import Location
 from fsdask.io.options import ReadOptions
-from fsdask.io.rechunk import sample_blocked, to_feature_blocks
+from fsdask.io.rechunk import to_feature_blocks
 from fsdask.io.store import is_fsdask_attrs, open_fsdask
 
 log = logging.getLogger("fsdask")
@@ -171,7 +171,7 @@ def _open_foreign(node: Any, loc: Location, options: ReadOptions, chunk_bytes: i
     ``layout`` is ``"auto"``, else re-blocked to feature blocks."""
     ds = open_foreign_zarr(node, loc.target, options, chunk_bytes=chunk_bytes)
     X = ds["X"].data
-    if options.layout == "auto" and sample_blocked(X):
+    if options.layout == "auto" and is_sample_blocked(X):
         log.info(
             "%s: read by sample blocks as stored (%d blocks of ~%d samples), no copy",
             loc.shown,

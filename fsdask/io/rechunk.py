@@ -185,20 +185,6 @@ def no_room(where: str, X: da.Array, need: int, budget: int) -> str:
     )
 
 
-def sample_blocked(X: da.Array) -> bool:
-    """Whether ``X`` is held by sample blocks: several row chunks, or sparse blocks.
-
-    Parameters
-    ----------
-    X : dask.array.Array
-
-    Returns
-    -------
-    bool
-    """
-    return len(X.chunks[0]) > 1 or not isinstance(X._meta, np.ndarray)
-
-
 def new_location(rechunk_to: str | None, storage_options) -> tuple[str, dict, bool]:
     """(URL, zarr kwargs, is_temporary) of the group that receives the copy."""
     if rechunk_to is None:

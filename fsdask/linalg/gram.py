@@ -23,7 +23,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-__all__ = ["shifted_gram_block", "whole_rows", "rows_blocked"]
+__all__ = ["shifted_gram_block", "whole_rows"]
 
 
 def _unknown(xb: Any) -> TypeError:
@@ -92,28 +92,6 @@ def _csr_gram(xb: Any, shift: np.ndarray | None = None) -> np.ndarray:
 
 for _kind in (scipy.sparse.csr_matrix, scipy.sparse.csr_array):
     shifted_gram_block.register(_kind, _csr_gram)
-
-
-@functools.singledispatch
-def rows_blocked(X: Any) -> bool:
-    """Whether X comes in row blocks of all features — several of them, or CSR blocks — so
-    its p × p Gram is a sum over them; an in-memory or dense feature-blocked X is swept by
-    feature blocks.
-
-    Parameters
-    ----------
-    X : ndarray, scipy.sparse matrix or dask array (n, p)
-
-    Returns
-    -------
-    bool
-    """
-    return False
-
-
-@rows_blocked.register
-def _(X: da.Array) -> bool:
-    return len(X.chunks[0]) > 1 or scipy.sparse.issparse(X._meta)
 
 
 def whole_rows(X: da.Array) -> da.Array:

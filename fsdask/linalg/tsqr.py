@@ -18,8 +18,9 @@ from typing import Any, Callable, Literal
 import dask.array as da
 import numpy as np
 
+from fsdask._validation import is_sample_blocked
 from fsdask.linalg.execution import TREE_SUM_COPIES, Execution, fits
-from fsdask.linalg.gram import rows_blocked, shifted_gram_block, whole_rows
+from fsdask.linalg.gram import shifted_gram_block, whole_rows
 from fsdask.linalg.reductions import compute_blocks, row_dot, sum_over_blocks
 
 
@@ -342,7 +343,7 @@ def centred_gram(X: Any, ex: Execution) -> np.ndarray:
     the tree-sum's partial sums.
     """
     n, p = X.shape
-    if rows_blocked(X):
+    if is_sample_blocked(X):
         X = whole_rows(X)
     K = ex.first_row(X)
 
@@ -356,7 +357,7 @@ def centred_gram(X: Any, ex: Execution) -> np.ndarray:
 
 def gram_over_samples(X: Any, ex: Execution) -> bool:
     """Whether :func:`centred_factor` sums X's p × p Gram over its row blocks: X comes in
-    row blocks of all features (:func:`fsdask.linalg.gram.rows_blocked`), p ≤ n (else the
+    row blocks of all features (:func:`fsdask._validation.is_sample_blocked`), p ≤ n (else the
     n × n side is the small one), and the Gram with the tree-sum's partial sums
     (``TREE_SUM_COPIES`` × (p + 1)·p·8 bytes) fits the budget.  A row-blocked X for which
     this is False must be given to :func:`centred_factor` by feature blocks.
@@ -371,7 +372,7 @@ def gram_over_samples(X: Any, ex: Execution) -> bool:
     bool
     """
     n, p = X.shape
-    return rows_blocked(X) and p <= n and ex.fits(8.0 * p * (p + 1), copies=TREE_SUM_COPIES)
+    return is_sample_blocked(X) and p <= n and ex.fits(8.0 * p * (p + 1), copies=TREE_SUM_COPIES)
 
 
 def centred_factor(

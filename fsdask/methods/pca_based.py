@@ -35,20 +35,19 @@ from typing import Literal
 import dask.array as da
 import numpy as np
 
-from fsdask._validation import Int, StrOptions
+from fsdask._validation import Int, StrOptions, is_sample_blocked
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
 from fsdask.fitting import FitContext
 from fsdask.io.options import ReadOptions
 from fsdask.io.rechunk import to_feature_blocks
-from fsdask.linalg.gram import rows_blocked
 from fsdask.linalg.tsqr import centred_factor, gram_over_samples
 
 
 def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """B (r × p), singular values s (r,) and loadings V (p × r) of the centred X; the passes
     over X are counted in the fit's execution."""
-    if rows_blocked(X) and not gram_over_samples(X, ctx.execution):
+    if is_sample_blocked(X) and not gram_over_samples(X, ctx.execution):
         # a wide X (its n × n side), or a p × p Gram too large to tree-sum: feature blocks
         options = ReadOptions(memory_budget=ctx.budget)
         X = to_feature_blocks(X, where="X (PCA baseline)", options=options)

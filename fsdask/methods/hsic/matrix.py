@@ -39,13 +39,13 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from fsdask._validation import is_sample_blocked
 from fsdask.fitting import FitContext
 from fsdask.io.options import ReadOptions
 from fsdask.io.rechunk import to_feature_blocks
 from fsdask.linalg import row_dot_summary
 from fsdask.linalg.colstats import MOMENT_MAXIMA, moment_rows, moment_sums, xt_dot
 from fsdask.linalg.execution import Execution
-from fsdask.linalg.gram import rows_blocked
 from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.tall import scaled_rows
 
@@ -155,7 +155,7 @@ def hsic_pass(X: Any, delta: np.ndarray, ctx: FitContext, *, standardize: bool) 
     """
     ex = ctx.execution
     if not ex.fits(X.shape[1] * delta.shape[0] * 8):
-        if rows_blocked(X):  # A by rows of a persisted array needs X by feature blocks
+        if is_sample_blocked(X):  # A by rows of a persisted array needs X by feature blocks
             options = ReadOptions(memory_budget=ctx.budget)
             X = to_feature_blocks(X, where="X (SparseHSIC, A above the budget)", options=options)
         return ex.persist(hsic_matrix(X, delta, standardize=standardize))[0], False

@@ -37,10 +37,20 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "_templates", "Thumbs.db", ".DS_Store", "examples/GALLERY_HEADER.rst"]
+exclude_patterns = [
+    "_build",
+    "_templates",
+    "_generated",
+    "Thumbs.db",
+    ".DS_Store",
+    "examples/GALLERY_HEADER.rst",
+]
 root_doc = "index"
 nitpicky = True
 templates_path = ["_templates"]
+if os.environ.get("FSDASK_DOCS_GALLERY") == "skip":  # tests/test_docs.py's small projects
+    extensions.remove("sphinx_gallery.gen_gallery")
+
 # foreign objects named in signatures and docstrings: no inventory is fetched (offline build)
 nitpick_ignore_regex = [
     (

@@ -26,7 +26,8 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 LOG = logging.getLogger(__name__)
-ROOT = Path(__file__).resolve().parents[2]
+#: the checkout whose fsdask is documented (its examples/results are read)
+ROOT = Path(__import__("fsdask").__file__).resolve().parents[1]
 RESULTS = ROOT / "examples" / "results"
 _RST_SPECIAL = re.compile(r"([\\`*_|\[\]<>])")
 
@@ -72,12 +73,16 @@ def _option_lines(program: str, parser: argparse.ArgumentParser) -> list[str]:
 
 
 class CliReference(_Parsed):
-    """The ``fsdask`` command line, one section per subcommand, from the real parser."""
+    """The ``fsdask`` command line, one section per subcommand, from the real parser
+    (``:parser: module:function`` names another parser factory; the tests use it)."""
+
+    option_spec = {"parser": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        from fsdask.cli import build_parser
+        import importlib
 
-        parser = build_parser()
+        module, _, factory = self.options.get("parser", "fsdask.cli:build_parser").partition(":")
+        parser = getattr(importlib.import_module(module), factory)()
         lines = [".. code-block:: text", ""]
         lines += ["   " + x for x in parser.format_usage().splitlines()] + [""]
         lines += _option_lines("fsdask", parser)

@@ -26,13 +26,13 @@ def principal_sources(
 ) -> Synthetic:
     """``n_sources`` independent N(0, 1) columns (features 0 … n_sources − 1) and their copies.
 
-    Every other feature j is ``w_j · s_{c(j)} + ε_j`` with the source c(j) uniform, |w_j|
+    Every other feature j is ``w_j · s_{c(j)} + ε_j`` with the source c(j) uniform, ``|w_j|``
     uniform in ``weights`` with a random sign, and ε_j ~ N(0, ``noise``²).  No labels: the
     relevant features are the sources, the q = ``n_sources`` principal features of X.
 
-    The default ``weights`` keep |w| ≤ 0.4: a copy standing in for its source then needs a
-    coefficient 1/|w| ≥ 2.5 on the source's column, against at most 1 in the source's own row
-    of A, so the ℓ∞ penalty of (4.2) separates them.  With |w| up to 0.6 a copy can tie with
+    The default ``weights`` keep ``|w| ≤ 0.4``: a copy standing in for its source then needs a
+    coefficient ``1/|w| ≥ 2.5`` on the source's column, against at most 1 in the source's own row
+    of A, so the ℓ∞ penalty of (4.2) separates them.  With ``|w|`` up to 0.6 a copy can tie with
     its source in that penalty (seed 0 at 20 000 features: one source replaced by a copy).
 
     Parameters

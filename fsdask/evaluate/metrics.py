@@ -47,7 +47,7 @@ def _as_index_set(s: Any, n: int | None = None, name: str = "selected") -> np.nd
 
 
 def false_discovery_rate(selected: Any, relevant: Any) -> float:
-    """Fraction of the selected features that are not truly relevant, |S \\ R| / |S|.
+    """Fraction of the selected features that are not truly relevant, ``|S \\ R| / |S|``.
 
     Parameters
     ----------
@@ -292,7 +292,7 @@ def reconstruction_error(X: Any, selected: Any, center: bool = True) -> float:
     ``X_S X_S⁺`` is the orthogonal projector onto the span of the selected columns, so this
     is the error of reconstructing every feature from the selected ones by least squares
     (Masaeli et al. 2010, §4 and §7, E normalised by ‖X‖²_F as in their figures).
-    Computed out of core: QR of the small n × |S| matrix X_S, then one streaming pass over
+    Computed out of core: QR of the small n × ``|S|`` matrix X_S, then one streaming pass over
     X's feature blocks.
 
     Parameters

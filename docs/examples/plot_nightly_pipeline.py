@@ -7,6 +7,7 @@ it on two nights: the second run skips both steps because nothing changed; chang
 input makes both run again. The history gives the stability of the top features.
 """
 
+import io
 import tempfile
 from pathlib import Path
 
@@ -17,7 +18,6 @@ import yaml
 from fsdask.pipeline import run_pipeline
 
 folder = Path(tempfile.mkdtemp())
-rng = np.random.default_rng(0)
 
 
 def new_data(seed):
@@ -45,14 +45,17 @@ config = {
 }
 (folder / "nightly.yaml").write_text(yaml.safe_dump(config))
 
+log = io.StringIO()  # what each step prints (a terminal shows it)
 new_data(0)
-print(run_pipeline(folder / "nightly.yaml"))  # night 1: everything runs
-print(run_pipeline(folder / "nightly.yaml"))  # night 2: nothing changed, nothing runs
+print("night 1:", run_pipeline(folder / "nightly.yaml", out=log))  # everything runs
+print("night 2:", run_pipeline(folder / "nightly.yaml", out=log))  # nothing changed
 new_data(1)
-print(run_pipeline(folder / "nightly.yaml"))  # night 3: new data, both steps run
+print("night 3:", run_pipeline(folder / "nightly.yaml", out=log))  # new data: both run
+print(log.getvalue().splitlines()[-1])
 
 # %%
-# Each run appended to the history: the top-10 of each night that ran.
+# Every night appended to the history (``nightly.state.history.jsonl``): the top 10 of
+# each, the skipped night repeating the one before.
 
 history = [
     yaml.safe_load(line)
@@ -61,7 +64,8 @@ history = [
 runs = [h for h in history if h.get("step") == "ttest" and h.get("top_k")]
 fig, ax = plt.subplots(figsize=(6, 2.8))
 for i, h in enumerate(runs):
-    ax.scatter(h["top_k"][:10], [i] * 10, s=18)
-ax.set_yticks(range(len(runs)), [f"run {i + 1}" for i in range(len(runs))])
-ax.set_xlabel("feature id in the night's top 10 (relevant: 0-4)")
+    ids = [int(f) for f in h["top_k"][:10]]
+    ax.scatter(ids, [i] * len(ids), c=["C3" if f < 5 else "C0" for f in ids], s=18)
+ax.set_yticks(range(len(runs)), [f"night {i + 1}" for i in range(len(runs))])
+ax.set_xlabel("feature id in the night's top 10 (red: the 5 relevant ones)")
 fig.tight_layout()

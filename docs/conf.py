@@ -93,6 +93,8 @@ html_theme_options = {
     "show_toc_level": 2,
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
+    # wide tables: no "on this page" column beside them
+    "secondary_sidebar_items": {"**": ["page-toc"], "user_guide/choosing": []},
 }
 html_sidebars = {"index": [], "changes": []}
 html_show_sourcelink = False

@@ -16,6 +16,7 @@ Nothing here is typed by hand from a results file: a regenerated file changes th
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -67,7 +68,8 @@ def _option_lines(program: str, parser: argparse.ArgumentParser) -> list[str]:
             LOG.warning("CLI option without help text: %s %s", program, name)
         help_text = rst_escape((action.help or "").replace("%(default)s", str(action.default)))
         if action.choices and not isinstance(action.choices, dict):
-            help_text += " Choices: " + ", ".join(f"``{c}``" for c in action.choices) + "."
+            sep = " " if help_text.endswith(".") else ". "
+            help_text += sep + "Choices: " + ", ".join(f"``{c}``" for c in action.choices) + "."
         lines += [f".. option:: {sig}", "", f"   {help_text}", ""]
     return lines
 
@@ -83,6 +85,17 @@ class CliReference(_Parsed):
 
         module, _, factory = self.options.get("parser", "fsdask.cli:build_parser").partition(":")
         parser = getattr(importlib.import_module(module), factory)()
+        columns = os.environ.get("COLUMNS")
+        os.environ["COLUMNS"] = "78"  # usage lines wrapped to fit the page's code blocks
+        try:
+            return self.parse_lines(self._lines(parser))
+        finally:
+            if columns is None:
+                os.environ.pop("COLUMNS")
+            else:
+                os.environ["COLUMNS"] = columns
+
+    def _lines(self, parser: argparse.ArgumentParser) -> list[str]:
         lines = [".. code-block:: text", ""]
         lines += ["   " + x for x in parser.format_usage().splitlines()] + [""]
         lines += _option_lines("fsdask", parser)
@@ -92,12 +105,13 @@ class CliReference(_Parsed):
             title = f"fsdask {name}"
             lines += [title, "-" * len(title), ""]
             if summaries.get(name):
-                lines += [rst_escape(summaries[name]).capitalize() + ".", ""]
+                summary = rst_escape(summaries[name])
+                lines += [summary[:1].upper() + summary[1:] + ".", ""]
             usage = subparser.format_usage().replace("usage: ", "", 1)
             lines += [".. code-block:: text", ""]
             lines += ["   " + x for x in usage.splitlines()] + [""]
             lines += _option_lines(title, subparser)
-        return self.parse_lines(lines)
+        return lines
 
 
 def _header(path: Path) -> tuple[dict[str, str], list[str]]:

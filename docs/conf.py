@@ -94,7 +94,11 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
     # wide tables: no "on this page" column beside them
-    "secondary_sidebar_items": {"**": ["page-toc"], "user_guide/choosing": []},
+    "secondary_sidebar_items": {
+        "**": ["page-toc"],
+        "user_guide/choosing": [],
+        "user_guide/reproducing": [],
+    },
 }
 html_sidebars = {"index": [], "changes": []}
 html_show_sourcelink = False

@@ -99,13 +99,13 @@ def checkpointing(
 
     Examples
     --------
-    >>> import numpy as np
     >>> import fsdask
     >>> from fsdask.checkpoint import checkpointing
-    >>> X = np.random.default_rng(0).normal(size=(30, 40))
-    >>> with checkpointing("qalpha.fsdask-checkpoint", every=2):
-    ...     sel = fsdask.QAlpha(k=2, max_iter=5).fit(X)
-    >>> sel.n_iter_ <= 5
+    >>> from fsdask.datasets import qalpha_clusters
+    >>> X = qalpha_clusters(n_clusters=3).dataset["X"].values
+    >>> with checkpointing("qalpha.fsdask-checkpoint", every=10):
+    ...     sel = fsdask.QAlpha(k=3).fit(X)
+    >>> sel.converged_
     True
     """
     n, s = parse_every(every)

@@ -79,10 +79,34 @@ def checkpointing(
 ) -> Iterator[Settings]:
     """Checkpoint the iterative fits run inside this block to ``path``.
 
-    ``every``: iterations (``5``) or a time (``"60s"``).  ``resume=True`` continues from a
-    checkpoint at ``path`` when there is one (and refuses one written for other data,
-    options or fsdask version); ``resume=False`` ignores it and overwrites it.  Use one
-    block per fit.
+    Use one block per fit.  Q-α, Logo, SparseHSIC and CPFS save their state (never X)
+    atomically; the checkpoint is removed once ``fsdask select`` publishes its result.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The checkpoint file.
+    every : int or str, default "60s"
+        Save every this many iterations (``5``) or this often (``"60s"``, ``"10m"``).
+    resume : bool, default True
+        Continue from a checkpoint at ``path`` when there is one (one written for other
+        data, options or fsdask version is refused); False ignores it and overwrites it.
+
+    Yields
+    ------
+    Settings
+        The settings in force inside the block.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.checkpoint import checkpointing
+    >>> from fsdask.datasets import qalpha_clusters
+    >>> X = qalpha_clusters(n_clusters=3).dataset["X"].values
+    >>> with checkpointing("qalpha.fsdask-checkpoint", every=10):
+    ...     sel = fsdask.QAlpha(k=3).fit(X)
+    >>> sel.converged_
+    True
     """
     n, s = parse_every(every)
     token = _SETTINGS.set(Settings(os.fspath(path), n, s, bool(resume)))

@@ -657,6 +657,35 @@ def scheduler(
     Raises :class:`~fsdask.errors.ClusterError` instead of waiting forever, and when workers
     die: at start-up, in a crash loop, or every time they run the same task (``KilledWorker``,
     e.g. a ``memory_limit`` too small for the task).
+
+    Parameters
+    ----------
+    spec : str or None, default "threads"
+        ``threads``, ``sync``, ``local`` / ``local:N`` (a ``LocalCluster`` of N worker
+        processes made for the block), ``tcp://host:port`` (an existing scheduler) or the
+        path of a dask-jobqueue cluster file (SLURM, PBS…).
+    memory_limit : str, optional
+        Memory limit per worker of a cluster made here (``"2GB"``).
+    timeout : float, default 30
+        Seconds to reach the scheduler.
+    worker_timeout : float, optional
+        Seconds a jobqueue cluster's jobs have to start a first worker.
+
+    Yields
+    ------
+    distributed.Client or None
+        The client, or None for the in-process schedulers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fsdask
+    >>> from fsdask.cluster import scheduler
+    >>> X = np.random.default_rng(0).normal(size=(20, 50))
+    >>> with scheduler("threads") as client:
+    ...     sel = fsdask.Filter(statistic="variance", n_features_to_select=5).fit(X)
+    >>> client is None, int(sel.get_support().sum())
+    (True, 5)
     """
     spec = (spec or "threads").strip()
     in_process = {"threads": "threads", "threaded": "threads", "sync": "synchronous"}

@@ -12,11 +12,40 @@ from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
 
 
 class FsdaskError(Exception):
-    """Base class of all fsdask errors."""
+    """Base class of all fsdask errors.
+
+    Every error fsdask raises on purpose derives from it; its message is one line saying what
+    is wrong, where, and what to do.  The command line prints that line and exits with status
+    2 (75 for a held pipeline lock); anything else is a bug (exit 1).
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> try:
+    ...     fsdask.get_method("no-such-method")
+    ... except fsdask.FsdaskError as err:
+    ...     print(type(err).__name__)
+    ParameterError
+    """
 
 
 class InputError(FsdaskError, ValueError):
-    """The data given to an estimator or a command is not usable as it is."""
+    """The data given to an estimator or a command is not usable as it is.
+
+    NaN or Inf values, a single class, labels of the wrong length, non-numeric columns,
+    empty input.  Also a :class:`ValueError`, as scikit-learn expects.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fsdask
+    >>> X = np.random.default_rng(0).normal(size=(6, 4))
+    >>> try:
+    ...     fsdask.Filter(statistic="ttest").fit(X, [0, 0, 0, 0, 0, 0])
+    ... except fsdask.InputError as err:
+    ...     print(err)
+    y has a single class (...); a supervised method needs at least two classes
+    """
 
 
 class InputTypeError(InputError, TypeError):
@@ -24,11 +53,39 @@ class InputTypeError(InputError, TypeError):
 
 
 class ParameterError(FsdaskError, ValueError):
-    """A parameter is out of its allowed range or of the wrong kind."""
+    """A parameter is out of its allowed range or of the wrong kind.
+
+    Raised by ``fit`` (the estimators' parameters are checked there, as in scikit-learn) and
+    by the commands; the message names the parameter.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fsdask
+    >>> X = np.random.default_rng(0).normal(size=(6, 4))
+    >>> try:
+    ...     fsdask.Filter(n_features_to_select=-1).fit(X, [0, 1, 0, 1, 0, 1])
+    ... except fsdask.ParameterError as err:
+    ...     print("n_features_to_select" in str(err))
+    True
+    """
 
 
 class StoreError(FsdaskError, OSError):
-    """A store is missing, unreachable, empty, incomplete or not an fsdask dataset."""
+    """A store is missing, unreachable, empty, incomplete or not an fsdask dataset.
+
+    Also an :class:`OSError`.  A corrupted chunk is one too: the message names the store and
+    the features that could not be read.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> try:
+    ...     fsdask.open_dataset("no-such-store.zarr")
+    ... except fsdask.StoreError as err:
+    ...     print(str(err).split(";")[0])
+    no-such-store.zarr: no such file or directory
+    """
 
 
 class ConvergenceWarning(_SklearnConvergenceWarning):

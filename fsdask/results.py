@@ -145,7 +145,36 @@ def write_result(
 ) -> str:
     """Write a result Dataset to a Zarr v3 store (local or fsspec URL), publish-then-swap.
 
-    An existing path is refused unless ``overwrite`` is given and it holds an fsdask result.
+    The new result is written complete next to the target, then moved into place, so an
+    interrupted write leaves the old result whole.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A selection result, e.g. an estimator's ``result_``.
+    url : str or path-like
+        Local path or fsspec URL (``s3://…``).
+    storage_options : mapping, optional
+        fsspec options (credentials, ``endpoint_url``); never written into the result.
+    overwrite : bool, default False
+        Replace an existing fsdask result at ``url``; anything else there is never replaced.
+    inputs : tuple of str, default ()
+        The locations the result was computed from: an output onto one of them is refused.
+
+    Returns
+    -------
+    str
+        The content fingerprint of the written result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fsdask
+    >>> X = np.random.default_rng(0).normal(size=(20, 50))
+    >>> sel = fsdask.Filter(statistic="variance", n_features_to_select=5).fit(X)
+    >>> fingerprint = fsdask.write_result(sel.result_, "variance.zarr")
+    >>> int(fsdask.open_result("variance.zarr")["selected"].sum())
+    5
     """
     return write_store(
         ds, url, kind="result", storage_options=storage_options, overwrite=overwrite, inputs=inputs
@@ -189,7 +218,37 @@ def open_store(
 def open_result(
     url: str | os.PathLike, storage_options: Mapping[str, Any] | None = None
 ) -> xr.Dataset:
-    """Open a result written by :func:`write_result`; refuse incomplete ones."""
+    """Open a result written by :func:`write_result` (or ``fsdask select -o``).
+
+    Parameters
+    ----------
+    url : str or path-like
+        Local path or fsspec URL of the result store.
+    storage_options : mapping, optional
+        fsspec options (credentials, ``endpoint_url``).
+
+    Returns
+    -------
+    xarray.Dataset
+        The result, loaded: ``weight``, ``rank`` and ``selected`` over ``feature`` (and
+        whatever else the method recorded), with the fit's provenance in its attributes.
+
+    Raises
+    ------
+    StoreError
+        When ``url`` holds no result, or an incomplete one (an interrupted write).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fsdask
+    >>> X = np.random.default_rng(0).normal(size=(20, 50))
+    >>> sel = fsdask.Filter(statistic="variance", n_features_to_select=5).fit(X)
+    >>> _ = fsdask.write_result(sel.result_, "result.zarr")
+    >>> result = fsdask.open_result("result.zarr")
+    >>> sorted(v for v in ("weight", "rank", "selected") if v in result)
+    ['rank', 'selected', 'weight']
+    """
     url = os.fspath(url)
     if (loc := Location.of(url)).is_local and not loc.exists():
         raise StoreError(f"{url}: no such result; run `fsdask select … --output {url}` first")

@@ -123,8 +123,13 @@ def test_systemd_unit_execstart_and_crontab_line_run_the_pipeline(tmp_path):
     )
     fields = line.split(None, 5)
     assert len(fields) == 6 and fields[:5] == ["15", "2", "*", "*", "*"]
+    # the line names its two paths once; nothing assumes a clone in $HOME or a logs/ folder
+    assert "$HOME" not in line and "~" not in line
+    command = re.sub(r"\bPROJECT=[^\s;]+", f"PROJECT={config.parent}", fields[5])
+    command = re.sub(r"\bFSDASK=[^\s;]+", f"FSDASK={home}/.local/bin/fsdask", command)
+    shutil.rmtree(config.parent / "logs")
     p = subprocess.run(
-        ["/bin/sh", "-c", fields[5]],
+        ["/bin/sh", "-c", command],
         env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
@@ -147,6 +152,7 @@ def _sbatch_env(tmp_path, **extra):
 def test_slurm_batch_script_sizes_the_local_cluster_from_the_allocation(tmp_path):
     """The batch script run as SLURM runs it (a bash script with SLURM_* set), no scheduler needed."""
     config = _project(tmp_path / "proj")
+    shutil.rmtree(config.parent / "logs")  # the script makes the log folder itself
     script = SCHED / "slurm" / "fsdask-nightly.sbatch"
     p = subprocess.run(
         ["bash", str(script), str(config)],
@@ -164,7 +170,8 @@ def test_slurm_batch_script_sizes_the_local_cluster_from_the_allocation(tmp_path
     sc = (SCHED / "slurm" / "scrontab").read_text().splitlines()
     assert any(x.startswith("#SCRON --cpus-per-task") for x in sc)
     cron = next(x for x in sc if x.strip() and not x.startswith("#"))
-    assert "cluster/scheduling/slurm/fsdask-nightly.sbatch" in cron and cron.split()[:5] == [
+    assert "$HOME" not in cron  # no clone in $HOME assumed
+    assert cron.split()[5].endswith("/fsdask-nightly.sbatch") and cron.split()[:5] == [
         "15",
         "2",
         "*",

@@ -26,7 +26,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "--features", type=int, default=200_000, help="number of features (default 200000)"
     )
     p.add_argument("--samples", type=int, default=100, help="number of samples (default 100)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic problems (default 0)")
     p.add_argument(
         "--methods",
         default=None,

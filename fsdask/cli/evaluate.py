@@ -57,7 +57,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
         default=[],
         help="method parameter, repeatable (values parsed as YAML)",
     )
-    p.add_argument("--protocol", choices=("loo", "kfold"), default="loo")
+    p.add_argument(
+        "--protocol",
+        choices=("loo", "kfold"),
+        default="loo",
+        help="leave-one-out or stratified k-fold cross-validation (default loo)",
+    )
     p.add_argument(
         "--folds", type=int, default=10, help="number of folds for --protocol kfold (default 10)"
     )

@@ -23,7 +23,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         description="Print shape, chunking, dtype, label summary and provenance of an "
         "fsdask dataset, or the top features of a result.",
     )
-    p.add_argument("url")
+    p.add_argument(
+        "url", help="a dataset or result store, or a file fsdask reads (local path or URL)"
+    )
     p.add_argument(
         "--top", type=int, default=10, help="for a result: how many top features to list"
     )

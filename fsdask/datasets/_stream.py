@@ -85,6 +85,32 @@ def write_synthetic(
     """Stream a generated problem into a Zarr store, chunk by chunk; returns the fingerprint.
 
     The relevant indices and the generator parameters go into the store's attributes.
+
+    Parameters
+    ----------
+    syn : Synthetic
+        A generated problem (:func:`weston_linear`, :func:`fermat_spiral`, …).
+    url : str or path-like
+        Local path or fsspec URL of the new store.
+    storage_options : mapping, optional
+        fsspec options.
+    overwrite : bool, default False
+        Replace an fsdask dataset already at ``url`` (nothing else is ever replaced).
+    chunk_bytes : int, default 64 MiB
+        Target size of a feature block.
+
+    Returns
+    -------
+    str
+        The store's content fingerprint.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.datasets import weston_linear, write_synthetic
+    >>> fingerprint = write_synthetic(weston_linear(n_features=500), "weston.zarr")
+    >>> fsdask.open_dataset("weston.zarr").attrs["relevant_features"]
+    [0, 1, 2, 3, 4, 5]
     """
     from fsdask.io import write_dataset
 

@@ -26,14 +26,44 @@ def principal_sources(
 ) -> Synthetic:
     """``n_sources`` independent N(0, 1) columns (features 0 … n_sources − 1) and their copies.
 
-    Every other feature j is ``w_j · s_{c(j)} + ε_j`` with the source c(j) uniform, |w_j|
+    Every other feature j is ``w_j · s_{c(j)} + ε_j`` with the source c(j) uniform, ``|w_j|``
     uniform in ``weights`` with a random sign, and ε_j ~ N(0, ``noise``²).  No labels: the
     relevant features are the sources, the q = ``n_sources`` principal features of X.
 
-    The default ``weights`` keep |w| ≤ 0.4: a copy standing in for its source then needs a
-    coefficient 1/|w| ≥ 2.5 on the source's column, against at most 1 in the source's own row
-    of A, so the ℓ∞ penalty of (4.2) separates them.  With |w| up to 0.6 a copy can tie with
+    The default ``weights`` keep ``|w| ≤ 0.4``: a copy standing in for its source then needs a
+    coefficient ``1/|w| ≥ 2.5`` on the source's column, against at most 1 in the source's own row
+    of A, so the ℓ∞ penalty of (4.2) separates them.  With ``|w|`` up to 0.6 a copy can tie with
     its source in that penalty (seed 0 at 20 000 features: one source replaced by a copy).
+
+    Parameters
+    ----------
+    n_samples : int, default 100
+        Number of samples.
+    n_features : int, default 20 000
+        Number of features, sources included.
+    n_sources : int, default 10
+        Number of source columns (the first ones).
+    weights : (float, float), default (0.2, 0.4)
+        Range of ``|w_j|``.
+    noise : float, default 0.5
+        Standard deviation of ε.
+    random_state : int, default 0
+        Seed.
+    dtype : numpy dtype, default float32
+        Type of X.
+
+    Returns
+    -------
+    Synthetic
+        ``dataset`` (a lazy ``xarray.Dataset`` with ``X`` only (no labels)), ``relevant`` (the
+        indices of the relevant features) and ``params``.
+
+    Examples
+    --------
+    >>> from fsdask.datasets import principal_sources
+    >>> syn = principal_sources(n_samples=30, n_features=200, n_sources=5)
+    >>> syn.dataset["X"].shape, syn.relevant.tolist()
+    ((30, 200), [0, 1, 2, 3, 4])
     """
     if not 0 < n_sources < n_features:
         raise ValueError(f"need 0 < n_sources < n_features; got {n_sources}, {n_features}")

@@ -72,6 +72,36 @@ def qalpha_clusters(
     drawn "similarly around n_c centres sampled uniformly inside the 120D hypercube with
     edges of length 2" ([−1, 1]) by the same rules, then each is permuted by its own random
     permutation.  ``y`` is the cluster index; relevant features are 0 … ``n_relevant`` − 1.
+
+    Parameters
+    ----------
+    n_clusters : int, default 3
+        n_c, the number of clusters.
+    n_points : int, default 60
+        Samples in all (rounded up to a multiple of ``n_clusters``).
+    n_relevant : int, default 5
+        Coordinates that show the clusters.
+    n_irrelevant : int, default 120
+        Coordinates permuted across samples.
+    max_variance : float, default 0.02
+        Upper end of the clusters' diagonal variances.
+    random_state : int, default 0
+        Seed.
+    dtype : numpy dtype, default float32
+        Type of X.
+
+    Returns
+    -------
+    Synthetic
+        ``dataset`` (a lazy ``xarray.Dataset`` with ``X`` and ``y``, the cluster index),
+        ``relevant`` (the indices of the relevant features) and ``params``.
+
+    Examples
+    --------
+    >>> from fsdask.datasets import qalpha_clusters
+    >>> syn = qalpha_clusters(n_clusters=3)
+    >>> syn.dataset["X"].shape, syn.relevant.tolist()
+    ((60, 125), [0, 1, 2, 3, 4])
     """
     if n_clusters < 1 or n_points < n_clusters:
         raise ValueError(

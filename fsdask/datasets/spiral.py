@@ -56,11 +56,30 @@ def fermat_spiral(
 
     Parameters
     ----------
-    n_irrelevant : number of irrelevant N(0, 1) features appended (the paper: 50 … 10⁶).
-    n_per_class : samples per class (the paper: 230, so N = 460).
-    turns, scale, noise : the spiral's shape (not given in the paper; see the module docstring).
-    random_state : seed; the irrelevant features are drawn in seeded blocks, so they do not
-        depend on chunking and can be streamed to Zarr at 10⁶ features.
+    n_irrelevant : int, default 50
+        Number of irrelevant N(0, 1) features appended (the paper: 50 … 10⁶).
+    n_per_class : int, default 230
+        Samples per class (the paper: 230, so N = 460).
+    turns, scale, noise : float
+        The spiral's shape (not given in the paper; see the module docstring).
+    random_state : int, default 0
+        Seed; the irrelevant features are drawn in seeded blocks, so they do not depend on
+        chunking and can be streamed to Zarr at 10⁶ features.
+    dtype : numpy dtype, default float32
+        Type of X.
+
+    Returns
+    -------
+    Synthetic
+        ``dataset`` (a lazy ``xarray.Dataset`` with ``X`` and ``y`` (two classes)), ``relevant`` (the
+        indices of the relevant features) and ``params``.
+
+    Examples
+    --------
+    >>> from fsdask.datasets import fermat_spiral
+    >>> syn = fermat_spiral(n_irrelevant=100, n_per_class=50)
+    >>> syn.dataset["X"].shape, syn.relevant.tolist()
+    ((100, 102), [0, 1])
     """
     if n_irrelevant < 0:
         raise ValueError("n_irrelevant must be >= 0")

@@ -38,6 +38,32 @@ def zarkoob_regression(
     Defaults are the thesis' sizes (50 samples × 60 features).  y is computed from the
     first seed group of columns (features 0…1023) only, so it is available without
     generating the rest; ε ~ N(0, ``noise_var``).
+
+    Parameters
+    ----------
+    n_samples : int, default 50
+        Number of samples.
+    n_features : int, default 60
+        Number of features (at least 15).
+    noise_var : float, default 0.01
+        Variance of ε.
+    random_state : int, default 0
+        Seed.
+    dtype : numpy dtype, default float32
+        Type of X.
+
+    Returns
+    -------
+    Synthetic
+        ``dataset`` (a lazy ``xarray.Dataset`` with ``X`` and ``y`` (a continuous response)), ``relevant`` (the
+        indices of the relevant features) and ``params``.
+
+    Examples
+    --------
+    >>> from fsdask.datasets import zarkoob_regression
+    >>> syn = zarkoob_regression()
+    >>> syn.dataset["X"].shape, syn.relevant.tolist()
+    ((50, 60), [4, 9, 14])
     """
     if n_features < 15:
         raise ValueError(

@@ -47,7 +47,7 @@ def _as_index_set(s: Any, n: int | None = None, name: str = "selected") -> np.nd
 
 
 def false_discovery_rate(selected: Any, relevant: Any) -> float:
-    """Fraction of the selected features that are not truly relevant, |S \\ R| / |S|.
+    """Fraction of the selected features that are not truly relevant, ``|S \\ R| / |S|``.
 
     Parameters
     ----------
@@ -58,6 +58,12 @@ def false_discovery_rate(selected: Any, relevant: Any) -> float:
     -------
     float
         In [0, 1]; 0 when nothing is selected (no discovery, no false discovery).
+
+    Examples
+    --------
+    >>> from fsdask.evaluate import false_discovery_rate
+    >>> false_discovery_rate([0, 1, 7, 9], relevant=[0, 1, 2])
+    0.5
     """
     S = _as_index_set(selected, name="selected")
     R = _as_index_set(relevant, name="relevant")
@@ -72,8 +78,25 @@ def sparsity_gap(weights: Any, relevant: Any) -> float:
     This is the Q-α paper's "sparsity gap" (Wolf & Shashua 2005, §6.1, Fig. 3b): the ratio
     of the average weight of the relevant coordinates to the average weight of the rest.
     The weights are used as given (α is non-negative for Q-α); pass ``np.abs(w)`` for
-    methods whose sign carries no relevance.  Returns ``inf`` when the irrelevant features
-    all weigh 0.
+    methods whose sign carries no relevance.
+
+    Parameters
+    ----------
+    weights : array-like of shape (p,)
+        The features' weights.
+    relevant : array-like
+        Boolean mask or integer indices of the relevant features.
+
+    Returns
+    -------
+    float
+        The ratio; ``inf`` when the irrelevant features all weigh 0.
+
+    Examples
+    --------
+    >>> from fsdask.evaluate import sparsity_gap
+    >>> round(sparsity_gap([0.9, 0.8, 0.1, 0.1, 0.05, 0.05], relevant=[0, 1]), 6)
+    11.333333
     """
     w = np.asarray(weights, dtype=np.float64).ravel()
     R = _as_index_set(relevant, w.size, name="relevant")
@@ -102,7 +125,25 @@ def kuncheva_index(sets: Iterable[Any], n_features: int) -> float:
 
     ``KI(A, B) = (r n − k²) / (k (n − k))`` with ``r = |A ∩ B|``, ``k`` the common size and
     ``n`` the total number of features (Kuncheva, "A stability index for feature selection",
-    AIAC 2007).  1 = identical sets, ≈ 0 = chance overlap, negative = less than chance.
+    AIAC 2007).
+
+    Parameters
+    ----------
+    sets : iterable of array-like
+        At least two feature sets of one size k (masks or indices), e.g. each fold's top k.
+    n_features : int
+        n, the number of features they were drawn from.
+
+    Returns
+    -------
+    float
+        1 = identical sets, ≈ 0 = chance overlap, negative = less than chance.
+
+    Examples
+    --------
+    >>> from fsdask.evaluate import kuncheva_index
+    >>> kuncheva_index([[0, 1, 2], [0, 1, 3]], n_features=100)
+    0.6563573883161512
     """
     S = _sets(sets)
     k = {s.size for s in S}
@@ -123,7 +164,24 @@ def kuncheva_index(sets: Iterable[Any], n_features: int) -> float:
 
 
 def jaccard_stability(sets: Iterable[Any]) -> float:
-    """Mean pairwise Jaccard similarity |A ∩ B| / |A ∪ B| of feature sets (1 = all identical)."""
+    """Mean pairwise Jaccard similarity ``|A ∩ B| / |A ∪ B|`` of feature sets.
+
+    Parameters
+    ----------
+    sets : iterable of array-like
+        At least two feature sets (masks or indices), e.g. each fold's selection.
+
+    Returns
+    -------
+    float
+        In [0, 1]; 1 when all sets are identical.
+
+    Examples
+    --------
+    >>> from fsdask.evaluate import jaccard_stability
+    >>> jaccard_stability([[0, 1, 2], [0, 1, 3]])
+    0.5
+    """
     S = _sets(sets)
     vals = []
     for a, b in itertools.combinations(S, 2):
@@ -172,8 +230,29 @@ def reconstruction_curve(X: Any, ranking: Sequence[int], center: bool = True) ->
     memory; then one streaming pass accumulates ``‖Q_jᵀ X_b‖²`` and ``‖X_b‖²`` over feature
     blocks: ``E_q = 1 − Σ_{j≤q} ‖q_jᵀX‖² / ‖X‖²``.
 
-    center
-        Centre every feature first (the paper assumes zero-centred columns).  The default.
+    Parameters
+    ----------
+    X : array-like of shape (n, p)
+        Samples × features (numpy, dask, xarray); read once, block by block.
+    ranking : sequence of int
+        Feature indices, best first (e.g. ``np.argsort(est.ranking_)[:50]``).
+    center : bool, default True
+        Centre every feature first (the paper assumes zero-centred columns).
+
+    Returns
+    -------
+    ndarray of shape (len(ranking),)
+        The normalised error after the first 1, 2, … features; non-increasing, in [0, 1].
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fsdask.evaluate import reconstruction_curve
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.normal(size=(50, 2))
+    >>> X = np.hstack([s, s @ rng.normal(size=(2, 8))])  # 8 columns made of the first 2
+    >>> np.round(reconstruction_curve(X, [0, 1, 2]), 6)
+    array([0.575822, 0.      , 0.      ])
     """
     from fsdask.linalg import sum_over_blocks
 
@@ -213,9 +292,32 @@ def reconstruction_error(X: Any, selected: Any, center: bool = True) -> float:
     ``X_S X_S⁺`` is the orthogonal projector onto the span of the selected columns, so this
     is the error of reconstructing every feature from the selected ones by least squares
     (Masaeli et al. 2010, §4 and §7, E normalised by ‖X‖²_F as in their figures).
-    Computed out of core: QR of the small n × |S| matrix X_S, then one streaming pass over
-    X's feature blocks.  ``selected`` is a boolean mask or indices; ``center`` centres the
-    features first (the paper's assumption; default True).
+    Computed out of core: QR of the small n × ``|S|`` matrix X_S, then one streaming pass over
+    X's feature blocks.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, p)
+        Samples × features (numpy, dask, xarray).
+    selected : array-like
+        Boolean mask or indices of the selected features.
+    center : bool, default True
+        Centre the features first (the paper's assumption).
+
+    Returns
+    -------
+    float
+        In [0, 1]: 0 when the selected columns span all of X.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fsdask.evaluate import reconstruction_error
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.normal(size=(50, 2))
+    >>> X = np.hstack([s, s @ rng.normal(size=(2, 8))])
+    >>> round(reconstruction_error(X, [0, 1]), 12)
+    0.0
     """
     Xd = _as_dask(X)
     S = _as_index_set(selected, Xd.shape[1])
@@ -229,5 +331,28 @@ def pev(X: Any, selected: Any, center: bool = True) -> float:
     dimensionally inconsistent (U_rᵀX is r × p, V_r is q × r) and state ``E = 1 − PEV``; we
     follow the identity: ``PEV = ‖U_rᵀ X‖²_F / ‖X‖²_F`` with U_r an orthonormal basis of the
     selected columns, i.e. the fraction of ‖X‖²_F captured by their span.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, p)
+        Samples × features (numpy, dask, xarray).
+    selected : array-like
+        Boolean mask or indices of the selected features.
+    center : bool, default True
+        Centre the features first.
+
+    Returns
+    -------
+    float
+        In [0, 1]: 1 when the selected columns span all of X.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fsdask.evaluate import pev
+    >>> rng = np.random.default_rng(0)
+    >>> s = rng.normal(size=(50, 2))
+    >>> round(pev(np.hstack([s, s @ rng.normal(size=(2, 8))]), [0, 1]), 12)
+    1.0
     """
     return 1.0 - reconstruction_error(X, selected, center=center)

@@ -912,17 +912,26 @@ def evaluate(
         ``y`` is used when ``y`` is None) and class labels.
     method
         A registry name (:func:`fsdask.get_method`, e.g. ``"ttest"``, ``"logo"``) or an
-        unfitted estimator (cloned for every fold); ``params`` are its keyword arguments.
+        unfitted estimator (cloned for every fold).
+    params
+        Keyword arguments of the method, with a registry name.
     protocol
-        ``"loo"`` (leave-one-out) or ``"kfold"`` (stratified, shuffled with ``random_state``,
-        ``n_splits`` folds).
+        ``"loo"`` (leave-one-out) or ``"kfold"`` (stratified, shuffled with ``random_state``).
+    n_splits
+        The number of folds of ``"kfold"`` (default 10).
     classifier
-        ``"svm"`` (linear SVM, ``C``) or ``"knn"`` (``n_neighbors``, Euclidean).
+        ``"svm"`` (linear SVM) or ``"knn"`` (k nearest neighbours, Euclidean, majority vote).
+    n_neighbors
+        k of the k-NN classifier (default 3).
+    C
+        The linear SVM's regularisation (default 1).
     n_features
         The numbers m of top-ranked features fed to the classifier: an int N (1..N) or a list.
     selection
         ``"inside"``: refit the selector on every training fold (honest).  ``"once"``: rank on
         all samples, cross-validate only the classifier (what some papers did; optimistic).
+    random_state
+        Seed of the k-fold shuffle (default 0).
     standardize
         Standardise the fed features with the training fold's mean and sd (default True).
     stability_k
@@ -938,6 +947,20 @@ def evaluate(
     Returns
     -------
     EvaluationResult
+        The error curve over m (``curve``), ``best_error`` and ``best_n_features``, the
+        folds' rankings and their ``stability``; ``to_markdown()`` describes exactly how it
+        was measured.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fsdask.evaluate import evaluate
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(30, 60)), np.repeat([0, 1], 15)
+    >>> X[y == 1, :3] += 2.0
+    >>> res = evaluate(X, y, method="ttest", protocol="kfold", n_splits=5, n_features=5)
+    >>> res.best_error < 0.2
+    True
     """
     return evaluate_classifiers(
         X,

@@ -138,6 +138,18 @@ def annotate_anndata(
         The annotated object, or ``out``.  Features of the AnnData absent from the result
         get selected False, weight NaN, rank -1.  Memory: ``var`` and one copy of the
         result's vectors; the matrix is copied file to file, never loaded.
+
+    Examples
+    --------
+    >>> import anndata as ad
+    >>> import numpy as np
+    >>> import fsdask
+    >>> adata = ad.AnnData(np.random.default_rng(0).normal(size=(20, 30)).astype("float32"))
+    >>> sel = fsdask.Filter(statistic="variance", n_features_to_select=5)
+    >>> sel = sel.fit(fsdask.open_dataset(adata))
+    >>> adata = fsdask.annotate_anndata(sel.result_, adata)
+    >>> list(adata.var.columns), int(adata.var["fsdask_selected"].sum())
+    (['fsdask_selected', 'fsdask_weight', 'fsdask_rank'], 5)
     """
     key = check_key(key_added)
     if not isinstance(adata_or_path, (str, os.PathLike)):

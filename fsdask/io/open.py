@@ -74,6 +74,15 @@ def open_dataset(
         (attribute ``layout``: ``"samples"``); else X is in (all samples × feature block) chunks.  A store fsdask did not write is only read, and its dataset has an
         attribute ``foreign`` saying so (shown by ``fsdask info``).  Memory: nothing is read
         until computed, then one block per task.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.datasets import weston_linear, write_synthetic
+    >>> _ = write_synthetic(weston_linear(n_features=300), "weston.zarr")
+    >>> ds = fsdask.open_dataset("weston.zarr")
+    >>> ds["X"].dims, ds["X"].shape, ds["y"].shape
+    (('sample', 'feature'), (100, 300), (100,))
     """
     options = read_options(url, options, loose)  # a bad option is refused before any read
     if not isinstance(url, (str, os.PathLike)):

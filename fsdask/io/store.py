@@ -430,6 +430,17 @@ def write_dataset(
     -------
     str
         The content fingerprint.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import xarray as xr
+    >>> import fsdask
+    >>> X = np.random.default_rng(0).normal(size=(10, 30)).astype("float32")
+    >>> ds = xr.Dataset({"X": (("sample", "feature"), X), "y": ("sample", np.arange(10) % 2)})
+    >>> fingerprint = fsdask.write_dataset(ds, "data.zarr")
+    >>> fsdask.open_dataset("data.zarr")["X"].shape
+    (10, 30)
     """
     loc = Location.of(url, storage_options)
     out, block = _canonical(ds, chunk_bytes, block)

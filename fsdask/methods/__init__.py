@@ -34,7 +34,22 @@ REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 
 def available_methods() -> list[str]:
-    """Names accepted by :func:`get_method` and ``--method`` whose module is installed."""
+    """The method names accepted by :func:`get_method` and ``--method``.
+
+    Only methods whose module imports in this installation are listed.
+
+    Returns
+    -------
+    list of str
+        Registered names, in the order ``fsdask select --help`` lists them.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> names = fsdask.available_methods()
+    >>> names[:3], "logo" in names
+    (['variance', 'pearson', 'fisher'], True)
+    """
     out = []
     for name, (mod, cls, _) in REGISTRY.items():
         try:
@@ -46,7 +61,34 @@ def available_methods() -> list[str]:
 
 
 def get_method(name: str, **params: Any):
-    """Instantiate the estimator registered as ``name`` with ``params``."""
+    """Instantiate the estimator registered as ``name`` (what ``--method NAME`` runs).
+
+    Parameters
+    ----------
+    name : str
+        A name of :func:`available_methods` (case and ``-``/``_`` are ignored).
+    **params
+        Parameters of the estimator; a filter's ``statistic`` is fixed by its name.
+
+    Returns
+    -------
+    sklearn.base.BaseEstimator
+        The unfitted estimator.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown name or a parameter the estimator does not take.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> est = fsdask.get_method("ttest", n_features_to_select=50)
+    >>> type(est).__name__, est.statistic
+    ('Filter', 'ttest')
+    >>> fsdask.get_method("logo", sigma=1.0)
+    Logo(sigma=1.0)
+    """
     key = name.lower().replace("-", "_")
     if key not in REGISTRY:
         raise ParameterError(

@@ -443,7 +443,8 @@ class Filter(Selector):
     equal_var : bool, default False
         t-test only: Student's pooled-variance t instead of Welch's.
     log_scale : {"auto", True, False}
-        fold_change only: data already on a log scale (then the fold change is |μ₁ − μ₂|).
+        fold_change only: data already on a log scale (then the fold change is
+        ``|μ₁ − μ₂|``).
         ``auto`` says yes when X has any value ≤ 0 (raw intensities are positive).
     on_constant : {"drop", "error"}
         Constant features get weight 0 and are never selected (``drop``), or raise.
@@ -458,7 +459,13 @@ class Filter(Selector):
 
     Attributes
     ----------
-    scores_, ranking_, support_, result_
+    scores_ : ndarray of shape (n_features,)
+        The statistic of each feature (higher = more relevant; 0 for constant features).
+    ranking_ : ndarray of shape (n_features,)
+        1 = best.
+    result_ : xarray.Dataset
+        ``weight``, ``rank``, ``selected`` over ``feature`` (and ``pvalue``, ``pvalue_adj``,
+        ``direction`` where the statistic has them), the fit's provenance in its attributes.
     groups_ : ndarray or None
         The groups tested (``groups=``), in the order of ``result_``'s ``group`` dimension,
         whose variables ``group_score``, ``group_pvalue``, ``group_pvalue_adj``,
@@ -478,6 +485,19 @@ class Filter(Selector):
     feature is larger in the second class (classes in sorted order, as ``np.unique`` gives
     them) or grows with y (pearson), −1 the other way, 0 for no difference, NaN for constant
     features.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fsdask
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(30, 100)), np.repeat([0, 1], 15)
+    >>> X[y == 1, :3] += 2.0  # features 0-2 differ between the classes
+    >>> sel = fsdask.Filter(statistic="ttest", n_features_to_select=3).fit(X, y)
+    >>> sel.get_support(indices=True)
+    array([0, 1, 2])
+    >>> bool((sel.pvalues_[:3] < 1e-3).all())
+    True
     """
 
     _parameter_constraints: dict = {
@@ -808,10 +828,13 @@ class LaplacianScore(SampleLimit, Selector):
     Parameters
     ----------
     n_neighbors : int, default 5
+        k of the kNN graph between samples.
     t : float or None
         Heat-kernel width; None uses the mean squared distance.
     n_features_to_select : int, float or None
+        How many to select (a fraction of the features if a float); None keeps the top half.
     on_constant : {"drop", "error"}
+        Constant features get weight 0 and are never selected (``drop``), or raise.
     max_samples : int or None, default None
         Fit on at most this many samples, drawn uniformly (the score uses no labels) with
         ``random_state``; recorded in ``result_.attrs`` (``max_samples``,
@@ -819,6 +842,16 @@ class LaplacianScore(SampleLimit, Selector):
         every sample.
     random_state : int or None, default 0
         Seed of the ``max_samples`` subsample (None: one is drawn and recorded).
+
+    Attributes
+    ----------
+    scores_ : ndarray of shape (n_features,)
+        −L_r (higher = more relevant).
+    ranking_ : ndarray of shape (n_features,)
+        1 = best.
+    result_ : xarray.Dataset
+        ``weight``, ``rank`` and ``selected`` over ``feature``, the fit's provenance in its
+        attributes.
 
     Notes
     -----
@@ -830,6 +863,15 @@ class LaplacianScore(SampleLimit, Selector):
     :func:`fsdask.methods.quadratic.laplacian_cost`).  Both are estimated from X's shape
     before X is read: the fit starts with a line stating them, and above the memory budget
     it is refused, naming ``max_samples`` and the budget as remedies.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.datasets import qalpha_clusters
+    >>> X = qalpha_clusters(n_clusters=3).dataset["X"].values  # features 0-4 show clusters
+    >>> sel = fsdask.LaplacianScore(n_features_to_select=5).fit(X)
+    >>> int(sel.get_support().sum())
+    5
     """
 
     method_name = "laplacian_score"

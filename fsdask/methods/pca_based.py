@@ -115,15 +115,36 @@ class _PCABase(Selector):
 
 
 class JolliffeI(_PCABase):
-    """Jolliffe's iterative loading method: largest |loading| on PC1, remove, recompute.
+    """Jolliffe's iterative loading method: largest ``|loading|`` on PC1, remove, recompute.
 
     Parameters
     ----------
     n_features_to_select : int or None (half of p)
         Number of picks; the pick order is the ranking (unpicked features follow, by their
-        |loading| on the last first-PC).
+        ``|loading|`` on the last first-PC).
     scale : bool
         Standardise columns (default: centre only, as in the paper).
+    on_constant : {"drop", "error"}
+        Constant features get weight 0 and are never selected (``drop``), or raise.
+
+    Attributes
+    ----------
+    scores_ : ndarray of shape (n_features,)
+        Higher for earlier picks.
+    ranking_ : ndarray of shape (n_features,)
+        1 = best.
+    result_ : xarray.Dataset
+        ``weight``, ``rank`` and ``selected`` over ``feature``, the fit's provenance in its
+        attributes.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.datasets import principal_sources
+    >>> X = principal_sources(n_samples=40, n_features=100, n_sources=4).dataset["X"].values
+    >>> sel = fsdask.JolliffeI(n_features_to_select=4).fit(X)
+    >>> sel.get_support(indices=True)
+    array([0, 1, 2, 3])
     """
 
     method_name = "jolliffe_i"
@@ -156,10 +177,10 @@ class JolliffeI(_PCABase):
 
 
 class JolliffeNI(_PCABase):
-    """Jolliffe's non-iterative loading method: for PCs 1 … q, the unpicked feature with the largest |loading|.
+    """Jolliffe's non-iterative loading method: for PCs 1 … q, the unpicked feature with the largest ``|loading|``.
 
     The pick order (over min(p, r) PCs) is the ranking; features beyond are ranked by their
-    largest |loading| weighted by the PC's singular value.
+    largest ``|loading|`` weighted by the PC's singular value.
 
     Parameters
     ----------
@@ -167,6 +188,27 @@ class JolliffeNI(_PCABase):
         Features kept: the first picks.
     scale : bool
         Standardise columns (default: centre only, as in the paper).
+    on_constant : {"drop", "error"}
+        Constant features get weight 0 and are never selected (``drop``), or raise.
+
+    Attributes
+    ----------
+    scores_ : ndarray of shape (n_features,)
+        Higher for earlier picks.
+    ranking_ : ndarray of shape (n_features,)
+        1 = best.
+    result_ : xarray.Dataset
+        ``weight``, ``rank`` and ``selected`` over ``feature``, the fit's provenance in its
+        attributes.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.datasets import principal_sources
+    >>> X = principal_sources(n_samples=40, n_features=100, n_sources=4).dataset["X"].values
+    >>> sel = fsdask.JolliffeNI(n_features_to_select=4).fit(X)
+    >>> sel.get_support(indices=True)
+    array([0, 1, 2, 3])
     """
 
     method_name = "jolliffe_ni"
@@ -209,6 +251,31 @@ class PFA(_PCABase):
         k-means restarts (the paper: 10), seeds ``random_state + i``; the best inertia wins.
     random_state : int
         Base seed.
+    max_iter : int
+        k-means iterations per restart.
+    scale : bool
+        Standardise columns (default: centre only).
+    on_constant : {"drop", "error"}
+        Constant features get weight 0 and are never selected (``drop``), or raise.
+
+    Attributes
+    ----------
+    scores_ : ndarray of shape (n_features,)
+        Higher for the features nearest their cluster's centre.
+    ranking_ : ndarray of shape (n_features,)
+        1 = best.
+    result_ : xarray.Dataset
+        ``weight``, ``rank`` and ``selected`` over ``feature``, the fit's provenance in its
+        attributes.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.datasets import principal_sources
+    >>> X = principal_sources(n_samples=40, n_features=100, n_sources=4).dataset["X"].values
+    >>> sel = fsdask.PFA(n_features_to_select=4).fit(X)
+    >>> int(sel.get_support().sum())
+    4
     """
 
     method_name = "pfa"
@@ -313,7 +380,7 @@ class SparsePCASelector(_PCABase):
 
     scikit-learn's ``SparsePCA(n_components=1, alpha)`` is fitted on the centred X (held in
     memory: a baseline for n × p that fits) and α is bisected on a log scale until q
-    loadings are nonzero (or the closest count ≥ q, the q largest |loadings| kept).
+    loadings are nonzero (or the closest count ≥ q, the q largest ``|loadings|`` kept).
 
     Parameters
     ----------
@@ -326,6 +393,27 @@ class SparsePCASelector(_PCABase):
         Seed of ``SparsePCA``.
     scale : bool
         Standardise columns (default: centre only).
+    on_constant : {"drop", "error"}
+        Constant features get weight 0 and are never selected (``drop``), or raise.
+
+    Attributes
+    ----------
+    scores_ : ndarray of shape (n_features,)
+        ``|loading|`` on the sparse component.
+    ranking_ : ndarray of shape (n_features,)
+        1 = best.
+    result_ : xarray.Dataset
+        ``weight``, ``rank`` and ``selected`` over ``feature``, the fit's provenance in its
+        attributes.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.datasets import principal_sources
+    >>> X = principal_sources(n_samples=40, n_features=100, n_sources=4).dataset["X"].values
+    >>> sel = fsdask.SparsePCASelector(n_features_to_select=4).fit(X)
+    >>> int(sel.get_support().sum())
+    4
     """
 
     method_name = "spca"

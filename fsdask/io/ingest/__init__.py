@@ -94,6 +94,17 @@ def ingest(
     -------
     str
         The dataset's content fingerprint.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import fsdask
+    >>> rng = np.random.default_rng(0)
+    >>> np.savez("data.npz", X=rng.normal(size=(12, 40)), y=np.repeat([0, 1], 6))
+    >>> fingerprint = fsdask.ingest("data.npz", "data.zarr")
+    >>> ds = fsdask.open_dataset("data.zarr")
+    >>> ds["X"].shape, ds["X"].dtype.name
+    ((12, 40), 'float32')
     """
     options = read_options(source, options, loose)
     url = os.fspath(url)

@@ -51,7 +51,7 @@ class CPFS(Selector):
     lambdas : sequence of float, optional
         An explicit grid (used as given, sorted decreasing).
     max_features : int, "auto" or None
-        Stop the path once this many rows are nonzero (the p² wall; see README); "auto":
+        Stop the path once this many rows are nonzero (the p² wall); "auto":
         min(n, p, 250) on the default path (no ``lam``, ``lambdas``, ``n_features_to_select``),
         else no limit.  Where and why the path stopped: ``result_.attrs["path_stop"]`` and
         ``["path_stop_reason"]``.
@@ -96,12 +96,36 @@ class CPFS(Selector):
 
     Attributes
     ----------
-    scores_ : row ∞-norms ``‖a_i‖_∞`` at the final λ.
-    ranking_ : by entry λ (the largest λ at which the row is nonzero), then ``scores_``.
-    coef_ : A (p × p) when p ≤ 2000, else its nonzero rows (``coef_rows_`` gives their indices).
-    lambda_ : the final λ.  lambda_max_ : where A = 0.  duality_gap_ : relative gap at ``lambda_``.
-    path_ : ``xarray.Dataset`` over ``lambda`` (row norms, diagonal of A, active counts, gaps).
-    result_ : the path variables are also in the result (dims ``lambda``, ``feature``).
+    scores_ : ndarray of shape (p,)
+        Row ∞-norms ``‖a_i‖_∞`` at the final λ.
+    ranking_ : ndarray of shape (p,)
+        By entry λ (the largest λ at which the row is nonzero), then ``scores_``; 1 = best.
+    coef_ : ndarray
+        A (p × p) when p ≤ 2000, else its nonzero rows (``coef_rows_`` gives their indices).
+    lambda_ : float
+        The final λ.
+    lambda_max_ : float
+        The smallest λ at which A = 0.
+    duality_gap_ : float
+        The relative duality gap at ``lambda_`` (the certificate, ≤ ``tol``).
+    path_ : xarray.Dataset
+        Over ``lambda``: row norms, diagonal of A, active counts, gaps (see :func:`cpfs_path`).
+    result_ : xarray.Dataset
+        ``weight``, ``rank``, ``selected`` per feature, and the path variables (dims
+        ``lambda``, ``feature``).
+
+    Examples
+    --------
+    Four source columns and 96 noisy multiples of them: CPFS keeps the sources.
+
+    >>> import fsdask
+    >>> from fsdask.datasets import principal_sources
+    >>> syn = principal_sources(n_samples=40, n_features=100, n_sources=4, random_state=0)
+    >>> sel = fsdask.CPFS(n_features_to_select=4).fit(syn.dataset["X"].values)
+    >>> sel.get_support(indices=True)
+    array([0, 1, 2, 3])
+    >>> bool(sel.duality_gap_ <= 1e-4)
+    True
     """
 
     method_name = "cpfs"

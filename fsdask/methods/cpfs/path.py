@@ -690,7 +690,7 @@ def cpfs_path(
         dask array of a fit's features (finite, non-constant).
     n_lambdas, lambda_min_ratio, lambdas, max_features, n_features_to_select, lam, max_iter, \
 tol, solver, scale, energy_tol, max_bisect, on_duplicate, memory_budget, max_scan_flops
-        As for :class:`~fsdask.methods.cpfs.CPFS`; the last two only without ``ctx`` (a
+        As for :class:`~fsdask.CPFS`; the last two only without ``ctx`` (a
         fit's context carries its budget, and its estimator checks the scan cost).
     ctx : FitContext, optional
         The fit's context (budget, checkpoint, warnings, progress).  None: X is validated,
@@ -703,7 +703,16 @@ tol, solver, scale, energy_tol, max_bisect, on_duplicate, memory_budget, max_sca
         The path; its attributes hold the final λ, λ_max, the certificate (``duality_gap``,
         ``primal``, ``dual``), ``converged``, the factor's ``rank`` and the run's counts.
         Memory: the factor B (r·p·8 bytes), G when p²·8 bytes fit the budget, A's working
-        rows (|S|·p·8 bytes) and two (n_λ × p) path arrays; X is never held.
+        rows (``|S|``·p·8 bytes) and two (n_λ × p) path arrays; X is never held.
+
+    Examples
+    --------
+    >>> import fsdask
+    >>> from fsdask.datasets import principal_sources
+    >>> X = principal_sources(n_samples=40, n_features=100, n_sources=4).dataset["X"].values
+    >>> path = fsdask.cpfs_path(X, n_lambdas=5)
+    >>> path["path_row_norm"].dims, path.attrs["path_stop"]
+    (('lambda', 'feature'), 'max_features')
     """
     options = PathOptions(
         n_lambdas=n_lambdas,

@@ -35,10 +35,10 @@ class SparseHSIC(Selector):
     gamma : float > 1, default 1.1
         γ of (3.4), the penalty on deviating from rank one.  γ ≤ 1 is refused: at γ = 1 the
         row test (3.6) no longer penalises a row's part orthogonal to v (it becomes a plain
-        threshold on |A_iN v_N|, the thresholding §3.3.1 argues against) and for γ < 1 that
+        threshold on ``|A_iN v_N|``, the thresholding §3.3.1 argues against) and for γ < 1 that
         orthogonal part counts *in favour* of a row.
     rho : float ≥ 0 or "auto", default "auto"
-        ρ of (3.4), the size penalty |M||N|; larger ρ → fewer features.  A number is on the
+        ρ of (3.4), the size penalty ``|M||N|``; larger ρ → fewer features.  A number is on the
         scale of A = X H Δᵀ/(n − 1) (see the module docstring; 0.015 is the value the thesis
         chose by hand for its §3.4.1 example).  "auto": the noise level of :func:`rho_noise`,
         which p features independent of y all stay below with probability 95 % — scale-free;
@@ -55,8 +55,12 @@ class SparseHSIC(Selector):
         linear kernel A_i is a covariance, so on raw data a high-variance noise feature
         outranks a relevant one.  ``False`` is the thesis' exact behaviour (features only
         centred, by H).
-    kernel_rank, kernel_width : for ``response="rbf"``.
-    max_iter, tol : SparsePM stopping.
+    kernel_rank, kernel_width : int or None, float or None
+        For ``response="rbf"``: the rank of the kernel factor (None: what keeps 99.9 % of
+        its trace, at most 50) and the kernel width (None: the median heuristic).
+    max_iter, tol : int, float
+        SparsePM stopping: iterations at most, and the change of the objective below
+        which it stops.
     memory_budget : int, str or None
         A is held in memory if m·c·8 bytes fit this budget (None: dask config
         ``fsdask.memory-budget``), else kept as a persisted, row-chunked dask array (each
@@ -71,11 +75,32 @@ class SparseHSIC(Selector):
 
     Attributes
     ----------
-    scores_ : |u| (max over components), zero outside the selected rows M.
-    ranking_ : selected features by |u|, then the rest by ‖A_i‖ (their single-feature HSIC).
-    components_ : (n_components_, n_features) the sparse vectors u.
-    sigma_, v_ : σ and v of each component; ``hsic_A_`` the matrix A (when in memory);
-    rho_ : the ρ used; objective_ : the trace of (3.4) for the first component.
+    scores_ : ndarray of shape (n_features,)
+        ``|u|`` (max over components), zero outside the selected rows M.
+    ranking_ : ndarray of shape (n_features,)
+        Selected features by ``|u|``, then the rest by ‖A_i‖ (their single-feature HSIC).
+    components_ : ndarray of shape (n_components, n_features)
+        The sparse vectors u.
+    sigma_, v_ : ndarray
+        σ and v of each component; ``hsic_A_`` is the matrix A (when in memory).
+    rho_ : float
+        The ρ used.
+    objective_ : ndarray
+        The trace of (3.4) for the first component.
+    result_ : xarray.Dataset
+        ``weight``, ``rank``, ``selected`` over ``feature``, the fit's provenance in its
+        attributes.
+
+    Examples
+    --------
+    Zarkoob's §3.4.1 problem: y = sin(x₄) + sin(x₉) + x₁₄² + noise over 60 features.
+
+    >>> import fsdask
+    >>> from fsdask.datasets import zarkoob_regression
+    >>> ds = zarkoob_regression().dataset
+    >>> sel = fsdask.SparseHSIC(n_features_to_select=3).fit(ds["X"].values, ds["y"].values)
+    >>> sel.get_support(indices=True)
+    array([ 4,  9, 14])
     """
 
     method_name = "hsic"

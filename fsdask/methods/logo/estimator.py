@@ -25,32 +25,47 @@ class Logo(SampleLimit, Selector):
 
     Parameters
     ----------
-    sigma : kernel width σ of ``k(d) = exp(−d/σ)`` (> 0).  The paper: 2 (spiral), 5
+    sigma : float, default 2.0
+        Kernel width σ of ``k(d) = exp(−d/σ)`` (> 0).  The paper: 2 (spiral), 5
         (microarrays); a larger σ converges faster (Fig. 5b).
-    lam : ℓ1 regularisation λ ≥ 0 of eq. 7 (the paper: 1).
-    theta : stop when ``‖w(t) − w(t−1)‖₂ < θ`` (the paper: 0.01).
-    max_iter : maximum number of outer (fixed-point) iterations.
-    solver : ``"lbfgs"`` (L-BFGS-B on w ≥ 0, default, fewest passes over Z̄) or ``"gd"``
-        (the paper's v² gradient descent with line search, eq. 10).
-    n_features_to_select : top-k selection; ``None`` selects weights > ``support_threshold``
-        × max weight (the paper: 0.01, §4.2).
-    elim_tol : weights ≤ this leave the active set (the paper: 1e-8).
-    eliminate : ``False`` keeps every feature in every iteration (plain Algorithm 1).
-    certify : check the optimality of every eliminated feature at the end (one pass) and
-        let violators rejoin; ``False`` gives the paper's plain elimination.
-    kkt_tol : a feature violates optimality when ``∂/∂w_j < −kkt_tol``.
-    inner_tol, inner_max_iter : tolerance / iteration cap of the inner solver.
-    memory_budget : bytes (or "1GiB"); None reads dask config ``fsdask.memory-budget``.  X's
-        active columns and Z̄ are held in memory once N·J_active·8 bytes fit; above it they
-        stay chunked (dask) and every product is a sweep.  More samples N than it holds the
+    lam : float, default 1.0
+        ℓ1 regularisation λ ≥ 0 of eq. 7 (the paper: 1).
+    theta : float, default 0.01
+        Stop when ``‖w(t) − w(t−1)‖₂ < θ`` (the paper: 0.01).
+    max_iter : int, default 30
+        Maximum number of outer (fixed-point) iterations.
+    solver : {"lbfgs", "gd"}
+        ``"lbfgs"`` (L-BFGS-B on w ≥ 0, default, fewest passes over Z̄) or ``"gd"`` (the
+        paper's v² gradient descent with line search, eq. 10).
+    n_features_to_select : int, float or None
+        Top-k selection; ``None`` selects weights > ``support_threshold`` × max weight.
+    elim_tol : float, default 1e-8
+        Weights ≤ this leave the active set (the paper: 1e-8).
+    eliminate : bool, default True
+        ``False`` keeps every feature in every iteration (plain Algorithm 1).
+    certify : bool, default True
+        Check the optimality of every eliminated feature at the end (one pass) and let
+        violators rejoin; ``False`` gives the paper's plain elimination.
+    kkt_tol : float, default 1e-6
+        A feature violates optimality when ``∂/∂w_j < −kkt_tol``.
+    inner_tol, inner_max_iter : float, int
+        Tolerance and iteration cap of the inner solver.
+    support_threshold : float, default 0.01
+        Without ``n_features_to_select``, the weights above this share of the largest are
+        selected (the paper: 0.01, §4.2).
+    memory_budget : int, str or None
+        Bytes (or "1GiB"); None reads dask config ``fsdask.memory-budget``.  X's active
+        columns and Z̄ are held in memory once N·J_active·8 bytes fit; above it they stay
+        chunked (dask) and every product is a sweep.  More samples N than it holds the
         N × N matrices for (8·(TREE_SUM_COPIES + 1)·N² bytes) are refused before X is read;
         0 leaves that check off.
-    on_constant : ``"drop"`` (constant features get weight 0) or ``"error"``.
-    standardize : divide every feature by its standard deviation first (default ``True``:
-        Manhattan distances weigh features by their scale, so on raw data a high-variance
-        noise feature outweighs a relevant one); ``False`` is the paper's exact behaviour
-        (its data were standardised beforehand).  Costs one extra pass over X when X does not
-        fit the memory budget.
+    on_constant : {"drop", "error"}
+        ``"drop"`` (constant features get weight 0) or ``"error"``.
+    standardize : bool, default True
+        Divide every feature by its standard deviation first (Manhattan distances weigh
+        features by their scale, so on raw data a high-variance noise feature outweighs a
+        relevant one); ``False`` is the paper's exact behaviour (its data were standardised
+        beforehand).  Costs one extra pass over X when X does not fit the memory budget.
     max_samples : int or None, default None
         Fit on at most this many samples, drawn per class in proportion to its size (every
         class keeps 2, a nearest hit for each of its samples; refused when ``max_samples``
@@ -59,6 +74,16 @@ class Logo(SampleLimit, Selector):
         None uses every sample.
     random_state : int or None, default 0
         Seed of the ``max_samples`` subsample (None: one is drawn and recorded).
+
+    Attributes
+    ----------
+    scores_ : ndarray of shape (n_features,)
+        The weights w (0 for eliminated and constant features).
+    ranking_ : ndarray of shape (n_features,)
+        1 = best.
+    result_ : xarray.Dataset
+        ``weight``, ``rank``, ``selected`` over ``feature``; ``delta_trace`` (‖Δw‖ per
+        outer iteration) and ``n_rejoined`` among its attributes.
 
     Notes
     -----
@@ -69,6 +94,19 @@ class Logo(SampleLimit, Selector):
     ``max_iter`` times (see :func:`fsdask.methods.quadratic.logo_cost`).  Both are estimated
     from X's shape before X is read: the fit starts with a line stating them, and above the
     memory budget it is refused, naming ``max_samples`` and the budget as remedies.
+
+    Examples
+    --------
+    Fermat's spiral: two classes wound around each other in features 0 and 1, among 50
+    irrelevant ones.
+
+    >>> import numpy as np
+    >>> import fsdask
+    >>> from fsdask.datasets import fermat_spiral
+    >>> ds = fermat_spiral(n_irrelevant=50, n_per_class=50).dataset
+    >>> logo = fsdask.Logo().fit(ds["X"].values, ds["y"].values)
+    >>> sorted(np.argsort(logo.ranking_)[:2].tolist())
+    [0, 1]
     """
 
     method_name = "logo"

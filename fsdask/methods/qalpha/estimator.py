@@ -47,6 +47,7 @@ class QAlpha(SampleLimit, Selector):
         ``sigma`` (rbf, default 1), ``degree``/``coef0`` (poly, 2/0), ``block`` (sessions, 8),
         or keyword arguments for a callable.
     max_iter : int, default 100
+        Iterations at most.
     tol : float, default 1e-6
         Converged when ‖α⁽ʳ⁾ − α⁽ʳ⁻¹⁾‖ < tol.  ``converged_`` says whether it happened.
     n_features_to_select : None, int, float in (0, 1) or "auto"
@@ -67,7 +68,8 @@ class QAlpha(SampleLimit, Selector):
         ``memory_budget`` with its tree-sum, r ≤ 4096 at 1 GiB), TSQR, or
         Lanczos on Wᵀ W (one pass per product, warm-started).
     random_state : int, default 0
-        Seeds random starts and the ``max_samples`` subsample.
+        Seeds the random starts (``init="random"``, ``n_init``) and the ``max_samples``
+        subsample.
     on_constant : {"drop", "error"}
         Constant features have no direction after centring: weight 0 and never selected
         (``drop``), or an error.
@@ -87,13 +89,27 @@ class QAlpha(SampleLimit, Selector):
 
     Attributes
     ----------
-    scores_ : α (0 for dropped constant features)   ranking_ : 1 = best
-    Q_ : q × k (supervised: dict of Q^{gh}; kernel: None — Q lives in feature space)
-    E_ : kernel variant only, n × k with Q = Mᵀ E
-    n_iter_, objective_ (criterion per iteration), converged_, result_
-    n_passes_ : reads of X after the input check.  An X of at most ``fsdask.hold-x-below``
-        bytes (dask config, default 32 MiB) is read once into memory and iterated there
-        (n_passes_ = 1); set it to 0 to keep every pass on dask.
+    scores_ : ndarray of shape (n_features,)
+        α (0 for dropped constant features).
+    ranking_ : ndarray of shape (n_features,)
+        1 = best.
+    Q_ : ndarray or dict or None
+        q × k (supervised: dict of Q^{gh}; kernel: None — Q lives in feature space).
+    E_ : ndarray
+        Kernel variant only: n × k with Q = Mᵀ E.
+    n_iter_ : int
+        Iterations run.
+    objective_ : ndarray
+        The criterion per iteration.
+    converged_ : bool
+        Whether ‖Δα‖ fell below ``tol``.
+    result_ : xarray.Dataset
+        ``weight``, ``rank``, ``selected`` over ``feature``, the fit's provenance in its
+        attributes.
+    n_passes_ : int
+        Reads of X after the input check.  An X of at most ``fsdask.hold-x-below`` bytes
+        (dask config, default 32 MiB) is read once into memory and iterated there
+        (``n_passes_`` = 1); set it to 0 to keep every pass on dask.
 
     Notes
     -----
@@ -106,6 +122,19 @@ class QAlpha(SampleLimit, Selector):
     :func:`fsdask.methods.quadratic.qalpha_cost`).  Both are estimated from X's shape
     before X is read: the fit starts with a line stating them, and above the memory budget
     it is refused, naming ``max_samples`` and the budget as remedies.
+
+    Examples
+    --------
+    The cluster model of §6: 3 clusters visible in features 0-4 only, unsupervised.
+
+    >>> import numpy as np
+    >>> import fsdask
+    >>> from fsdask.datasets import qalpha_clusters
+    >>> X = qalpha_clusters(n_clusters=3).dataset["X"].values
+    >>> sel = fsdask.QAlpha(k=3, n_init=3).fit(X)
+    >>> top5 = np.argsort(sel.ranking_)[:5]
+    >>> len(set(top5.tolist()) & {0, 1, 2, 3, 4}) >= 3
+    True
     """
 
     method_name = "qalpha"

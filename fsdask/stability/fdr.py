@@ -105,6 +105,16 @@ class FDR(Selector):
     between X and y at all: a feature's p-value is exact for "y independent of X" and only
     approximate for "this feature is irrelevant while others are relevant".  Unsupervised
     selectors have no labels to permute and are refused.
+
+    Examples
+    --------
+    >>> import numpy as np, fsdask
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(60, 200)), np.repeat([0, 1], 30)
+    >>> X[y == 1, :5] += 2.0
+    >>> fdr = fsdask.FDR(fsdask.Filter("ttest"), q=0.05).fit(X, y)
+    >>> bool(fdr.support_[:5].all()), int(fdr.support_.sum())  # the 5 planted and 2 others
+    (True, 7)
     """
 
     _parameter_constraints: dict = {

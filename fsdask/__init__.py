@@ -52,6 +52,7 @@ _LAZY = {
     "SparsePCASelector": "fsdask.methods.pca_based",
     "LaplacianScore": "fsdask.methods.filters",
     "annotate_anndata": "fsdask.io.anndata_write",
+    "write_var": "fsdask.io.writeback",
 }
 
 

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from fsdask.api.common import check_count
 from fsdask.api.spec import DATA_READS, command
@@ -33,6 +33,8 @@ def select(
     resume: bool | None = None,
     as_json: bool = False,
     stdout=None,
+    write_var: bool = False,
+    overwrite_var: Sequence[str] = (),
 ) -> str:
     """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
 
@@ -67,6 +69,11 @@ def select(
         Print one JSON object (:func:`summary`) instead of the table.
     stdout : file, optional
         Where to print (default: ``sys.stdout``).
+    write_var : bool
+        Also write the selection into the input, an AnnData-on-Zarr store, in place
+        (:func:`fsdask.io.writeback.write_var`; checked before the fit).
+    overwrite_var : sequence of str
+        Existing ``var`` columns ``write_var`` may replace (``"all"``: all it writes).
 
     Returns
     -------
@@ -84,6 +91,7 @@ def select(
     est = get_method(method, **dict(params or {}))
     ds = open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
     _check_outputs(url, output, csv, so, overwrite)
+    _check_write_var(url, est, write_var, overwrite_var, so, read)
     ckpt = _checkpoint(output, checkpoint_every, resume)
     t0 = time.perf_counter()
     with run_on(scheduler, memory_limit=memory_limit) as client:
@@ -92,6 +100,8 @@ def select(
     result = est.result_
     path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
     _report(result, method, top, path, csv, time.perf_counter() - t0, as_json, stdout)
+    if write_var:
+        _write_var(url, result, overwrite_var, so, None if as_json else stdout)
     return path
 
 
@@ -145,6 +155,30 @@ def _check_outputs(url: str, output: str, csv: str | None, so: dict, overwrite: 
                 f"--csv {csv} and --output {output} name the same place; give two paths"
             )
         check_output(csv, kind="csv", overwrite=overwrite, inputs=(url,))
+
+
+def _check_write_var(url, est, write_var, overwrite_var, so, read) -> None:
+    """Refuse, before the fit, a write into the input that would fail."""
+    from fsdask.errors import ParameterError
+    from fsdask.io.writeback import check_write_var
+
+    if not write_var:
+        if overwrite_var:
+            raise ParameterError("--overwrite-var names columns of --write-var; add --write-var")
+        return
+    variable = (read or ReadOptions()).variable
+    check_write_var(
+        url, est.method_name, overwrite=overwrite_var, storage_options=so, variable=variable
+    )
+
+
+def _write_var(url, result, overwrite_var, so, stdout) -> None:
+    from fsdask.io.location import safe_url
+    from fsdask.io.writeback import write_var
+
+    written = write_var(url, result, overwrite=overwrite_var, storage_options=so)
+    if stdout is not None:
+        print(f"{safe_url(url)}: var columns {', '.join(written)} written in place", file=stdout)
 
 
 def _publish(result, url, ds, scheduler, output, csv, so, overwrite) -> str:

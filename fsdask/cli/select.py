@@ -72,6 +72,22 @@ def add_parser(sub) -> argparse.ArgumentParser:
         action="store_false",
         help="ignore OUTPUT.fsdask-checkpoint and fit from the start (it is overwritten)",
     )
+    w = p.add_argument_group("writing the selection back into an AnnData-on-Zarr input")
+    w.add_argument(
+        "--write-var",
+        action="store_true",
+        help="also add var columns fsdask_METHOD_score, _rank, _selected (per group when the "
+        "result has groups) and uns['fsdask'][METHOD] (provenance) to the input store, in "
+        "place; existing columns are refused unless --overwrite-var names them",
+    )
+    w.add_argument(
+        "--overwrite-var",
+        action="append",
+        metavar="COLUMN",
+        default=[],
+        help="an existing var column --write-var may replace, repeatable ('all': every "
+        "column it writes)",
+    )
     p.add_argument("--no-overwrite", action="store_true", help=argparse.SUPPRESS)  # the default now
     add_scheduler(p)
     add_storage_options(p)
@@ -103,5 +119,7 @@ def _select(args: argparse.Namespace, out) -> int:
         resume=args.resume,
         as_json=args.json,
         stdout=out,
+        write_var=args.write_var,
+        overwrite_var=args.overwrite_var,
     )
     return 0

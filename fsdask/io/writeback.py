@@ -28,6 +28,7 @@ An ``.h5ad`` file is never modified in place: give ``out`` and a copy receives t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -40,7 +41,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from fsdask.errors import InputError, ParameterError, StoreError, import_optional
+from fsdask.errors import FsdaskError, InputError, ParameterError, StoreError, import_optional
 from fsdask.io.anndata import encoding_type, open_root, read_elem
 from fsdask.io.anndata_write import feature_positions, publish_copy, read_var
 from fsdask.io.location import Location
@@ -108,12 +109,39 @@ def write_var(
     loc = Location.of(store, storage_options)
     if out is not None:
         return _write_copy(loc, os.fspath(out), res, method, prefix, overwrite)
+    if loc.is_local and os.path.isfile(loc.target):
+        raise InputError(_h5ad_message(loc.shown))
     ann = ZarrAnnData.open(loc)
     cols = var_columns(res, ann.var_names(), method=method, prefix=prefix, where=loc.shown)
     plan = ann.plan(cols, named(overwrite, cols, f"uns/{prefix}/{method}"), method, prefix)
     plan.provenance = provenance(res, cols, ann.fingerprint(), loc.shown)
-    ann.commit(plan, stage(ann.fmt, cols, plan, f"{prefix}/{method}"))
+    objects = stage(ann.fmt, cols, plan, f"{prefix}/{method}")
+    try:
+        ann.commit(plan, objects)
+    except FsdaskError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"{loc.shown}: {_failed(ann, plan, exc)}") from None
     return list(cols.columns)
+
+
+def _failed(ann: ZarrAnnData, plan: Plan, exc: Exception) -> str:
+    """What a write-back that failed left (its unlisted objects removed if possible)."""
+    why = f"writing the var columns failed ({type(exc).__name__}: {str(exc)[:200]})"
+    if ann.step == "switch":
+        return (
+            f"{why} after they were listed; readers of the consolidated metadata (anndata) "
+            "do not see them yet — run the same command again to finish"
+        )
+    withdrawn = ann.step == "withdrawn"  # only then are the replaced columns unlisted
+    nodes = [f"var/{c}" for c in plan.new if withdrawn or c not in plan.withdraw]
+    if withdrawn or not plan.entry_shown:
+        nodes.append(plan.entry if plan.parent_shown else plan.entry.rsplit("/", 1)[0])
+    with contextlib.suppress(Exception):  # unlisted, so invisible; the next run replaces them
+        for node in nodes:
+            ann.remove(node)
+    left = "as it was, or without the replaced columns" if plan.withdraw else "as it was"
+    return f"{why}; readers see the store {left} — fix the cause and run again"
 
 
 def check_write_var(
@@ -123,6 +151,7 @@ def check_write_var(
     overwrite: Iterable[str] | bool | str = (),
     storage_options: Mapping[str, Any] | None = None,
     prefix: str = PREFIX,
+    variable: str | None = None,
 ) -> None:
     """Refuse, before a fit, a :func:`write_var` into ``store`` that would fail.
 
@@ -135,14 +164,22 @@ def check_write_var(
         As for :func:`write_var`.
     method : str
         The method's name (the estimator's ``method_name``).
+    variable : str, optional
+        The matrix the fit reads (``X``, ``layers/NAME``; ``raw`` is refused: its genes are
+        not ``var``'s).
     """
     loc = Location.of(store, storage_options)
     if loc.is_local and os.path.isfile(loc.target):
         raise InputError(_h5ad_message(loc.shown))
+    if (variable or "X").strip("/") in ("raw", "raw/X"):
+        raise InputError(
+            f"{loc.shown}: --write-var writes var columns, and a selection on .raw's genes "
+            "does not match var; write it into a copy with `fsdask export` instead"
+        )
     ann = ZarrAnnData.open(loc)
     start = f"{safe_name(prefix, 'prefix')}_{safe_name(method, 'method')}_"
-    allowed = overwrite is True or overwrite == "all"
-    names = {overwrite} if isinstance(overwrite, str) else set(overwrite or ())
+    names = {overwrite} if isinstance(overwrite, (str, bool)) else set(overwrite or ())
+    allowed = True in names or "all" in names
     taken = [c for c in ann.order() if c.startswith(start) and not allowed and c not in names]
     if taken:
         raise StoreError(_taken_message(loc.shown, taken))
@@ -235,11 +272,11 @@ def _spread(values: np.ndarray, pos: np.ndarray, p: int, var: str) -> np.ndarray
 
 def named(overwrite: Iterable[str] | bool | str, cols: pd.DataFrame, entry: str) -> set[str]:
     """The names ``overwrite`` allows to replace; a name this write does not add is refused."""
-    if overwrite is True or overwrite == "all":
-        return {*cols.columns, entry}
     if overwrite is False or overwrite is None:
         return set()
-    names = {overwrite} if isinstance(overwrite, str) else set(overwrite)
+    names = {overwrite} if isinstance(overwrite, (str, bool)) else set(overwrite)
+    if True in names or "all" in names:
+        return {*cols.columns, entry}
     unknown = sorted(names - {*cols.columns, entry})
     if unknown:
         raise ParameterError(
@@ -354,6 +391,9 @@ class ZarrAnnData:
         self.fs, self.root = loc.fs()
         self.fmt = 3 if self.get("zarr.json") is not None else 2
         self.consolidated = self._consolidated()
+        #: how far :meth:`commit` went: "stage", "withdrawn" (replaced columns unlisted),
+        #: "switch" (new columns listed, consolidated metadata not yet rewritten)
+        self.step = ""
 
     @classmethod
     def open(cls, loc: Location) -> ZarrAnnData:
@@ -364,6 +404,11 @@ class ZarrAnnData:
         InputError
             Nothing there, not Zarr, not AnnData, or a ``var`` fsdask cannot read.
         """
+        if not loc.exists():
+            raise InputError(
+                f"{loc.shown}: no such store; give the AnnData-on-Zarr store the selection "
+                "was computed on"
+            )
         try:
             ann = cls(loc)
             ok = ann.fmt == 3 or ann.get(".zgroup") is not None
@@ -600,6 +645,7 @@ class ZarrAnnData:
 
     def commit(self, plan: Plan, objects: dict[str, bytes]) -> None:
         """Apply ``plan``: withdraw, remove leftovers, write unlisted, then switch."""
+        self.step = "stage"
         stored = ((self.stored("var") or {}).get("attributes") or {}).get("column-order")
         if plan.withdraw or plan.entry_shown or stored != plan.order:
             self.set_order(plan.order)
@@ -608,6 +654,7 @@ class ZarrAnnData:
                     if self.get(self.key_of(plan.entry, name)) is not None:
                         self.fs.rm(self.key(self.key_of(plan.entry, name)))
             self.consolidate()
+            self.step = "withdrawn"
         for node in plan.stale:
             self.remove(node)
         for rel in sorted((k for k in objects if k.startswith("var/")), key=_metadata_first):
@@ -618,6 +665,7 @@ class ZarrAnnData:
         for rel in sorted(uns, key=self._marker_last):
             self.put(rel, objects[rel])
         self.set_order(plan.order + plan.new)  # the switch for readers listing the store
+        self.step = "switch"
         self.consolidate()  # the switch for readers of consolidated metadata
 
     def _marker_last(self, rel: str) -> tuple:

@@ -417,7 +417,7 @@ def test_cli_write_var(tmp_path, capsys):
     base += ["--param", "n_features_to_select=4"]
     code, out, err = fsdask_cli(capsys, *base, "--output", tmp_path / "r1.zarr", "--write-var")
     assert code == 0, err
-    assert "written in place" in out
+    assert "var columns fsdask_f_score, fsdask_f_rank" in out
     assert read(store).var["fsdask_f_selected"].sum() == 4
     before = objects(store)
     code, out, err = fsdask_cli(capsys, *base, "--output", tmp_path / "r2.zarr", "--write-var")

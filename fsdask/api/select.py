@@ -33,8 +33,7 @@ def select(
     resume: bool | None = None,
     as_json: bool = False,
     stdout=None,
-    write_var: bool = False,
-    overwrite_var: Sequence[str] = (),
+    write_var: bool | Sequence[str] = False,
 ) -> str:
     """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
 
@@ -53,8 +52,9 @@ def select(
         Also write the ranked table to this CSV file.
     top : int
         How many top features to print.
-    overwrite : bool
-        Replace an fsdask result (or table) of the same kind at ``output`` / ``csv``.
+    overwrite, write_var
+        Replace an fsdask result (or table) of the same kind at ``output`` / ``csv``. Write
+        into the input AnnData-on-Zarr too (:func:`fsdask.write_var`; names: may replace).
     scheduler, memory_limit, progress
         Where to run (:func:`fsdask.cluster.scheduler`) and whether to show progress.
     read, storage_options
@@ -69,11 +69,6 @@ def select(
         Print one JSON object (:func:`summary`) instead of the table.
     stdout : file, optional
         Where to print (default: ``sys.stdout``).
-    write_var : bool
-        Also write the selection into the input, an AnnData-on-Zarr store, in place
-        (:func:`fsdask.io.writeback.write_var`; checked before the fit).
-    overwrite_var : sequence of str
-        Existing ``var`` columns ``write_var`` may replace (``"all"``: all it writes).
 
     Returns
     -------
@@ -90,18 +85,15 @@ def select(
     check_count(top, "--top")
     est = get_method(method, **dict(params or {}))
     ds = open_dataset(url, storage_options=so, **(read or ReadOptions()).as_dict())
-    _check_outputs(url, output, csv, so, overwrite)
-    _check_write_var(url, est, write_var, overwrite_var, so, read)
+    _check_outputs(url, output, csv, so, overwrite, (est.method_name, write_var, read))
     ckpt = _checkpoint(output, checkpoint_every, resume)
     t0 = time.perf_counter()
     with run_on(scheduler, memory_limit=memory_limit) as client:
         with show_progress(client, enabled=progress), ckpt:
             est.fit(ds)
     result = est.result_
-    path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
+    path = _publish(result, url, ds, scheduler, output, csv, so, overwrite, write_var)
     _report(result, method, top, path, csv, time.perf_counter() - t0, as_json, stdout)
-    if write_var:
-        _write_var(url, result, overwrite_var, so, None if as_json else stdout)
     return path
 
 
@@ -143,11 +135,19 @@ def summary(
     }
 
 
-def _check_outputs(url: str, output: str, csv: str | None, so: dict, overwrite: bool) -> None:
-    """Refuse, before the fit, an output place that may not be written."""
+def _check_outputs(
+    url: str, output: str, csv: str | None, so: dict, overwrite: bool, var: tuple = (None, False)
+) -> None:
+    """Refuse, before the fit, an output place that may not be written; ``var``: (method
+    name, ``write_var``, read options) — the input is an output place with ``write_var``."""
     from fsdask.errors import ParameterError
     from fsdask.io.outputs import check_output, same_location
+    from fsdask.io.writeback import check_write_var
 
+    if var[1] is not False:
+        names = () if var[1] is True else var[1]
+        opts = var[2] or ReadOptions()
+        check_write_var(url, var[0], overwrite=names, storage_options=so, variable=opts.variable)
     check_output(output, so, kind="result", overwrite=overwrite, inputs=(url,))
     if csv:
         if same_location(csv, output):
@@ -157,38 +157,20 @@ def _check_outputs(url: str, output: str, csv: str | None, so: dict, overwrite: 
         check_output(csv, kind="csv", overwrite=overwrite, inputs=(url,))
 
 
-def _check_write_var(url, est, write_var, overwrite_var, so, read) -> None:
-    """Refuse, before the fit, a write into the input that would fail."""
-    from fsdask.errors import ParameterError
-    from fsdask.io.writeback import check_write_var
-
-    if not write_var:
-        if overwrite_var:
-            raise ParameterError("--overwrite-var names columns of --write-var; add --write-var")
-        return
-    variable = (read or ReadOptions()).variable
-    check_write_var(
-        url, est.method_name, overwrite=overwrite_var, storage_options=so, variable=variable
-    )
-
-
-def _write_var(url, result, overwrite_var, so, stdout) -> None:
-    from fsdask.io.location import safe_url
-    from fsdask.io.writeback import write_var
-
-    written = write_var(url, result, overwrite=overwrite_var, storage_options=so)
-    if stdout is not None:
-        print(f"{safe_url(url)}: var columns {', '.join(written)} written in place", file=stdout)
-
-
-def _publish(result, url, ds, scheduler, output, csv, so, overwrite) -> str:
-    """Record the provenance, write the table then the result; drop the served checkpoint."""
+def _publish(result, url, ds, scheduler, output, csv, so, overwrite, write_var=False) -> str:
+    """Record the provenance, write the var columns into the input (``write_var``), the
+    table then the result; drop the served checkpoint."""
     from fsdask import results
     from fsdask.io.store import safe_url
+    from fsdask.io.writeback import write_var as write_columns
 
     result.attrs["input_store"] = safe_url(url)
     result.attrs["input_verified"] = bool(ds.attrs.get("verified", False))
     result.attrs["scheduler"] = safe_url(scheduler)
+    if write_var is not False:  # recorded in the result: where its selection was written
+        names = () if write_var is True else write_var
+        written = write_columns(url, result, overwrite=names, storage_options=so)
+        result.attrs["var_columns_written"] = written
     if csv:
         results.write_csv(result, csv, overwrite=overwrite, inputs=(url,))
     path = results.write_result(
@@ -213,6 +195,9 @@ def _report(result, method, top, path, csv, seconds, as_json, stdout) -> None:
         f"in {seconds:.1f} s; result written to {path}" + (f", table to {csv}" if csv else ""),
         file=stdout,
     )
+    if result.attrs.get("var_columns_written"):
+        written = ", ".join(result.attrs["var_columns_written"])
+        print(f"var columns {written} written into {result.attrs['input_store']}", file=stdout)
 
 
 def ckpt_path(output: str) -> str | None:

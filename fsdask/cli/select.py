@@ -119,7 +119,15 @@ def _select(args: argparse.Namespace, out) -> int:
         resume=args.resume,
         as_json=args.json,
         stdout=out,
-        write_var=args.write_var,
-        overwrite_var=args.overwrite_var,
+        write_var=_write_var(args),
     )
     return 0
+
+
+def _write_var(args: argparse.Namespace):
+    """``--write-var`` [``--overwrite-var NAME``…] as :func:`fsdask.api.select`'s ``write_var``."""
+    from fsdask.errors import ParameterError
+
+    if args.overwrite_var and not args.write_var:
+        raise ParameterError("--overwrite-var names columns of --write-var; add --write-var")
+    return args.overwrite_var or args.write_var

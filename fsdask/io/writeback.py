@@ -99,7 +99,8 @@ def write_var(
 
     Examples
     --------
-    >>> sel = fsdask.Filter(statistic="ttest").fit(fsdask.open_dataset("atlas.zarr"))
+    >>> ds = fsdask.open_dataset("atlas.zarr", label="obs:cell_type")  # doctest: +SKIP
+    >>> sel = fsdask.Filter(statistic="ttest").fit(ds)  # doctest: +SKIP
     >>> fsdask.write_var("atlas.zarr", sel)  # doctest: +SKIP
     ['fsdask_ttest_score', 'fsdask_ttest_rank', 'fsdask_ttest_selected', ...]
     """
@@ -127,7 +128,8 @@ def write_var(
 
 def _failed(ann: ZarrAnnData, plan: Plan, exc: Exception) -> str:
     """What a write-back that failed left (its unlisted objects removed if possible)."""
-    why = f"writing the var columns failed ({type(exc).__name__}: {str(exc)[:200]})"
+    msg = (str(exc).splitlines() or [""])[0][:200]
+    why = f"writing the var columns failed ({type(exc).__name__}: {msg})"
     if ann.step == "switch":
         return (
             f"{why} after they were listed; readers of the consolidated metadata (anndata) "

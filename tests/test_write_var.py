@@ -149,6 +149,17 @@ def _without(a, cols, uns=True):
     return b
 
 
+def test_a_store_without_consolidated_metadata_stays_so(tmp_path, fits):
+    store = write_store(tmp_path / "a.zarr", 2)
+    (store / ".zmetadata").unlink()
+    old = read(store)
+    write_var(store, fits[3])
+    assert not (store / ".zmetadata").exists()
+    new = read(store)  # anndata lists the store itself now
+    assert list(new.var.columns) == ["hv", "sym", *COLUMNS]
+    assert_same(old, _without(new, COLUMNS))
+
+
 def test_existing_columns_refused_unless_named(tmp_path, fits):
     store = write_store(tmp_path / "a.zarr", 3)
     write_var(store, fits[3])

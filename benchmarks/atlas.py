@@ -264,11 +264,7 @@ def compare_fsdask(adata, repeat: int) -> dict:
         return {"fsdask_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
     res = est.result_
     name = next(
-        (
-            v
-            for v in ("statistic", "tstat", "score", "weight")
-            if v in res and "group" in res[v].dims
-        ),
+        (v for v in ("group_score", "score", "weight") if v in res and "group" in res[v].dims),
         None,
     )
     if name is None:

@@ -313,25 +313,35 @@ def test_a_killed_write_leaves_the_store_as_it_was(tmp_path, fits):
 
 
 def test_groups_give_one_set_of_columns_per_group(tmp_path):
+    # a one-vs-rest result as Filter(groups=...) makes it: the best group's score over
+    # feature, and group_score, group_rank, group_selected, group_pvalue over group × feature
     store = write_store(tmp_path / "a.zarr", 3)
     names = [f"g{i}" for i in range(12)]
     w = np.random.default_rng(1).random((3, 12))
     rank = np.argsort(np.argsort(-w, axis=1), axis=1) + 1
+    gf = ("group", "feature")
     res = xr.Dataset(
         {
-            "weight": (("group", "feature"), w),
-            "rank": (("group", "feature"), rank),
-            "selected": (("group", "feature"), rank <= 2),
-            "pvalue": (("group", "feature"), w / 2),
+            "weight": ("feature", w.max(axis=0)),
+            "rank": ("feature", np.argsort(np.argsort(-w.max(axis=0))) + 1),
+            "selected": ("feature", (rank <= 2).any(axis=0)),
+            "group_score": (gf, w),
+            "group_rank": (gf, rank),
+            "group_selected": (gf, rank <= 2),
+            "group_pvalue": (gf, w / 2),
+            "group_mean": (gf, w),
         },
         coords={"feature": names, "group": ["a", "b/c", "d"]},
         attrs={"method": "ttest", "parameters": "{}"},
     )
     cols = write_var(store, res)
-    assert "fsdask_ttest_b_c_score" in cols and len(cols) == 12
+    assert cols[:3] == ["fsdask_ttest_score", "fsdask_ttest_rank", "fsdask_ttest_selected"]
+    assert "fsdask_ttest_b_c_score" in cols and len(cols) == 3 + 3 * 4
     new = read(store)
     np.testing.assert_allclose(new.var["fsdask_ttest_d_score"], w[2])
+    np.testing.assert_allclose(new.var["fsdask_ttest_a_pvalue"], w[0] / 2)
     assert new.var["fsdask_ttest_a_selected"].sum() == 2
+    assert (new.var["fsdask_ttest_d_rank"] == rank[2]).all()
     assert list(new.uns["fsdask"]["ttest"]["groups"]) == ["a", "b_c", "d"]
 
 

@@ -24,6 +24,7 @@ def select(
     csv: str | None = None,
     top: int = 20,
     overwrite: bool = False,
+    write_var: bool | Sequence[str] = False,
     scheduler: str = "threads",
     memory_limit: str | None = None,
     progress: bool = True,
@@ -33,7 +34,6 @@ def select(
     resume: bool | None = None,
     as_json: bool = False,
     stdout=None,
-    write_var: bool | Sequence[str] = False,
 ) -> str:
     """Fit ``method`` on the dataset at ``url``, write the result to ``output``; return its path.
 

@@ -231,14 +231,17 @@ def var_columns(
 ) -> pd.DataFrame:
     """The ``var`` columns of ``result``, indexed like ``var_names``.
 
-    Features of ``var`` absent from the result get score NaN, rank -1, selected False.
+    ``<prefix>_<method>_<suffix>`` from the variables over ``feature`` (:data:`SUFFIXES`),
+    and ``<prefix>_<method>_<group>_<suffix>`` from those over ``group`` and ``feature``
+    (``group_score``, ``group_rank``… as one-vs-rest filters name them, or the same names
+    as above with a ``group`` dimension).  Features of ``var`` absent from the result get
+    score NaN, rank -1, selected False.
 
     Parameters
     ----------
     result : xarray.Dataset
     var_names : pandas.Index
     method, prefix : str
-        Column names are ``<prefix>_<method>[_<group>]_<suffix>`` (:data:`SUFFIXES`).
     where : str
         The store, for messages.
 
@@ -247,24 +250,27 @@ def var_columns(
     pandas.DataFrame
     """
     pos = feature_positions(result, var_names, where)
-    groups, cols = group_labels(result), {}
+    groups, cols, p = group_labels(result), {}, len(var_names)
     for var, suffix in SUFFIXES.items():
-        if var not in result or "feature" not in result[var].dims:
+        if var in result and result[var].dims == ("feature",):
+            cols[f"{prefix}_{method}_{suffix}"] = _spread(result[var].values, pos, p, suffix)
+    for var, suffix in SUFFIXES.items():
+        per_group = next(
+            (v for v in (f"group_{suffix}", var) if v in result and "group" in result[v].dims),
+            None,
+        )
+        if per_group is None:
             continue
-        arr = result[var]
-        if "group" in arr.dims:
-            rows = arr.transpose("group", "feature").values
-            for label, row in zip(groups, rows):
-                cols[f"{prefix}_{method}_{label}_{suffix}"] = _spread(row, pos, len(var_names), var)
-        elif arr.dims == ("feature",):
-            cols[f"{prefix}_{method}_{suffix}"] = _spread(arr.values, pos, len(var_names), var)
+        rows = result[per_group].transpose("group", "feature").values
+        for label, row in zip(groups, rows):
+            cols[f"{prefix}_{method}_{label}_{suffix}"] = _spread(row, pos, p, suffix)
     return pd.DataFrame(cols, index=var_names)
 
 
-def _spread(values: np.ndarray, pos: np.ndarray, p: int, var: str) -> np.ndarray:
-    if var == "selected":
+def _spread(values: np.ndarray, pos: np.ndarray, p: int, suffix: str) -> np.ndarray:
+    if suffix == "selected":
         out = np.zeros(p, dtype=bool)
-    elif var == "rank":
+    elif suffix == "rank":
         out = np.full(p, -1, dtype=np.int64)
     else:
         out = np.full(p, np.nan)

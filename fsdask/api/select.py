@@ -190,14 +190,14 @@ def _report(result, method, top, path, csv, seconds, as_json, stdout) -> None:
         return
 
     results.print_top(result, top, file=stdout)
+    if result.attrs.get("var_columns_written"):
+        written = ", ".join(result.attrs["var_columns_written"])
+        print(f"\nvar columns {written} written into {result.attrs['input_store']}", file=stdout)
     print(
         f"\n{method}: {int(result['selected'].sum())} of {result.sizes['feature']} features selected "
         f"in {seconds:.1f} s; result written to {path}" + (f", table to {csv}" if csv else ""),
         file=stdout,
     )
-    if result.attrs.get("var_columns_written"):
-        written = ", ".join(result.attrs["var_columns_written"])
-        print(f"var columns {written} written into {result.attrs['input_store']}", file=stdout)
 
 
 def ckpt_path(output: str) -> str | None:

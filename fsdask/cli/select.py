@@ -101,6 +101,15 @@ def run(args: argparse.Namespace) -> int:
         return _select(args, out)
 
 
+def _write_var(args: argparse.Namespace):
+    """``--write-var`` [``--overwrite-var NAME``…] as :func:`fsdask.api.select`'s ``write_var``."""
+    from fsdask.errors import ParameterError
+
+    if args.overwrite_var and not args.write_var:
+        raise ParameterError("--overwrite-var names columns of --write-var; add --write-var")
+    return args.overwrite_var or args.write_var
+
+
 def _select(args: argparse.Namespace, out) -> int:
     select(
         args.url,
@@ -109,6 +118,7 @@ def _select(args: argparse.Namespace, out) -> int:
         params=parse_kv(args.param),
         csv=args.csv,
         top=args.top,
+        write_var=_write_var(args),
         overwrite=args.overwrite,
         scheduler=args.scheduler,
         memory_limit=args.memory_limit,
@@ -119,15 +129,5 @@ def _select(args: argparse.Namespace, out) -> int:
         resume=args.resume,
         as_json=args.json,
         stdout=out,
-        write_var=_write_var(args),
     )
     return 0
-
-
-def _write_var(args: argparse.Namespace):
-    """``--write-var`` [``--overwrite-var NAME``…] as :func:`fsdask.api.select`'s ``write_var``."""
-    from fsdask.errors import ParameterError
-
-    if args.overwrite_var and not args.write_var:
-        raise ParameterError("--overwrite-var names columns of --write-var; add --write-var")
-    return args.overwrite_var or args.write_var

@@ -48,10 +48,8 @@ def select(
         A name of :data:`fsdask.methods.REGISTRY` and the estimator's keyword arguments.
     output : str
         The result store to write (local path or URL).
-    csv : str, optional
-        Also write the ranked table to this CSV file.
-    top : int
-        How many top features to print.
+    csv, top
+        Also write the ranked table to this CSV file; how many top features to print.
     overwrite, write_var
         Replace an fsdask result (or table) of the same kind at ``output`` / ``csv``. Write
         into the input AnnData-on-Zarr too (:func:`fsdask.write_var`; names: may replace).

@@ -78,9 +78,9 @@ def write_var(
     store : str or path
         An AnnData-on-Zarr store (local path or URL such as ``s3://bucket/atlas.zarr``), or,
         with ``out``, a local ``.h5ad`` file or Zarr store to copy.
-    result : xarray.Dataset, fitted selector or str
-        A result (``weight``, ``rank``, ``selected`` over ``feature``, optionally over
-        ``group`` too), a fitted selector (its ``result_``) or the path of a result store.
+    result : xarray.Dataset or fitted selector
+        A result (``weight``, ``rank``, ``selected`` over ``feature``; per-group variables
+        over ``group`` too), e.g. :func:`fsdask.open_result`'s, or a fitted selector.
     overwrite : iterable of str, True or "all"
         Existing columns (or the entry ``uns/<prefix>/<method>``) that may be replaced; True
         or ``"all"``: everything this write adds.  Others are refused.
@@ -104,7 +104,7 @@ def write_var(
     >>> fsdask.write_var("atlas.zarr", sel)  # doctest: +SKIP
     ['fsdask_ttest_score', 'fsdask_ttest_rank', 'fsdask_ttest_selected', ...]
     """
-    res = as_result(result, storage_options)
+    res = as_result(result)
     method = safe_name(str(res.attrs.get("method", "")), "the result's method")
     prefix = safe_name(prefix, "prefix")
     loc = Location.of(store, storage_options)
@@ -187,19 +187,15 @@ def check_write_var(
         raise StoreError(_taken_message(loc.shown, taken))
 
 
-def as_result(result: Any, storage_options: Mapping[str, Any] | None = None) -> xr.Dataset:
-    """The result dataset of ``result`` (a dataset, a fitted selector or a result store's path)."""
+def as_result(result: Any) -> xr.Dataset:
+    """The result dataset of ``result`` (a dataset or a fitted selector)."""
     if isinstance(result, xr.Dataset):
         return result
-    if isinstance(result, (str, os.PathLike)):
-        from fsdask.results import open_result
-
-        return open_result(os.fspath(result), storage_options=dict(storage_options or {}))
     res = getattr(result, "result_", None)
     if not isinstance(res, xr.Dataset):
         raise ParameterError(
-            f"write_var: got {type(result).__name__}; give a fitted selector, its result_ "
-            "(an xarray.Dataset) or the path of a result store"
+            f"write_var: got {type(result).__name__}; give a fitted selector or its result_ "
+            "(a result store: fsdask.open_result(path))"
         )
     return res
 

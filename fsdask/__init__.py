@@ -36,6 +36,7 @@ _LAZY = {
     "ingest": "fsdask.io",
     "open_dataset": "fsdask.io",
     "write_dataset": "fsdask.io",
+    "write_var": "fsdask.io.writeback",
     "available_methods": "fsdask.methods",
     "get_method": "fsdask.methods",
     "open_result": "fsdask.results",

@@ -292,6 +292,7 @@ IO_LAYERS = {
     "fsdask.io.rechunk": 2,
     "fsdask.io.open": 3,
     "fsdask.io.anndata_write": 3,
+    "fsdask.io.writeback": 3,  # a selection written into an AnnData-on-Zarr store in place
     "fsdask.io.ingest": 4,
     "fsdask.io": 5,  # the package face (io/__init__.py): re-exports, imported by nothing in io
 }

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from fsdask.api.common import check_count
 from fsdask.api.spec import DATA_READS, command
@@ -24,6 +24,7 @@ def select(
     csv: str | None = None,
     top: int = 20,
     overwrite: bool = False,
+    write_var: bool | Sequence[str] = False,
     scheduler: str = "threads",
     memory_limit: str | None = None,
     progress: bool = True,
@@ -50,12 +51,11 @@ def select(
         ``max_samples`` (qalpha, logo, laplacian_score: a seeded, class-stratified subsample).
     output : str
         The result store to write (local path or URL).
-    csv : str, optional
-        Also write the ranked table to this CSV file.
-    top : int
-        How many top features to print.
-    overwrite : bool
-        Replace an fsdask result (or table) of the same kind at ``output`` / ``csv``.
+    csv, top
+        Also write the ranked table to this CSV file; how many top features to print.
+    overwrite, write_var
+        Replace an fsdask result (or table) of the same kind at ``output`` / ``csv``. Write
+        into the input AnnData-on-Zarr too (:func:`fsdask.write_var`; names: may replace).
     scheduler, memory_limit, progress
         Where to run (:func:`fsdask.cluster.scheduler`) and whether to show progress.
     read, storage_options
@@ -87,12 +87,12 @@ def select(
     est = with_max_samples(get_method(method, **dict(params or {})), max_samples)
     est = confident(est, **dict(confidence or {}))
     ds = open_dataset(url, storage_options=so, **_read_for(est, read).as_dict())
-    _check_outputs(url, output, csv, so, overwrite)
+    _check_outputs(url, output, csv, so, overwrite, (est.method_name, write_var, read))
     ckpt = _checkpoint(output, checkpoint_every, resume)
     t0 = time.perf_counter()
     _fit(est, ds, scheduler, memory_limit, progress, ckpt)
     result = est.result_
-    path = _publish(result, url, ds, scheduler, output, csv, so, overwrite)
+    path = _publish(result, url, ds, scheduler, output, csv, so, overwrite, write_var)
     _report(result, method, top, path, csv, time.perf_counter() - t0, as_json, stdout)
     return path
 
@@ -217,11 +217,19 @@ def summary(
     }
 
 
-def _check_outputs(url: str, output: str, csv: str | None, so: dict, overwrite: bool) -> None:
-    """Refuse, before the fit, an output place that may not be written."""
+def _check_outputs(
+    url: str, output: str, csv: str | None, so: dict, overwrite: bool, var: tuple = (None, False)
+) -> None:
+    """Refuse, before the fit, an output place that may not be written; ``var``: (method
+    name, ``write_var``, read options) — the input is an output place with ``write_var``."""
     from fsdask.errors import ParameterError
     from fsdask.io.outputs import check_output, same_location
+    from fsdask.io.writeback import check_write_var
 
+    if var[1] is not False:
+        names = () if var[1] is True else var[1]
+        opts = var[2] or ReadOptions()
+        check_write_var(url, var[0], overwrite=names, storage_options=so, variable=opts.variable)
     check_output(output, so, kind="result", overwrite=overwrite, inputs=(url,))
     if csv:
         if same_location(csv, output):
@@ -231,14 +239,20 @@ def _check_outputs(url: str, output: str, csv: str | None, so: dict, overwrite: 
         check_output(csv, kind="csv", overwrite=overwrite, inputs=(url,))
 
 
-def _publish(result, url, ds, scheduler, output, csv, so, overwrite) -> str:
-    """Record the provenance, write the table then the result; drop the served checkpoint."""
+def _publish(result, url, ds, scheduler, output, csv, so, overwrite, write_var=False) -> str:
+    """Record the provenance, write the var columns into the input (``write_var``), the
+    table then the result; drop the served checkpoint."""
     from fsdask import results
     from fsdask.io.store import safe_url
+    from fsdask.io.writeback import write_var as write_columns
 
     result.attrs["input_store"] = safe_url(url)
     result.attrs["input_verified"] = bool(ds.attrs.get("verified", False))
     result.attrs["scheduler"] = safe_url(scheduler)
+    if write_var is not False:  # recorded in the result: where its selection was written
+        names = () if write_var is True else write_var
+        written = write_columns(url, result, overwrite=names, storage_options=so)
+        result.attrs["var_columns_written"] = written
     if csv:
         results.write_csv(result, csv, overwrite=overwrite, inputs=(url,))
     path = results.write_result(
@@ -258,6 +272,9 @@ def _report(result, method, top, path, csv, seconds, as_json, stdout) -> None:
         return
 
     results.print_top(result, top, file=stdout)
+    if result.attrs.get("var_columns_written"):
+        written = ", ".join(result.attrs["var_columns_written"])
+        print(f"\nvar columns {written} written into {result.attrs['input_store']}", file=stdout)
     print(
         f"\n{method}: {int(result['selected'].sum())} of {result.sizes['feature']} features selected "
         f"in {seconds:.1f} s; result written to {path}" + (f", table to {csv}" if csv else ""),

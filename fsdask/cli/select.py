@@ -85,6 +85,22 @@ def add_parser(sub) -> argparse.ArgumentParser:
         action="store_false",
         help="ignore OUTPUT.fsdask-checkpoint and fit from the start (it is overwritten)",
     )
+    w = p.add_argument_group("writing the selection back into an AnnData-on-Zarr input")
+    w.add_argument(
+        "--write-var",
+        action="store_true",
+        help="also add var columns fsdask_METHOD_score, _rank, _selected (per group when the "
+        "result has groups) and uns['fsdask'][METHOD] (provenance) to the input store, in "
+        "place; existing columns are refused unless --overwrite-var names them",
+    )
+    w.add_argument(
+        "--overwrite-var",
+        action="append",
+        metavar="COLUMN",
+        default=[],
+        help="an existing var column --write-var may replace, repeatable ('all': every "
+        "column it writes)",
+    )
     p.add_argument("--no-overwrite", action="store_true", help=argparse.SUPPRESS)  # the default now
     add_confidence_options(p)
     add_scheduler(p)
@@ -143,6 +159,15 @@ def run(args: argparse.Namespace) -> int:
         return _select(args, out)
 
 
+def _write_var(args: argparse.Namespace):
+    """``--write-var`` [``--overwrite-var NAME``…] as :func:`fsdask.api.select`'s ``write_var``."""
+    from fsdask.errors import ParameterError
+
+    if args.overwrite_var and not args.write_var:
+        raise ParameterError("--overwrite-var names columns of --write-var; add --write-var")
+    return args.overwrite_var or args.write_var
+
+
 def _select(args: argparse.Namespace, out) -> int:
     select(
         args.url,
@@ -151,6 +176,7 @@ def _select(args: argparse.Namespace, out) -> int:
         params=_with_groups(parse_kv(args.param), args.groups),
         csv=args.csv,
         top=args.top,
+        write_var=_write_var(args),
         overwrite=args.overwrite,
         scheduler=args.scheduler,
         memory_limit=args.memory_limit,

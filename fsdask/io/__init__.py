@@ -18,7 +18,8 @@ layer   modules
 2       ``foreign`` (Zarr other tools wrote), ``anndata`` (the AnnData reader),
         ``rechunk`` (re-blocking a stored matrix)
 3       ``open`` (the :func:`open_dataset` dispatcher), ``anndata_write``
-        (:func:`~fsdask.io.anndata_write.annotate_anndata`)
+        (:func:`~fsdask.io.anndata_write.annotate_anndata`), ``writeback``
+        (:func:`~fsdask.io.writeback.write_var`: into an AnnData-on-Zarr store in place)
 4       ``ingest`` (the package: ``ingest.build``, ``ingest.files``,
         ``ingest.tables`` and its ``__init__`` dispatching by suffix)
 ======  ============================================================================
@@ -45,6 +46,7 @@ from fsdask.io.store import (
     verify_dataset,
     write_dataset,
 )
+from fsdask.io.writeback import write_var
 
 __all__ = [
     "open_dataset",
@@ -54,6 +56,7 @@ __all__ = [
     "describe",
     "verify_dataset",
     "annotate_anndata",
+    "write_var",
     "Location",
     "ReadOptions",
 ]

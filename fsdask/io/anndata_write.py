@@ -57,7 +57,15 @@ def check_key(key: Any) -> str:
     return key
 
 
-def _columns(result: xr.Dataset, var_names: pd.Index, where: str, key: str) -> pd.DataFrame:
+def feature_positions(result: xr.Dataset, var_names: pd.Index, where: str) -> np.ndarray:
+    """The position in ``var_names`` of each feature of ``result``.
+
+    Raises
+    ------
+    InputError
+        When ``var_names`` are not unique, or a feature of the result is not among them
+        (the result was computed on other data, or on ``.raw``).
+    """
     if not var_names.is_unique:
         dup = var_names[var_names.duplicated()][0]
         raise InputError(
@@ -72,6 +80,11 @@ def _columns(result: xr.Dataset, var_names: pd.Index, where: str, key: str) -> p
             f"{where}: {missing.size} feature(s) of the result are not in var_names (first: "
             f"{list(missing[:3])}); was the result computed on this AnnData (or on its .raw)?"
         )
+    return pos
+
+
+def _columns(result: xr.Dataset, var_names: pd.Index, where: str, key: str) -> pd.DataFrame:
+    pos = feature_positions(result, var_names, where)
     p = len(var_names)
     sel = np.zeros(p, dtype=bool)
     w = np.full(p, np.nan)
@@ -188,7 +201,7 @@ def _check_paths(src: str, out: str) -> None:
     LocalLocation(out).check_writable()
 
 
-def _read_var(src: str, hdf5: bool) -> tuple[pd.DataFrame, list]:
+def read_var(src: str, hdf5: bool) -> tuple[pd.DataFrame, list]:
     """``var`` and the ``uns`` keys of the input, read-only (a damaged file is refused here)."""
     try:
         root = open_root(src, None, hdf5)
@@ -210,10 +223,36 @@ def _read_var(src: str, hdf5: bool) -> tuple[pd.DataFrame, list]:
 def _annotate_file(result: xr.Dataset, src: str, out: str, key: str, overwrite: bool) -> str:
     _check_paths(src, out)
     hdf5 = os.path.isfile(src)
-    var, uns_keys = _read_var(src, hdf5)
+    var, uns_keys = read_var(src, hdf5)
     check_free(var.columns, uns_keys, key, src, overwrite)
     cols = _columns(result, var.index, src, key)
     var = var.drop(columns=owned_columns(var.columns, key))
+    for c in cols:
+        var[c] = cols[c].to_numpy()
+    return publish_copy(src, out, var, key, _provenance(result))
+
+
+def publish_copy(src: str, out: str, var: pd.DataFrame, key: str, value: Any) -> str:
+    """Copy the local AnnData ``src`` to a new ``out`` whose ``var`` is ``var`` and whose
+    ``uns[key]`` is ``value``; ``src`` is never modified, an existing ``out`` never replaced.
+
+    Parameters
+    ----------
+    src, out : str
+        The local ``.h5ad`` file or AnnData Zarr store, and the path of the copy (checked
+        again here: it must not exist).
+    var : pandas.DataFrame
+        The whole new ``var`` frame.
+    key, value
+        The ``uns`` entry written (a dict becomes a group).
+
+    Returns
+    -------
+    str
+        ``out``.
+    """
+    _check_paths(src, out)
+    hdf5 = os.path.isfile(src)
     with _new_parents(out):
         tmp = os.path.join(
             os.path.dirname(os.path.abspath(out)),
@@ -222,7 +261,7 @@ def _annotate_file(result: xr.Dataset, src: str, out: str, key: str, overwrite: 
         try:
             try:
                 (shutil.copyfile if hdf5 else shutil.copytree)(src, tmp)
-                _rewrite(tmp, hdf5, var, cols, key, _provenance(result))
+                _rewrite(tmp, hdf5, var, key, value)
             except OSError as exc:
                 raise StoreError(
                     f"{out}: could not write the copy ({type(exc).__name__}: "
@@ -242,11 +281,9 @@ def _annotate_file(result: xr.Dataset, src: str, out: str, key: str, overwrite: 
     return out
 
 
-def _rewrite(tmp: str, hdf5: bool, var: pd.DataFrame, cols: pd.DataFrame, key: str, prov) -> None:
-    """Write ``var`` with ``cols`` and ``uns[key]`` into the copy at ``tmp``."""
+def _rewrite(tmp: str, hdf5: bool, var: pd.DataFrame, key: str, prov) -> None:
+    """Write ``var`` and ``uns[key]`` into the copy at ``tmp``."""
     write_elem = _write_elem()
-    for c in cols:
-        var[c] = cols[c].to_numpy()
     if hdf5:
         h5py = import_optional("h5py", "h5ad", "writing an .h5ad file")
         with h5py.File(tmp, "r+") as root:

@@ -62,6 +62,8 @@ STEPS: dict[str, list[str]] = {
         "120",
     ],
     "busy_machine": ["benchmarks/busy_machine.py", "--sizes", "small,demo"],
+    "atlas": ["benchmarks/atlas.py"],
+    "confidence": ["benchmarks/confidence.py"],
     "out_of_core": [
         "benchmarks/out_of_core.py",
         "--methods",
@@ -76,6 +78,7 @@ STEPS: dict[str, list[str]] = {
 NEEDS: dict[str, tuple[list[str], str]] = {
     "peers": (["sklearn", "skrebate", "pyHSICLasso"], "peers"),
     "open_formats": (["anndata", "h5py"], "h5ad"),
+    "atlas": (["anndata", "scanpy"], "test"),
 }
 
 

@@ -99,10 +99,20 @@ def write_var(
 
     Examples
     --------
-    >>> ds = fsdask.open_dataset("atlas.zarr", label="obs:cell_type")  # doctest: +SKIP
-    >>> sel = fsdask.Filter(statistic="ttest").fit(ds)  # doctest: +SKIP
-    >>> fsdask.write_var("atlas.zarr", sel)  # doctest: +SKIP
-    ['fsdask_ttest_score', 'fsdask_ttest_rank', 'fsdask_ttest_selected', ...]
+    A small AnnData-on-Zarr store written by anndata, then annotated in place:
+
+    >>> import anndata as ad, numpy as np, pandas as pd, fsdask
+    >>> rng = np.random.default_rng(0)
+    >>> cells = pd.DataFrame({"cell_type": np.repeat(["a", "b"], 30)},
+    ...                      index=[f"c{i}" for i in range(60)])
+    >>> counts = rng.poisson(1.0, (60, 20)).astype("float32")
+    >>> ad.AnnData(counts, obs=cells).write_zarr("atlas.zarr")
+    >>> ds = fsdask.open_dataset("atlas.zarr", label="obs:cell_type")
+    >>> sel = fsdask.Filter(statistic="ttest", n_features_to_select=5).fit(ds)
+    >>> fsdask.write_var("atlas.zarr", sel)[:3]
+    ['fsdask_ttest_score', 'fsdask_ttest_rank', 'fsdask_ttest_selected']
+    >>> int(ad.read_zarr("atlas.zarr").var["fsdask_ttest_selected"].sum())
+    5
     """
     res = as_result(result)
     method = safe_name(str(res.attrs.get("method", "")), "the result's method")

@@ -26,7 +26,7 @@ import copy
 import logging
 import os
 import threading
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -124,19 +124,24 @@ class MatrixReader:
             self._node = open_root(self.url, self.so, self.hdf5)[self.path]
         return self._node
 
-    def __call__(self, j0: int, j1: int) -> np.ndarray:
+    @contextlib.contextmanager
+    def _failed_read(self, span: str) -> Iterator[None]:
+        """A read that fails (not on bad input or memory) as one line naming ``span``."""
         try:
-            with self._lock:
-                out = self._block(j0, j1)
+            yield
         except (InputError, MemoryError, KeyboardInterrupt):
             raise
         except Exception as exc:
             msg = str(exc).splitlines()[0] if str(exc) else ""
             raise StoreError(
-                f"{safe_url(self.url or 'in-memory AnnData')}: cannot read {self.path} (features "
-                f"{j0}–{j1 - 1}): {type(exc).__name__}: {msg}; the file may be damaged — check "
-                "it or the storage, and retry"
+                f"{safe_url(self.url or 'in-memory AnnData')}: cannot read {self.path} ({span}): "
+                f"{type(exc).__name__}: {msg}; the file may be damaged — check it or the "
+                "storage, and retry"
             ) from None
+
+    def __call__(self, j0: int, j1: int) -> np.ndarray:
+        with self._failed_read(f"features {j0}–{j1 - 1}"), self._lock:
+            out = self._block(j0, j1)
         return out.astype(self.dtype, copy=False)
 
     def _block(self, j0: int, j1: int) -> np.ndarray:
@@ -187,17 +192,8 @@ class MatrixReader:
         """
         i0, i1, _ = key[0].indices(self.shape[0])
         j0, j1, _ = key[1].indices(self.shape[1])
-        try:
+        with self._failed_read(f"rows {i0}–{i1 - 1}"):
             out = self._rows(i0, i1)
-        except (InputError, MemoryError, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            msg = str(exc).splitlines()[0] if str(exc) else ""
-            raise StoreError(
-                f"{safe_url(self.url or 'in-memory AnnData')}: cannot read {self.path} (rows "
-                f"{i0}–{i1 - 1}): {type(exc).__name__}: {msg}; the file may be damaged — check "
-                "it or the storage, and retry"
-            ) from None
         return out if (j0, j1) == (0, self.shape[1]) else out[:, j0:j1]
 
     def _rows(self, i0: int, i1: int) -> Any:

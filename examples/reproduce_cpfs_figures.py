@@ -503,8 +503,8 @@ if __name__ == "__main__":
             "selection on all samples (`selection='once'`: every method here is unsupervised, labels are never "
             "seen by the selector). The paper does not name its classifier.",
             "glass: the UCI glass.data file is sorted by class and its first column is a running Id, so an "
-            "Id column among the paper's 10 glass features would predict the class — consistent with the paper's "
-            "low glass errors; ours has the 9 chemical measurements only.",
+            "Id column among the paper's 10 glass features predicts the class; ours has the 9 chemical "
+            "measurements only, the variants glass_id (the Id column rebuilt) and glass_id_unit (Id / 214) add it.",
             "housing is a regression set here (the paper's classification error on it is not reproducible "
             "without its discretisation); hrct is not available.",
             f"Data differences: see cpfs_reconstruction{suffix}.md (glass 9 vs 10 features, bupa 5 vs 6, face and "

@@ -29,6 +29,9 @@ def _fsdask(figures, X: np.ndarray, q: int) -> fsdask.CPFS:
 def test_housing_scaled_every_q_equals_the_qp_on_its_own_lambda(figures):
     X, _, _ = figures.load_set("housing_scaled")
     qp = ref.QP55(X)
+    # the reference's λ_max (the top of its bisection) is where the QP's solution leaves 0
+    assert ref.support(qp.row_norms(1.001 * qp.lambda_max)).size == 0
+    assert ref.support(qp.row_norms(0.99 * qp.lambda_max)).size == 1
     lam_prev = None  # the QP's λ with q − 1 rows: the top of the next bisection
     for q in range(1, X.shape[1]):
         sel = _fsdask(figures, X, q)

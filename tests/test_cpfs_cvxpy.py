@@ -39,9 +39,10 @@ def test_housing_scaled_every_q_equals_the_qp_on_its_own_lambda(figures):
         lam_prev = theirs["lambda"]
         assert theirs["margin"] > 10.0, q  # the q rows stand clear of the solver's zeros
         np.testing.assert_array_equal(sel.get_support(indices=True), theirs["selected"], str(q))
-        # the certificate's primal is the QP's optimum at the same λ (tol = 1e-5 relative gap)
-        _, obj = qp.solve(sel.lambda_)
-        assert sel.result_.attrs["primal"] == pytest.approx(obj, rel=2e-5)
+        # at fsdask's λ: the same rows, and the certificate's primal is the QP's optimum
+        A, obj = qp.solve(sel.lambda_)
+        np.testing.assert_array_equal(theirs["selected"], ref.support(np.abs(A).max(axis=1)))
+        assert sel.result_.attrs["primal"] == pytest.approx(obj, rel=2e-5)  # tol: 1e-5 gap
 
 
 def test_ionosphere_every_q_equals_the_qp(figures):

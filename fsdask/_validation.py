@@ -259,7 +259,7 @@ def assert_all_finite(
         raise InputError(
             f"{name} contains {total} NaN/Inf value(s) in {idx.size} feature(s) "
             f"(first: {', '.join(shown)}); impute or drop them first, e.g. "
-            "`fsdask ingest --nan-policy zero|mean|drop-feature` or X.fillna(...)"
+            "`--nan-policy zero|mean|drop-feature` on select, evaluate or ingest, or X.fillna(...)"
         )
 
 

@@ -398,8 +398,8 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             shown = ", ".join(str(names[i]) if names is not None else f"#{i}" for i in idx[:5])
             raise InputError(
                 f"X contains {int(bad.sum())} NaN/Inf value(s) in {idx.size} feature(s) "
-                f"(first: {shown}); impute or drop them first (e.g. `fsdask ingest "
-                "--nan-policy zero|mean|drop-feature`)"
+                f"(first: {shown}); impute or drop them first (e.g. `--nan-policy "
+                "zero|mean|drop-feature` on select, evaluate or ingest)"
             )
         const = lo == hi
         if const.all():

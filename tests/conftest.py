@@ -51,6 +51,25 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -SLOWEST_FILES.get(item.path.name, 0))  # stable sort
 
 
+#: seconds spent per test file (set-up, call and tear-down), summed on the controller
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    name = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    _FILE_SECONDS[name] = _FILE_SECONDS.get(name, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The slowest files, so SLOWEST_FILES can be kept in step with the suite."""
+    slow = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:20]
+    if slow and sum(_FILE_SECONDS.values()) > 60:
+        terminalreporter.write_sep("-", "slowest test files (s, summed over their tests)")
+        for name, secs in slow:
+            mark = "" if name in SLOWEST_FILES else "   (not in SLOWEST_FILES)"
+            terminalreporter.write_line(f"{secs:8.1f}  {name}{mark}")
+
+
 @pytest.fixture(autouse=True)
 def _iterations_on_dask(request, monkeypatch):
     """Infrastructure tests run every pass of an iterative method as dask tasks, as on data

@@ -337,3 +337,16 @@ def test_dense_anndata_by_row_bands(tmp_path, counts, capsys):
         np.testing.assert_array_equal(X.compute(), counts)
         assert main(["info", str(tmp_path / name)]) == 0
         assert "by sample blocks" in capsys.readouterr().out
+
+
+def test_sparse_blocks_are_costed_by_their_stored_values():
+    # 2 % non-zeros: as dense it would be over the budget, its stored values are not
+    S = scipy.sparse.random(400, 300, density=0.02, format="csr", dtype=np.float32, random_state=1)
+    X = da.from_array(S, chunks=(50, 300), asarray=False)
+    dense_bytes = 400 * 300 * 4
+    opts = ReadOptions(memory_budget=dense_bytes // 2)
+    Y = to_feature_blocks(X, chunk_bytes=400 * 4 * 10, options=opts)
+    np.testing.assert_array_equal(Y.compute(), S.toarray())
+    full = scipy.sparse.csr_matrix(np.ones((400, 300), np.float32))  # every value stored
+    with pytest.raises(InputError, match="over the memory budget"):
+        to_feature_blocks(da.from_array(full, chunks=(50, 300), asarray=False), options=opts)

@@ -547,6 +547,12 @@ def test_blas_threads_for_parallel_blocks_only():
             assert set(inside.compute().tolist()) == {before}
     with dask.config.set(scheduler="sync"), blas_threads_for(many):
         assert set(inside.compute().tolist()) == {before}
+    rows = da.ones((100, 4), chunks=(25, 4))  # sample blocks, as an atlas is read
+    inside_rows = da.map_blocks(
+        blas_threads, rows, chunks=(1,), drop_axis=[0, 1], new_axis=None, dtype=int
+    )
+    with dask.config.set(scheduler="threads", num_workers=2), blas_threads_for(rows):
+        assert set(inside_rows.compute().tolist()) == {1}
     assert int(blas_threads()[0]) == before
 
 

@@ -9,7 +9,7 @@ from fsdask.api.spec import DATA_READS, command
 from fsdask.io.options import ReadOptions
 
 
-@command(outputs=("url",), inputs=("source",), reads=(*DATA_READS, "nan_policy"))
+@command(outputs=("url",), inputs=("source",), reads=DATA_READS)
 def ingest(
     source: str,
     url: str,

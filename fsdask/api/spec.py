@@ -12,7 +12,7 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 #: the read options of every command that reads a dataset other tools may have written
-#: (fields of :class:`fsdask.io.options.ReadOptions`; ``nan_policy`` only where ingest offers it)
+#: (fields of :class:`fsdask.io.options.ReadOptions`)
 DATA_READS = (
     "variable",
     "sample_dim",
@@ -21,6 +21,7 @@ DATA_READS = (
     "drop_unlabelled",
     "rechunk_to",
     "memory_budget",
+    "nan_policy",
 )
 
 

@@ -44,12 +44,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--sep", help="CSV separator (default: tab for .tsv, comma otherwise)")
     p.add_argument(
-        "--nan-policy",
-        choices=["error", "zero", "mean", "drop-feature"],
-        default="error",
-        help="what to do with NaN/Inf values (default: refuse with a count)",
-    )
-    p.add_argument(
         "--chunk-mb",
         type=float,
         default=64.0,

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from fsdask.api import parse_kv
-from fsdask.io.options import ReadOptions
+from fsdask.io.options import NAN_POLICIES, ReadOptions
 
 
 def add_storage_options(p: argparse.ArgumentParser) -> None:
@@ -120,6 +120,13 @@ def add_data_options(p: argparse.ArgumentParser, *, label: bool = True) -> None:
         metavar="SIZE",
         help="memory one task may use while re-blocking (default: dask config fsdask.memory-budget, 1GiB)",
     )
+    g.add_argument(
+        "--nan-policy",
+        choices=list(NAN_POLICIES),
+        default="error",
+        help="NaN/Inf values: refuse with a count (default), replace by 0 or by the feature's "
+        "mean, or drop the feature; applied as the data are read (the source is never rewritten)",
+    )
 
 
 def read_options(args: argparse.Namespace) -> ReadOptions:
@@ -129,7 +136,7 @@ def read_options(args: argparse.Namespace) -> ReadOptions:
     ----------
     args : argparse.Namespace
         Parsed options of a command that called :func:`add_data_options` (and, for ingest,
-        declared ``--label``, ``--drop-unlabelled`` and ``--nan-policy`` itself).
+        declared ``--label`` and ``--drop-unlabelled`` itself).
 
     Returns
     -------

@@ -137,8 +137,9 @@ def apply_nan_policy(
     """Check X for NaN/Inf and apply ``policy``; return X, the kept feature names and a report.
 
     ``error`` raises naming how many values and which features; ``zero`` / ``mean`` impute
-    per feature (a blockwise map: every block holds all samples); ``drop-feature`` removes
-    features with any non-finite value.
+    per feature; ``drop-feature`` removes features with any non-finite value.  Any chunking
+    works (feature or sample blocks).  Costs one pass (the counts); ``mean`` one more (the
+    features' sums).
     """
     if policy not in NAN_POLICIES:
         raise InputError(f"nan_policy={policy!r}; choose one of {', '.join(NAN_POLICIES)}")
@@ -159,24 +160,7 @@ def apply_nan_policy(
     if policy == "zero":
         X = X.map_blocks(lambda b: np.where(np.isfinite(b), b, 0).astype(b.dtype), dtype=X.dtype)
     elif policy == "mean":
-
-        def impute(b):
-            ok = np.isfinite(b)
-            cnt = ok.sum(0)
-            mean = np.where(ok, b, 0).sum(0) / np.maximum(cnt, 1)
-            return np.where(ok, b, mean[None, :]).astype(b.dtype)
-
-        (n_obs,) = compute_blocks(da.isfinite(X).sum(axis=0))
-        empty = np.flatnonzero(n_obs == 0)
-        if empty.size:
-            names = ", ".join(
-                str(feature_names[i]) if feature_names is not None else f"#{i}" for i in empty[:5]
-            )
-            raise InputError(
-                f"{where}: {empty.size} feature(s) have no finite value at all (first: {names}); "
-                "a mean cannot be imputed for them — use --nan-policy drop-feature"
-            )
-        X = X.map_blocks(impute, dtype=X.dtype)
+        X = _impute_means(X, bad, feature_names, where)
     else:
         keep = bad == 0
         if not keep.any():
@@ -188,6 +172,36 @@ def apply_nan_policy(
         report["dropped_features"] = int(idx.size)
     report["affected_features"] = int(idx.size)
     return X, feature_names, report
+
+
+def _impute_means(
+    X: da.Array, bad: np.ndarray, feature_names: np.ndarray | None, where: str
+) -> da.Array:
+    """X with each NaN/Inf replaced by its feature's mean over the finite values.
+
+    The means are summed over every block first (one pass), so any chunking works: feature
+    blocks, or sample blocks as a store chunked by samples is read.
+    """
+    n = X.shape[0]
+    empty = np.flatnonzero(bad == n)
+    if empty.size:
+        names = ", ".join(
+            str(feature_names[i]) if feature_names is not None else f"#{i}" for i in empty[:5]
+        )
+        raise InputError(
+            f"{where}: {empty.size} feature(s) have no finite value at all (first: {names}); "
+            "a mean cannot be imputed for them — use --nan-policy drop-feature"
+        )
+    finite = da.where(da.isfinite(X), X, 0).astype(np.float64)
+    (sums,) = compute_blocks(finite.sum(axis=0))  # p sums: joined on the client
+    means = sums / (n - bad)
+
+    def impute(b: np.ndarray, block_info: Any = None) -> np.ndarray:
+        lo = block_info[0]["array-location"][1][0]
+        m = means[lo : lo + b.shape[1]]
+        return np.where(np.isfinite(b), b, m[None, :]).astype(b.dtype)
+
+    return X.map_blocks(impute, dtype=X.dtype)
 
 
 def csr_rows(

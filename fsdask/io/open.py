@@ -23,6 +23,7 @@ import zarr
 from fsdask._validation import DEFAULT_CHUNK_BYTES, as_feature_blocks, is_sample_blocked
 from fsdask.errors import FsdaskError, InputError, StoreError
 from fsdask.io.anndata import from_anndata, is_anndata_group, open_anndata, sparse_blocks
+from fsdask.io.blocks import apply_nan_policy
 from fsdask.io.foreign import open_foreign_zarr, xarray_matrix
 from fsdask.io.location import Location
 from fsdask.io.options import ReadOptions
@@ -167,6 +168,7 @@ def _open_xarray(obj: Any, options: ReadOptions, chunk_bytes: int) -> xr.Dataset
     Xd = as_feature_blocks(da.asarray(X.data), chunk_bytes=chunk_bytes)
     coords = {d: X[d].values if d in X.coords else np.arange(X.sizes[d]) for d in X.dims}
     ds = xr.Dataset({"X": (("sample", "feature"), Xd)}, coords=coords)
+    ds = with_nan_policy(ds, options.nan_policy, f"in-memory {type(obj).__name__}")
     if y is not None:
         ds["y"] = ("sample", y)
     ds.attrs["source"] = f"in-memory {type(obj).__name__}"
@@ -200,7 +202,28 @@ def _open_foreign(node: Any, loc: Location, options: ReadOptions, chunk_bytes: i
         ds["X"] = (("sample", "feature"), X)
         ds.attrs["layout"] = "features"
     ds.attrs["store"] = loc.shown
-    return ds
+    return with_nan_policy(ds, options.nan_policy, loc.shown)
+
+
+def with_nan_policy(ds: xr.Dataset, policy: str, where: str) -> xr.Dataset:
+    """``ds`` with ``policy`` applied to X as it is read (see
+    :func:`~fsdask.io.blocks.apply_nan_policy`); ``error`` costs nothing here: the fit's
+    validation refuses a NaN in the pass it makes anyway."""
+    if policy == "error":
+        return ds
+    X, names, report = apply_nan_policy(ds["X"].data, policy, ds["feature"].values, where=where)
+    if X.shape[1] != ds.sizes["feature"]:
+        ds = ds.isel(feature=np.isin(ds["feature"].values, names))
+    ds["X"] = (("sample", "feature"), X)
+    if report["nonfinite_values"]:
+        log.warning(
+            "%s: %d NaN/Inf value(s) in %d feature(s): nan_policy=%s",
+            where,
+            report["nonfinite_values"],
+            report.get("affected_features", 0),
+            policy,
+        )
+    return ds.assign_attrs(report)  # ingest records it in the store it writes
 
 
 def labelled(ds: xr.Dataset, drop: bool) -> xr.Dataset:

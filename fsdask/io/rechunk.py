@@ -32,6 +32,7 @@ import numpy as np
 import zarr
 from dask.utils import format_bytes
 
+from fsdask._blocks import compute_blocks
 from fsdask._config import memory_budget as _memory_budget
 from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
 from fsdask.errors import InputError, StoreError
@@ -88,7 +89,8 @@ def to_feature_blocks(
         Write a rechunked copy when re-blocking does not fit the budget (as
         ``layout="features"`` does); otherwise refuse, naming that remedy.
     nnz : int, optional
-        The non-zeros of a sparse ``X``, if known (else it is costed as if dense).
+        The non-zeros of a sparse ``X``, if known; else counted (one pass over the blocks'
+        index arrays) when ``X`` costed as dense would not fit the budget.
 
     Returns
     -------
@@ -147,12 +149,39 @@ def _sparse_to_feature_blocks(
     """
     n, p = X.shape
     item = X.dtype.itemsize
+    out = 2 * n * min(block, p) * item
+    if nnz is None and n * p * item + out > budget:  # costed as dense it does not fit: count
+        nnz = count_nonzeros(X)
     held = nnz * (item + 4) if nnz is not None else n * p * item
-    need = held + 2 * n * min(block, p) * item
+    need = held + out
     if need > budget:
         raise InputError(no_room(where, X, need, budget))
     dense = np.empty((0, 0), dtype=X.dtype)
     return X.rechunk((n, block)).map_blocks(_densify, dtype=X.dtype, meta=dense)
+
+
+def count_nonzeros(X: da.Array) -> int:
+    """The stored values of a sparse-blocked ``X``, counted block by block (one pass that
+    reads each block's index arrays and values; nothing is densified).
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        Blocks of ``scipy.sparse`` matrices.
+
+    Returns
+    -------
+    int
+        Memory: one block per task, one integer per block on the client.
+    """
+    counts = X.map_blocks(
+        lambda b: np.full((1, 1), b.nnz, dtype=np.int64),
+        chunks=((1,) * X.numblocks[0], (1,) * X.numblocks[1]),
+        dtype=np.int64,
+        meta=np.empty((0, 0), np.int64),
+    )
+    (total,) = compute_blocks(counts.sum())
+    return int(total)
 
 
 def _densify(block: Any) -> np.ndarray:

@@ -8,7 +8,7 @@ A fit never runs more threads than its share of the cores:
 * :func:`parallel_map` is the one thread pool (``cores()`` threads, shared by the process):
   in-memory column sweeps, the proximal step, p-values.  While its tasks run BLAS has one
   thread — the tasks are the parallelism;
-* :func:`blas_threads_for` gives one BLAS thread per task while a graph of several feature
+* :func:`blas_threads_for` gives one BLAS thread per task while a graph of several (feature or sample)
   blocks runs on the threaded scheduler (a dask callback, from the start to the end of each
   compute); the client keeps its BLAS threads between computes;
 * :func:`fit_threads` is the door :meth:`fsdask.base.Selector.fit` enters: a fit on a small
@@ -171,20 +171,22 @@ class _OneBlasThreadWhileComputing(Callback):
 
 
 def blas_threads_for(X: da.Array) -> ContextManager:
-    """One BLAS thread per task while several feature blocks of X run in parallel threads.
+    """One BLAS thread per task while several blocks of X run in parallel threads.
 
-    A single-block array (one task at a time) keeps the BLAS threads: its products are then
+    The blocks may be feature blocks (all samples × feature block) or sample blocks (row
+    blocks as a store chunked by samples is read): either way several tasks run at once.  A
+    single-block array (one task at a time) keeps the BLAS threads: its products are then
     the only parallelism.  Between computes the client keeps its BLAS threads.
 
     Parameters
     ----------
-    X : dask array, chunked (all samples, feature block)
+    X : dask array (n, p), chunked by feature blocks, sample blocks or both
 
     Returns
     -------
     context manager.  Memory: none.
     """
-    if X.numblocks[-1] < 2:
+    if X.npartitions < 2:
         return contextlib.nullcontext()
     return _OneBlasThreadWhileComputing()
 
@@ -194,7 +196,7 @@ def fit_threads(X: da.Array) -> ContextManager:
 
     Parameters
     ----------
-    X : dask array (n, p), chunked (all samples, feature block)
+    X : dask array (n, p), chunked by feature blocks, sample blocks or both
 
     Returns
     -------

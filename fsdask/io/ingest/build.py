@@ -213,7 +213,14 @@ def ingest_dataset(
     """Copy an opened dataset (already in feature blocks) to the canonical fsdask layout."""
     where = ds.attrs.get("store") or ds.attrs.get("source") or "dataset"
     X = ds["X"].data.astype(dtype)
-    X, fnames, report = apply_nan_policy(X, options.nan_policy, ds["feature"].values, where=where)
+    if "nan_policy" in ds.attrs:  # applied as it was opened: keep that count
+        fnames = ds["feature"].values
+        keys = ("nonfinite_values", "nan_policy", "affected_features", "dropped_features")
+        report = {k: ds.attrs[k] for k in keys if k in ds.attrs}
+    else:
+        X, fnames, report = apply_nan_policy(
+            X, options.nan_policy, ds["feature"].values, where=where
+        )
     y = ds["y"].values if "y" in ds else None
     out = build_dataset(X, y, fnames, ds["sample"].values, ds.attrs.get("class_names"))
     attrs = {**out.attrs, **report, "source_file": str(where)}

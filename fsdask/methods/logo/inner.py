@@ -12,12 +12,19 @@ over Z̄ for the margins Z̄w plus one for the gradient Z̄ᵀs.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 
 from fsdask.linalg.execution import InMemoryOperator
 from fsdask.linalg.threads import one_blas_thread
 
-__all__ = ["objective", "sigmoid_neg", "solve_lbfgs", "solve_v2_gradient", "solve_working_set"]
+__all__ = [
+    "objective",
+    "sigmoid_neg",
+    "solve_lbfgs",
+    "solve_logo_m",
+    "solve_v2_gradient",
+    "solve_working_set",
+]
 
 
 def sigmoid_neg(m: np.ndarray) -> np.ndarray:
@@ -170,6 +177,68 @@ def solve_v2_gradient(
         ):
             break
     return w, F, nfev
+
+
+def solve_logo_m(
+    Z, lam: float, w0: np.ndarray, tol: float = 0.01, max_iter: int = 2000, step_tol: float = 0.02
+) -> tuple[np.ndarray, float, int]:
+    """Eq. 9 as the authors' ``Logo.m`` solves it: few steps, stopped at a 1 % cost change.
+
+    From ``v = sqrt(w0)``, each step goes along ``d = v ⊗ (λ1 − Σ_n σ(−ρ̄_n) z̄_n)`` (update
+    (10) with the factor 2 folded into the step) by the step ``α ∈ [0, 1]`` that minimises
+    the objective on that segment (bounded Brent search to ``step_tol``, as ``fminbnd`` with
+    ``TolX`` 0.02), and stops after the first step whose objective differs from the previous
+    step's by at most ``tol`` times itself (so at least two steps).  The minimiser is reached
+    only loosely: this is the inner problem as the authors ran it, not eq. 7's optimum.
+
+    Parameters
+    ----------
+    Z : LinearOperator
+        Z̄ (N × J).
+    lam : float
+        λ of eq. 7.
+    w0 : ndarray (J,)
+        The start (the previous outer iteration's w).
+    tol : float, default 0.01
+        The relative change of the objective between two steps that stops the loop.
+    max_iter : int
+        The cap on steps (``Logo.m`` has none).
+    step_tol : float, default 0.02
+        The line search's tolerance on α.
+
+    Returns
+    -------
+    (w, objective, nfev) : (ndarray (J,), float, int)
+        ``v²`` after the last step, eq. 7 there, and the number of objective evaluations.
+    """
+    v = np.sqrt(np.maximum(np.asarray(w0, dtype=np.float64), 0.0))
+    m = Z.matvec(v * v)
+    F_prev, nfev = np.inf, 1
+
+    def along(d: np.ndarray):
+        def f(a: float) -> float:
+            nonlocal nfev
+            nfev += 1
+            u = v - a * d
+            return objective(Z.matvec(u * u), u * u, lam)
+
+        return f
+
+    for _ in range(max_iter):
+        d = v * (lam - Z.rmatvec(sigmoid_neg(m)))  # Logo.m's "descent"
+        res = minimize_scalar(
+            along(d), bounds=(0.0, 1.0), method="bounded", options={"xatol": step_tol}
+        )
+        v = np.abs(v - res.x * d)  # the sign of v is immaterial (w = v²)
+        w = v * v
+        m = Z.matvec(w)
+        F = objective(m, w, lam)
+        nfev += 1
+        done = abs(F - F_prev) <= tol * F  # Logo.m: while CostDiff > 0.01*Cost(j)
+        F_prev = F
+        if done:
+            break
+    return v * v, F_prev, nfev
 
 
 def solve_working_set(

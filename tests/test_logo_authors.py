@@ -19,7 +19,7 @@ from scipy.optimize import minimize_scalar
 
 from fsdask import Logo
 from fsdask.datasets import fermat_spiral, write_synthetic
-from fsdask.errors import ConvergenceWarning, ParameterError
+from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.linalg.execution import InMemoryOperator
 from fsdask.methods.logo import solve_lbfgs, solve_logo_m, weight_change
 from fsdask.methods.logo.inner import objective
@@ -217,3 +217,13 @@ def test_cli_param_conventions(tmp_path):
     assert res.attrs["conventions"] == "authors" and res.attrs["n_iter"] <= 11
     with pytest.raises(ParameterError, match="conventions"):
         Logo(conventions="matlab").fit(syn.X.values, syn.y)
+
+
+def test_a_diverging_logo_m_inner_loop_is_refused_not_returned(spiral):
+    X, y = spiral
+    # features of scale ~100: Logo.m's smallest step (α ≈ 0.008) overshoots until w overflows
+    with pytest.raises(InputError, match=r"Logo\.m's inner loop diverged.*\[0, 1\]"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            _fit(100.0 * X, y, max_iter=2)
+    assert np.isfinite(_fit(100.0 * X, y, max_iter=2, conventions="paper").scores_).all()

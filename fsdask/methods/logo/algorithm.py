@@ -33,6 +33,7 @@ from fsdask.errors import InputError
 from fsdask.fitting import FitContext
 from fsdask.methods.logo.certify import KKTBounds, violators
 from fsdask.methods.logo.inner import (
+    objective,
     solve_lbfgs,
     solve_logo_m,
     solve_v2_gradient,
@@ -369,7 +370,23 @@ class _Algorithm1:
             )
         else:
             w, f, _ = self.solve(Z, self.lam, w0, tol=self.inner_tol, max_iter=self.inner_max_iter)
+        if self.conventions == "authors":
+            self._check_logo_m(Z, w0, f)
         return w, f
+
+    def _check_logo_m(self, Z, w0: np.ndarray, f: float) -> None:
+        """Logo.m's line search (a step in [0, 1] to ±0.02, never below ≈ 0.008) overshoots
+        when the descent is large, and its 1 % stop then accepts a rising objective."""
+        why = (
+            "its step, searched in [0, 1] to ±0.02, is too coarse for this data (features of "
+            "large scale, or many); scale the features to [0, 1] as Logo.m's demo does, or use "
+            "conventions='paper'"
+        )
+        if not np.isfinite(f):
+            raise InputError(f"logo: Logo.m's inner loop diverged (eq. 7 overflowed): {why}")
+        f0 = objective(Z.matvec(w0), w0, self.lam)
+        if f > f0:
+            self.ctx.warn(f"logo: Logo.m's inner loop raised eq. 7 from {f0:.4g} to {f:.4g}: {why}")
 
     def _advance(self, s: LogoState, w_new: np.ndarray, f: float, inner_passes: int) -> None:
         """Line 8 and §3.2: record w(t), eliminate ~0 weights, decide whether to stop."""

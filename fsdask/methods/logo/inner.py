@@ -220,7 +220,10 @@ def solve_logo_m(
             nonlocal nfev
             nfev += 1
             u = v - a * d
-            return objective(Z.matvec(u * u), u * u, lam)
+            with np.errstate(over="ignore", invalid="ignore"):
+                F = objective(Z.matvec(u * u), u * u, lam)
+            # a step that overflows costs +inf, as in Logo.m's cost (so the search stays short)
+            return F if np.isfinite(F) else np.inf
 
         return f
 

@@ -21,7 +21,7 @@ from fsdask import Logo
 from fsdask.datasets import fermat_spiral, write_synthetic
 from fsdask.errors import ConvergenceWarning, InputError, ParameterError
 from fsdask.linalg.execution import InMemoryOperator
-from fsdask.methods.logo import solve_lbfgs, solve_logo_m, weight_change
+from fsdask.methods.logo import solve_lbfgs, solve_logo_m, solve_working_set, weight_change
 from fsdask.methods.logo.inner import objective
 
 
@@ -227,3 +227,14 @@ def test_a_diverging_logo_m_inner_loop_is_refused_not_returned(spiral):
             warnings.simplefilter("ignore", RuntimeWarning)
             _fit(100.0 * X, y, max_iter=2)
     assert np.isfinite(_fit(100.0 * X, y, max_iter=2, conventions="paper").scores_).all()
+
+
+def test_the_working_set_solves_on_its_start_support():
+    # a start whose support already holds the optimum's: no violator outside it, yet the
+    # start is not the optimum on it (the bug: the start came back unsolved, ‖Δw‖ = 0)
+    rng = np.random.default_rng(0)
+    Z = InMemoryOperator(rng.normal(size=(60, 40)) + 0.3)
+    w_opt, f_opt, _ = solve_lbfgs(Z, 1.0, np.ones(40))
+    w, f, nfev = solve_working_set(Z, 1.0, 2.0 * w_opt, solve_lbfgs)
+    assert nfev > 0 and f == pytest.approx(f_opt, rel=1e-9)
+    np.testing.assert_allclose(w, w_opt, atol=1e-5 * w_opt.max())

@@ -258,9 +258,10 @@ def solve_working_set(
     """Eq. 7 for many columns: ``inner`` solves it on a working set W, a sweep certifies it.
 
     Eq. 7 is convex, so w (zero outside W, optimal on W) is optimal for all columns iff
-    every column outside W satisfies ``λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``.  Each round: one
-    sweep over Z̄ for that gradient, the most violating columns (at least ``min_add``, at
-    most doubling W) join W, and ``inner`` re-solves on W in memory.  The solution is the
+    every column outside W satisfies ``λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``.  Each round:
+    ``inner`` solves on W in memory (when W is not empty), one sweep over Z̄ gives that
+    gradient, and the most violating columns (at least ``min_add``, at most doubling W)
+    join W.  The solution is the
     same as ``inner`` on all columns (up to ``kkt_tol``); the number of sweeps over Z̄
     drops from hundreds to a handful.
 
@@ -297,6 +298,12 @@ def solve_working_set(
     f = objective(m, w, lam)
     nfev = 0
     for _ in range(max_rounds):
+        if W.size:  # solve on W first: the start is not W's optimum
+            wW, f, n = inner(InMemoryOperator(ZW), lam, w[W], tol=tol, max_iter=max_iter)
+            nfev += n
+            w[:] = 0.0
+            w[W] = wW
+            m = ZW @ wW
         g = lam - Z.rmatvec(sigmoid_neg(m))  # one sweep: gradient of eq. 7
         outside = np.ones(J, bool)
         outside[W] = False
@@ -307,9 +314,4 @@ def solve_working_set(
         add = viol[np.argsort(g[viol], kind="stable")[:k]]
         W = np.union1d(W, add)
         ZW = Z.columns(W)
-        wW, f, n = inner(InMemoryOperator(ZW), lam, w[W], tol=tol, max_iter=max_iter)
-        nfev += n
-        w[:] = 0.0
-        w[W] = wW
-        m = ZW @ wW
     return w, f, nfev

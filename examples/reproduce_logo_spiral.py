@@ -268,13 +268,15 @@ def main() -> None:
             iters = [conv[sg][1] for sg in paper_ok if conv[sg][0]]
             faster = all(a >= b for a, b in zip(iters, iters[1:]))
             if extra:
+                gone = [sg for sg in sigmas if isinstance(conv[sg][1], str)]  # diverged
                 verdicts.append(
                     entry(
                         f"Logo Fig. 5b as the authors' Logo.m runs it, spiral radius {scale:g}",
                         "converges for σ ≥ 0.05, faster for larger σ",
                         "converged (iterations) for σ ∈ "
                         + str({sg: conv[sg][1] for sg in ok})
-                        + f"; features 1, 2 alone for σ ∈ {[sg for sg in sigmas if conv[sg][2]]}",
+                        + f"; features 1, 2 alone for σ ∈ {[sg for sg in sigmas if conv[sg][2]]}"
+                        + (f"; Logo.m's inner loop diverged for σ ∈ {gone}" if gone else ""),
                         "match" if set(paper_ok) <= set(ok) and faster else "worse",
                         "Logo.m's stop (max-normalised √w < 0.01), at most 11 iterations",
                     )

@@ -8,6 +8,12 @@
    λ‖w‖₁`` (:mod:`fsdask.methods.logo.inner`);
 8. until ``‖w(t) − w(t−1)‖ < θ``: a fixed point.
 
+``conventions="authors"`` runs it as the authors' MATLAB ``Logo.m`` (2010) does instead of
+as the paper's text states it (:data:`AUTHORS`): line 3 divides the first iteration's
+distances by √J, lines 5–6 stop at a 1 % change of the objective
+(:func:`~fsdask.methods.logo.inner.solve_logo_m`), line 8 compares the max-normalised √w
+(:func:`weight_change`), and at most 11 outer iterations are run.
+
 Elimination (§3.2, §4.2): weights at or below ``elim_tol`` leave the active set; the answer
 is then certified (:mod:`fsdask.methods.logo.certify`) — an early certification as soon as
 elimination settles, a final one when the loop has converged — and violators rejoin.
@@ -26,12 +32,33 @@ import numpy as np
 from fsdask.errors import InputError
 from fsdask.fitting import FitContext
 from fsdask.methods.logo.certify import KKTBounds, violators
-from fsdask.methods.logo.inner import solve_lbfgs, solve_v2_gradient, solve_working_set
+from fsdask.methods.logo.inner import (
+    objective,
+    solve_lbfgs,
+    solve_logo_m,
+    solve_v2_gradient,
+    solve_working_set,
+)
 from fsdask.methods.logo.margins import Source, distances, miss_hit_probabilities, zbar
 
-__all__ = ["SOLVERS", "LogoState", "check_classes", "logo_weights"]
+__all__ = [
+    "AUTHORS",
+    "CONVENTIONS",
+    "SOLVERS",
+    "LogoState",
+    "check_classes",
+    "logo_weights",
+    "weight_change",
+]
 
 SOLVERS = ("lbfgs", "gd")
+
+#: ``"paper"``: Algorithm 1 as the paper's text states it; ``"authors"``: as ``Logo.m`` runs it
+CONVENTIONS = ("paper", "authors")
+
+#: ``Logo.m``'s constants: its outer loop ``while Difference > 0.01 & t <= 10`` runs at most
+#: 11 iterations; its inner loop stops when the objective changes by at most 1 %
+AUTHORS = {"max_outer_iter": 11, "inner_rtol": 0.01}
 
 #: above this many active columns the inner problem is solved on a working set
 WS_MIN = 2048
@@ -61,7 +88,7 @@ class LogoState:
     n_certifications : int
         Certifications made so far.
     delta_trace, objective : list of float
-        ``‖w(t) − w(t−1)‖₂`` (line 8) and eq. 7 at w(t), per outer iteration.
+        The change of line 8 (:func:`weight_change`) and eq. 7 at w(t), per outer iteration.
     active_sizes, inner_passes : list of int
         The active set's size and the sweeps over Z̄ of the inner solve, per outer iteration.
     rejoined : list of int
@@ -130,6 +157,31 @@ def _norm(d: np.ndarray) -> float:
     return float(np.sqrt(np.sum(d * d)))
 
 
+def weight_change(w_new: np.ndarray, w_old: np.ndarray, conventions: str = "paper") -> float:
+    """The change that line 8 of Algorithm 1 compares with θ.
+
+    Parameters
+    ----------
+    w_new, w_old : ndarray (J,)
+        w(t) and w(t−1), ≥ 0.
+    conventions : {"paper", "authors"}
+        ``"paper"``: ``‖w(t) − w(t−1)‖₂``; ``"authors"`` (``Logo.m``): the change of the
+        max-normalised square roots, ``‖√w(t)/max √w(t) − √w(t−1)/max √w(t−1)‖₂``, which
+        is blind to a common scale of w.
+
+    Returns
+    -------
+    float
+        The change (``inf`` under ``"authors"`` when either w is all 0).
+    """
+    if conventions == "paper":
+        return _norm(w_new - w_old)
+    a, b = np.sqrt(w_new), np.sqrt(w_old)
+    if a.max(initial=0.0) <= 0 or b.max(initial=0.0) <= 0:
+        return float("inf")
+    return _norm(a / a.max() - b / b.max())
+
+
 def _stopped(state: LogoState) -> bool:
     return state.stop
 
@@ -151,6 +203,7 @@ def logo_weights(
     inner_tol: float = 1e-10,
     inner_max_iter: int = 2000,
     standardize: bool = True,
+    conventions: str = "paper",
 ) -> LogoState:
     """The feature weights of Algorithm 1, with elimination and its certificate.
 
@@ -163,7 +216,7 @@ def logo_weights(
     ctx : FitContext
         The fit's context: its execution (budget, passes), the checkpointed loop, warnings.
     sigma, lam, theta, max_iter, solver, elim_tol, eliminate, certify, kkt_tol, inner_tol,
-    inner_max_iter, standardize
+    inner_max_iter, standardize, conventions
         As for :class:`~fsdask.methods.logo.Logo`.
 
     Returns
@@ -173,6 +226,12 @@ def logo_weights(
         active columns and Z̄ when they fit the budget, plus a few N × N arrays.
     """
     codes = check_classes(y)
+    authors = conventions == "authors"
+    if authors:  # Logo.m's outer loop and its inner solver
+        max_iter = min(max_iter, AUTHORS["max_outer_iter"])
+        solve, inner_tol = solve_logo_m, AUTHORS["inner_rtol"]
+    else:
+        solve = solve_lbfgs if solver == "lbfgs" else solve_v2_gradient
     alg = _Algorithm1(
         ctx=ctx,
         source=Source(ctx.execution, X, standardize),
@@ -181,7 +240,7 @@ def logo_weights(
         lam=float(lam),
         theta=theta,
         max_iter=max_iter,
-        solve=solve_lbfgs if solver == "lbfgs" else solve_v2_gradient,
+        solve=solve,
         elim_tol=elim_tol,
         eliminate=eliminate,
         certify=certify,
@@ -189,15 +248,18 @@ def logo_weights(
         inner_tol=inner_tol,
         inner_max_iter=inner_max_iter,
         kkt=KKTBounds(X.shape[1]),  # carried from one certification to the next
+        conventions=conventions,
     )
     J = X.shape[1]
     start = LogoState(w=np.ones(J), active=np.arange(J))  # Algorithm 1, line 1
     state = ctx.iterate("logo", start, alg.step, done=_stopped).state
-    _warn_unfinished(ctx, state, max_iter, theta)
+    _warn_unfinished(ctx, state, max_iter, theta, authors)
     return state
 
 
-def _warn_unfinished(ctx: FitContext, s: LogoState, max_iter: int, theta: float) -> None:
+def _warn_unfinished(
+    ctx: FitContext, s: LogoState, max_iter: int, theta: float, authors: bool
+) -> None:
     """Say why the loop stopped when it is not a certified fixed point."""
     if s.active.size == 0:
         ctx.warn("logo: every weight fell to 0 (λ too large for this data?); try a smaller lam")
@@ -207,6 +269,12 @@ def _warn_unfinished(ctx: FitContext, s: LogoState, max_iter: int, theta: float)
             "optimality condition at the last w (first: "
             f"{', '.join(map(str, s.final_violators[:5]))}); their weight 0 is not certified — "
             "raise max_iter or sigma"
+        )
+    elif not s.converged and authors:
+        ctx.warn(
+            f"logo: stopped after max_iter={max_iter} outer iterations (Logo.m runs at most "
+            f"{AUTHORS['max_outer_iter']}) with change={s.delta_trace[-1]:.3g} ≥ θ={theta}; "
+            "raise sigma, or use conventions='paper' to iterate further"
         )
     elif not s.converged:
         ctx.warn(
@@ -235,12 +303,15 @@ class _Algorithm1:
     inner_tol: float
     inner_max_iter: int
     kkt: KKTBounds
+    conventions: str = "paper"
 
     def step(self, s: LogoState) -> LogoState:
         """One outer iteration: lines 3–4, a due certification, lines 5–6 and 8."""
         ex = self.ctx.execution
         XA = self.source.columns(s.active)
         D = distances(ex, XA, s.w[s.active])  # line 3 (w_j = 0 adds nothing)
+        if self.conventions == "authors" and s.n_iter == 0:
+            D /= np.sqrt(s.w.size)  # Logo.m: dist = sum(Temp,1)/sqrt(dim) at t == 1
         Pi = miss_hit_probabilities(D, self.y, self.sigma)  # line 4 (eqs. 4–5, 20)
         Z = zbar(ex, XA, Pi)  # eq. 3, one fused pass
         viol = None
@@ -287,7 +358,7 @@ class _Algorithm1:
 
     def _inner(self, Z, w0: np.ndarray) -> tuple[np.ndarray, float]:
         """Lines 5–6: eq. 7 over the active columns (on a working set when they are many)."""
-        if Z.shape[1] > WS_MIN:
+        if Z.shape[1] > WS_MIN and self.conventions == "paper":  # Logo.m solves on all columns
             w, f, _ = solve_working_set(
                 Z,
                 self.lam,
@@ -299,13 +370,29 @@ class _Algorithm1:
             )
         else:
             w, f, _ = self.solve(Z, self.lam, w0, tol=self.inner_tol, max_iter=self.inner_max_iter)
+        if self.conventions == "authors":
+            self._check_logo_m(Z, w0, f)
         return w, f
+
+    def _check_logo_m(self, Z, w0: np.ndarray, f: float) -> None:
+        """Logo.m's line search (a step in [0, 1] to ±0.02, never below ≈ 0.008) overshoots
+        when the descent is large, and its 1 % stop then accepts a rising objective."""
+        why = (
+            "its step, searched in [0, 1] to ±0.02, is too coarse for this data (features of "
+            "large scale, or many); scale the features to [0, 1] as Logo.m's demo does, or use "
+            "conventions='paper'"
+        )
+        if not np.isfinite(f):
+            raise InputError(f"logo: Logo.m's inner loop diverged (eq. 7 overflowed): {why}")
+        f0 = objective(Z.matvec(w0), w0, self.lam)
+        if f > f0:
+            self.ctx.warn(f"logo: Logo.m's inner loop raised eq. 7 from {f0:.4g} to {f:.4g}: {why}")
 
     def _advance(self, s: LogoState, w_new: np.ndarray, f: float, inner_passes: int) -> None:
         """Line 8 and §3.2: record w(t), eliminate ~0 weights, decide whether to stop."""
         s.n_iter += 1  # line 7
         s.inner_passes.append(inner_passes)
-        delta = _norm(w_new - s.w)  # line 8
+        delta = weight_change(w_new, s.w, self.conventions)  # line 8
         s.delta_trace.append(delta)
         s.objective.append(f)
         s.w = w_new

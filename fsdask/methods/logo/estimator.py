@@ -14,7 +14,7 @@ from fsdask._validation import Int, Real, StrOptions
 from fsdask.base import FitOutput, Selector
 from fsdask.fitting import FitContext
 from fsdask.linalg.execution import TREE_SUM_COPIES
-from fsdask.methods.logo.algorithm import SOLVERS, LogoState, logo_weights
+from fsdask.methods.logo.algorithm import AUTHORS, CONVENTIONS, SOLVERS, LogoState, logo_weights
 from fsdask.methods.quadratic import SampleCost, SampleLimit, logo_cost
 
 __all__ = ["Logo"]
@@ -31,12 +31,15 @@ class Logo(SampleLimit, Selector):
     lam : float, default 1.0
         ℓ1 regularisation λ ≥ 0 of eq. 7 (the paper: 1).
     theta : float, default 0.01
-        Stop when ``‖w(t) − w(t−1)‖₂ < θ`` (the paper: 0.01).
+        Stop when ``‖w(t) − w(t−1)‖₂ < θ`` (the paper: 0.01; ``conventions="authors"``
+        compares the max-normalised √w instead).
     max_iter : int, default 30
-        Maximum number of outer (fixed-point) iterations.
+        Maximum number of outer (fixed-point) iterations (at most 11 under
+        ``conventions="authors"``).
     solver : {"lbfgs", "gd"}
         ``"lbfgs"`` (L-BFGS-B on w ≥ 0, default, fewest passes over Z̄) or ``"gd"`` (the
-        paper's v² gradient descent with line search, eq. 10).
+        paper's v² gradient descent with line search, eq. 10).  Not used under
+        ``conventions="authors"``, which solves eq. 7 as ``Logo.m`` does.
     n_features_to_select : int, float or None
         Top-k selection; ``None`` selects weights > ``support_threshold`` × max weight.
     elim_tol : float, default 1e-8
@@ -49,7 +52,8 @@ class Logo(SampleLimit, Selector):
     kkt_tol : float, default 1e-6
         A feature violates optimality when ``∂/∂w_j < −kkt_tol``.
     inner_tol, inner_max_iter : float, int
-        Tolerance and iteration cap of the inner solver.
+        Tolerance and iteration cap of the inner solver (under ``conventions="authors"`` the
+        tolerance is ``Logo.m``'s 1 % change of the objective).
     support_threshold : float, default 0.01
         Without ``n_features_to_select``, the weights above this share of the largest are
         selected (the paper: 0.01, §4.2).
@@ -74,6 +78,15 @@ class Logo(SampleLimit, Selector):
         None uses every sample.
     random_state : int or None, default 0
         Seed of the ``max_samples`` subsample (None: one is drawn and recorded).
+    conventions : {"paper", "authors"}, default "paper"
+        ``"paper"``: Algorithm 1 as the paper's text states it.  ``"authors"``: as the
+        authors' own MATLAB code ``Logo.m`` (2010) runs it, which departs from the text in
+        four ways: the stop compares the max-normalised square roots,
+        ``‖√w(t)/max √w(t) − √w(t−1)/max √w(t−1)‖₂ < θ``; the first iteration's distances
+        are divided by √J (J features: a kernel √J times wider at the start); the inner
+        problem stops as soon as its objective changes by less than 1 %
+        (``fsdask.methods.logo.solve_logo_m``); at most 11 outer iterations run.
+        ``result_.attrs["delta_trace"]`` then holds the normalised change.
 
     Attributes
     ----------
@@ -132,6 +145,7 @@ class Logo(SampleLimit, Selector):
         "on_constant": [StrOptions({"drop", "error"})],
         "max_samples": [Int(3), None],
         "random_state": [Int(0), None],
+        "conventions": [StrOptions(set(CONVENTIONS))],
     }
 
     def __init__(
@@ -154,6 +168,7 @@ class Logo(SampleLimit, Selector):
         standardize: bool = True,
         max_samples: int | None = None,
         random_state: int | None = 0,
+        conventions: str = "paper",
     ):
         self.sigma = sigma
         self.lam = lam
@@ -173,6 +188,7 @@ class Logo(SampleLimit, Selector):
         self.standardize = standardize
         self.max_samples = max_samples
         self.random_state = random_state
+        self.conventions = conventions
 
     def _default_support(self, scores: np.ndarray) -> np.ndarray:
         """The paper's rule (§4.2): weights normalised to max 1, keep those > 0.01."""
@@ -184,14 +200,21 @@ class Logo(SampleLimit, Selector):
     # ---- the algorithm
     #: a stratified subsample keeps a nearest hit for every sample (eq. 5)
     min_per_class = 2
-    #: the parameter that caps Algorithm 1's outer loop (the progress lines' time left)
-    progress_bound = "max_iter"
+    #: the attribute that caps Algorithm 1's outer loop (the progress lines' time left)
+    progress_bound = "max_outer_iter"
+
+    @property
+    def max_outer_iter(self) -> int:
+        """The cap on outer iterations: ``max_iter``, at most 11 under ``conventions="authors"``."""
+        if self.conventions == "authors":
+            return min(self.max_iter, AUTHORS["max_outer_iter"])
+        return self.max_iter
 
     def _sample_cost(self, n: int, p: int) -> SampleCost:
         """Algorithm 1's N × N matrices and work (class Notes): D on its tree-sum and the
         certification's bound S; Π, its weighted copy C and the bounds' update come after D
         is summed, so they do not add to that peak."""
-        return logo_cost(n, p, copies=TREE_SUM_COPIES + 1, max_iter=self.max_iter)
+        return logo_cost(n, p, copies=TREE_SUM_COPIES + 1, max_iter=self.max_outer_iter)
 
     def _strata(self, y: np.ndarray | None) -> np.ndarray | None:
         return y
@@ -213,6 +236,7 @@ class Logo(SampleLimit, Selector):
             inner_tol=self.inner_tol,
             inner_max_iter=self.inner_max_iter,
             standardize=self.standardize,
+            conventions=self.conventions,
         )
         return self._output(state, ctx.passes)
 
@@ -234,7 +258,8 @@ class Logo(SampleLimit, Selector):
                 "delta_trace": [float(d) for d in s.delta_trace],
                 "n_rejoined": len(s.rejoined),
                 "rejoined_features": s.rejoined[:1000],
-                "solver": self.solver,
+                "solver": "logo.m" if self.conventions == "authors" else self.solver,
+                "conventions": self.conventions,
                 "certified": bool(self.certify and s.converged),
                 "n_certifications": s.n_certifications,
                 "uncertified_features": [int(j) for j in s.final_violators[:1000]],

@@ -12,12 +12,19 @@ over Z̄ for the margins Z̄w plus one for the gradient Z̄ᵀs.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 
 from fsdask.linalg.execution import InMemoryOperator
 from fsdask.linalg.threads import one_blas_thread
 
-__all__ = ["objective", "sigmoid_neg", "solve_lbfgs", "solve_v2_gradient", "solve_working_set"]
+__all__ = [
+    "objective",
+    "sigmoid_neg",
+    "solve_lbfgs",
+    "solve_logo_m",
+    "solve_v2_gradient",
+    "solve_working_set",
+]
 
 
 def sigmoid_neg(m: np.ndarray) -> np.ndarray:
@@ -172,6 +179,71 @@ def solve_v2_gradient(
     return w, F, nfev
 
 
+def solve_logo_m(
+    Z, lam: float, w0: np.ndarray, tol: float = 0.01, max_iter: int = 2000, step_tol: float = 0.02
+) -> tuple[np.ndarray, float, int]:
+    """Eq. 9 as the authors' ``Logo.m`` solves it: few steps, stopped at a 1 % cost change.
+
+    From ``v = sqrt(w0)``, each step goes along ``d = v ⊗ (λ1 − Σ_n σ(−ρ̄_n) z̄_n)`` (update
+    (10) with the factor 2 folded into the step) by the step ``α ∈ [0, 1]`` that minimises
+    the objective on that segment (bounded Brent search to ``step_tol``, as ``fminbnd`` with
+    ``TolX`` 0.02), and stops after the first step whose objective differs from the previous
+    step's by at most ``tol`` times itself (so at least two steps).  The minimiser is reached
+    only loosely: this is the inner problem as the authors ran it, not eq. 7's optimum.
+
+    Parameters
+    ----------
+    Z : LinearOperator
+        Z̄ (N × J).
+    lam : float
+        λ of eq. 7.
+    w0 : ndarray (J,)
+        The start (the previous outer iteration's w).
+    tol : float, default 0.01
+        The relative change of the objective between two steps that stops the loop.
+    max_iter : int
+        The cap on steps (``Logo.m`` has none).
+    step_tol : float, default 0.02
+        The line search's tolerance on α.
+
+    Returns
+    -------
+    (w, objective, nfev) : (ndarray (J,), float, int)
+        ``v²`` after the last step, eq. 7 there, and the number of objective evaluations.
+    """
+    v = np.sqrt(np.maximum(np.asarray(w0, dtype=np.float64), 0.0))
+    m = Z.matvec(v * v)
+    F_prev, nfev = np.inf, 1
+
+    def along(d: np.ndarray):
+        def f(a: float) -> float:
+            nonlocal nfev
+            nfev += 1
+            u = v - a * d
+            with np.errstate(over="ignore", invalid="ignore"):
+                F = objective(Z.matvec(u * u), u * u, lam)
+            # a step that overflows costs +inf, as in Logo.m's cost (so the search stays short)
+            return F if np.isfinite(F) else np.inf
+
+        return f
+
+    for _ in range(max_iter):
+        d = v * (lam - Z.rmatvec(sigmoid_neg(m)))  # Logo.m's "descent"
+        res = minimize_scalar(
+            along(d), bounds=(0.0, 1.0), method="bounded", options={"xatol": step_tol}
+        )
+        v = np.abs(v - res.x * d)  # the sign of v is immaterial (w = v²)
+        w = v * v
+        m = Z.matvec(w)
+        F = objective(m, w, lam)
+        nfev += 1
+        done = abs(F - F_prev) <= tol * F  # Logo.m: while CostDiff > 0.01*Cost(j)
+        F_prev = F
+        if done:
+            break
+    return v * v, F_prev, nfev
+
+
 def solve_working_set(
     Z,
     lam: float,
@@ -186,9 +258,10 @@ def solve_working_set(
     """Eq. 7 for many columns: ``inner`` solves it on a working set W, a sweep certifies it.
 
     Eq. 7 is convex, so w (zero outside W, optimal on W) is optimal for all columns iff
-    every column outside W satisfies ``λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``.  Each round: one
-    sweep over Z̄ for that gradient, the most violating columns (at least ``min_add``, at
-    most doubling W) join W, and ``inner`` re-solves on W in memory.  The solution is the
+    every column outside W satisfies ``λ − Σ_n σ(−ρ̄_n) z̄_n(j) ≥ 0``.  Each round:
+    ``inner`` solves on W in memory (when W is not empty), one sweep over Z̄ gives that
+    gradient, and the most violating columns (at least ``min_add``, at most doubling W)
+    join W.  The solution is the
     same as ``inner`` on all columns (up to ``kkt_tol``); the number of sweeps over Z̄
     drops from hundreds to a handful.
 
@@ -225,6 +298,12 @@ def solve_working_set(
     f = objective(m, w, lam)
     nfev = 0
     for _ in range(max_rounds):
+        if W.size:  # solve on W first: the start is not W's optimum
+            wW, f, n = inner(InMemoryOperator(ZW), lam, w[W], tol=tol, max_iter=max_iter)
+            nfev += n
+            w[:] = 0.0
+            w[W] = wW
+            m = ZW @ wW
         g = lam - Z.rmatvec(sigmoid_neg(m))  # one sweep: gradient of eq. 7
         outside = np.ones(J, bool)
         outside[W] = False
@@ -235,9 +314,4 @@ def solve_working_set(
         add = viol[np.argsort(g[viol], kind="stable")[:k]]
         W = np.union1d(W, add)
         ZW = Z.columns(W)
-        wW, f, n = inner(InMemoryOperator(ZW), lam, w[W], tol=tol, max_iter=max_iter)
-        nfev += n
-        w[:] = 0.0
-        w[W] = wW
-        m = ZW @ wW
     return w, f, nfev

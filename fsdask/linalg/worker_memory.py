@@ -137,11 +137,15 @@ class WorkerMemory:
         return int((WORKER_FIXED_COST + self.threads * task.nbytes) / _threshold())
 
 
+#: distributed's defaults of its thresholds (its config is registered when it is imported)
+THRESHOLDS = {"pause": 0.8, "terminate": 0.95}
+
+
 def _threshold() -> float:
     """The fraction of the limit a worker may use: distributed's pause threshold, else its
     terminate threshold, else all of it."""
-    for key in ("pause", "terminate"):
-        value = dask.config.get(f"distributed.worker.memory.{key}", False)
+    for key, default in THRESHOLDS.items():
+        value = dask.config.get(f"distributed.worker.memory.{key}", default)
         if value:
             return float(value)
     return 1.0

@@ -1051,4 +1051,8 @@ def current_workers() -> WorkerMemory | None:
     client = getattr(dask.base.get_scheduler(), "__self__", None)
     if not isinstance(client, Client):
         return None
-    return client_worker_memory(client, _PLAN.get())
+    try:
+        return client_worker_memory(client, _PLAN.get())
+    except (OSError, TimeoutError) as exc:  # the compute itself will say what is wrong
+        log.debug("the workers' memory limit could not be read: %s", exc)
+        return None

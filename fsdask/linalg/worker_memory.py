@@ -52,6 +52,8 @@ class TaskMemory:
         The largest block's shape (samples × features).
     itemsize : int
         Bytes per stored value.
+    dtype : str
+        The stored dtype's name, for messages.
     """
 
     rows: int

@@ -217,3 +217,21 @@ def test_blocks_whose_read_fits_complete_in_pieces_with_the_threaded_result(lc, 
         threaded = fsdask.Filter("ttest").fit(ds).scores_
     np.testing.assert_array_equal(on_cluster, threaded)
     assert set(np.argsort(-on_cluster)[:5]) == set(range(5))
+
+
+def test_a_jobqueue_files_limit_stands_for_workers_not_yet_connected(tmp_path):
+    """Queued jobs: the scheduler knows no worker yet; the cluster file's limit is used."""
+    from distributed import Client, LocalCluster
+
+    from fsdask.cluster import client_worker_memory
+
+    path = tmp_path / "pbs.yaml"
+    path.write_text("jobqueue: pbs\ncores: 2\nprocesses: 1\nmemory: 600MB\n")
+    plan = yaml_worker_memory(str(path))
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            assert client_worker_memory(client, plan) == plan
+            assert client_worker_memory(client) is None  # nothing known: nothing checked
+    X = da.zeros((N, 400_000), chunks=(N, ISSUE_COLS), dtype=np.float32)
+    with pytest.raises(ClusterError, match=r"per thread \(2 threads each\).*`memory:` in .*pbs"):
+        admit(X, plan)

@@ -213,6 +213,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             len(Xd.chunks[1]),
         )
         ctx = FitContext(self, memory_budget=getattr(self, "memory_budget", None))
+        Xd = ctx.admit(Xd)  # a task too big for the workers stops here, before any read
         with fit_threads(Xd):  # BLAS threads: one per task, or one for a small fit
             out, active = self._screen_and_fit(Xd, y, names, ctx)
         self.n_passes_ = ctx.passes

@@ -26,6 +26,7 @@ edit its queue/account before use.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import logging
 import os
@@ -37,6 +38,7 @@ import dask
 
 from fsdask.errors import ClusterError, ParameterError, import_optional
 from fsdask.linalg.threads import cores
+from fsdask.linalg.worker_memory import WorkerMemory
 
 log = logging.getLogger("fsdask")
 
@@ -699,11 +701,13 @@ def scheduler(
     client = _connect(t, timeout)
     log.info("running on %s", client)
     failed = True
+    plan = _PLAN.set(_worker_plan(t))
     try:
         with _supervised(t, client):
             yield client
         failed = False
     finally:
+        _PLAN.reset(plan)
         # closing after a failed task: the nanny's "still alive, killing" is not the user's news
         with _quiet(
             "distributed", "distributed.nanny", "distributed.scheduler", "distributed.core"
@@ -921,3 +925,134 @@ def progress(
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+# --------------------------------------------------------------------------- worker memory
+#: what :func:`scheduler` knows of the workers it runs on before asking them: where their
+#: limit comes from, how to raise it, and (a jobqueue cluster file) the limit itself
+_PLAN: contextvars.ContextVar[WorkerMemory | None] = contextvars.ContextVar(
+    "fsdask_worker_plan", default=None
+)
+
+
+def _worker_plan(t: _Target) -> WorkerMemory:
+    """The :class:`WorkerMemory` template of a :func:`scheduler` target (limit 0: ask them)."""
+    if t.local:
+        if t.memory_limit:
+            source = f"each under --memory-limit {t.memory_limit},"
+            remedy = "raise it (--memory-limit {limit} or more)"
+        else:
+            source = "each under the default memory limit (the machine's memory / workers),"
+            remedy = "give each --memory-limit {limit} or more, or use fewer workers (local:N)"
+        return WorkerMemory(
+            0, source=f"the workers of --scheduler {t.spec}, {source}", remedy=remedy
+        )
+    if t.spec.endswith((".yaml", ".yml")):
+        return yaml_worker_memory(t.spec) or WorkerMemory(0, source=f"the workers of {t.spec}")
+    return WorkerMemory(
+        0,
+        source=f"the workers of {t.spec}",
+        remedy="start the workers with `dask worker --memory-limit {limit}` or more",
+    )
+
+
+def yaml_worker_memory(path: str) -> WorkerMemory | None:
+    """The memory of one worker process of the jobqueue cluster file ``path``, without
+    starting any job: its ``memory`` (per job) shared by its ``processes``.
+
+    Parameters
+    ----------
+    path : str
+        A cluster file (see :func:`read_cluster_yaml`).
+
+    Returns
+    -------
+    WorkerMemory or None
+        None when the file gives no ``memory`` (dask-jobqueue's config then decides).
+    """
+    from dask.utils import parse_bytes
+
+    _, _, kwargs = read_cluster_yaml(path)
+    memory = kwargs.get("memory")
+    if memory is None:
+        return None
+    try:
+        total = parse_bytes(memory)
+        cores_per_job = int(kwargs.get("cores") or 1)
+        processes = kwargs.get("processes")
+        processes = int(processes) if processes else _default_processes(cores_per_job)
+    except (TypeError, ValueError):
+        raise ParameterError(
+            f"{path}: 'memory' must be a size such as 32GB and 'cores'/'processes' whole "
+            f"numbers; got memory={memory!r}"
+        ) from None
+    processes = max(1, processes)
+    return WorkerMemory(
+        int(total // processes),
+        threads=max(1, cores_per_job // processes),
+        source=f"the workers of {path} (memory: {memory} over {processes} processes)",
+        remedy=f"raise `memory:` in {path} to {{limit}} or more per worker process "
+        "(× processes per job), or lower `processes:`",
+    )
+
+
+def _default_processes(cores_per_job: int) -> int:
+    """dask-jobqueue's default worker processes per job: distributed's split of the cores."""
+    from distributed.deploy.utils import nprocesses_nthreads
+
+    return int(nprocesses_nthreads(cores_per_job)[0])
+
+
+def client_worker_memory(client: Any, plan: WorkerMemory | None = None) -> WorkerMemory | None:
+    """The memory of the workers connected to ``client``'s scheduler.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    plan : WorkerMemory, optional
+        Where the limit comes from and how to raise it (from :func:`scheduler`); its limit
+        stands for workers not yet connected (a jobqueue cluster whose jobs are queued).
+
+    Returns
+    -------
+    WorkerMemory or None
+        The smallest worker's ``memory_limit`` and the largest ``nthreads``; None when no
+        worker has a limit (or none is known).
+    """
+    info = client.scheduler_info(n_workers=-1)
+    plan = plan or WorkerMemory(0, source=f"the workers of {info.get('address', 'the scheduler')}")
+    workers = list(info.get("workers", {}).values())
+    if not workers:
+        return plan if plan.limit else None
+    limits = [int(w.get("memory_limit") or 0) for w in workers]
+    if not any(limits):
+        return None
+    threads = max(int(w.get("nthreads") or 1) for w in workers)
+    return dataclasses.replace(plan, limit=min(x for x in limits if x), threads=threads)
+
+
+def current_workers() -> WorkerMemory | None:
+    """The memory of the workers dask computes on now, or None.
+
+    None on the threaded and synchronous schedulers (``dask.base.get_scheduler()`` is not a
+    ``distributed`` client's) and for workers without a memory limit.  Inside
+    :func:`scheduler` the answer names the ``--scheduler`` and its remedy.
+
+    Returns
+    -------
+    WorkerMemory or None.  Memory: none; one round trip to the scheduler.
+    """
+    import sys
+
+    if "distributed" not in sys.modules:  # nothing can run on distributed: spare the import
+        return None
+    from distributed import Client
+
+    client = getattr(dask.base.get_scheduler(), "__self__", None)
+    if not isinstance(client, Client):
+        return None
+    try:
+        return client_worker_memory(client, _PLAN.get())
+    except (OSError, TimeoutError) as exc:  # the compute itself will say what is wrong
+        log.debug("the workers' memory limit could not be read: %s", exc)
+        return None

@@ -39,6 +39,7 @@ from typing import Any, Callable, Generic, Iterator, TextIO, TypeVar
 import numpy as np
 
 from fsdask import checkpoint
+from fsdask.cluster import current_workers
 from fsdask.errors import ConvergenceWarning
 from fsdask.linalg.execution import Execution
 
@@ -199,7 +200,7 @@ class FitContext:
 
     def __init__(self, estimator: Any, memory_budget: Any = None):
         self.estimator = estimator
-        self.execution = Execution(memory_budget)
+        self.execution = Execution(memory_budget, workers=current_workers())
         self.method = getattr(estimator, "method_name", type(estimator).__name__)
         self._data: tuple[Any, Any] | None = None
         self._checkpoint: Any = None
@@ -212,6 +213,22 @@ class FitContext:
         self._data = (X, y)
         self._checkpoint = None
         return self
+
+    def admit(self, X: Any) -> Any:
+        """X as the fit's tasks will read it: its largest task checked against the memory
+        of the ``distributed`` workers the fit runs on, before anything is computed
+        (:meth:`~fsdask.linalg.execution.Execution.admit`).
+
+        Returns
+        -------
+        X, or X with its blocks worked on in pieces.
+
+        Raises
+        ------
+        ClusterError
+            One line naming the block size, the workers' limit and the remedy.
+        """
+        return self.execution.admit(X)
 
     @property
     def passes(self) -> int:

@@ -53,6 +53,8 @@ from fsdask.linalg.reductions import (
     sum_over_row_blocks,
 )
 from fsdask.linalg.threads import cores, parallel_map
+from fsdask.linalg.worker_memory import WorkerMemory
+from fsdask.linalg.worker_memory import admit as admit_blocks
 
 #: columns per task when in-memory columns are swept (fixed: results do not depend on threads)
 SLICE = 2048
@@ -461,18 +463,30 @@ class Execution:
     ----------
     memory_budget : int, float, str or None
         Bytes a method may hold in memory; ``None`` reads ``fsdask.memory-budget``.
+    workers : WorkerMemory, optional
+        The memory of the ``distributed`` workers the fit's tasks run on (None: this
+        process's threads, or workers without a limit).
 
     Attributes
     ----------
     budget : int
         The budget in bytes.
+    workers : WorkerMemory or None
+        As given.
     passes : int
         Sweeps so far of dask graphs that read X.
     """
 
-    def __init__(self, memory_budget: Any = None):
+    def __init__(self, memory_budget: Any = None, workers: WorkerMemory | None = None):
         self.budget = _budget_bytes(memory_budget)
+        self.workers = workers
         self.passes = 0
+
+    def admit(self, X: Any) -> Any:
+        """X as the fit's tasks will read it, checked against the workers' memory before
+        anything is computed (:func:`fsdask.linalg.worker_memory.admit`): unchanged, in
+        pieces of its blocks, or a one-line :class:`~fsdask.errors.ClusterError`."""
+        return admit_blocks(X, self.workers)
 
     def fits(self, nbytes: float, copies: int = 1) -> bool:
         """Whether ``copies`` arrays of ``nbytes`` each fit the budget."""

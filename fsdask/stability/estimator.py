@@ -55,6 +55,18 @@ def strata_of(estimator: Any, y: np.ndarray | None) -> np.ndarray | None:
     return np.unique(y, return_inverse=True)[1]
 
 
+def one_pass_filter(estimator: Any) -> bool:
+    """Whether a selector's resamples come from one pass over X: a univariate filter (not
+    its one-vs-rest ``groups``, which are refitted)."""
+    return isinstance(estimator, Filter) and getattr(estimator, "groups", None) is None
+
+
+def streams_variants(estimator: Any) -> bool:
+    """Whether those resamples are sums over samples (membership products over any
+    blocks of X): every filter statistic but ``ks``, which sorts feature blocks."""
+    return one_pass_filter(estimator) and bool(estimator.streams_samples)
+
+
 def min_per_class(estimator: Any) -> int:
     """Samples of each class a subsample needs: 2 for the statistics with a variance in
     each class (as :class:`~fsdask.methods.filters.Filter` requires), else 1."""
@@ -170,9 +182,16 @@ class Stability(Selector):
         tags.target_tags.required = inner.target_tags.required
         return tags
 
+    @property
+    def streams_samples(self) -> bool:  # type: ignore[override]
+        return streams_variants(base_estimator(self.estimator))
+
+    @property
+    def screen_in_fit(self) -> bool:  # type: ignore[override]
+        return self.streams_samples  # the membership sums carry the screen
+
     def _check_shape(self, n: int, p: int) -> None:
-        est = base_estimator(self.estimator)
-        if isinstance(est, Filter) and getattr(est, "groups", None) is None:
+        if one_pass_filter(base_estimator(self.estimator)):
             self._check_client_scores((self.n_resamples + 1) * p)
 
     def _check_client_scores(self, values: int) -> None:
@@ -205,28 +224,47 @@ class Stability(Selector):
             return int(np.random.SeedSequence().entropy % 2**32)
         return int(self.random_state)
 
-    # ---- one pass for a filter
+    # ---- one pass for a filter: membership products (ks: feature blocks)
+    def _one_pass(self, X, y, ctx: FitContext) -> FitOutput:
+        """Every subsample's scores from the membership sums of one pass, screen included."""
+        est = base_estimator(self.estimator)
+        variants, n_classes = onepass.filter_variants(
+            est, y, [None, *self._subsamples(X.shape[0], y)], []
+        )
+        computed, (bad, lo, hi) = onepass.variant_scores(ctx.execution, X, est, variants, n_classes)
+        active = self._apply_screen(bad, lo, hi)
+        out = self._from_scores(est, computed, len(variants), active, lo)
+        out.active = active
+        return out
+
+    def _from_scores(
+        self, est: Filter, computed: np.ndarray, V: int, active: np.ndarray, lo: np.ndarray
+    ) -> FitOutput:
+        """The result from the variants' computed rows (plain fit first)."""
+        data_min = float(lo[active].min()) if active.any() else 0.0
+        scores = onepass.finish_scores(computed, est, V, data_min)[:, active]
+        k = selection_size(est.n_features_to_select, active.size, int(active.sum()))
+        chosen = np.array([top_k_mask(s, k) for s in scores])
+        return self._output(chosen[1:], scores[0], chosen[0])
+
     def _fit_lazy(self, X, y):
         est = base_estimator(self.estimator)
-        if not isinstance(est, Filter) or getattr(est, "groups", None) is not None:
-            return None  # one-vs-rest groups: refits
+        if not one_pass_filter(est) or streams_variants(est):
+            return None  # refits, or the membership products of _fit
         rows = [None, *self._subsamples(X.shape[0], y)]
         variants, n_classes = onepass.filter_variants(est, y, rows, [])
         lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)
-        p = X.shape[1]
 
         def finish(computed, active, lo, hi):
-            data_min = float(lo[active].min()) if active.any() else 0.0
-            scores = onepass.finish_scores(computed, est, len(variants), data_min)[:, active]
-            k = selection_size(est.n_features_to_select, p, int(active.sum()))
-            chosen = np.array([top_k_mask(s, k) for s in scores])
-            return self._output(chosen[1:], scores[0], chosen[0])
+            return self._from_scores(est, computed, len(variants), active, lo)
 
         return lazy, finish, True
 
     # ---- any selector: refits as tasks
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         est = base_estimator(self.estimator)
+        if streams_variants(est):
+            return self._one_pass(X, y, ctx)
         subs = self._subsamples(X.shape[0], y)
         resamples = [(None, y)] + [(r, None if y is None else y[r]) for r in subs]
         seeds = np.random.SeedSequence(self._seed()).generate_state(len(resamples))

@@ -1,0 +1,113 @@
+"""Every resample of a filter as membership products (issue 41, Cost): the class sums of all
+resamples of a block are M (X_b − K) and M (X_b − K)², and the resample scores equal the
+refits on each subsample, on dense and CSR sample blocks alike."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import fsdask
+from fsdask.linalg.colstats import membership_matrix, membership_sums, moment_sums
+from fsdask.linalg.execution import Execution
+from fsdask.stability import Stability, draw_subsamples, onepass
+
+
+def _counts(seed=0, n=48, p=23, density=0.3):
+    """Sparse non-negative counts with a planted difference in the first 3 features."""
+    rng = np.random.default_rng(seed)
+    X = rng.poisson(3.0, size=(n, p)) * (rng.random((n, p)) < density)
+    y = np.repeat([0, 1], n // 2)
+    X[y == 1, :3] += rng.poisson(4.0, size=(n // 2, 3))
+    X[:, 5] += 1000  # a large offset: the shifted sums must not cancel
+    return X.astype(np.float64), y
+
+
+@pytest.mark.parametrize("kind", ["dense", "csr"])
+def test_membership_sums_are_each_subsets_moment_sums(kind):
+    X, y = _counts()
+    rows = [np.arange(48), np.arange(0, 48, 2), np.array([3, 4, 30, 31, 40])]
+    member = np.full((48, len(rows)), -1, np.int8)
+    for v, r in enumerate(rows):
+        member[r, v] = y[r]
+    w = np.where(member >= 0, np.arange(48)[:, None] - 20.0, 0.0)
+    K = X[7]
+    xb = X if kind == "dense" else sp.csr_matrix(X)
+    got = membership_sums(xb, member, w, K, n_classes=2)
+    V, C, p = len(rows), 2, X.shape[1]
+    for v, r in enumerate(rows):
+        ref = moment_sums(X[r], y[r], w[r, v], K, n_classes=2)
+        np.testing.assert_allclose(got[v * C : v * C + C], ref[:C], rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(
+            got[V * C + v * C : V * C + v * C + C], ref[C : 2 * C], rtol=1e-12, atol=1e-9
+        )
+        np.testing.assert_allclose(got[2 * V * C + v], ref[2 * C], rtol=1e-12, atol=1e-9)
+    full = moment_sums(X, y, None, K, n_classes=2)
+    np.testing.assert_array_equal(got[-4:], full[-4:])  # NaN count, K, −min, max
+    assert got.shape == (2 * V * C + V + 4, p)
+    assert membership_matrix(member, 2).sum() == sum(r.size for r in rows)
+
+
+def _layouts(X):
+    return {
+        "dense-samples": da.from_array(X, chunks=(13, -1)),
+        "csr-samples": da.from_array(sp.csr_matrix(X), chunks=(13, -1), asarray=False),
+        "dense-features": da.from_array(X, chunks=(-1, 8)),
+    }
+
+
+@pytest.mark.parametrize("layout", ["dense-samples", "csr-samples", "dense-features"])
+@pytest.mark.parametrize("statistic", ["ttest", "f", "fisher", "snr", "fold_change", "pearson"])
+def test_every_resample_scores_as_its_refit(layout, statistic):
+    X, y = _counts(1)
+    if statistic == "pearson":
+        y = X[:, 0] + np.random.default_rng(2).normal(size=48)
+    if statistic == "fold_change":
+        X = X + 1.0  # no class mean of 0 (an infinite fold change)
+    est = fsdask.Filter(statistic)
+    strata = None if statistic == "pearson" else y
+    subs = draw_subsamples(48, 6, strata=strata, min_per_stratum=2, random_state=3)
+    perms = [np.random.default_rng(4).permutation(48)]
+    variants, n_classes = onepass.filter_variants(est, y, [None, *subs], perms)
+    ex = Execution()
+    Xd = _layouts(X)[layout]
+    with dask.config.set(scheduler="threads"):
+        computed, (bad, lo, hi) = onepass.variant_scores(ex, Xd, est, variants, n_classes)
+    assert ex.passes == 1
+    scores = onepass.finish_scores(computed, est, len(variants), float(lo.min()))
+    fits = [(X, y)] + [(X[r], y[r]) for r in subs] + [(X, y[perms[0]])]
+    for got, (Xr, yr) in zip(scores, fits):
+        np.testing.assert_allclose(got, fsdask.Filter(statistic).fit(Xr, yr).scores_, rtol=1e-9)
+    np.testing.assert_array_equal(lo, X.min(0))
+    np.testing.assert_array_equal(hi, X.max(0))
+    assert not bad.any()
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_stability_on_sample_blocks_is_the_refits_frequency(sparse):
+    X, y = _counts(5, p=40)
+    src = sp.csr_matrix(X) if sparse else X
+    Xd = da.from_array(src, chunks=(12, -1), asarray=not sparse)
+    with dask.config.set(scheduler="threads"):
+        st = Stability(fsdask.Filter("ttest", n_features_to_select=3), n_resamples=20)
+        st.fit(Xd, y)
+    assert st.n_passes_ == 1
+    subs = draw_subsamples(48, 20, strata=y, min_per_stratum=2, random_state=0)
+    refits = [fsdask.Filter("ttest", n_features_to_select=3).fit(X[r], y[r]).support_ for r in subs]
+    np.testing.assert_array_equal(st.frequency_, np.mean(refits, 0))
+    assert set(np.flatnonzero(st.support_)) == {0, 1, 2}
+
+
+def test_variance_and_many_column_groups(monkeypatch):
+    X, y = _counts(6, p=30)
+    monkeypatch.setattr(onepass, "GROUP_BYTES", 8 * 4 * (2 * 5 + 5 + 4 + 5 * 5))
+    est = fsdask.Filter("variance")
+    subs = draw_subsamples(48, 4, random_state=1)
+    variants, _ = onepass.filter_variants(est, None, [None, *subs], [])
+    ex = Execution()
+    Xd = da.from_array(X, chunks=(20, 4))  # 8 feature blocks, room for 4 columns a group
+    computed, _ = onepass.variant_scores(ex, Xd, est, variants, 0)
+    assert len(onepass.column_groups(Xd.chunks[1], 4)) == 8 and ex.passes == 1
+    for got, r in zip(computed, [slice(None), *subs]):
+        np.testing.assert_allclose(got, X[r].var(0, ddof=1), rtol=1e-10)

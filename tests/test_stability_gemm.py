@@ -46,6 +46,11 @@ def test_membership_sums_are_each_subsets_moment_sums(kind):
     full = moment_sums(X, y, None, K, n_classes=2)
     np.testing.assert_array_equal(got[-4:], full[-4:])  # NaN count, K, −min, max
     assert got.shape == (2 * V * C + V + 4, p)
+    X[3, 2], X[5, 4], X[6, 4] = np.nan, np.inf, np.nan  # counted; never an extreme
+    xb = X if kind == "dense" else sp.csr_matrix(X)
+    got = membership_sums(xb, member, None, K, n_classes=2)
+    np.testing.assert_array_equal(got[-4:], moment_sums(X, y, None, K, n_classes=2)[-4:])
+    assert got[-4, 2] == 1 and got[-4, 4] == 2 and got.shape == (2 * V * C + 4, p)
     assert membership_matrix(member, 2).sum() == sum(r.size for r in rows)
 
 
@@ -99,15 +104,28 @@ def test_stability_on_sample_blocks_is_the_refits_frequency(sparse):
     assert set(np.flatnonzero(st.support_)) == {0, 1, 2}
 
 
-def test_variance_and_many_column_groups(monkeypatch):
+def test_variance_on_sample_and_feature_blocks_and_slices(monkeypatch):
     X, y = _counts(6, p=30)
-    monkeypatch.setattr(onepass, "GROUP_BYTES", 8 * 4 * (2 * 5 + 5 + 4 + 5 * 5))
+    monkeypatch.setattr(onepass, "SLICE_BYTES", 8)  # slices of 256 columns: several per block
+    X = np.tile(X, (1, 20))  # 600 features
     est = fsdask.Filter("variance")
     subs = draw_subsamples(48, 4, random_state=1)
     variants, _ = onepass.filter_variants(est, None, [None, *subs], [])
     ex = Execution()
-    Xd = da.from_array(X, chunks=(20, 4))  # 8 feature blocks, room for 4 columns a group
-    computed, _ = onepass.variant_scores(ex, Xd, est, variants, 0)
-    assert len(onepass.column_groups(Xd.chunks[1], 4)) == 8 and ex.passes == 1
+    Xd = da.from_array(X, chunks=(20, 550))  # 3 × 2 blocks, the first 550 wide
+    with dask.config.set(scheduler="threads"):
+        computed, _ = onepass.variant_scores(ex, Xd, est, variants, 0)
+    assert ex.passes == 1
     for got, r in zip(computed, [slice(None), *subs]):
         np.testing.assert_allclose(got, X[r].var(0, ddof=1), rtol=1e-10)
+
+
+def test_top_k_rows_is_top_k_mask_of_each_row():
+    from fsdask.base import top_k_mask
+    from fsdask.stability.estimator import top_k_rows
+
+    rng = np.random.default_rng(7)
+    scores = rng.integers(0, 5, size=(30, 17)).astype(float)  # many ties
+    for k in (1, 4, 16, 17, 20):
+        ref = np.array([top_k_mask(s, k) for s in scores])
+        np.testing.assert_array_equal(top_k_rows(scores, k), ref)

@@ -181,14 +181,15 @@ def moments_from_sums(sums: np.ndarray, counts: np.ndarray, n_classes: int) -> M
 
     Parameters
     ----------
-    sums : ndarray (2·V·C + V + 4, p), merged over every block (V = 1: the 2·C + 5 rows of
-        :func:`moment_sums`)
+    sums : ndarray (2·V·C + D + 4, p), merged over every block, with D = V dot rows or none
+        (V = 1: the 2·C + 5 rows of :func:`moment_sums`)
     counts : int ndarray (C,) — the samples of each class — or (V, C), per variant
     n_classes : int, C
 
     Returns
     -------
-    Moments; with counts (V, C): mean and var (V, C, p), dot (V, p).  mean = K + S/n_c;
+    Moments; with counts (V, C): mean and var (V, C, p), dot (V, p) (None without dot
+    rows).  mean = K + S/n_c;
     M2 = Q − S²/n_c (≥ 0), var = M2/(n_c − 1) (0 for a class of one).  Memory: a few
     (V·C, p) arrays.
     """
@@ -198,20 +199,18 @@ def moments_from_sums(sums: np.ndarray, counts: np.ndarray, n_classes: int) -> M
     V = int(np.prod(lead, dtype=np.int64))
     VC, p = V * C, sums.shape[1]
     nv = nc.reshape(VC, 1)
-    S, Q, K = sums[:VC], sums[VC : 2 * VC], sums[2 * VC + V + 1]
+    S, Q, K = sums[:VC], sums[VC : 2 * VC], sums[-3]
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = K + S / np.maximum(nv, 1)
-        m2 = np.maximum(Q - S * (S / np.maximum(nv, 1)), 0.0)
-    var = m2 / np.maximum(nv - 1, 1)
-    r = 2 * VC + V
+        d = S / np.maximum(nv, 1)
+        mean = K + d
+        var = np.multiply(S, d, out=d)  # in place: the arrays are (V·C, p)
+        np.subtract(Q, var, out=var)
+        np.maximum(var, 0.0, out=var)  # M2
+    np.divide(var, np.maximum(nv - 1, 1), out=var)
+    r = sums.shape[0] - 4  # the dot rows end here
     screen = np.stack([sums[r], -sums[r + 2], sums[r + 3]])
-    return Moments(
-        nc,
-        mean.reshape(*lead, C, p),
-        var.reshape(*lead, C, p),
-        sums[2 * VC : r].reshape(*lead, p),
-        screen,
-    )
+    dot = sums[2 * VC : r].reshape(*lead, p) if r > 2 * VC else None
+    return Moments(nc, mean.reshape(*lead, C, p), var.reshape(*lead, C, p), dot, screen)
 
 
 _EPS = float(np.finfo(np.float64).eps)

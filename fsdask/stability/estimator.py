@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fsdask._validation import HasMethods, Int, Real
-from fsdask.base import FitOutput, Selector, top_k_mask
+from fsdask.base import FitOutput, Selector
 from fsdask.errors import InputError
 from fsdask.fitting import FitContext
 from fsdask.methods.filters import Filter
@@ -41,6 +41,31 @@ def selection_size(k: Any, p: int, p_active: int) -> int:
     if isinstance(k, float) and 0 < k < 1:
         return max(1, int(round(k * p)))
     return min(int(k), p_active)
+
+
+def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """Each row's k highest scores, ties broken by feature order: ``fsdask.base.top_k_mask``
+    of every row at once (one partition of the (R, p) array).
+
+    Parameters
+    ----------
+    scores : ndarray (R, p)
+    k : int
+
+    Returns
+    -------
+    bool ndarray (R, p).  Memory: a float and a few bool copies of ``scores``.
+    """
+    R, p = scores.shape
+    if k >= p:
+        return np.ones((R, p), bool)
+    kth = np.partition(scores, p - k, axis=1)[:, p - k : p - k + 1]  # each row's k-th largest
+    mask = scores >= kth
+    over = np.flatnonzero(mask.sum(axis=1) > k)  # rows with ties at the k-th: few
+    for i in over:  # keep the first of the tied scores, in feature order
+        ties = np.flatnonzero(scores[i] == kth[i, 0])
+        mask[i, ties[k - int((scores[i] > kth[i, 0]).sum()) :]] = False
+    return mask
 
 
 def base_estimator(estimator: Any) -> Any:
@@ -242,9 +267,10 @@ class Stability(Selector):
     ) -> FitOutput:
         """The result from the variants' computed rows (plain fit first)."""
         data_min = float(lo[active].min()) if active.any() else 0.0
-        scores = onepass.finish_scores(computed, est, V, data_min)[:, active]
+        scores = onepass.finish_scores(computed, est, V, data_min)
+        scores = scores if active.all() else scores[:, active]  # (V, p): no copy if we can
         k = selection_size(est.n_features_to_select, active.size, int(active.sum()))
-        chosen = np.array([top_k_mask(s, k) for s in scores])
+        chosen = top_k_rows(scores, k)
         return self._output(chosen[1:], scores[0], chosen[0])
 
     def _fit_lazy(self, X, y):

@@ -27,6 +27,7 @@ import numpy as np
 from fsdask.linalg import map_features
 from fsdask.linalg.colstats import MOMENT_MAXIMA, membership_rows, membership_sums
 from fsdask.linalg.moments import moments_from_sums
+from fsdask.linalg.reductions import sum_over_row_blocks
 from fsdask.methods.filters import (
     CLASS_SCORES,
     Filter,
@@ -36,12 +37,9 @@ from fsdask.methods.filters import (
     stats_from_moments,
 )
 
-#: bytes of one column group's merged sums and moments on the client (see
-#: :func:`variant_scores`); the memory budget, when set, caps it at a quarter of it
-GROUP_BYTES = 256 * 2**20
-#: float64 rows per feature a column group holds beyond its sums (means, variances,
-#: their temporaries, the statistics), in units of V·C
-GROUP_WORK_ROWS = 5
+#: bytes of one (V·C × w) float64 array of the statistics' arithmetic: the sums are turned
+#: into scores in slices of w columns, so a dozen such temporaries stay in the CPU's cache
+SLICE_BYTES = 2 * 2**20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +104,7 @@ def variant_rows(est: Filter) -> int:
 
 def membership(
     variants: list[Variant], n: int, n_classes: int
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None]:
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Which samples each variant holds, in which class, with which response weight.
 
     Parameters
@@ -120,7 +118,6 @@ def membership(
     member : int ndarray (n, V), the class code of sample i in variant v (0 without
         classes), −1 where it is not in v; int8 for fewer than 128 classes
     weights : float ndarray (n, V) or None, the centred response (pearson), 0 where absent
-    counts : float ndarray (V, C), samples of each class in each variant
     yy : float ndarray (V,) or None, Σ yc² of each variant (pearson)
 
     Memory: n × V bytes (int8), and n × V float64 for pearson.
@@ -136,24 +133,68 @@ def membership(
         if weights is not None:
             weights[sel, k] = v.yc
             yy[k] = (v.yc * v.yc).sum()
-    counts = np.stack([np.bincount(col[col >= 0], minlength=n_classes) for col in member.T]).astype(
-        np.float64
-    )
-    return member, weights, counts, yy
+    return member, weights, yy
 
 
-def column_groups(chunks: tuple[int, ...], width: int) -> list[tuple[int, int]]:
-    """Consecutive feature blocks joined into groups of at most ``width`` columns (a wider
-    block is a group of its own): the column ranges of :func:`variant_scores`."""
-    groups, start, end = [], 0, 0
-    for c in chunks:
-        if end > start and end + c - start > width:
-            groups.append((start, end))
-            start = end
-        end += c
-    if end > start:
-        groups.append((start, end))
-    return groups
+def variant_counts(variants: list[Variant], n: int, n_classes: int) -> np.ndarray:
+    """The samples of each class in each variant, float (V, C)."""
+    return np.stack(
+        [
+            np.bincount(v.codes, minlength=n_classes)
+            if v.codes is not None
+            else [n if v.rows is None else v.rows.size]
+            for v in variants
+        ]
+    ).astype(np.float64)
+
+
+def complements(variants: list[Variant], n: int) -> dict[int, tuple[int, int]]:
+    """The variants whose sums are those of all samples minus another variant's.
+
+    Complementary pairs (Shah & Samworth) split the samples into a half and the rest: the
+    rest's class sums and sums of squares are the full data's minus the half's, so only
+    the half needs a membership product.  Variant k is derived when the variant before it
+    holds the other samples, both with the labels of the first all-sample variant f, and
+    no response weights (a Pearson variant centres y within itself).
+
+    Returns
+    -------
+    dict k -> (f, j): variant k's sums are variant f's minus variant j's.
+    """
+    full = next((i for i, v in enumerate(variants) if v.rows is None), None)
+    if full is None or variants[full].yc is not None:
+        return {}
+    codes = variants[full].codes
+    out: dict[int, tuple[int, int]] = {}
+    for k in range(1, len(variants)):
+        a, b = variants[k - 1], variants[k]
+        if k - 1 in out or a.rows is None or b.rows is None or a.rows.size + b.rows.size != n:
+            continue
+        same_labels = codes is None or (
+            np.array_equal(a.codes, codes[a.rows]) and np.array_equal(b.codes, codes[b.rows])
+        )
+        if same_labels and np.union1d(a.rows, b.rows).size == n:
+            out[k] = (full, k - 1)
+    return out
+
+
+def with_complements(
+    sums: np.ndarray, base: list[int], derived: dict[int, tuple[int, int]], V: int, C: int
+) -> np.ndarray:
+    """The sums of all V variants from those of the ``base`` ones (no dot rows)."""
+    Vb, w = len(base), sums.shape[1]
+    pos = {k: i for i, k in enumerate(base)}
+    out = np.empty((2 * V * C + 4, w))
+    for part in range(2):  # class sums, then sums of squares
+        b = sums[part * Vb * C : (part + 1) * Vb * C].reshape(Vb, C, w)
+        a = out[part * V * C : (part + 1) * V * C].reshape(V, C, w)
+        for k in range(V):
+            if k in derived:
+                np.subtract(b[pos[derived[k][0]]], b[pos[derived[k][1]]], out=a[k])
+            else:
+                a[k] = b[pos[k]]
+    out[-4:] = sums[-4:]
+    return out
 
 
 def variant_scores(
@@ -163,7 +204,7 @@ def variant_scores(
 
     Parameters
     ----------
-    ex : Execution, the fit's (the pass is counted there once)
+    ex : Execution, the fit's (the pass is counted there)
     X : dask array (n, p), sample or feature blocks, NumPy or CSR
     est : Filter, whose statistic, ``equal_var`` and ``log_scale`` are used (not ``ks``)
     variants : list of V Variant
@@ -175,37 +216,95 @@ def variant_scores(
         row (or its two class means); for :func:`finish_scores`
     screen : ndarray (3, p), NaN/Inf count, minimum, maximum of every feature
 
-    Memory: per block M (V·C × n_b) and V·(2·C + 1) + 4 partial sums per feature; on the
-    client the result and, for one group of feature blocks at a time (at most
-    :data:`GROUP_BYTES`, or a quarter of the memory budget), its sums and moments.
-    Work: 4·V·C·n·p flop in BLAS products.
+    Memory: per block M (V_b·C × n_b) and about 2·V_b·C partial sums per feature (V_b: the
+    variants not derived as :func:`complements`, about V/2 with complementary pairs), and
+    as many for the merged sums of a feature block, turned into its scores there
+    (:data:`SLICE_BYTES` at a time); on the client the result, (V · r + 3) × p float64.
+    Work: 4·V_b·C·n·p flop in BLAS products.
     """
     n, p = X.shape
     C = max(n_classes, 1)
-    member, weights, counts, yy = membership(variants, n, C)
     V, r = len(variants), variant_rows(est)
-    rows = membership_rows(V, C)
-    cap = GROUP_BYTES if not ex.budget else min(GROUP_BYTES, ex.budget // 4)
-    width = max(1, int(cap // (8 * (rows + GROUP_WORK_ROWS * V * C))))
+    derived = complements(variants, n)
+    base = [k for k in range(V) if k not in derived]
+    member, weights, yy = membership([variants[k] for k in base], n, C)
+    rows = membership_rows(len(base), C, weights is not None)
     shift = ex.first_row(X)
     row_args = (member,) if weights is None else (member, weights)
     fn = functools.partial(_membership_block, n_classes=C, has_w=weights is not None)
-    computed, screen = np.empty((V * r, p)), np.empty((3, p))
-    before = ex.passes
-    for j0, j1 in column_groups(X.chunks[1], width):
-        cols = () if shift is None else (shift[j0:j1],)
-        sums = ex.sum_blocks(
-            fn, X[:, j0:j1], *row_args, shape=(rows,), maxima=MOMENT_MAXIMA, columns=cols
+    finish = functools.partial(
+        _finish_block,
+        plan=(base, derived, variant_counts(variants, n, C), yy),
+        est=est,
+        n_classes=n_classes,
+    )
+    out_rows = V * r + 3
+    if len(X.chunks[0]) == 1:  # feature blocks hold every sample: sums and scores in one task
+        lazy = map_features(
+            _sums_to_scores,
+            X,
+            out_rows=out_rows,
+            dtype=np.float64,
+            rows=row_args,
+            fn=fn,
+            finish=finish,
+            step=slice_width(V, C),
         )
-        m = moments_from_sums(sums, counts, C)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            st = stats_from_moments(m, est.statistic, n_classes, est.equal_var, yy)
-            if r == 1:  # the scores, variant by variant (rows of the statistics first)
-                st = scores_from_stats(est.statistic, np.moveaxis(st, -2, 0), bool(est.log_scale))
-        computed[:, j0:j1] = st.reshape(V * r, j1 - j0)
-        screen[:, j0:j1] = m.screen
-    ex.passes = before + 1  # the groups read disjoint columns of X: together one pass
-    return computed, screen
+    else:  # X reaches a fit as a dask array: each feature block's merged sums become its
+        # scores on the worker, and only the scores travel to the client
+        sums = sum_over_row_blocks(
+            fn,
+            X,
+            *row_args,
+            columns=() if shift is None else (shift,),
+            shape=(rows,),
+            maxima=MOMENT_MAXIMA,
+        )
+        lazy = sums.rechunk({0: -1}).map_blocks(  # the sums and the maxima rows joined
+            finish, chunks=((out_rows,), X.chunks[1]), dtype=np.float64, meta=np.empty((0, 0))
+        )
+    (computed,) = ex.compute(lazy)
+    return computed[:-3], computed[-3:]
+
+
+def _sums_to_scores(xb, rows: tuple, fn, finish, step: int) -> np.ndarray:
+    """A feature block with every sample: the membership sums of ``step`` columns at a time,
+    turned into their scores while they are in the CPU's cache."""
+    parts = [finish(fn(xb[:, a : a + step], *rows)) for a in range(0, xb.shape[1], step)]
+    return np.concatenate(parts, axis=1) if len(parts) != 1 else parts[0]
+
+
+def slice_width(V: int, C: int) -> int:
+    """Columns per slice of the statistics' arithmetic: a (V·C × w) float64 array of
+    :data:`SLICE_BYTES`, at least 256 columns (for the BLAS products)."""
+    return max(256, int(SLICE_BYTES // (8 * V * C)))
+
+
+def _finish_block(sums: np.ndarray, plan: tuple, est: Filter, n_classes: int) -> np.ndarray:
+    """A feature block's merged sums -> its (V · r + 3, w) scores and screen, in slices."""
+    base, derived, counts, yy = plan
+    V, C = counts.shape
+    w = sums.shape[1]
+    out = np.empty((V * variant_rows(est) + 3, w))
+    step = slice_width(V, C)
+    for a in range(0, w, step):
+        part = sums[:, a : a + step]
+        if derived:
+            part = with_complements(part, base, derived, V, C)
+        m = moments_from_sums(part, counts, C)
+        out[:-3, a : a + step] = _scores_of(m, est, n_classes, yy)
+        out[-3:, a : a + step] = m.screen
+    return out
+
+
+def _scores_of(m, est: Filter, n_classes: int, yy) -> np.ndarray:
+    """The (V · r, w) rows of :func:`variant_scores` from every variant's moments."""
+    V = m.counts.shape[0]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        st = stats_from_moments(m, est.statistic, n_classes, est.equal_var, yy)
+        if variant_rows(est) == 1:  # the scores, variant by variant (statistics' rows first)
+            st = scores_from_stats(est.statistic, np.moveaxis(st, -2, 0), bool(est.log_scale))
+    return st.reshape(V * variant_rows(est), -1)
 
 
 def _membership_block(xb, member, *rest, n_classes, has_w):

@@ -63,7 +63,12 @@ DIRECTED_SCORES = ("ttest", "snr", "fold_change", "pearson")
 
 
 def stats_from_moments(
-    m: Moments, score: str, n_classes: int, equal_var: bool, yy: Any = None
+    m: Moments,
+    score: str,
+    n_classes: int,
+    equal_var: bool,
+    yy: Any = None,
+    score_only: bool = False,
 ) -> np.ndarray:
     """Per-feature statistics from class moments, for one data set or a batch of them.
 
@@ -82,6 +87,9 @@ def stats_from_moments(
     equal_var : bool, Student's pooled t instead of Welch's (ttest)
     yy : float, ndarray (…,) or None
         Σ yc², the centred response's sum of squares (pearson).
+    score_only : bool
+        Only the rows the score needs: ttest's t without its degrees of freedom (which
+        only the p-value needs).
 
     Returns
     -------
@@ -112,16 +120,20 @@ def stats_from_moments(
         if equal_var:
             sp = ((n1 - 1) * v1 + (n2 - 1) * v2) / (n1 + n2 - 2)
             se2 = sp * (1 / n1 + 1 / n2)
-            df = np.broadcast_to(n1 + n2 - 2, m1.shape)
         else:
             a, b = v1 / n1, v2 / n2
             se2 = a + b
+        se = np.sqrt(se2)
+        t = (m2 - m1) / np.where(se > 0, se, np.inf)
+        if score_only:
+            return t[..., None, :]
+        if equal_var:
+            df = np.broadcast_to(n1 + n2 - 2, m1.shape)
+        else:
             den = a**2 / (n1 - 1) + b**2 / (n2 - 1)
             df = np.where(
                 den > 0, se2**2 / np.where(den > 0, den, 1), n1 + n2 - 2
             )  # Welch–Satterthwaite
-        se = np.sqrt(se2)
-        t = (m2 - m1) / np.where(se > 0, se, np.inf)
         return np.stack([t, df], axis=-2)
     if score == "snr":
         sd = np.sqrt(v1) + np.sqrt(v2)

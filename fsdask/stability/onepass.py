@@ -301,7 +301,7 @@ def _scores_of(m, est: Filter, n_classes: int, yy) -> np.ndarray:
     """The (V · r, w) rows of :func:`variant_scores` from every variant's moments."""
     V = m.counts.shape[0]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        st = stats_from_moments(m, est.statistic, n_classes, est.equal_var, yy)
+        st = stats_from_moments(m, est.statistic, n_classes, est.equal_var, yy, score_only=True)
         if variant_rows(est) == 1:  # the scores, variant by variant (statistics' rows first)
             st = scores_from_stats(est.statistic, np.moveaxis(st, -2, 0), bool(est.log_scale))
     return st.reshape(V * variant_rows(est), -1)

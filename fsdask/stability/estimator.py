@@ -142,11 +142,18 @@ class Stability(Selector):
 
     Notes
     -----
-    Cost: for :class:`~fsdask.methods.filters.Filter` one pass over X for every subsample
-    together (each feature block's statistic on each subsample), and the client holds
-    (n_resamples + 1) × p scores (float64).  For other selectors, one refit per subsample
-    as a task holding the subsample's rows of X (n/2 × p); when that exceeds the memory
-    budget the refits run one after another, each over X's feature blocks.
+    Cost: for :class:`~fsdask.methods.filters.Filter` one pass over X, in any layout
+    (sample blocks stream, as in the filter's own fit), for every subsample together: each
+    block's class sums and sums of squares of all subsamples are two matrix products with
+    the 0/1 membership matrix (:func:`fsdask.linalg.colstats.membership_sums`), the second
+    half of each complementary pair is the full data minus the first, and the statistics
+    of all subsamples come from one call
+    (:func:`fsdask.methods.filters.stats_from_moments`).  Memory: per block about
+    n_resamples × C × p_b partial sums (C classes) and the membership matrix; the client
+    holds (n_resamples + 1) × p scores (float64).  ``ks`` sorts each feature: its
+    subsamples are computed on feature blocks.  For other selectors, one refit per
+    subsample as a task holding the subsample's rows of X (n/2 × p); when that exceeds the
+    memory budget the refits run one after another, each over X's feature blocks.
 
     Examples
     --------

@@ -129,3 +129,23 @@ def test_top_k_rows_is_top_k_mask_of_each_row():
     for k in (1, 4, 16, 17, 20):
         ref = np.array([top_k_mask(s, k) for s in scores])
         np.testing.assert_array_equal(top_k_rows(scores, k), ref)
+
+
+def test_fdr_permutations_on_csr_sample_blocks_split_for_the_sums(monkeypatch):
+    from fsdask.stability import FDR, permutation_pvalues
+
+    X, y = _counts(8, p=40)
+    # room for the partial sums of 3 columns: each 40-wide feature block splits in 14
+    rows = 2 * 31 * 2 + 4
+    monkeypatch.setattr(onepass, "SUMS_BYTES", 8 * rows * (onepass.TREE_SPLIT + 1) * 3)
+    assert onepass.split_blocks((40,), 3) == (3,) * 13 + (1,)
+    Xd = da.from_array(sp.csr_matrix(X), chunks=(10, -1), asarray=False)
+    with dask.config.set(scheduler="threads"):
+        fdr = FDR(fsdask.Filter("snr"), q=0.1, n_permutations=30, random_state=4).fit(Xd, y)
+    assert fdr.n_passes_ == 1
+    rng = np.random.default_rng(4)
+    null = np.array(
+        [fsdask.Filter("snr").fit(X, y[rng.permutation(48)]).scores_ for _ in range(30)]
+    )
+    observed = fsdask.Filter("snr").fit(X, y).scores_
+    np.testing.assert_array_equal(fdr.pvalues_, permutation_pvalues(observed, null))

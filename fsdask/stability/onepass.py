@@ -37,6 +37,11 @@ from fsdask.methods.filters import (
     stats_from_moments,
 )
 
+#: bytes of a task's partial sums over sample blocks — a tree node's ``TREE_SPLIT`` inputs
+#: and its output — (capped by the memory budget): wider feature blocks are split for them
+SUMS_BYTES = 512 * 2**20
+#: partial sums merged per node of the tree sum over sample blocks
+TREE_SPLIT = 8
 #: bytes of one (V·C × w) float64 array of the statistics' arithmetic: the sums are turned
 #: into scores in slices of w columns, so a dozen such temporaries stay in the CPU's cache
 SLICE_BYTES = 2 * 2**20
@@ -148,6 +153,16 @@ def variant_counts(variants: list[Variant], n: int, n_classes: int) -> np.ndarra
     ).astype(np.float64)
 
 
+def split_blocks(chunks: tuple[int, ...], width: int) -> tuple[int, ...]:
+    """Feature blocks split into pieces of at most ``width`` columns (never merged: a CSR
+    block is split by slicing, and every stored block is still read once)."""
+    width = max(1, int(width))
+    out: list[int] = []
+    for c in chunks:
+        out += [width] * (c // width) + ([c % width] if c % width else [])
+    return tuple(out)
+
+
 def complements(variants: list[Variant], n: int) -> dict[int, tuple[int, int]]:
     """The variants whose sums are those of all samples minus another variant's.
 
@@ -217,9 +232,10 @@ def variant_scores(
     screen : ndarray (3, p), NaN/Inf count, minimum, maximum of every feature
 
     Memory: per block M (V_b·C × n_b) and about 2·V_b·C partial sums per feature (V_b: the
-    variants not derived as :func:`complements`, about V/2 with complementary pairs), and
-    as many for the merged sums of a feature block, turned into its scores there
-    (:data:`SLICE_BYTES` at a time); on the client the result, (V · r + 3) × p float64.
+    variants not derived as :func:`complements`, about V/2 with complementary pairs) —
+    with sample blocks, those of a tree node (:data:`TREE_SPLIT` + 1 of them) within
+    :data:`SUMS_BYTES` (wider feature blocks are split) —, turned into the block's scores
+    :data:`SLICE_BYTES` at a time; on the client the result, (V · r + 3) × p float64.
     Work: 4·V_b·C·n·p flop in BLAS products.
     """
     n, p = X.shape
@@ -252,6 +268,8 @@ def variant_scores(
         )
     else:  # X reaches a fit as a dask array: each feature block's merged sums become its
         # scores on the worker, and only the scores travel to the client
+        cap = SUMS_BYTES if not ex.budget else min(SUMS_BYTES, ex.budget)
+        X = X.rechunk({1: split_blocks(X.chunks[1], cap // (8 * rows * (TREE_SPLIT + 1)))})
         sums = sum_over_row_blocks(
             fn,
             X,
@@ -259,6 +277,7 @@ def variant_scores(
             columns=() if shift is None else (shift,),
             shape=(rows,),
             maxima=MOMENT_MAXIMA,
+            split_every=TREE_SPLIT,
         )
         lazy = sums.rechunk({0: -1}).map_blocks(  # the sums and the maxima rows joined
             finish, chunks=((out_rows,), X.chunks[1]), dtype=np.float64, meta=np.empty((0, 0))

@@ -8,7 +8,9 @@ command and load recorded; a figure taken while other processes were busy is mar
 * t-test: ``Filter("ttest", n_features_to_select=50)`` against ``Stability`` of it with
   ``--resamples`` (100) subsamples, on a ``--n`` × ``--p`` float32 store (default
   100 × 10⁶, Weston's linear problem streamed to Zarr).  Every subsample's t comes from
-  the same pass over X; target ≤ 3× one fit;
+  the same pass over X: per block two membership GEMMs for all subsamples (the second
+  half of each complementary pair derived), then the statistics of all subsamples at
+  once; target ≤ 3× one fit;
 * SparseHSIC(n_features_to_select=10) and its ``Stability`` on the same store (target
   ≤ 3×; SparseHSIC is refitted per subsample, see the note printed);
 * Logo on Fermat's spiral (``--logo-n-per-class`` 230 per class + ``--logo-irrelevant``

@@ -176,28 +176,41 @@ def streamed_moments(
 
 
 def moments_from_sums(sums: np.ndarray, counts: np.ndarray, n_classes: int) -> Moments:
-    """:class:`Moments` from the merged shifted sums of :func:`moment_sums`.
+    """:class:`Moments` from the merged shifted sums of :func:`moment_sums`, or of
+    :func:`~fsdask.linalg.colstats.membership_sums` for many variants at once.
 
     Parameters
     ----------
-    sums : ndarray (2·C + 5, p), merged over every block
-    counts : int ndarray (C,), the samples of each class
+    sums : ndarray (2·V·C + D + 4, p), merged over every block, with D = V dot rows or none
+        (V = 1: the 2·C + 5 rows of :func:`moment_sums`)
+    counts : int ndarray (C,) — the samples of each class — or (V, C), per variant
     n_classes : int, C
 
     Returns
     -------
-    Moments.  mean = K + S/n_c; M2 = Q − S²/n_c (≥ 0), var = M2/(n_c − 1) (0 for a class of
-    one).  Memory: a few (C, p) arrays.
+    Moments; with counts (V, C): mean and var (V, C, p), dot (V, p) (None without dot
+    rows).  mean = K + S/n_c;
+    M2 = Q − S²/n_c (≥ 0), var = M2/(n_c − 1) (0 for a class of one).  Memory: a few
+    (V·C, p) arrays.
     """
     C = n_classes
-    nc = np.asarray(counts, np.float64)[:, None]
-    S, Q, K = sums[:C], sums[C : 2 * C], sums[2 * C + 2]
+    nc = np.asarray(counts, np.float64)
+    lead = nc.shape[:-1]
+    V = int(np.prod(lead, dtype=np.int64))
+    VC, p = V * C, sums.shape[1]
+    nv = nc.reshape(VC, 1)
+    S, Q, K = sums[:VC], sums[VC : 2 * VC], sums[-3]
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = K + S / np.maximum(nc, 1)
-        m2 = np.maximum(Q - S * (S / np.maximum(nc, 1)), 0.0)
-    var = m2 / np.maximum(nc - 1, 1)
-    screen = np.stack([sums[2 * C + 1], -sums[2 * C + 3], sums[2 * C + 4]])
-    return Moments(nc.ravel(), mean, var, sums[2 * C], screen)
+        d = S / np.maximum(nv, 1)
+        mean = K + d
+        var = np.multiply(S, d, out=d)  # in place: the arrays are (V·C, p)
+        np.subtract(Q, var, out=var)
+        np.maximum(var, 0.0, out=var)  # M2
+    np.divide(var, np.maximum(nv - 1, 1), out=var)
+    r = sums.shape[0] - 4  # the dot rows end here
+    screen = np.stack([sums[r], -sums[r + 2], sums[r + 3]])
+    dot = sums[2 * VC : r].reshape(*lead, p) if r > 2 * VC else None
+    return Moments(nc, mean.reshape(*lead, C, p), var.reshape(*lead, C, p), dot, screen)
 
 
 _EPS = float(np.finfo(np.float64).eps)

@@ -62,45 +62,84 @@ PVALUE_SCORES = ("ttest", "f", "pearson")
 DIRECTED_SCORES = ("ttest", "snr", "fold_change", "pearson")
 
 
-def _stats_from_moments(
-    m: Moments, score: str, n: int, n_classes: int, yc: np.ndarray | None, equal_var: bool
+def stats_from_moments(
+    m: Moments,
+    score: str,
+    n_classes: int,
+    equal_var: bool,
+    yy: Any = None,
+    score_only: bool = False,
 ) -> np.ndarray:
-    """Per-feature statistics (rows, width) from the class moments; see :func:`stats_block`."""
-    counts, mean, var = m.counts, m.mean, m.var
+    """Per-feature statistics from class moments, for one data set or a batch of them.
+
+    Every filter statistic but ``ks`` is a function of the class-wise counts, means and
+    variances (and, for ``pearson``, the product with the centred response): this is that
+    function, shared by :class:`Filter` (one set of moments) and the resampling of
+    :mod:`fsdask.stability` (a leading batch axis: one set per resample or permutation).
+
+    Parameters
+    ----------
+    m : Moments
+        counts (…, C), mean and var (…, C, w), dot (…, w) = Σ yc·x (pearson); the leading
+        axes (none, or one per resample) broadcast through every formula.
+    score : str, one of :data:`fsdask.methods.FILTER_SCORES` but ``ks``
+    n_classes : int, C
+    equal_var : bool, Student's pooled t instead of Welch's (ttest)
+    yy : float, ndarray (…,) or None
+        Σ yc², the centred response's sum of squares (pearson).
+    score_only : bool
+        Only the rows the score needs: ttest's t without its degrees of freedom (which
+        only the p-value needs).
+
+    Returns
+    -------
+    ndarray (…, rows, w), float64, as :func:`stats_block`: the signed score, or t and its
+    degrees of freedom (ttest), or the two class means (fold_change).  The number of
+    samples is ``counts.sum(-1)``.  Memory: a few (…, C, w) float64 arrays.
+    """
+    counts, mean, var = np.asarray(m.counts, np.float64), m.mean, m.var
+    n = counts.sum(axis=-1)[..., None]  # (…, 1): broadcasts against (…, w)
     if score == "variance":
-        return var[:1]
+        return var[..., :1, :]
     if score == "pearson":  # yc is centred, so yc·x = yc·(x − x̄)
-        denom = np.sqrt(var[0] * (n - 1)) * np.sqrt((yc * yc).sum())
-        return (m.dot / np.where(denom > 0, denom, np.inf))[None, :]
+        ss = np.asarray(yy, np.float64)[..., None]
+        denom = np.sqrt(var[..., 0, :] * (n - 1)) * np.sqrt(ss)
+        return (m.dot / np.where(denom > 0, denom, np.inf))[..., None, :]
     if score in ("fisher", "f"):
-        mu = (counts @ mean) / n
-        between = (counts[:, None] * (mean - mu) ** 2).sum(0)
-        within_pop = ((counts - 1)[:, None] * var).sum(0)
+        mu = np.einsum("...c,...cw->...w", counts, mean) / n
+        between = (counts[..., None] * (mean - mu[..., None, :]) ** 2).sum(-2)
+        within_pop = ((counts - 1)[..., None] * var).sum(-2)
         if score == "fisher":
-            return (between / np.where(within_pop > 0, within_pop, np.inf))[None, :]
+            return (between / np.where(within_pop > 0, within_pop, np.inf))[..., None, :]
         dfb, dfw = n_classes - 1, n - n_classes
-        return ((between / dfb) / np.where(within_pop > 0, within_pop / dfw, np.inf))[None, :]
-    (n1, n2), (m1, m2), (v1, v2) = counts, mean, var
+        f = (between / dfb) / np.where(within_pop > 0, within_pop / dfw, np.inf)
+        return f[..., None, :]
+    n1, n2 = counts[..., 0, None], counts[..., 1, None]
+    m1, m2, v1, v2 = mean[..., 0, :], mean[..., 1, :], var[..., 0, :], var[..., 1, :]
     if score == "ttest":
         if equal_var:
             sp = ((n1 - 1) * v1 + (n2 - 1) * v2) / (n1 + n2 - 2)
             se2 = sp * (1 / n1 + 1 / n2)
-            df = np.full_like(m1, n1 + n2 - 2)
         else:
             a, b = v1 / n1, v2 / n2
             se2 = a + b
+        se = np.sqrt(se2)
+        t = (m2 - m1) / np.where(se > 0, se, np.inf)
+        if score_only:
+            return t[..., None, :]
+        if equal_var:
+            df = np.broadcast_to(n1 + n2 - 2, m1.shape)
+        else:
             den = a**2 / (n1 - 1) + b**2 / (n2 - 1)
             df = np.where(
                 den > 0, se2**2 / np.where(den > 0, den, 1), n1 + n2 - 2
             )  # Welch–Satterthwaite
-        se = np.sqrt(se2)
-        t = (m2 - m1) / np.where(se > 0, se, np.inf)
-        return np.stack([t, df])
+        return np.stack([t, df], axis=-2)
     if score == "snr":
         sd = np.sqrt(v1) + np.sqrt(v2)
-        return ((m2 - m1) / np.where(sd > 0, sd, np.inf))[None, :]
+        return ((m2 - m1) / np.where(sd > 0, sd, np.inf))[..., None, :]
     if score == "fold_change":
-        return np.stack([m1, m2])
+        return np.stack([m1, m2], axis=-2)
     raise ParameterError(f"unknown score {score!r}")
 
 
@@ -143,7 +182,8 @@ def stats_block(
         ):  # sorted-key kernel (it tiles the block); the screen comes from the same sort
             return ks_columns(xb, codes == 0, with_screen)
         m = class_moments(xb, codes, n_classes if codes is not None else 1, yc)
-        st = _stats_from_moments(m, score, n, n_classes, yc, equal_var)
+        yy = None if yc is None else (yc * yc).sum()
+        st = stats_from_moments(m, score, n_classes, equal_var, yy)
     return np.concatenate([st, m.screen]) if with_screen else st
 
 
@@ -394,7 +434,7 @@ def one_vs_rest(
     for g in tested:
         mg = rest_moments(m, int(g))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            st = _stats_from_moments(mg, score, n, 2, None, equal_var)
+            st = stats_from_moments(mg, score, 2, equal_var)
             if score == "fold_change":
                 mr, mu = mg.mean
                 sc = mu - mr if log_scale else np.log2((mu + FOLD_EPS) / (mr + FOLD_EPS))
@@ -664,7 +704,8 @@ class Filter(Selector):
         if not active.all():
             m = Moments(m.counts, m.mean[:, active], m.var[:, active], m.dot[active], None)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            stats = _stats_from_moments(m, self.statistic, n, n_classes, yc, self.equal_var)
+            yy = None if yc is None else (yc * yc).sum()
+            stats = stats_from_moments(m, self.statistic, n_classes, self.equal_var, yy)
         data_min = float(lo[active].min()) if self.statistic == "fold_change" else 0.0
         out = self._finish(stats, n, n_classes, data_min)
         out.active = active

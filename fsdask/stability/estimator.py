@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fsdask._validation import HasMethods, Int, Real
-from fsdask.base import FitOutput, Selector, top_k_mask
+from fsdask.base import FitOutput, Selector
 from fsdask.errors import InputError
 from fsdask.fitting import FitContext
 from fsdask.methods.filters import Filter
@@ -43,6 +43,31 @@ def selection_size(k: Any, p: int, p_active: int) -> int:
     return min(int(k), p_active)
 
 
+def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """Each row's k highest scores, ties broken by feature order: ``fsdask.base.top_k_mask``
+    of every row at once (one partition of the (R, p) array).
+
+    Parameters
+    ----------
+    scores : ndarray (R, p)
+    k : int
+
+    Returns
+    -------
+    bool ndarray (R, p).  Memory: a float and a few bool copies of ``scores``.
+    """
+    R, p = scores.shape
+    if k >= p:
+        return np.ones((R, p), bool)
+    kth = np.partition(scores, p - k, axis=1)[:, p - k : p - k + 1]  # each row's k-th largest
+    mask = scores >= kth
+    over = np.flatnonzero(mask.sum(axis=1) > k)  # rows with ties at the k-th: few
+    for i in over:  # keep the first of the tied scores, in feature order
+        ties = np.flatnonzero(scores[i] == kth[i, 0])
+        mask[i, ties[k - int((scores[i] > kth[i, 0]).sum()) :]] = False
+    return mask
+
+
 def base_estimator(estimator: Any) -> Any:
     """The selector a meta-estimator wraps (default: the ANOVA F filter)."""
     return Filter("f") if estimator is None else estimator
@@ -53,6 +78,18 @@ def strata_of(estimator: Any, y: np.ndarray | None) -> np.ndarray | None:
     if y is None or getattr(estimator, "y_task", "any") != "classification":
         return None
     return np.unique(y, return_inverse=True)[1]
+
+
+def one_pass_filter(estimator: Any) -> bool:
+    """Whether a selector's resamples come from one pass over X: a univariate filter (not
+    its one-vs-rest ``groups``, which are refitted)."""
+    return isinstance(estimator, Filter) and getattr(estimator, "groups", None) is None
+
+
+def streams_variants(estimator: Any) -> bool:
+    """Whether those resamples are sums over samples (membership products over any
+    blocks of X): every filter statistic but ``ks``, which sorts feature blocks."""
+    return one_pass_filter(estimator) and bool(estimator.streams_samples)
 
 
 def min_per_class(estimator: Any) -> int:
@@ -105,11 +142,18 @@ class Stability(Selector):
 
     Notes
     -----
-    Cost: for :class:`~fsdask.methods.filters.Filter` one pass over X for every subsample
-    together (each feature block's statistic on each subsample), and the client holds
-    (n_resamples + 1) × p scores (float64).  For other selectors, one refit per subsample
-    as a task holding the subsample's rows of X (n/2 × p); when that exceeds the memory
-    budget the refits run one after another, each over X's feature blocks.
+    Cost: for :class:`~fsdask.methods.filters.Filter` one pass over X, in any layout
+    (sample blocks stream, as in the filter's own fit), for every subsample together: each
+    block's class sums and sums of squares of all subsamples are two matrix products with
+    the 0/1 membership matrix (:func:`fsdask.linalg.colstats.membership_sums`), the second
+    half of each complementary pair is the full data minus the first, and the statistics
+    of all subsamples come from one call
+    (:func:`fsdask.methods.filters.stats_from_moments`).  Memory: per block about
+    n_resamples × C × p_b partial sums (C classes) and the membership matrix; the client
+    holds (n_resamples + 1) × p scores (float64).  ``ks`` sorts each feature: its
+    subsamples are computed on feature blocks.  For other selectors, one refit per
+    subsample as a task holding the subsample's rows of X (n/2 × p); when that exceeds the
+    memory budget the refits run one after another, each over X's feature blocks.
 
     Examples
     --------
@@ -170,9 +214,16 @@ class Stability(Selector):
         tags.target_tags.required = inner.target_tags.required
         return tags
 
+    @property
+    def streams_samples(self) -> bool:  # type: ignore[override]
+        return streams_variants(base_estimator(self.estimator))
+
+    @property
+    def screen_in_fit(self) -> bool:  # type: ignore[override]
+        return self.streams_samples  # the membership sums carry the screen
+
     def _check_shape(self, n: int, p: int) -> None:
-        est = base_estimator(self.estimator)
-        if isinstance(est, Filter) and getattr(est, "groups", None) is None:
+        if one_pass_filter(base_estimator(self.estimator)):
             self._check_client_scores((self.n_resamples + 1) * p)
 
     def _check_client_scores(self, values: int) -> None:
@@ -205,28 +256,48 @@ class Stability(Selector):
             return int(np.random.SeedSequence().entropy % 2**32)
         return int(self.random_state)
 
-    # ---- one pass for a filter
+    # ---- one pass for a filter: membership products (ks: feature blocks)
+    def _one_pass(self, X, y, ctx: FitContext) -> FitOutput:
+        """Every subsample's scores from the membership sums of one pass, screen included."""
+        est = base_estimator(self.estimator)
+        variants, n_classes = onepass.filter_variants(
+            est, y, [None, *self._subsamples(X.shape[0], y)], []
+        )
+        computed, (bad, lo, hi) = onepass.variant_scores(ctx.execution, X, est, variants, n_classes)
+        active = self._apply_screen(bad, lo, hi)
+        out = self._from_scores(est, computed, len(variants), active, lo)
+        out.active = active
+        return out
+
+    def _from_scores(
+        self, est: Filter, computed: np.ndarray, V: int, active: np.ndarray, lo: np.ndarray
+    ) -> FitOutput:
+        """The result from the variants' computed rows (plain fit first)."""
+        data_min = float(lo[active].min()) if active.any() else 0.0
+        scores = onepass.finish_scores(computed, est, V, data_min)
+        scores = scores if active.all() else scores[:, active]  # (V, p): no copy if we can
+        k = selection_size(est.n_features_to_select, active.size, int(active.sum()))
+        chosen = top_k_rows(scores, k)
+        return self._output(chosen[1:], scores[0], chosen[0])
+
     def _fit_lazy(self, X, y):
         est = base_estimator(self.estimator)
-        if not isinstance(est, Filter) or getattr(est, "groups", None) is not None:
-            return None  # one-vs-rest groups: refits
+        if not one_pass_filter(est) or streams_variants(est):
+            return None  # refits, or the membership products of _fit
         rows = [None, *self._subsamples(X.shape[0], y)]
         variants, n_classes = onepass.filter_variants(est, y, rows, [])
         lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)
-        p = X.shape[1]
 
         def finish(computed, active, lo, hi):
-            data_min = float(lo[active].min()) if active.any() else 0.0
-            scores = onepass.finish_scores(computed, est, len(variants), data_min)[:, active]
-            k = selection_size(est.n_features_to_select, p, int(active.sum()))
-            chosen = np.array([top_k_mask(s, k) for s in scores])
-            return self._output(chosen[1:], scores[0], chosen[0])
+            return self._from_scores(est, computed, len(variants), active, lo)
 
         return lazy, finish, True
 
     # ---- any selector: refits as tasks
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         est = base_estimator(self.estimator)
+        if streams_variants(est):
+            return self._one_pass(X, y, ctx)
         subs = self._subsamples(X.shape[0], y)
         resamples = [(None, y)] + [(r, None if y is None else y[r]) for r in subs]
         seeds = np.random.SeedSequence(self._seed()).generate_state(len(resamples))

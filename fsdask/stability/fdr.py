@@ -21,7 +21,7 @@ from fsdask.errors import ParameterError
 from fsdask.fitting import FitContext
 from fsdask.methods.filters import PVALUE_SCORES, Filter, bh_adjust
 from fsdask.stability import onepass
-from fsdask.stability.estimator import base_estimator
+from fsdask.stability.estimator import base_estimator, streams_variants
 from fsdask.stability.refit import refit_all
 
 #: permutations of a filter without a test when ``n_permutations`` is None (one pass)
@@ -164,14 +164,20 @@ class FDR(Selector):
             and self.n_permutations is None
         )
 
+    def _permuted_sums(self) -> bool:
+        """A filter's permutations as membership products of one pass (not ``ks``)."""
+        return not self._parametric() and streams_variants(base_estimator(self.estimator))
+
     @property
     def streams_samples(self) -> bool:  # type: ignore[override]
-        # a filter's own test: X as the filter takes it (sample blocks stream)
-        return self._parametric() and bool(base_estimator(self.estimator).streams_samples)
+        # a filter's own test or its permutations' sums: sample blocks stream
+        est = base_estimator(self.estimator)
+        return (self._parametric() and bool(est.streams_samples)) or self._permuted_sums()
 
     @property
     def screen_in_fit(self) -> bool:  # type: ignore[override]
-        return self._parametric()  # the filter's fit screens X in its own pass
+        # the filter's fit, or the membership sums, screen X in their own pass
+        return self._parametric() or self._permuted_sums()
 
     def _validate_params(self) -> None:
         super()._validate_params()
@@ -200,8 +206,8 @@ class FDR(Selector):
 
     def _fit_lazy(self, X, y):
         est = base_estimator(self.estimator)
-        if not isinstance(est, Filter) or self._parametric():
-            return None
+        if not isinstance(est, Filter) or self._parametric() or self._permuted_sums():
+            return None  # refits, the filter's test, or the membership sums of _fit
         perms = self._permutations(X.shape[0])
         variants, n_classes = onepass.filter_variants(est, y, [None], perms)
         lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)
@@ -222,9 +228,24 @@ class FDR(Selector):
         out.active = active
         return out
 
+    def _from_permuted_sums(self, X, y, ctx: FitContext) -> FitOutput:
+        """Every permutation's scores from the membership sums of one pass, screen included."""
+        est = base_estimator(self.estimator)
+        perms = self._permutations(X.shape[0])
+        variants, n_classes = onepass.filter_variants(est, y, [None], perms)
+        computed, (bad, lo, hi) = onepass.variant_scores(ctx.execution, X, est, variants, n_classes)
+        active = self._apply_screen(bad, lo, hi)
+        data_min = float(lo[active].min()) if active.any() else 0.0
+        scores = onepass.finish_scores(computed, est, len(variants), data_min)[:, active]
+        out = self._output(scores[0], permutation_pvalues(scores[0], scores[1:]), "perm")
+        out.active = active
+        return out
+
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         if self._parametric():
             return self._from_test(X, y, ctx)
+        if self._permuted_sums():
+            return self._from_permuted_sums(X, y, ctx)
         est = base_estimator(self.estimator)
         perms = self._permutations(X.shape[0])
         resamples = [(None, y)] + [(None, y[perm]) for perm in perms]

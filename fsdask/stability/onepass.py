@@ -1,29 +1,50 @@
 """Every resample of a univariate filter from one pass over X.
 
-A filter's statistic of a feature needs only that feature's column, so each feature block
-(all samples) gives the statistic on every resample at once: the block function runs the
-filter's own block kernel (:func:`fsdask.methods.filters.stats_block`) on each resample's
-rows (or with each permutation of the labels) while the block is in memory.  X is read
-once whatever the number of resamples, and a resample's scores are those of a
-:class:`~fsdask.methods.filters.Filter` fitted on that resample (to rounding: the Filter
-itself streams class-wise sums over sample blocks).  The kernel needs feature blocks, so a
-sample-blocked source is converted to them first (:meth:`fsdask.base.Selector.fit`).
+A filter's statistic needs only class-wise counts, sums and sums of squares, and those of
+a subset of the samples are a 0/1-weighted sum over the samples.  So every block X_b (any
+layout: sample or feature blocks, NumPy or CSR) gives the partial sums of every variant —
+each resample of the samples, each permutation of the labels — at once, as two matrix
+products with the membership matrix M (V·C × n_b: 1 where sample i is in variant v with
+class c): ``M (X_b − K)`` and ``M (X_b − K)²``
+(:func:`fsdask.linalg.colstats.membership_sums`).  The partials are merged over sample
+blocks like the Filter's own (:meth:`fsdask.linalg.execution.Execution.sum_blocks`), and
+:func:`fsdask.methods.filters.stats_from_moments` turns every variant's moments into its
+statistics in one call.  X is read once whatever the number of variants, and a variant's
+scores are those of a :class:`~fsdask.methods.filters.Filter` fitted on it, to rounding.
+
+``ks`` sorts each feature's values, so it has no such sums: its block function
+(:func:`variants_block`) runs the filter's kernel on each variant of a feature block
+(:meth:`fsdask.base.Selector.fit` hands it feature blocks).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from fsdask.linalg import map_features
+from fsdask.linalg.colstats import MOMENT_MAXIMA, membership_rows, membership_sums
+from fsdask.linalg.moments import moments_from_sums
+from fsdask.linalg.reductions import sum_over_row_blocks
 from fsdask.methods.filters import (
     CLASS_SCORES,
     Filter,
     fold_change_scores,
     scores_from_stats,
     stats_block,
+    stats_from_moments,
 )
+
+#: bytes of a task's partial sums over sample blocks — a tree node's ``TREE_SPLIT`` inputs
+#: and its output — (capped by the memory budget): wider feature blocks are split for them
+SUMS_BYTES = 512 * 2**20
+#: partial sums merged per node of the tree sum over sample blocks
+TREE_SPLIT = 8
+#: bytes of one (V·C × w) float64 array of the statistics' arithmetic: the sums are turned
+#: into scores in slices of w columns, so a dozen such temporaries stay in the CPU's cache
+SLICE_BYTES = 2 * 2**20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +107,237 @@ def variant_rows(est: Filter) -> int:
     return 2 if est.statistic == "fold_change" and est.log_scale == "auto" else 1
 
 
+def membership(
+    variants: list[Variant], n: int, n_classes: int
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Which samples each variant holds, in which class, with which response weight.
+
+    Parameters
+    ----------
+    variants : list of V Variant (rows distinct within a variant)
+    n : int, samples
+    n_classes : int, C (1 for the statistics without classes)
+
+    Returns
+    -------
+    member : int ndarray (n, V), the class code of sample i in variant v (0 without
+        classes), −1 where it is not in v; int8 for fewer than 128 classes
+    weights : float ndarray (n, V) or None, the centred response (pearson), 0 where absent
+    yy : float ndarray (V,) or None, Σ yc² of each variant (pearson)
+
+    Memory: n × V bytes (int8), and n × V float64 for pearson.
+    """
+    dtype = np.int8 if n_classes < 128 else np.int32
+    member = np.full((n, len(variants)), -1, dtype=dtype)
+    pearson = any(v.yc is not None for v in variants)
+    weights = np.zeros((n, len(variants))) if pearson else None
+    yy = np.zeros(len(variants)) if pearson else None
+    for k, v in enumerate(variants):
+        sel = slice(None) if v.rows is None else v.rows
+        member[sel, k] = 0 if v.codes is None else v.codes
+        if weights is not None:
+            weights[sel, k] = v.yc
+            yy[k] = (v.yc * v.yc).sum()
+    return member, weights, yy
+
+
+def variant_counts(variants: list[Variant], n: int, n_classes: int) -> np.ndarray:
+    """The samples of each class in each variant, float (V, C)."""
+    return np.stack(
+        [
+            np.bincount(v.codes, minlength=n_classes)
+            if v.codes is not None
+            else [n if v.rows is None else v.rows.size]
+            for v in variants
+        ]
+    ).astype(np.float64)
+
+
+def split_blocks(chunks: tuple[int, ...], width: int) -> tuple[int, ...]:
+    """Feature blocks split into pieces of at most ``width`` columns (never merged: a CSR
+    block is split by slicing, and every stored block is still read once)."""
+    width = max(1, int(width))
+    out: list[int] = []
+    for c in chunks:
+        out += [width] * (c // width) + ([c % width] if c % width else [])
+    return tuple(out)
+
+
+def complements(variants: list[Variant], n: int) -> dict[int, tuple[int, int]]:
+    """The variants whose sums are those of all samples minus another variant's.
+
+    Complementary pairs (Shah & Samworth) split the samples into a half and the rest: the
+    rest's class sums and sums of squares are the full data's minus the half's, so only
+    the half needs a membership product.  Variant k is derived when the variant before it
+    holds the other samples, both with the labels of the first all-sample variant f, and
+    no response weights (a Pearson variant centres y within itself).
+
+    Returns
+    -------
+    dict k -> (f, j): variant k's sums are variant f's minus variant j's.
+    """
+    full = next((i for i, v in enumerate(variants) if v.rows is None), None)
+    if full is None or variants[full].yc is not None:
+        return {}
+    codes = variants[full].codes
+    out: dict[int, tuple[int, int]] = {}
+    for k in range(1, len(variants)):
+        a, b = variants[k - 1], variants[k]
+        if k - 1 in out or a.rows is None or b.rows is None or a.rows.size + b.rows.size != n:
+            continue
+        same_labels = codes is None or (
+            np.array_equal(a.codes, codes[a.rows]) and np.array_equal(b.codes, codes[b.rows])
+        )
+        if same_labels and np.union1d(a.rows, b.rows).size == n:
+            out[k] = (full, k - 1)
+    return out
+
+
+def with_complements(
+    sums: np.ndarray, base: list[int], derived: dict[int, tuple[int, int]], V: int, C: int
+) -> np.ndarray:
+    """The sums of all V variants from those of the ``base`` ones (no dot rows)."""
+    Vb, w = len(base), sums.shape[1]
+    pos = {k: i for i, k in enumerate(base)}
+    out = np.empty((2 * V * C + 4, w))
+    for part in range(2):  # class sums, then sums of squares
+        b = sums[part * Vb * C : (part + 1) * Vb * C].reshape(Vb, C, w)
+        a = out[part * V * C : (part + 1) * V * C].reshape(V, C, w)
+        for k in range(V):
+            if k in derived:
+                np.subtract(b[pos[derived[k][0]]], b[pos[derived[k][1]]], out=a[k])
+            else:
+                a[k] = b[pos[k]]
+    out[-4:] = sums[-4:]
+    return out
+
+
+def variant_scores(
+    ex, X, est: Filter, variants: list[Variant], n_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every variant's scores from one pass over X (any layout), and X's screen.
+
+    Parameters
+    ----------
+    ex : Execution, the fit's (the pass is counted there)
+    X : dask array (n, p), sample or feature blocks, NumPy or CSR
+    est : Filter, whose statistic, ``equal_var`` and ``log_scale`` are used (not ``ks``)
+    variants : list of V Variant
+    n_classes : int, C (0 for the statistics without classes)
+
+    Returns
+    -------
+    computed : ndarray (V · r, p), float64, r = :func:`variant_rows`: per variant its score
+        row (or its two class means); for :func:`finish_scores`
+    screen : ndarray (3, p), NaN/Inf count, minimum, maximum of every feature
+
+    Memory: per block M (V_b·C × n_b) and about 2·V_b·C partial sums per feature (V_b: the
+    variants not derived as :func:`complements`, about V/2 with complementary pairs) —
+    with sample blocks, those of a tree node (:data:`TREE_SPLIT` + 1 of them) within
+    :data:`SUMS_BYTES` (wider feature blocks are split) —, turned into the block's scores
+    :data:`SLICE_BYTES` at a time; on the client the result, (V · r + 3) × p float64.
+    Work: 4·V_b·C·n·p flop in BLAS products.
+    """
+    n, p = X.shape
+    C = max(n_classes, 1)
+    V, r = len(variants), variant_rows(est)
+    derived = complements(variants, n)
+    base = [k for k in range(V) if k not in derived]
+    member, weights, yy = membership([variants[k] for k in base], n, C)
+    rows = membership_rows(len(base), C, weights is not None)
+    shift = ex.first_row(X)
+    row_args = (member,) if weights is None else (member, weights)
+    fn = functools.partial(_membership_block, n_classes=C, has_w=weights is not None)
+    finish = functools.partial(
+        _finish_block,
+        plan=(base, derived, variant_counts(variants, n, C), yy),
+        est=est,
+        n_classes=n_classes,
+    )
+    out_rows = V * r + 3
+    if len(X.chunks[0]) == 1:  # feature blocks hold every sample: sums and scores in one task
+        lazy = map_features(
+            _sums_to_scores,
+            X,
+            out_rows=out_rows,
+            dtype=np.float64,
+            rows=row_args,
+            fn=fn,
+            finish=finish,
+            step=slice_width(V, C),
+        )
+    else:  # X reaches a fit as a dask array: each feature block's merged sums become its
+        # scores on the worker, and only the scores travel to the client
+        cap = SUMS_BYTES if not ex.budget else min(SUMS_BYTES, ex.budget)
+        X = X.rechunk({1: split_blocks(X.chunks[1], cap // (8 * rows * (TREE_SPLIT + 1)))})
+        sums = sum_over_row_blocks(
+            fn,
+            X,
+            *row_args,
+            columns=() if shift is None else (shift,),
+            shape=(rows,),
+            maxima=MOMENT_MAXIMA,
+            split_every=TREE_SPLIT,
+        )
+        lazy = sums.rechunk({0: -1}).map_blocks(  # the sums and the maxima rows joined
+            finish, chunks=((out_rows,), X.chunks[1]), dtype=np.float64, meta=np.empty((0, 0))
+        )
+    (computed,) = ex.compute(lazy)
+    return computed[:-3], computed[-3:]
+
+
+def _sums_to_scores(xb, rows: tuple, fn, finish, step: int) -> np.ndarray:
+    """A feature block with every sample: the membership sums of ``step`` columns at a time,
+    turned into their scores while they are in the CPU's cache."""
+    parts = [finish(fn(xb[:, a : a + step], *rows)) for a in range(0, xb.shape[1], step)]
+    return np.concatenate(parts, axis=1) if len(parts) != 1 else parts[0]
+
+
+def slice_width(V: int, C: int) -> int:
+    """Columns per slice of the statistics' arithmetic: a (V·C × w) float64 array of
+    :data:`SLICE_BYTES`, at least 256 columns (for the BLAS products)."""
+    return max(256, int(SLICE_BYTES // (8 * V * C)))
+
+
+def _finish_block(sums: np.ndarray, plan: tuple, est: Filter, n_classes: int) -> np.ndarray:
+    """A feature block's merged sums -> its (V · r + 3, w) scores and screen, in slices."""
+    base, derived, counts, yy = plan
+    V, C = counts.shape
+    w = sums.shape[1]
+    out = np.empty((V * variant_rows(est) + 3, w))
+    step = slice_width(V, C)
+    for a in range(0, w, step):
+        part = sums[:, a : a + step]
+        if derived:
+            part = with_complements(part, base, derived, V, C)
+        m = moments_from_sums(part, counts, C)
+        out[:-3, a : a + step] = _scores_of(m, est, n_classes, yy)
+        out[-3:, a : a + step] = m.screen
+    return out
+
+
+def _scores_of(m, est: Filter, n_classes: int, yy) -> np.ndarray:
+    """The (V · r, w) rows of :func:`variant_scores` from every variant's moments."""
+    V = m.counts.shape[0]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        st = stats_from_moments(m, est.statistic, n_classes, est.equal_var, yy, score_only=True)
+        if variant_rows(est) == 1:  # the scores, variant by variant (statistics' rows first)
+            st = scores_from_stats(est.statistic, np.moveaxis(st, -2, 0), bool(est.log_scale))
+    return st.reshape(V * variant_rows(est), -1)
+
+
+def _membership_block(xb, member, *rest, n_classes, has_w):
+    """:func:`membership_sums` of one block, its optional weights and column shift unpacked."""
+    weights = rest[0] if has_w else None
+    shift = rest[-1] if len(rest) > int(has_w) else None
+    return membership_sums(xb, member, weights, shift, n_classes=n_classes)
+
+
 def variants_block(
     xb: np.ndarray, est: Filter, variants: list[Variant], n_classes: int
 ) -> np.ndarray:
-    """The scores of one feature block under every variant, then the screen rows.
+    """The scores of one feature block under every variant, then the screen rows: the
+    route of ``ks``, whose statistic is not a function of sums.
 
     Parameters
     ----------

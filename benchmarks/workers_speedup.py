@@ -14,6 +14,9 @@ Kernels (each is one pass over the feature blocks, or one iteration of the metho
 * ``hsic_A``: the SparseHSIC pass that builds A = X H Δᵀ/(n − 1) (``hsic_matrix``);
 * ``qalpha``: ``QAlpha(variant="supervised", max_iter=1).fit`` — the initial pass and one
   iteration;
+* ``qalpha_power``: the same with the default (unsupervised) ``variant="power"``;
+* ``pca``: ``JolliffeI(n_features_to_select=20).fit`` — the PCA baselines' factor of X
+  (the sample Gram or TSQR) and the loadings;
 * ``logo``: ``Logo(max_iter=1, certify=False).fit`` — one outer iteration.  At the default
   memory budget (``fsdask.memory-budget``, 1 GiB) the 200 × 400 000 X (640 MB as float64)
   fits, so Logo reads X once and iterates in the client's threads: the workers only read,
@@ -26,10 +29,10 @@ And two ceilings, the speed-up this machine gives work with nothing serial in it
 (``X.sum()``: read and decompress every block) and ``blas_floor`` (per feature block, a task
 of 40 products S Sᵀ of a 600 × 2048 float64 S — the shape of Q-α's Gram batches — on no data).
 A kernel that only reads cannot beat the first, one that only multiplies the second; a
-method mixes the two, so where both stay under 1.8× it has no room to reach the target.
+method mixes the two, so its target is a share of the lower of them: ≥ 0.9 × that ceiling.
 
-Prints the speed-up t(1 process) / t(2 processes) per kernel (target ≥ 1.8×), with the cores
-each figure kept busy (CPU seconds of the client and of every worker process, all threads,
+Prints the speed-up t(1 process) / t(2 processes) per kernel (target ≥ 0.9 × the ceiling of
+the same run), with the cores each figure kept busy (CPU seconds of the client and of every worker process, all threads,
 over wall time: a kernel whose BLAS or numba threads already fill the machine in 1 process
 cannot gain from a second one), and writes
 ``--results`` (default examples/results/workers_speedup.txt).
@@ -54,10 +57,21 @@ from _harness import Bench, add_args  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-KERNELS = ("filter", "hsic_A", "qalpha", "logo", "logo_chunked", "cpfs_gram")
+KERNELS = (
+    "filter",
+    "hsic_A",
+    "qalpha",
+    "qalpha_power",
+    "logo",
+    "logo_chunked",
+    "cpfs_gram",
+    "pca",
+)
 #: what 2 processes can gain on this machine at best, through the same cluster and harness:
 #: the store read alone, and one BLAS product per block (no I/O, no fsdask)
 CEILINGS = ("io_floor", "blas_floor")
+#: a method's speed-up should reach this share of the lower ceiling measured in the same run
+TARGET_SHARE = 0.9
 
 
 def make_store(path: str, n: int, p: int, blocks: int) -> None:
@@ -93,6 +107,10 @@ def kernel(name: str, X, y: np.ndarray):
         return lambda: hsic_matrix(X, delta).compute()
     if name == "qalpha":
         return lambda: fsdask.QAlpha(variant="supervised", max_iter=1).fit(X, y)
+    if name == "qalpha_power":
+        return lambda: fsdask.QAlpha(max_iter=1).fit(X)
+    if name == "pca":
+        return lambda: fsdask.JolliffeI(n_features_to_select=20).fit(X)
     if name == "logo":
         return lambda: fsdask.Logo(max_iter=1, certify=False).fit(X, y)
     if name == "logo_chunked":
@@ -217,16 +235,30 @@ def main(argv=None) -> int:
             f"store: {n} × {p} float32, {args.blocks} feature blocks; LocalCluster threads_per_worker=1, "
             "1 process vs 2 processes, cluster start-up not timed"
         )
-        for name in args.kernels:
+        ceiling = None
+        for name in [k for k in CEILINGS if k in args.kernels] + [
+            k for k in args.kernels if k not in CEILINGS
+        ]:  # the ceilings first: each kernel is judged against them
             t = bench.alternate(
                 {"1": measure(store, name, 1), "2": measure(store, name, 2)},
                 repeat=args.repeat,
                 warm=False,
             )
+            speedup = t["1"].seconds / t["2"].seconds
+            if name in CEILINGS:
+                ceiling = min(ceiling or speedup, speedup)
+                verdict = "(this machine's ceiling)"
+            elif ceiling is None:
+                verdict = "(no ceiling measured in this run)"
+            else:
+                share = speedup / ceiling
+                met = "met" if share >= TARGET_SHARE else "missed"
+                verdict = (
+                    f"= {share:.2f} × the ceiling {ceiling:.2f}× (target ≥ {TARGET_SHARE}: {met})"
+                )
             bench.line(
                 f"{name:12s} 1 process {t['1']} ({_cores(t['1'])}), 2 processes {t['2']} "
-                f"({_cores(t['2'])}): speed-up {bench.ratio(t['1'], t['2'])} "
-                + ("(this machine's ceiling)" if name in CEILINGS else "(target ≥ 1.8×)")
+                f"({_cores(t['2'])}): speed-up {bench.ratio(t['1'], t['2'])} {verdict}"
             )
     bench.write()
     return 0

@@ -325,9 +325,18 @@ def rate_verdict(ours: float, paper: float, n: int, *, lower_is_better: bool = T
     return count_verdict(ours * n, paper * n, n, lower_is_better=lower_is_better)
 
 
-def count_rule(paper: float, n: int) -> str:
-    """The tolerance as a reason says it: ``"match = within 1.4 of 77 (binomial SE, ≥ 1)"``."""
-    return f"match = within {count_tolerance(paper, n):.1f} of {n} (binomial SE, ≥ 1)"
+def count_rule(paper: float, n: int, unit: str = "errors") -> str:
+    """The tolerance as a row's reason says it.
+
+    Examples
+    --------
+    >>> count_rule(2, 77)
+    "match = within 1.4 errors of the paper's at n = 77 (binomial SE, ≥ 1)"
+    """
+    return (
+        f"match = within {count_tolerance(paper, n):.1f} {unit} of the paper's at n = {n} "
+        "(binomial SE, ≥ 1)"
+    )
 
 
 def mean_verdict(

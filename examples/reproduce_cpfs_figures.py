@@ -271,7 +271,7 @@ def table4(keys) -> list:
                     f"{errs[0]:.3f} ± {sds[0]:.3f}",
                     rate_verdict(errs[0], paper[0], X.shape[0]) if same else "not comparable",
                     (
-                        f"{count_rule(paper[0] * X.shape[0], X.shape[0])} samples; the paper's "
+                        f"{count_rule(paper[0] * X.shape[0], X.shape[0])}; the paper's "
                         "classifier is not named"
                         if same
                         else DATASETS[key][3]

@@ -263,7 +263,7 @@ def main() -> None:
                 "100 / 100 / 100, others ≤ 3 %",
                 f"{' / '.join(f'{x:.0f}' for x in t15)}, others ≤ {o15:.0f} %",
                 "match" if ok else "worse",
-                f"{count_rule(TRIALS, TRIALS)} trials; {near} of 7 readings of the text's setting "
+                f"{count_rule(TRIALS, TRIALS, 'trials')}; {near} of 7 readings of the text's setting "
                 "reach the thesis' outcome at any ρ; see the readings table",
             )
         ],

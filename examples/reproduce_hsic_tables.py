@@ -132,7 +132,7 @@ def main() -> None:
             v = supervised_verdict(paper_err, e_once, e_in, n)
             why = (
                 f"genes chosen once on all samples as the thesis most likely did; honest (inside LOO): "
-                f"{acc_in:.2f}%; {e_once} vs {paper_err:.1f} errors, {count_rule(paper_err, n)}; "
+                f"{acc_in:.2f}%; {e_once} vs {paper_err:.1f} errors: {count_rule(paper_err, n)}; "
                 "'better' only if the inside-LOO figure is better too"
             )
         summary.append(

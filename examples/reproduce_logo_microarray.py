@@ -152,7 +152,7 @@ def main() -> None:
                     f"{100 * err:.1f} ({m})",
                     "not comparable" if other else count_verdict(err * n, paper_err, n),
                     f"{note}; "
-                    + (other or f"{count_rule(paper_err, n)} folds; {DATA_NOTES.get(file, '')}"),
+                    + (other or f"{count_rule(paper_err, n)}; {DATA_NOTES.get(file, '')}"),
                 )
             )
     write_summary("logo_microarray", summary)

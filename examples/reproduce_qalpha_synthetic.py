@@ -76,7 +76,7 @@ def fig2a(rows):
             "match"  # a bound: at or above it matches, below it is graded by the count rule
             if p20 >= 0.99
             else count_verdict(p20 * trials, 0.99 * trials, trials, lower_is_better=False),
-            f"{trials} random matrices; {count_rule(0.99 * trials, trials)}",
+            f"{trials} random matrices; {count_rule(0.99 * trials, trials, 'matrices')}",
         )
     )
 
@@ -155,7 +155,7 @@ def weston(rows):
                     if 0.02 <= sup <= 0.05
                     else rate_verdict(sup, 0.05 if sup > 0.05 else 0.02, 500),
                     f"{len(res['sup', 6])} runs, 500 test samples; outside the range read off "
-                    f"the figure: {count_rule(0.05 * 500, 500)} test samples",
+                    f"the figure: {count_rule(0.05 * 500, 500, 'test errors')}",
                 )
             )
             gap = uns - sup

@@ -26,6 +26,7 @@ import numpy as np
 from _common import (
     QUICK,
     count_rule,
+    count_tolerance,
     count_verdict,
     entry,
     load,
@@ -189,7 +190,8 @@ def main():
                 f"Q-α better than every PCA-N: rank 1 of {1 + len(pca)}",
                 f"Q-α {best}/{n}, best PCA {best_pca}/{n}: {rank_text(ranks, 1 + len(pca))}",
                 rank_verdict(ranks, 1),
-                f"same LOO SVM for both; tied = within {count_rule(best, n).split('within ')[1]}",
+                f"same LOO SVM for both; tied = within {count_tolerance(best, n):.1f} errors of "
+                f"Q-α's at n = {n} (binomial SE, ≥ 1)",
             )
         )
         print(label, "done", flush=True)

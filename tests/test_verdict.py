@@ -132,3 +132,35 @@ def test_not_comparable_needs_a_reason(common):
     assert row["reason"] == "another task"
     with pytest.raises(ValueError, match="use match"):
         common.entry("Table 4", "1", "2", "rank 1", "")
+
+
+def test_the_rules_examples_run(common):
+    import doctest
+
+    result = doctest.testmod(common)
+    assert result.attempted >= 10 and result.failed == 0
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_summary_states_the_rule_and_lists_what_was_not_attempted(
+    tmp_path, monkeypatch, examples_import, quick
+):
+    import sys
+
+    ra = examples_import("reproduce_all", ["reproduce_all.py", *(["--quick"] if quick else [])])
+    common = sys.modules["_common"]
+    monkeypatch.setattr(common, "results_dir", lambda: tmp_path)
+    monkeypatch.setattr(ra, "results_dir", lambda: tmp_path)
+    row = common.entry(
+        "Table 4, DLBCL", "2/77", "3/77", common.count_verdict(3, 2, 77), common.count_rule(2, 77)
+    )
+    common.write_summary("logo_microarray", [row])
+    text, fresh = ra.summary_md(0.0, [], [])
+    assert (
+        fresh and "| Table 4, DLBCL | 2/77 | 3/77 | **match** — match = within 1.4 errors" in text
+    )
+    assert "binomial standard error" in text and "## Not attempted" in text
+    not_attempted = text.split("## Not attempted")[1].split("##")[0]
+    assert not_attempted.count("\n* ") == len(ra.NOT_ATTEMPTED) and "Logo Fig. 4" in not_attempted
+    # the quick summary points to the full-protocol one, the reference
+    assert ("(full/SUMMARY.md)" in text) == quick

@@ -66,8 +66,8 @@ PAPER_WTL = {"KS": "0/4/3", "RFE": "0/0/7", "ReliefF": "0/3/4"}
 NOT_THE_PAPERS = {
     "ReliefF": NOT_IRELIEF,
     "RFE": "the paper's RFE is an RBF-kernel SVM-RFE keeping 30 features, C and width tuned on the "
-    "noise-free data (its errors are near chance on 5 of 7 sets); ours is linear SVM-RFE (Guyon et "
-    "al.): another algorithm",
+    "noise-free data (its errors: 29–49 %); ours is linear SVM-RFE (Guyon et al.): another "
+    "algorithm",
 }
 #: the data sets that are Rätsch's benchmark sets under another name (same samples and features)
 SAME_AS_RAETSCH = {

@@ -14,12 +14,13 @@ import time
 import numpy as np
 from _common import (
     QUICK,
+    count_rule,
     entry,
     load,
     protocol,
     save_figure,
     shared_data_dir,
-    verdict,
+    supervised_verdict,
     write_results_md,
     write_summary,
 )
@@ -109,18 +110,22 @@ def main() -> None:
                     if sel == "once" and (name, filt) in PAPER_ERRORS:
                         paper_err, paper_method = PAPER_ERRORS[name, filt]
                         ours = res["svm"].best_n_errors
+                        inside = int(curves[(name, filt, "inside", "svm")].min())
+                        vote = paper_method == "Golub-Golub"
                         summary.append(
                             entry(
                                 f"Zarkoob Table 3.1, {name}: {paper_method}",
                                 f"{paper_err}/{n} errors",
-                                f"{ours}/{n} ({filt} + linear SVM, genes ranked once; inside LOO: see results)",
-                                verdict(ours, paper_err),
-                                "best LOO over m = 1..50 as the thesis"
-                                + (
-                                    "; the thesis classified with Golub's weighted vote, we with a linear SVM"
-                                    if paper_method == "Golub-Golub"
-                                    else ""
-                                ),
+                                f"{ours}/{n} ({filt} + linear SVM, genes ranked once; inside LOO: "
+                                f"{inside}/{n})",
+                                "not comparable"
+                                if vote
+                                else supervised_verdict(paper_err, ours, inside, n),
+                                "the thesis classified Golub's genes with Golub's weighted vote, "
+                                "we with a linear SVM: another classifier"
+                                if vote
+                                else f"best LOO over m = 1..50 as the thesis; {count_rule(paper_err, n)}"
+                                "; 'better' only if the inside-LOO figure is better too",
                             )
                         )
                     print(
@@ -231,8 +236,11 @@ def _rfe_rows(name: str, X, y, rows: list, curves: dict, summary: list) -> None:
                     f"{paper}/{n} errors",
                     f"{best}/{n} (SVM-RFE + linear SVM, genes ranked once; inside LOO: "
                     f"{min(curves[(name, 'svm_rfe', 'inside', 'svm')])}/{n})",
-                    verdict(best, paper),
-                    "best LOO over m = 1..50 as the thesis; its RFE is SPIDER's, ours halves the "
+                    supervised_verdict(
+                        paper, best, min(curves[(name, "svm_rfe", "inside", "svm")]), n
+                    ),
+                    f"best LOO over m = 1..50 as the thesis; {count_rule(paper, n)}; 'better' only "
+                    "if the inside-LOO figure is better too; its RFE is SPIDER's, ours halves the "
                     "genes per step as Guyon et al.",
                 )
             )

@@ -23,7 +23,20 @@ import time
 import warnings
 
 import numpy as np
-from _common import QUICK, entry, load, protocol, verdict, write_results_md, write_summary
+from _common import (
+    QUICK,
+    count_rule,
+    count_tolerance,
+    count_verdict,
+    entry,
+    load,
+    protocol,
+    rank_among,
+    rank_text,
+    rank_verdict,
+    write_results_md,
+    write_summary,
+)
 from _peers import loo_svm_errors, rfe_order, snr_order, standardised
 
 import fsdask
@@ -142,8 +155,9 @@ def main():
                 f"Q-α Table 1, {label}: LOO errors of unsupervised Q-α",
                 f"{paper['Q-α']}/{n}",
                 f"{best}/{n} (best over the SVM readings {all_best}/{n}; majority class {majority}/{n})",
-                verdict(best, paper["Q-α"]),
-                "our public data version; the paper's preprocessing and SVM set-up are not given",
+                count_verdict(best, paper["Q-α"], n),
+                f"{count_rule(paper['Q-α'], n)}; our public data version; the paper's "
+                "preprocessing and SVM set-up are not given",
             )
         )
         for peer, order_of in (("SNR", snr_order), ("RFE", rfe_order)):
@@ -163,19 +177,21 @@ def main():
                     f"Q-α Table 1, {label}: LOO errors of {peer} (supervised)",
                     f"{paper[peer]}/{n}",
                     f"{e}/{n} (Q-α {best}/{n})",
-                    verdict(e, paper[peer]),
-                    "genes ranked inside each LOO fold; best over m, as the paper chose its "
-                    "parameters to minimise the LOO error",
+                    count_verdict(e, paper[peer], n),
+                    f"{count_rule(paper[peer], n)}; genes ranked inside each LOO fold; best over "
+                    "m, as the paper chose its parameters to minimise the LOO error",
                 )
             )
         best_pca = min(pca.values())
+        ranks = rank_among([best / n, *(e / n for e in pca.values())], 0, n)
         summary.append(
             entry(
                 f"Q-α Table 1, {label}: Q-α against PCA-N",
-                "Q-α better than every PCA-N",
-                f"Q-α {best}/{n}, best PCA {best_pca}/{n}",
-                "match" if best < best_pca else "worse",
-                "same LOO SVM for both",
+                f"Q-α better than every PCA-N: rank 1 of {1 + len(pca)}",
+                f"Q-α {best}/{n}, best PCA {best_pca}/{n}: {rank_text(ranks, 1 + len(pca))}",
+                rank_verdict(ranks, 1),
+                f"same LOO SVM for both; tied = within {count_tolerance(best, n):.1f} errors of "
+                f"Q-α's at n = {n} (binomial SE, ≥ 1)",
             )
         )
         print(label, "done", flush=True)

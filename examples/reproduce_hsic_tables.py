@@ -51,6 +51,7 @@ from _common import (
     write_results_md,
     write_summary,
 )
+from _peers import loo_svm_errors_nested
 
 M_LIST = [1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50, 75, 100]
 K_INSIDE = 100
@@ -97,31 +98,6 @@ def mean_difference_order(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.argsort(-np.abs(X[y == 1].mean(0) - X[y == 0].mean(0)), kind="stable")
 
 
-def loo_every_m(X: np.ndarray, y: np.ndarray, order: np.ndarray, ms: list[int]) -> np.ndarray:
-    """LOO errors of fsdask.evaluate's linear SVM (C = 1, genes standardised on the training
-    fold) on the top m genes of ``order``, for every m of ``ms`` (increasing): the fold kernels
-    grow by the genes added between two counts, so each count costs n SVM fits on an n × n
-    kernel instead of n fits on n × m data."""
-    from sklearn.svm import SVC
-
-    n = y.size
-    folds = [np.r_[0:i, i + 1 : n] for i in range(n)]
-    K = np.zeros((n, n, n))  # fold × sample × sample
-    errors, done = np.zeros(len(ms), dtype=int), 0
-    for j, m in enumerate(ms):
-        for g0 in range(done, m, 256):  # genes in blocks: n² × 256 doubles at a time
-            B = np.asarray(X[:, order[g0 : min(m, g0 + 256)]], dtype=np.float64)
-            for f, tr in enumerate(folds):
-                mu, sd = B[tr].mean(0), B[tr].std(0)
-                Z = (B - mu) / np.where(sd > 0, sd, 1.0)
-                K[f] += Z @ Z.T
-        done = m
-        for f, tr in enumerate(folds):
-            svm = SVC(kernel="precomputed", C=1.0).fit(K[f][np.ix_(tr, tr)], y[tr])
-            errors[j] += int(svm.predict(K[f][f : f + 1, tr])[0] != y[f])
-    return errors
-
-
 def rho_sweep(X, y: np.ndarray) -> dict:
     """The thesis' ρ sweep on a two-class set: LOO errors at every gene count of
     :func:`sweep_counts` along the |a_i| ranking, its best point, and whether SparseHSIC's own
@@ -138,7 +114,7 @@ def rho_sweep(X, y: np.ndarray) -> dict:
         ]
     )
     ms = sweep_counts(Xd.shape[1])
-    curve = loo_every_m(Xd, y, order, ms)
+    curve = loo_svm_errors_nested(Xd, y, order, ms)
     b = int(np.argmin(curve))
     return {"ms": ms, "curve": curve, "m": ms[b], "errors": int(curve[b]), "nested": nested}
 

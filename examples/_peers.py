@@ -65,6 +65,34 @@ def loo_svm_errors(
     return errors.tolist()
 
 
+def loo_svm_errors_nested(
+    X: np.ndarray, y: np.ndarray, order: np.ndarray, ms: list[int]
+) -> np.ndarray:
+    """LOO errors of the linear SVM of :func:`loo_svm_errors` and fsdask.evaluate (C = 1,
+    genes standardised on the training fold) on the top m genes of one fixed ``order``, for
+    every m of ``ms`` (increasing) — the "once" protocol at every gene count.  The fold kernels
+    grow by the genes added between two counts, so each count costs n SVM fits on an n × n
+    kernel instead of n fits on n × m data."""
+    from sklearn.svm import SVC
+
+    n = y.size
+    folds = [np.r_[0:i, i + 1 : n] for i in range(n)]
+    K = np.zeros((n, n, n))  # fold × sample × sample
+    errors, done = np.zeros(len(ms), dtype=int), 0
+    for j, m in enumerate(ms):
+        for g0 in range(done, m, 256):  # genes in blocks: n² × 256 doubles at a time
+            B = np.asarray(X[:, order[g0 : min(m, g0 + 256)]], dtype=np.float64)
+            for f, tr in enumerate(folds):
+                mu, sd = B[tr].mean(0), B[tr].std(0)
+                Z = (B - mu) / np.where(sd > 0, sd, 1.0)
+                K[f] += Z @ Z.T
+        done = m
+        for f, tr in enumerate(folds):
+            svm = SVC(kernel="precomputed", C=1.0).fit(K[f][np.ix_(tr, tr)], y[tr])
+            errors[j] += int(svm.predict(K[f][f : f + 1, tr])[0] != y[f])
+    return errors
+
+
 def relieff_scores(A: np.ndarray, y: np.ndarray, k: int = 10) -> np.ndarray:
     """ReliefF feature weights (Kononenko 1994) exactly as scikit-rebate's ``ReliefF`` computes
     them for data without missing values (``tests/test_peers_relieff.py`` checks the equality),

@@ -643,9 +643,11 @@ def validation_line(method: str, timings: dict, prof: Profile, over: Overheads) 
     return f"{method:12s} " + "; ".join(parts)
 
 
-def projection_lines(profiles: dict, over: Overheads, bandwidths, nic: float) -> list[str]:
+def projection_lines(
+    profiles: dict, over: Overheads, bandwidths, nic: float, block_bytes: int
+) -> list[str]:
     """The projected table: every method × nodes × object-storage bandwidth."""
-    t = TARGET
+    t = {**TARGET, "block_bytes": block_bytes}
     width = t["block_bytes"] // (t["n"] * t["itemsize"])
     lines = [
         f"projection: {t['p']:.0e} features × {t['n']:.0e} samples float32 "
@@ -696,6 +698,12 @@ def parse(argv=None) -> argparse.Namespace:
         help="object-storage bandwidth to all nodes together, GB/s (default 1 10 100)",
     )
     ap.add_argument("--nic", type=float, default=25.0, help="each node's link, Gbit/s")
+    ap.add_argument(
+        "--target-block-mb",
+        type=float,
+        default=64.0,
+        help="the projected store's feature blocks, MiB (default 64, the ingest default)",
+    )
     ap.add_argument(
         "--no-hosts", action="store_true", help="skip the 4 simulated hosts (127.0.0.2 …)"
     )
@@ -758,7 +766,9 @@ def main(argv=None) -> int:
     for line in validation:
         bench.line(line)
     bench.line("")
-    for line in projection_lines(profiles, over, args.bandwidth, args.nic * GB / 8):
+    for line in projection_lines(
+        profiles, over, args.bandwidth, args.nic * GB / 8, int(args.target_block_mb * 2**20)
+    ):
         bench.line(line)
     bench.write()
     return 0

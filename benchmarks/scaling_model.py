@@ -5,11 +5,13 @@ Measure, on this machine, each method's fit on a store of ``--n`` samples × ``-
 ``dask worker`` processes (one thread each), counting on the scheduler every graph it
 receives and every task it runs (a scheduler plugin, installed by this file as a
 ``--preload``): the graphs, the tasks, the tasks that read X, the seconds they computed
-and the bytes of their results; the bytes the client and the scheduler receive and send
-(every frame of ``distributed.comm.tcp``), the bytes the workers send (their
-``transfer_outgoing_bytes_total``), the client's own time (the fit's wall time minus the time
-spent inside ``Client.get``) and the per-task and per-graph overhead of the cluster (graphs of
-no-op tasks).  The I/O time of a block is the task time of an ``X.sum()`` pass per block.
+and the bytes of their results, and the seconds during which some task waited or ran; the bytes
+the client and the scheduler receive and send (every frame of ``distributed.comm.tcp``), the
+workers' CPU seconds and the bytes they send (``transfer_outgoing_bytes_total``).  The
+cluster's overhead per task and per graph comes from graphs of no-op tasks; the client's own
+time is the fit's wall time while no task waited or ran, less each graph's way to the
+scheduler and back (as a no-op graph takes it); the I/O time of a block is the task time of
+an ``X.sum()`` pass per block.
 
 The model (:func:`predict`), per fit::
 
@@ -270,7 +272,7 @@ def count_comms() -> None:
     tcp._fsdask_scaling_counted = True
 
 
-def _task_counter():
+def task_counter():
     """A scheduler plugin counting graphs and, per key prefix, finished tasks, their compute
     seconds and the bytes of their results (cumulative; read before and after a fit)."""
     from collections import Counter
@@ -319,7 +321,7 @@ def _task_counter():
 def dask_setup(scheduler) -> None:
     """``dask scheduler --preload benchmarks/scaling_model.py``: count comms and tasks."""
     count_comms()
-    scheduler.add_plugin(_task_counter())
+    scheduler.add_plugin(task_counter())
 
 
 def scheduler_totals(dask_scheduler) -> dict:
@@ -449,6 +451,7 @@ def measure(client, run: Callable[[], Any], read_prefix: str) -> dict:
         "time": wall,
         "graphs": s1["graphs"] - s0["graphs"],
         "tasks": sum(tasks.values()),
+        "prefixes": {k: v for k, v in tasks.items() if v},
         "reads": sum(v for k, v in tasks.items() if k.startswith(read_prefix)),
         "task_seconds": sum(seconds.values()),
         "worker_cpu": sum(w1[a]["cpu"] - w0[a]["cpu"] for a in w1 if a in w0),
@@ -560,15 +563,17 @@ def _mb(b: float) -> str:
     return f"{b / 2**20:.1f} MB"
 
 
-def describe(method: str, prof: Profile, io_block: float) -> str:
-    """One line: what a 1-process fit of ``method`` cost, per block and per process."""
+def describe(method: str, prof: Profile, io_block: float, sent: float) -> str:
+    """One line: what a 1-process fit of ``method`` cost, per block and per process
+    (``sent``: the bytes the worker sent, to the client or the scheduler)."""
     compute = (prof.task_seconds - prof.io_seconds) / prof.blocks
     return (
         f"{method:12s} {prof.graphs:3.0f} graphs, {prof.tasks / prof.graphs:6.1f} tasks/graph, "
         f"X read {prof.x_reads:.0f}×; per block io {io_block:.3f} s, compute {compute:.3f} s; "
         f"worker cores {prof.worker_cpu / max(prof.task_seconds, 1e-9):.2f}; client "
         f"{prof.client_seconds:.2f} s, received {_mb(prof.client_bytes)}; scheduler "
-        f"{_mb(prof.scheduler_bytes)}; task results {_mb(prof.result_bytes)}"
+        f"{_mb(prof.scheduler_bytes)}; task results {_mb(prof.result_bytes)}, of which the "
+        f"workers sent {_mb(sent)}"
     )
 
 
@@ -728,9 +733,10 @@ def calibrate(bench, clients: dict, big: Store, small: Store, methods) -> tuple:
     for method in methods:
         t, runs = validate(bench, clients, method, big.path, bench.repeat)
         prof = best_profile(runs["1 process"], big, io_block, over)
+        sent = min(runs["1 process"], key=lambda r: r["time"])["worker_sent"]
         half = best_profile(half_runs(one, method, small), small, io_block, over)
         profiles[method] = (half, prof)
-        bench.line(describe(method, prof, io_block))
+        bench.line(describe(method, prof, io_block, sent))
         validation.append(validation_line(method, t, prof, over))
     return profiles, validation, over
 

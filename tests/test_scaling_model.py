@@ -149,3 +149,34 @@ def test_target_blocks_of_the_projection():
 def test_error_is_relative_to_the_measurement():
     assert sm.error(1.25, 1.0) == pytest.approx(0.25)
     assert sm.error(0.8, 1.0) == pytest.approx(-0.2)
+
+
+@pytest.mark.cluster
+def test_the_scheduler_counts_graphs_tasks_and_reads():
+    # the counts a profile is made of, on a real (threaded) cluster: every graph, every task,
+    # and the tasks that read X told from the others by their key prefix
+    import dask.array as da
+    import numpy as np
+    from distributed import Client, LocalCluster, futures_of
+
+    X = da.from_array(np.ones((10, 40)), chunks=(10, 10), name="fsdask-X-test")
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        cluster.scheduler.add_plugin(sm.task_counter())
+        one = sm.measure(client, lambda: X.sum(axis=0).compute(), "fsdask-X")
+        two = sm.measure(client, lambda: (X.sum().compute(), X.max().compute()), "fsdask-X")
+        held = client.persist(X)
+        client.gather(futures_of(held))  # read before the measured run
+        none = sm.measure(client, lambda: held.sum().compute(), "fsdask-X")
+    assert one["graphs"] == 1 and two["graphs"] == 2, (one, two)
+    assert one["reads"] == 4 and two["reads"] == 8, (one["prefixes"], two["prefixes"])
+    assert one["tasks"] > one["reads"]  # and the sums of the blocks
+    assert none["reads"] == 0 and none["tasks"] > 0, none["prefixes"]
+    for run in (one, two, none):
+        assert 0 <= run["outside_seconds"] <= run["time"]
+        assert run["task_seconds"] <= run["time"]
+        assert run["result_bytes"] > 0

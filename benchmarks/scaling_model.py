@@ -92,7 +92,8 @@ class Profile:
     client_seconds : the client's own time: graphs built, results joined, algebra between passes
     client_bytes : bytes the client received
     scheduler_bytes : bytes the scheduler received and sent
-    result_bytes : bytes of every task's result (what may travel between workers)
+    result_bytes : bytes of the results of every task but the reads of X (what may travel
+        between workers: a block read stays on the worker that computes on it)
     """
 
     n: int
@@ -285,7 +286,7 @@ def task_counter():
 
         def __init__(self) -> None:
             self.graphs, self.tasks, self.seconds = 0, Counter(), Counter()
-            self.result_bytes = 0
+            self.nbytes = Counter()
             self.comm = COMM  # this process's comm counts (the preloaded module's)
             # seconds during which some task was waiting, queued or running: the cluster busy
             self.active: set = set()
@@ -310,7 +311,7 @@ def task_counter():
                 return  # only a task a worker computed reports its startstops
             prefix = key_split(key)
             self.tasks[prefix] += 1
-            self.result_bytes += kwargs.get("nbytes") or 0
+            self.nbytes[prefix] += kwargs.get("nbytes") or 0
             for ss in kwargs["startstops"]:
                 if ss["action"] == "compute":
                     self.seconds[prefix] += ss["stop"] - ss["start"]
@@ -331,7 +332,7 @@ def scheduler_totals(dask_scheduler) -> dict:
         "graphs": c.graphs,
         "tasks": dict(c.tasks),
         "seconds": dict(c.seconds),
-        "result_bytes": c.result_bytes,
+        "nbytes": dict(c.nbytes),
         "comm": dict(c.comm),
         "busy": c.busy_seconds(),
     }
@@ -446,13 +447,16 @@ def measure(client, run: Callable[[], Any], read_prefix: str) -> dict:
     def grew(key: str) -> dict:
         return {k: v - s0[key].get(k, 0) for k, v in s1[key].items()}
 
+    def read(prefix: str) -> bool:
+        return bool(read_prefix) and prefix.startswith(read_prefix)
+
     tasks, seconds = grew("tasks"), grew("seconds")
     return {
         "time": wall,
         "graphs": s1["graphs"] - s0["graphs"],
         "tasks": sum(tasks.values()),
         "prefixes": {k: v for k, v in tasks.items() if v},
-        "reads": sum(v for k, v in tasks.items() if k.startswith(read_prefix)),
+        "reads": sum(v for k, v in tasks.items() if read(k)),
         "task_seconds": sum(seconds.values()),
         "worker_cpu": sum(w1[a]["cpu"] - w0[a]["cpu"] for a in w1 if a in w0),
         "worker_sent": sum(w1[a]["sent"] - w0[a]["sent"] for a in w1 if a in w0),
@@ -461,7 +465,8 @@ def measure(client, run: Callable[[], Any], read_prefix: str) -> dict:
         "outside_seconds": max(wall - (s1["busy"] - s0["busy"]), 0.0),
         "client_bytes": c1["received"] - c0["received"],
         "scheduler_bytes": sum(s1["comm"][k] - s0["comm"][k] for k in ("received", "sent")),
-        "result_bytes": s1["result_bytes"] - s0["result_bytes"],
+        # what may travel between workers: a block read stays where its task computes on it
+        "result_bytes": sum(v for k, v in grew("nbytes").items() if not read(k)),
     }
 
 

@@ -15,12 +15,14 @@ an ``X.sum()`` pass per block.
 
 The model (:func:`predict`), per fit::
 
-    wall ≈ max(worker, storage) + tasks × o + graphs × L + client + transfer
-    worker   = task seconds / min(workers, blocks) × waves, at least cpu seconds / cores
+    wall ≈ max(worker, storage) + tasks × o_s + graphs × L + client + transfer
+    worker   = (task seconds + tasks × (o − o_s)) / min(workers, blocks) × waves,
+               at least the workers' CPU seconds / cores
     storage  = reads of X × X's bytes / min(object-storage bandwidth, nodes × NIC)
     transfer = result bytes × (1 − 1/workers) / (nodes × NIC) + client bytes / NIC
 
-(``o``: per-task overhead, ``L``: per-graph latency, ``waves``: ⌈blocks / workers⌉ rounds
+(``o``: per-task overhead, of which ``o_s`` is the scheduler's CPU time, one task at a time;
+``L``: per-graph latency; ``waves``: ⌈blocks / workers⌉ rounds
 against blocks / workers).  It is validated against the measured wall time on 1 and 2 local
 worker processes and on 4 worker processes on simulated hosts (scheduler on 127.0.0.2,
 workers on 127.0.0.3 …, as tests/test_infra_hosts.py does), all alternating, best of
@@ -130,6 +132,8 @@ class Cluster:
     workers : worker threads (one per worker process here)
     cores : CPU cores they share (a 2-core machine running 4 workers has 2)
     per_task, per_graph : the overhead ``o`` of a task and the latency ``L`` of a graph (s)
+    scheduler_per_task : the part ``o_s`` of ``o`` the scheduler spends, one task at a time
+        (None: all of it); the rest is the workers', shared among them
     nodes : hosts; their NICs add up for reads and transfers
     nic : bytes/s of one host's network link (also the client's)
     storage : bytes/s the object store delivers to all hosts together (inf: page cache,
@@ -140,6 +144,7 @@ class Cluster:
     cores: int
     per_task: float
     per_graph: float
+    scheduler_per_task: float | None = None
     nodes: int = 1
     nic: float = math.inf
     storage: float = math.inf
@@ -189,11 +194,11 @@ def predict(prof: Profile, cl: Cluster) -> Prediction:
     2.7
     """
     spread = min(cl.workers, prof.blocks)
-    worker = max(
-        prof.task_seconds / spread * waves(prof.blocks, cl.workers), prof.worker_cpu / cl.cores
-    )
+    o_s = cl.per_task if cl.scheduler_per_task is None else min(cl.scheduler_per_task, cl.per_task)
+    on_workers = prof.task_seconds + prof.tasks * (cl.per_task - o_s)
+    worker = max(on_workers / spread * waves(prof.blocks, cl.workers), prof.worker_cpu / cl.cores)
     storage = prof.x_reads * prof.x_bytes / min(cl.storage, cl.nodes * cl.nic)
-    scheduler = prof.tasks * cl.per_task + prof.graphs * cl.per_graph
+    scheduler = prof.tasks * o_s + prof.graphs * cl.per_graph
     transfer = (
         prof.result_bytes * (1 - 1 / cl.workers) / (cl.nodes * cl.nic) + prof.client_bytes / cl.nic
     )
@@ -327,6 +332,8 @@ def dask_setup(scheduler) -> None:
 
 def scheduler_totals(dask_scheduler) -> dict:
     """The scheduler's counts so far (run there by ``client.run_on_scheduler``)."""
+    import psutil
+
     c = dask_scheduler.plugins[PLUGIN]
     return {
         "graphs": c.graphs,
@@ -335,6 +342,7 @@ def scheduler_totals(dask_scheduler) -> dict:
         "nbytes": dict(c.nbytes),
         "comm": dict(c.comm),
         "busy": c.busy_seconds(),
+        "cpu": sum(psutil.Process().cpu_times()[:2]),
     }
 
 
@@ -458,6 +466,7 @@ def measure(client, run: Callable[[], Any], read_prefix: str) -> dict:
         "prefixes": {k: v for k, v in tasks.items() if v},
         "reads": sum(v for k, v in tasks.items() if read(k)),
         "task_seconds": sum(seconds.values()),
+        "scheduler_cpu": s1["cpu"] - s0["cpu"],
         "worker_cpu": sum(w1[a]["cpu"] - w0[a]["cpu"] for a in w1 if a in w0),
         "worker_sent": sum(w1[a]["sent"] - w0[a]["sent"] for a in w1 if a in w0),
         # the wall time while no task was waiting or running: the client's own work, and
@@ -481,6 +490,7 @@ class Overheads:
     Attributes
     ----------
     per_task : ``o``, what one more task adds to a graph's wall time
+    scheduler_per_task : ``o_s``, what it adds to the scheduler's CPU time
     per_graph : ``L``, a one-task graph's wall time less ``o``
     outside : the part of ``L`` while no task waits or runs (the graph's way to the
         scheduler, its result's way back); a fit's time outside the cluster's busy time
@@ -490,6 +500,7 @@ class Overheads:
     per_task: float
     per_graph: float
     outside: float
+    scheduler_per_task: float
 
 
 def overheads(client, tasks: int = 400, repeat: int = 3) -> Overheads:
@@ -506,7 +517,10 @@ def overheads(client, tasks: int = 400, repeat: int = 3) -> Overheads:
 
     one, many = best(1), best(tasks)
     per_task = max((many["time"] - one["time"]) / (tasks - 1), 0.0)
-    return Overheads(per_task, max(one["time"] - per_task, 0.0), one["outside_seconds"])
+    o_s = max((many["scheduler_cpu"] - one["scheduler_cpu"]) / (tasks - 1), 0.0)
+    return Overheads(
+        per_task, max(one["time"] - per_task, 0.0), one["outside_seconds"], min(o_s, per_task)
+    )
 
 
 def fit_of(method: str, X, y) -> Callable[[], Any]:
@@ -644,7 +658,11 @@ def validation_line(method: str, timings: dict, prof: Profile, over: Overheads) 
         if name not in timings:
             continue
         cl = Cluster(
-            len(hosts), dask.system.CPU_COUNT, per_task=over.per_task, per_graph=over.per_graph
+            len(hosts),
+            dask.system.CPU_COUNT,
+            per_task=over.per_task,
+            per_graph=over.per_graph,
+            scheduler_per_task=over.scheduler_per_task,
         )
         pred, measured = predict(prof, cl).wall, timings[name]
         parts.append(
@@ -664,7 +682,8 @@ def projection_lines(
         f"({t['n'] * t['p'] * t['itemsize'] / GB:.0f} GB), {t['block_bytes'] // 2**20} MiB blocks "
         f"({math.ceil(t['p'] / width)} blocks of {width} features); {CORES_PER_NODE} cores and "
         f"a {nic * 8 / GB:.0f} Gbit/s link per node, one worker thread per core; o = "
-        f"{over.per_task * 1e3:.2f} ms/task, L = {over.per_graph * 1e3:.1f} ms/graph as measured here",
+        f"{over.per_task * 1e3:.2f} ms/task (scheduler o_s = {over.scheduler_per_task * 1e3:.2f}), "
+        f"L = {over.per_graph * 1e3:.1f} ms/graph as measured here",
         f"{'method':12s} {'nodes':>5s} {'storage':>9s} {'wall':>9s} {'workers':>9s} "
         f"{'reads':>9s} {'scheduler':>9s} {'sched busy':>10s} {'client':>9s} {'client recv':>11s}"
         "  saturates first",
@@ -678,6 +697,7 @@ def projection_lines(
                     cores=nodes * CORES_PER_NODE,
                     per_task=over.per_task,
                     per_graph=over.per_graph,
+                    scheduler_per_task=over.scheduler_per_task,
                     nodes=nodes,
                     nic=nic,
                     storage=bw * GB,
@@ -732,6 +752,7 @@ def calibrate(bench, clients: dict, big: Store, small: Store, methods) -> tuple:
         f"({_mb(big.n * big.p * 4 / big.blocks)} each), and {small.n} × {small.p} in "
         f"{small.blocks} for the per-block slopes; a dask scheduler process and worker "
         f"processes of one thread ({', '.join(clients)}); o = {over.per_task * 1e3:.2f} ms/task, "
+        f"of which the scheduler's CPU o_s = {over.scheduler_per_task * 1e3:.2f} ms; "
         f"L = {over.per_graph * 1e3:.1f} ms/graph (no-op graphs on 1 process)"
     )
     profiles, validation = {}, []

@@ -79,6 +79,16 @@ def test_scheduler_and_client_terms_and_the_bottleneck():
     assert sm.predict(lonely, sm.Cluster(4, cores=4, **FREE)).bottleneck == "client"
 
 
+def test_the_workers_share_their_part_of_the_task_overhead():
+    # o = 0.1 s, of which the scheduler's o_s = 0.02 s (one task at a time); 10 tasks
+    split = {"per_task": 0.1, "per_graph": 0.0, "scheduler_per_task": 0.02}
+    one = sm.predict(BASE, sm.Cluster(1, cores=64, **split))
+    assert one.wall == sm.predict(BASE, sm.Cluster(1, cores=64, per_task=0.1, per_graph=0.0)).wall
+    four = sm.predict(BASE, sm.Cluster(4, cores=64, **split))
+    assert four.worker == pytest.approx((4.0 + 10 * 0.08) / 4)
+    assert four.scheduler == pytest.approx(10 * 0.02)
+
+
 def test_transfers_between_workers_need_more_than_one():
     moving = dataclasses.replace(BASE, result_bytes=1e6, client_bytes=1e3)
     one = sm.predict(moving, sm.Cluster(1, cores=1, nic=1e3, **FREE))

@@ -17,7 +17,7 @@ The model (:func:`predict`), per fit::
 
     wall ≈ max(worker, storage) + tasks × o_s + graphs × L + client + transfer
     worker   = (task seconds + tasks × (o − o_s)) / min(workers, blocks) × waves,
-               at least the workers' CPU seconds / cores
+               at least the workers' CPU seconds / cores (and the scheduler's, on one machine)
     storage  = reads of X × X's bytes / min(object-storage bandwidth, nodes × NIC)
     transfer = result bytes × (1 − 1/workers) / (nodes × NIC) + client bytes / NIC
 
@@ -138,6 +138,8 @@ class Cluster:
     nic : bytes/s of one host's network link (also the client's)
     storage : bytes/s the object store delivers to all hosts together (inf: page cache,
         its cost is then the CPU time already in ``io_seconds``)
+    shared : the scheduler runs on the workers' cores (one machine): its CPU time counts
+        against them
     """
 
     workers: int
@@ -148,6 +150,7 @@ class Cluster:
     nodes: int = 1
     nic: float = math.inf
     storage: float = math.inf
+    shared: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +199,8 @@ def predict(prof: Profile, cl: Cluster) -> Prediction:
     spread = min(cl.workers, prof.blocks)
     o_s = cl.per_task if cl.scheduler_per_task is None else min(cl.scheduler_per_task, cl.per_task)
     on_workers = prof.task_seconds + prof.tasks * (cl.per_task - o_s)
-    worker = max(on_workers / spread * waves(prof.blocks, cl.workers), prof.worker_cpu / cl.cores)
+    cpu = prof.worker_cpu + (prof.tasks * o_s if cl.shared else 0.0)
+    worker = max(on_workers / spread * waves(prof.blocks, cl.workers), cpu / cl.cores)
     storage = prof.x_reads * prof.x_bytes / min(cl.storage, cl.nodes * cl.nic)
     scheduler = prof.tasks * o_s + prof.graphs * cl.per_graph
     transfer = (
@@ -663,6 +667,7 @@ def validation_line(method: str, timings: dict, prof: Profile, over: Overheads) 
             per_task=over.per_task,
             per_graph=over.per_graph,
             scheduler_per_task=over.scheduler_per_task,
+            shared=True,
         )
         pred, measured = predict(prof, cl).wall, timings[name]
         parts.append(

@@ -87,6 +87,11 @@ def test_the_workers_share_their_part_of_the_task_overhead():
     four = sm.predict(BASE, sm.Cluster(4, cores=64, **split))
     assert four.worker == pytest.approx((4.0 + 10 * 0.08) / 4)
     assert four.scheduler == pytest.approx(10 * 0.02)
+    # on one 2-core machine the scheduler's CPU competes with the workers'
+    alone = sm.predict(BASE, sm.Cluster(4, cores=2, **split))
+    shared = sm.predict(BASE, sm.Cluster(4, cores=2, shared=True, **split))
+    assert alone.worker == pytest.approx(4.0 / 2)
+    assert shared.worker == pytest.approx((4.0 + 10 * 0.02) / 2)
 
 
 def test_transfers_between_workers_need_more_than_one():

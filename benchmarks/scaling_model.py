@@ -233,7 +233,10 @@ def extrapolate(
 
     Every quantity is a line through the two measurements — in the number of blocks (work,
     tasks, bytes between processes) or in p (the client's time and bytes) — and a block's
-    work is scaled by its elements (n × width) against the measured blocks'.
+    work is scaled by its elements (n × width) against the measured blocks'.  When the
+    client receives a column of about n values per feature (:func:`rows_per_feature`: a
+    factor with one row per sample, as CPFS's and the PCA baselines' B), its bytes and time
+    per feature grow with n as well.
     """
     width = max(1, block_bytes // (n * itemsize))
     blocks = math.ceil(p / width)
@@ -243,10 +246,17 @@ def extrapolate(
     for name in PER_BLOCK_WORK + PER_BLOCK_COUNT:
         a, b = line_through(small.blocks, getattr(small, name), big.blocks, getattr(big, name))
         fields[name] = a + b * blocks * (elements if name in PER_BLOCK_WORK else 1.0)
+    per_sample = n / big.n if rows_per_feature(big) >= big.n / 2 else 1.0
     for name in PER_FEATURE:
         a, b = line_through(small.p, getattr(small, name), big.p, getattr(big, name))
-        fields[name] = a + b * p
+        fields[name] = a + b * p * per_sample
     return Profile(n=n, p=p, blocks=blocks, graphs=big.graphs, itemsize=itemsize, **fields)
+
+
+def rows_per_feature(prof: Profile) -> float:
+    """Float64 values the client received per feature per graph: a few for per-feature
+    statistics, about n for a factor with one row per sample."""
+    return prof.client_bytes / (8.0 * prof.p * max(prof.graphs, 1.0))
 
 
 def error(predicted: float, measured: float) -> float:

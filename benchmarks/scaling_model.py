@@ -234,7 +234,7 @@ def extrapolate(
     Every quantity is a line through the two measurements — in the number of blocks (work,
     tasks, bytes between processes) or in p (the client's time and bytes) — and a block's
     work is scaled by its elements (n × width) against the measured blocks'.  When the
-    client receives a column of about n values per feature (:func:`rows_per_feature`: a
+    client receives n/2 or more values per feature (:func:`rows_per_feature`: a
     factor with one row per sample, as CPFS's and the PCA baselines' B), its bytes and time
     per feature grow with n as well.
     """
@@ -254,9 +254,9 @@ def extrapolate(
 
 
 def rows_per_feature(prof: Profile) -> float:
-    """Float64 values the client received per feature per graph: a few for per-feature
-    statistics, about n for a factor with one row per sample."""
-    return prof.client_bytes / (8.0 * prof.p * max(prof.graphs, 1.0))
+    """Float64 values the client received per feature over the fit: a few for per-feature
+    statistics, about n or more for a factor with one row per sample."""
+    return prof.client_bytes / (8.0 * prof.p)
 
 
 def error(predicted: float, measured: float) -> float:

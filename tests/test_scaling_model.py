@@ -156,14 +156,14 @@ def test_extrapolation_scales_a_blocks_work_by_its_elements():
 
 def test_a_factor_with_a_row_per_sample_grows_with_n_on_the_client():
     small, big = _linear(1000, 4), _linear(2000, 8)  # 8 bytes per feature: one value
-    assert sm.rows_per_feature(big) == pytest.approx(1 / 3)  # per graph (3 graphs)
+    assert sm.rows_per_feature(big) == pytest.approx(1)
     stats = sm.extrapolate(small, big, n=200, p=2000, block_bytes=100 * 250 * 4)
     assert stats.client_bytes == pytest.approx(8.0 * 2000)  # per-feature statistics: p only
-    # the client receives n = 100 float64 values per feature and graph (an r × p factor)
-    small, big = (dataclasses.replace(x, client_bytes=3 * 100 * 8.0 * x.p) for x in (small, big))
+    # the client receives n = 100 float64 values per feature (an r × p factor)
+    small, big = (dataclasses.replace(x, client_bytes=100 * 8.0 * x.p) for x in (small, big))
     assert sm.rows_per_feature(big) == pytest.approx(100)
     wide = sm.extrapolate(small, big, n=200, p=2000, block_bytes=100 * 250 * 4)
-    assert wide.client_bytes == pytest.approx(3 * 200 * 8.0 * 2000)
+    assert wide.client_bytes == pytest.approx(200 * 8.0 * 2000)
     assert wide.client_seconds == pytest.approx(0.2 + 1e-3 * 2000 * 2)
 
 

@@ -593,7 +593,7 @@ def _open(path: str):
 
 
 def _mb(b: float) -> str:
-    return f"{b / 2**20:.1f} MB"
+    return f"{b / 2**20:.1f} MiB"
 
 
 def describe(method: str, prof: Profile, io_block: float, sent: float) -> str:
@@ -603,7 +603,7 @@ def describe(method: str, prof: Profile, io_block: float, sent: float) -> str:
     return (
         f"{method:12s} {prof.graphs:3.0f} graphs, {prof.tasks / prof.graphs:6.1f} tasks/graph, "
         f"X read {prof.x_reads:.0f}×; per block io {io_block:.3f} s, compute {compute:.3f} s; "
-        f"worker cores {prof.worker_cpu / max(prof.task_seconds, 1e-9):.2f}; client "
+        f"worker CPU / task time {prof.worker_cpu / max(prof.task_seconds, 1e-9):.2f}; client "
         f"{prof.client_seconds:.2f} s, received {_mb(prof.client_bytes)}; scheduler "
         f"{_mb(prof.scheduler_bytes)}; task results {_mb(prof.result_bytes)}, of which the "
         f"workers sent {_mb(sent)}"

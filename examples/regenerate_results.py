@@ -46,6 +46,7 @@ STEPS: dict[str, list[str]] = {
     ],
     "hsic_scale": ["benchmarks/hsic_scale.py"],
     "workers_speedup": ["benchmarks/workers_speedup.py"],
+    "scaling_model": ["benchmarks/scaling_model.py"],
     "ingest_csv": ["benchmarks/ingest_csv.py"],
     "io_floor": ["benchmarks/io_floor.py"],
     "open_formats": ["benchmarks/open_formats.py"],

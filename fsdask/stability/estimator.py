@@ -18,9 +18,10 @@ import numpy as np
 from fsdask._validation import HasMethods, Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import InputError
-from fsdask.fitting import FitContext
+from fsdask.fitting import FitContext, progress_line
+from fsdask.linalg.colstats import column_screen
 from fsdask.methods.filters import Filter
-from fsdask.stability import onepass
+from fsdask.stability import hsicpass, onepass
 from fsdask.stability.refit import refit_all
 from fsdask.stability.resample import (
     draw_subsamples,
@@ -216,7 +217,8 @@ class Stability(Selector):
 
     @property
     def streams_samples(self) -> bool:  # type: ignore[override]
-        return streams_variants(base_estimator(self.estimator))
+        est = base_estimator(self.estimator)
+        return streams_variants(est) or hsicpass.one_pass_hsic(est)
 
     @property
     def screen_in_fit(self) -> bool:  # type: ignore[override]
@@ -293,11 +295,52 @@ class Stability(Selector):
 
         return lazy, finish, True
 
+    # ---- SparseHSIC: every resample's A from one pass, step 3 per resample in memory
+    def _hsic_one_pass(self, X, y, ctx: FitContext) -> FitOutput | None:
+        """Every subsample's SparseHSIC selection from one pass (:mod:`.hsicpass`), or None
+        (and a log line) when the client cannot hold every resample's A."""
+        est = base_estimator(self.estimator)
+        rows = [None, *self._subsamples(X.shape[0], y)]
+        widths = sum(f[0].shape[0] for f in hsicpass.resample_factors(est, y, rows))
+        if not hsicpass.fits(ctx, len(rows), widths, X.shape[1]):
+            progress_line(
+                f"{self.method_name}: every resample's A from one pass needs "
+                f"{2 * hsicpass.pass_bytes(len(rows), widths, X.shape[1]) / 2**20:.0f} MiB on "
+                f"the client, above the memory budget of {ctx.budget / 2**20:.0f} MiB; "
+                f"refitting each of the {len(rows)} resamples instead (one pass over X each)"
+            )
+            return None
+        support, scores, active = hsicpass.resample_selections(
+            ctx, est, X, y, rows, self._apply_screen
+        )
+        out = self._output(support[1:], scores[0], support[0])
+        out.active = active
+        return out
+
     # ---- any selector: refits as tasks
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         est = base_estimator(self.estimator)
         if streams_variants(est):
             return self._one_pass(X, y, ctx)
+        if hsicpass.one_pass_hsic(est):
+            out = self._hsic_one_pass(X, y, ctx)
+            if out is not None:
+                return out
+            X, active = self._screened(X)
+            out = self._refits(X, y, ctx, est)
+            out.active = active
+            return out
+        return self._refits(X, y, ctx, est)
+
+    def _screened(self, X) -> tuple[Any, np.ndarray]:
+        """X's active features and their mask (the screen ``fit`` runs for the refits of a
+        selector whose resamples are not sums, here run by ``_fit`` itself)."""
+        bad, lo, hi = column_screen(X)
+        active = self._apply_screen(bad, lo, hi)
+        return (X if active.all() else X[:, active]), active
+
+    def _refits(self, X, y, ctx: FitContext, est: Any) -> FitOutput:
+        """One refit per subsample (and one on all samples), as parallel tasks."""
         subs = self._subsamples(X.shape[0], y)
         resamples = [(None, y)] + [(r, None if y is None else y[r]) for r in subs]
         seeds = np.random.SeedSequence(self._seed()).generate_state(len(resamples))

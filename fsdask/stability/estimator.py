@@ -4,7 +4,8 @@ pairs, Shah & Samworth 2013).
 The selector is refitted on subsamples of the samples; a feature's *selection frequency* is
 the fraction of subsamples whose fit selects it, and the *stable set* holds the features
 whose frequency reaches the threshold τ.  For a univariate filter every subsample comes
-from the same pass over X (:mod:`fsdask.stability.onepass`); any other selector is refitted
+from the same pass over X (:mod:`fsdask.stability.onepass`), for SparseHSIC every
+subsample's A (:mod:`fsdask.stability.hsicpass`); any other selector is refitted
 once per subsample as a parallel task (:mod:`fsdask.stability.refit`).
 """
 
@@ -152,7 +153,13 @@ class Stability(Selector):
     (:func:`fsdask.methods.filters.stats_from_moments`).  Memory: per block about
     n_resamples × C × p_b partial sums (C classes) and the membership matrix; the client
     holds (n_resamples + 1) × p scores (float64).  ``ks`` sorts each feature: its
-    subsamples are computed on feature blocks.  For other selectors, one refit per
+    subsamples are computed on feature blocks.  For
+    :class:`~fsdask.methods.hsic.SparseHSIC` too one pass over X, in any layout: each
+    subsample's A = X H Δᵀ/(n − 1) is a weighted sum over its samples, so one product per
+    block gives them all (:mod:`fsdask.stability.hsicpass`), then each subsample's
+    SparsePM runs on its A in memory, in the client's threads; the client holds about
+    n_resamples × (c + 2) × p float64 (c columns of Δ), and above the memory budget the
+    subsamples are refitted instead (said in a log line).  For other selectors, one refit per
     subsample as a task holding the subsample's rows of X (n/2 × p); when that exceeds the
     memory budget the refits run one after another, each over X's feature blocks.
 

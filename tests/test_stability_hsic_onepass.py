@@ -78,10 +78,13 @@ def test_each_resample_selects_as_its_refit_in_one_pass(layout, params, response
 
 
 def test_a_feature_constant_within_a_half_is_dropped_there_as_a_refit_drops_it():
-    X, y = _data()
-    # ρ = 0 selects every row of A that is not exactly 0; unstandardised, the row of a
-    # feature constant within a half is Σ δ̃_i (x − K) = −4 Σ δ̃_i: rounding, unless dropped
-    est = fsdask.SparseHSIC(rho=0.0, standardize=False)
+    X, _ = _data()
+    y = X[:, 0] - X[:, 2] + np.random.default_rng(3).normal(size=X.shape[0])
+    # 0.7 in every sample but X's first row (the shift K of the sums): in the halves
+    # without sample 0 its sums leave a standard deviation and an A row of rounding, not
+    # 0, which standardising turns into a row that ρ = 0 selects — unless it is dropped
+    X[:, 7], X[0, 7] = 0.7, 4.1
+    est = fsdask.SparseHSIC(rho=0.0)  # continuous y, ρ = 0: every row of A that is not 0
     st = Stability(est, n_resamples=6, random_state=0).fit(X, y)
     subs = draw_subsamples(X.shape[0], 6, random_state=0)
     holds = np.array([0 in r for r in subs])
@@ -136,4 +139,19 @@ def test_one_pass_for_100_resamples():
     st = Stability(fsdask.SparseHSIC(n_features_to_select=5), n_resamples=100).fit(X, y)
     assert st.n_passes_ == 1 and st.result_.attrs["n_resamples"] == 100
     assert st.support_[:3].all()
-    assert hsicpass.pass_bytes(101, 202, 50) == 8 * (202 + 2 * 101 + 4) * 50
+    rows = [None, *draw_subsamples(60, 100, random_state=0)]
+    factors = hsicpass.resample_factors(fsdask.SparseHSIC(), y, rows)
+    layout = hsicpass.layout_of(factors, y, rows, 60)
+    # two classes: the class sums and squares of the 51 resamples with products (the second
+    # half of each pair is all samples minus the first), and the screen
+    assert layout.rows == 2 * 51 * 2 + 4 and layout.weights is None
+
+
+def test_a_class_missing_from_half_the_resamples():
+    X, _ = _data(5)
+    y = np.repeat([0, 1, 2], [20, 19, 1])  # the half without sample 39 has two classes
+    est = fsdask.SparseHSIC(n_features_to_select=4)
+    st = Stability(est, n_resamples=8, random_state=2).fit(_layout(X, "csr-samples"), y)
+    freq, _, _ = _refit_frequencies(est, X, y, 8, 2)
+    np.testing.assert_array_equal(st.frequency_, freq)
+    assert st.n_passes_ == 1

@@ -308,17 +308,18 @@ class Stability(Selector):
         (and a log line) when the client cannot hold every resample's A."""
         est = base_estimator(self.estimator)
         rows = [None, *self._subsamples(X.shape[0], y)]
-        widths = sum(f[0].shape[0] for f in hsicpass.resample_factors(est, y, rows))
-        if not hsicpass.fits(ctx, len(rows), widths, X.shape[1]):
+        factors = hsicpass.resample_factors(est, y, rows)  # refuses a bad resample first
+        layout = hsicpass.layout_of(factors, y, rows, X.shape[0])
+        if not hsicpass.fits(ctx, layout, X.shape[1]):
             progress_line(
                 f"{self.method_name}: every resample's A from one pass needs "
-                f"{2 * hsicpass.pass_bytes(len(rows), widths, X.shape[1]) / 2**20:.0f} MiB on "
-                f"the client, above the memory budget of {ctx.budget / 2**20:.0f} MiB; "
-                f"refitting each of the {len(rows)} resamples instead (one pass over X each)"
+                f"{16 * layout.rows * X.shape[1] / 2**20:.0f} MiB on the client, above the "
+                f"memory budget of {ctx.budget / 2**20:.0f} MiB; refitting each of the "
+                f"{len(rows)} resamples instead (one pass over X each)"
             )
             return None
         support, scores, active = hsicpass.resample_selections(
-            ctx, est, X, y, rows, self._apply_screen
+            ctx, est, X, factors, layout, self._apply_screen
         )
         out = self._output(support[1:], scores[0], support[0])
         out.active = active

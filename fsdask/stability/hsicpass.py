@@ -24,6 +24,7 @@ to the refits instead.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from typing import Any
@@ -36,6 +37,7 @@ from fsdask.linalg.colstats import MOMENT_MAXIMA, membership_rows, membership_su
 from fsdask.linalg.threads import parallel_map
 from fsdask.methods.hsic import SparseHSIC
 from fsdask.methods.hsic.matrix import centred_response
+from fsdask.stability.onepass import Variant, complements, membership, variant_counts
 
 #: a feature is constant within a resample when its sum of squared deviations is at most
 #: this many ulps of its shifted sum of squares per sample (the rounding of the sums; exact
@@ -91,56 +93,128 @@ def weight_matrix(
     return member, W, offsets
 
 
-def pass_bytes(n_variants: int, n_weights: int, p: int) -> float:
-    """Bytes of the summed statistics the client holds: (W + 2V + 4) × p float64."""
-    return 8.0 * membership_rows(n_variants, 1, True, n_weights) * p
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where each resample's parts lie in the pass's sums (:func:`resample_sums`).
+
+    Attributes
+    ----------
+    member : int8 ndarray (n, V_b), the membership of the resamples whose products are made
+    weights : float ndarray (n, W) or None, the stacked centred factors (general Δ)
+    offsets : int ndarray (V + 1,) or None, resample v's weight rows
+    classes : tuple or None, for a categorical response: ``(base, derived, counts)`` —
+        the resamples with products, those derived as all samples minus another
+        (:func:`fsdask.stability.onepass.complements`) and the (V, C) class counts
+    sizes : list of int, the samples of each resample
+    """
+
+    member: np.ndarray
+    weights: np.ndarray | None
+    offsets: np.ndarray | None
+    classes: tuple | None
+    sizes: list
+
+    @property
+    def n_classes(self) -> int:
+        return 1 if self.classes is None else self.classes[2].shape[1]
+
+    @property
+    def rows(self) -> int:
+        """Rows of the pass's sums."""
+        V, W = self.member.shape[1], 0 if self.weights is None else self.weights.shape[1]
+        return membership_rows(V, self.n_classes, W > 0, W)
 
 
-def fits(ctx: Any, n_variants: int, n_weights: int, p: int) -> bool:
-    """Whether the pass's sums and a resample's A in each thread fit the fit's budget."""
-    return ctx.execution.fits(pass_bytes(n_variants, n_weights, p), copies=2)
+def layout_of(factors: list[tuple], y: Any, rows: list[np.ndarray | None], n: int) -> Layout:
+    """The products the pass makes: a categorical response's class sums (A_r is a function
+    of them, and the second half of a complementary pair is all samples minus the first),
+    any other response's stacked centred Δ (:func:`weight_matrix`)."""
+    sizes = [n if r is None else r.size for r in rows]
+    if factors[0][1] != "categorical":
+        member, W, offsets = weight_matrix(factors, rows, n)
+        return Layout(member, W, offsets, None, sizes)
+    classes, codes = np.unique(np.asarray(y), return_inverse=True)
+    variants = [Variant(r, codes if r is None else codes[r], None) for r in rows]
+    derived = complements(variants, n)
+    base = [k for k in range(len(rows)) if k not in derived]
+    member = membership([variants[k] for k in base], n, classes.size)[0]
+    counts = variant_counts(variants, n, classes.size)
+    return Layout(member, None, None, (base, derived, counts), sizes)
 
 
-def resample_sums(ex: Any, X: Any, member: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """Every resample's weighted sums (its A_r), shifted moments and X's screen, in one pass.
+def fits(ctx: Any, layout: Layout, p: int) -> bool:
+    """Whether the pass's sums (twice: the blocks and their join) fit the fit's budget."""
+    return ctx.execution.fits(8.0 * layout.rows * p, copies=2)
+
+
+def resample_sums(ex: Any, X: Any, layout: Layout) -> np.ndarray:
+    """Every resample's sums (its A_r), shifted moments and X's screen, in one pass.
 
     Parameters
     ----------
     ex : Execution, the fit's (it counts the pass)
     X : dask array (n, p), sample or feature blocks, NumPy or CSR
-    member, W : from :func:`weight_matrix`
+    layout : Layout, from :func:`layout_of`
 
     Returns
     -------
-    ndarray (2V + Σ c_r + 4, p), float64: rows ``Σ_{i∈S_v} (x − K)`` (V), ``Σ (x − K)²``
-    (V), ``Σ_i W_iw (x − K)`` (Σ c_r: A_r transposed, since the columns of W sum to 0),
-    the NaN/Inf count, K, −min and max (:func:`fsdask.linalg.colstats.membership_sums`).
-    Work: 2·(2V + Σ c_r)·n·p flop in BLAS products.
+    ndarray (``layout.rows``, p), float64 (:func:`fsdask.linalg.colstats.membership_sums`):
+    rows ``Σ_{i∈S_v, c} (x − K)`` (V_b·C), ``Σ_{i∈S_v, c} (x − K)²`` (V_b·C), for a general
+    Δ ``Σ_i W_iw (x − K)`` (Σ c_r: A_r transposed, since the columns of W sum to 0), then
+    the NaN/Inf count, K, −min and max.  Work: 2·(2·V_b·C + W)·n·p flop in BLAS products.
     """
-    V, Wc = member.shape[1], W.shape[1]
+    V = layout.member.shape[1]
     K = ex.first_row(X)
     # one row argument: a blocked reduction gives every row argument's columns one index
-    rows = np.hstack([member.astype(np.float64), W])
+    member = layout.member.astype(np.float64)
+    rows = member if layout.weights is None else np.hstack([member, layout.weights])
     return ex.sum_blocks(
-        functools.partial(_block, n_variants=V),
+        functools.partial(_block, n_variants=V, n_classes=layout.n_classes),
         X,
         rows,
-        shape=(membership_rows(V, 1, True, Wc),),
+        shape=(layout.rows,),
         maxima=MOMENT_MAXIMA,
         columns=() if K is None else (K,),
     )
 
 
-def _block(xb, rows, *shift, n_variants: int):
+def _block(xb, rows, *shift, n_variants: int, n_classes: int):
     """:func:`membership_sums` of one block: its rows' membership and weights unpacked."""
-    member = rows[:, :n_variants].astype(np.int8)
-    W = rows[:, n_variants:]
-    return membership_sums(xb, member, W, shift[0] if shift else None, n_classes=1)
+    member = rows[:, :n_variants].astype(np.int64)
+    W = rows[:, n_variants:] if rows.shape[1] > n_variants else None
+    return membership_sums(xb, member, W, shift[0] if shift else None, n_classes=n_classes)
 
 
-def resample_stats(
-    sums: np.ndarray, v: int, offsets: np.ndarray, n_v: int, active: np.ndarray
-) -> np.ndarray:
+def resample_parts(sums: np.ndarray, v: int, layout: Layout) -> tuple:
+    """Resample v's A_rᵀ (c_r × p), ``Σ (x − K)`` and ``Σ (x − K)²`` from the pass's sums.
+
+    For a categorical response Δ_r holds 1/n_k for the samples of class k (the classes
+    present in the resample, in order), so
+    ``A_r[:, k] = (T_k / n_k − T / n_r) / (n_r − 1)`` with T_k the class sums (the shift
+    K cancels).
+    """
+    if layout.classes is None:
+        V = layout.member.shape[1]
+        A = sums[2 * V + layout.offsets[v] : 2 * V + layout.offsets[v + 1]]
+        return A, sums[v], sums[V + v]
+    base, derived, counts = layout.classes
+    Vb, C = len(base), counts.shape[1]
+
+    def part(which: int, k: int) -> np.ndarray:
+        i = base.index(k)
+        return sums[which * Vb * C + i * C : which * Vb * C + (i + 1) * C]
+
+    if v in derived:
+        f, j = derived[v]
+        T, Q = part(0, f) - part(0, j), part(1, f) - part(1, j)
+    else:
+        T, Q = part(0, v), part(1, v)
+    s1, n_v, present = T.sum(axis=0), layout.sizes[v], counts[v] > 0
+    A = (T[present] / counts[v, present][:, None] - s1 / n_v) / (n_v - 1)
+    return A, s1, Q.sum(axis=0)
+
+
+def resample_stats(sums: np.ndarray, v: int, layout: Layout, active: np.ndarray) -> np.ndarray:
     """Resample v's stats in the layout of :func:`~fsdask.methods.hsic.hsic_pass`.
 
     Rows A_rᵀ (c_r), NaN/Inf counts (0: X was screened), ranges (0 where the feature is
@@ -151,9 +225,8 @@ def resample_stats(
     -------
     ndarray (c_r + 3, p_active), float64.
     """
-    V = offsets.size - 1
-    s1, s2 = sums[v], sums[V + v]
-    A = sums[2 * V + offsets[v] : 2 * V + offsets[v + 1]]
+    A, s1, s2 = resample_parts(sums, v, layout)
+    n_v = layout.sizes[v]
     dev = np.maximum(s2 - s1 * s1 / n_v, 0.0)  # Σ (x − x̄)² over the resample
     const = dev <= CONSTANT_ULPS * n_v * np.finfo(np.float64).eps * s2
     range_ = np.where(const, 0.0, sums[-1] + sums[-2])  # the global max − min otherwise
@@ -186,7 +259,7 @@ def selection_of(est: SparseHSIC, stats: np.ndarray, response: tuple) -> tuple:
 
 
 def resample_selections(
-    ctx: Any, est: SparseHSIC, X: Any, y: Any, rows: list[np.ndarray | None], screen
+    ctx: Any, est: SparseHSIC, X: Any, factors: list[tuple], layout: Layout, screen
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every resample's selection from one pass over X.
 
@@ -195,8 +268,8 @@ def resample_selections(
     ctx : FitContext, the fit's (its execution counts the pass, warnings go through it)
     est : SparseHSIC, unfitted parameters only are used
     X : dask array (n, p), any layout
-    y : ndarray (n,) or (n, t)
-    rows : list of index arrays (None: all samples), the resamples
+    factors : list of (Δ_r, kind, info), each resample's :func:`resample_factors`
+    layout : Layout, the products of the pass (:func:`layout_of`)
     screen : callable ``(bad, lo, hi) -> active``, the fit's screen of X (raises on NaN/Inf)
 
     Returns
@@ -205,22 +278,19 @@ def resample_selections(
     resample's support and scores over the active features, and the active mask.
     Memory: see the module docstring; each thread holds one resample's stats and A_r.
     """
-    factors = resample_factors(est, y, rows)
-    member, W, offsets = weight_matrix(factors, rows, X.shape[0])
-    sums = resample_sums(ctx.execution, X, member, W)
+    sums = resample_sums(ctx.execution, X, layout)
     active = screen(sums[-4], -sums[-2], sums[-1])
-    sizes = [X.shape[0] if r is None else r.size for r in rows]
 
     def one(v: int) -> tuple:
-        stats = resample_stats(sums, v, offsets, sizes[v], active)
+        stats = resample_stats(sums, v, layout, active)
         return selection_of(est, stats, factors[v])
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # every resample says its warnings
-        outs = parallel_map(one, range(len(rows)))
+        outs = parallel_map(one, range(len(factors)))
     if caught:
         ctx.warn(
-            f"{len(caught)} warning(s) in the fits of {len(rows)} resamples "
+            f"{len(caught)} warning(s) in the fits of {len(factors)} resamples "
             f"(first: {caught[0].message})",
             UserWarning,
         )
@@ -232,9 +302,11 @@ __all__ = [
     "one_pass_hsic",
     "resample_factors",
     "weight_matrix",
-    "pass_bytes",
+    "Layout",
+    "layout_of",
     "fits",
     "resample_sums",
+    "resample_parts",
     "resample_stats",
     "selection_of",
     "resample_selections",

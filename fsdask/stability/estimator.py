@@ -158,7 +158,8 @@ class Stability(Selector):
     subsample's A = X H Δᵀ/(n − 1) is a weighted sum over its samples, so one product per
     block gives them all (:mod:`fsdask.stability.hsicpass`), then each subsample's
     SparsePM runs on its A in memory, in the client's threads; the client holds about
-    n_resamples × (c + 2) × p float64 (c columns of Δ), and above the memory budget the
+    n_resamples × C × p float64 for C classes (n_resamples × (c + 2) × p for a response
+    factor Δ of c columns), and above the memory budget the
     subsamples are refitted instead (said in a log line).  For other selectors, one refit per
     subsample as a task holding the subsample's rows of X (n/2 × p); when that exceeds the
     memory budget the refits run one after another, each over X's feature blocks.

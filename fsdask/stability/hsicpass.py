@@ -10,16 +10,22 @@ centred response factor (Δ_r built from y[S_r], as a refit builds it; zero outs
 one product per block, X_bᵀ W_b with W (n × Σ c_r) stacking every resample's δ̃, gives every
 A_r at once, and the membership products of the same call
 (:func:`fsdask.linalg.colstats.membership_sums`) give each resample's shifted sums and sums of
-squares: its standard deviations and the features constant within it.  Each resample's step 3
+squares: its standard deviations and the features constant within it.  For class labels
+(Δ_r: 1/n_k on the samples of class k) A_r is a function of the class sums alone,
+``A_r[:, k] = (T_k/n_k − T/n_r)/(n_r − 1)``, so the pass makes only the membership products
+of the class sums and squares, and the second half of each complementary pair costs nothing
+(all samples minus the first, :func:`fsdask.stability.onepass.complements`).  Each
+resample's step 3
 (SparsePM/R1D and ρ) then runs on its A_r in memory, the resamples in parallel on fsdask's
 thread pool (:func:`fsdask.linalg.threads.parallel_map`), through
 :meth:`~fsdask.methods.hsic.SparseHSIC.fit_stats` — the code a refit runs after its pass —,
 so every resample selects what a refit on its samples selects, to rounding.
 
 Memory: per block the partial sums, (Σ c_r + 2V + 4) × p_b float64 (V = resamples + 1, the
-fit on all samples included); the client holds them for all p features, about
-(R·c + 2R) × p float64, and :func:`fits` sends a fit whose sums exceed the memory budget
-to the refits instead.
+fit on all samples included; for class labels 2·V_b·C + 4 rows, V_b ≈ V/2 with
+complementary pairs); the client holds them for all p features — about R·(c + 2) × p
+float64, R·C × p for C classes — and :func:`fits` sends a fit whose sums (twice) exceed the
+memory budget to the refits instead.
 """
 
 from __future__ import annotations

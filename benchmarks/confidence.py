@@ -12,7 +12,9 @@ command and load recorded; a figure taken while other processes were busy is mar
   half of each complementary pair derived), then the statistics of all subsamples at
   once; target ≤ 3× one fit;
 * SparseHSIC(n_features_to_select=10) and its ``Stability`` on the same store (target
-  ≤ 3×; SparseHSIC is refitted per subsample, see the note printed);
+  ≤ 3×): every subsample's A = X H Δᵀ/(n − 1) from the same pass over X (one membership
+  GEMM per block: the class sums of every subsample), then SparsePM per subsample on its
+  A in threads;
 * Logo on Fermat's spiral (``--logo-n-per-class`` 230 per class + ``--logo-irrelevant``
   20 000 noise features = 460 × 20 002) on a 2-worker LocalCluster: one fit against
   ``Stability`` with ``--logo-refits`` (20) subsamples as parallel tasks; target ≤ 12×;
@@ -206,8 +208,10 @@ def main(argv=None) -> int:
         logo_refits(bench, d, args.logo_n_per_class, args.logo_irrelevant, args.logo_refits)
         error_study(bench, args.seeds)
     bench.line(
-        "note: SparseHSIC's subsamples are refits (one task per subsample), not one pass: "
-        "A = X H Δᵀ per subsample in the shared pass is not implemented yet"
+        "note: SparseHSIC's subsamples share one pass over X (each subsample's A from its "
+        "class sums, one membership GEMM per block; the client holds about resamples × "
+        "classes × p float64), then SparsePM / the ρ bisection per subsample on its A in "
+        "the client's threads"
     )
     bench.write()
     return 0

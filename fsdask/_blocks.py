@@ -34,7 +34,8 @@ def compute_blocks(*arrays: Any) -> tuple:
         a.to_delayed(optimize_graph=False) if isinstance(a, da.Array) else None for a in arrays
     ]
     flat = [d for g in grids if g is not None for d in g.ravel()]
-    client = _distributed_client()
+    # nothing lazy (an in-memory loop, e.g. SparsePM on a NumPy A): no scheduler look-up
+    client = _distributed_client() if flat else None
     if not flat:
         parts = iter(())
     elif client is not None:

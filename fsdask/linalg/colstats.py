@@ -242,10 +242,14 @@ def _csr_moment_sums(xb, codes, weights=None, shift=None, *, n_classes=1):
 MEMBERSHIP_TILE_BYTES = 16 * 2**20
 
 
-def membership_rows(n_variants: int, n_classes: int, weighted: bool = True) -> int:
-    """Rows of :func:`membership_sums` for V variants of C classes: 2·V·C + V + 4 with
-    weights (for one variant the layout of :func:`moment_sums`), 2·V·C + 4 without."""
-    return 2 * n_variants * n_classes + (n_variants if weighted else 0) + 4
+def membership_rows(
+    n_variants: int, n_classes: int, weighted: bool = True, n_weights: int | None = None
+) -> int:
+    """Rows of :func:`membership_sums` for V variants of C classes: 2·V·C + W + 4 with W
+    weight columns (W = ``n_weights``, default V: for one variant the layout of
+    :func:`moment_sums`), 2·V·C + 4 without weights."""
+    w = (n_variants if n_weights is None else int(n_weights)) if weighted else 0
+    return 2 * n_variants * n_classes + w + 4
 
 
 def membership_matrix(member: np.ndarray, n_classes: int) -> np.ndarray:
@@ -293,15 +297,16 @@ def membership_sums(
     xb : ndarray or scipy.sparse CSR matrix (n_b, p_b), any real dtype
     member : int ndarray (n_b, V), the class of each row in each variant, −1 where absent
         (rows are distinct within a variant)
-    weights : ndarray (n_b, V) or None, each row's weight in each variant (a centred
-        response, 0 where absent)
+    weights : ndarray (n_b, W) or None, row weights (a centred response, 0 where a row is
+        absent): W columns of weighted sums, usually one per variant (W = V), or several
+        per variant (SparseHSIC's centred Δ of each resample)
     shift : ndarray (p_b,) or None, the reference K (None: the block's first row)
     n_classes : int, C
 
     Returns
     -------
     ndarray (:func:`membership_rows`, p_b), float64 — rows ``Σ_{i∈v,c} (x − K)`` (row
-    v·C + c), ``Σ_{i∈v,c} (x − K)²`` (V·C rows), ``Σ_i w_iv (x − K)`` (V rows, only with
+    v·C + c), ``Σ_{i∈v,c} (x − K)²`` (V·C rows), ``Σ_i w_iw (x − K)`` (W rows, only with
     weights), the NaN/Inf count, then the rows merged by maximum (:data:`MOMENT_MAXIMA`): K, −min,
     max.  Memory: the output, M (V·C × n_b) and a float64 copy of at most
     :data:`MEMBERSHIP_TILE_BYTES` of the block (a CSR block: two copies of its values).
@@ -309,13 +314,14 @@ def membership_sums(
     raise TypeError(f"membership_sums: no implementation for {type(xb).__name__}")
 
 
-def _membership_out(xb: Any, member, n_classes: int, shift, weighted: bool) -> tuple:
+def _membership_out(xb: Any, member, n_classes: int, shift, weights) -> tuple:
     """The output, M, its sizes and the shift of :func:`membership_sums`."""
     n_b, p_b = xb.shape
     V = np.asarray(member).reshape(n_b, -1).shape[1]
     first = _dense_rows_of(xb[:1]) if shift is None else shift
     K = np.asarray(first, dtype=np.float64).reshape(-1)
-    out = np.zeros((membership_rows(V, n_classes, weighted), p_b))
+    W = None if weights is None else np.asarray(weights).reshape(n_b, -1).shape[1]
+    out = np.zeros((membership_rows(V, n_classes, weights is not None, W), p_b))
     out[-3] = K
     return out, membership_matrix(member, n_classes), V, K
 
@@ -326,7 +332,7 @@ def _dense_rows_of(rows: Any) -> np.ndarray:
 
 @membership_sums.register
 def _(xb: np.ndarray, member, weights=None, shift=None, *, n_classes=1):
-    out, M, V, K = _membership_out(xb, member, n_classes, shift, weights is not None)
+    out, M, V, K = _membership_out(xb, member, n_classes, shift, weights)
     VC = M.shape[0]
     A = M if weights is None else np.vstack([M, np.asarray(weights, np.float64).T])
     n_b, p_b = xb.shape
@@ -339,7 +345,7 @@ def _(xb: np.ndarray, member, weights=None, shift=None, *, n_classes=1):
             SA = A @ E  # every variant's class sums (and weighted sums): one BLAS product
             out[:VC, j0:j1] = SA[:VC]
             if weights is not None:
-                out[2 * VC : 2 * VC + V, j0:j1] = SA[VC:]
+                out[2 * VC : 2 * VC + SA.shape[0] - VC, j0:j1] = SA[VC:]
             np.square(E, out=E)
             out[VC : 2 * VC, j0:j1] = M @ E
     if n_b == 0:
@@ -356,7 +362,7 @@ def _(xb: np.ndarray, member, weights=None, shift=None, *, n_classes=1):
 
 def _csr_membership_sums(xb, member, weights=None, shift=None, *, n_classes=1):
     xb = _csr(xb)
-    out, M, V, K = _membership_out(xb, member, n_classes, shift, weights is not None)
+    out, M, V, K = _membership_out(xb, member, n_classes, shift, weights)
     VC = M.shape[0]
     R = M.T if weights is None else np.hstack([M.T, np.asarray(weights, np.float64)])
     R = np.ascontiguousarray(R)
@@ -374,7 +380,7 @@ def _csr_membership_sums(xb, member, weights=None, shift=None, *, n_classes=1):
     out[VC : 2 * VC] = Q + zeros * (K * K)
     if weights is not None:
         w_zero = np.asarray(weights, np.float64).sum(axis=0)[:, None] - stored[VC:]
-        out[2 * VC : 2 * VC + V] = SA[VC:] - w_zero * K
+        out[2 * VC : 2 * VC + w_zero.shape[0]] = SA[VC:] - w_zero * K
     return out
 
 

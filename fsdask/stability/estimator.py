@@ -4,7 +4,8 @@ pairs, Shah & Samworth 2013).
 The selector is refitted on subsamples of the samples; a feature's *selection frequency* is
 the fraction of subsamples whose fit selects it, and the *stable set* holds the features
 whose frequency reaches the threshold τ.  For a univariate filter every subsample comes
-from the same pass over X (:mod:`fsdask.stability.onepass`); any other selector is refitted
+from the same pass over X (:mod:`fsdask.stability.onepass`), for SparseHSIC every
+subsample's A (:mod:`fsdask.stability.hsicpass`); any other selector is refitted
 once per subsample as a parallel task (:mod:`fsdask.stability.refit`).
 """
 
@@ -18,9 +19,10 @@ import numpy as np
 from fsdask._validation import HasMethods, Int, Real
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import InputError
-from fsdask.fitting import FitContext
+from fsdask.fitting import FitContext, progress_line
+from fsdask.linalg.colstats import column_screen
 from fsdask.methods.filters import Filter
-from fsdask.stability import onepass
+from fsdask.stability import hsicpass, onepass
 from fsdask.stability.refit import refit_all
 from fsdask.stability.resample import (
     draw_subsamples,
@@ -151,7 +153,14 @@ class Stability(Selector):
     (:func:`fsdask.methods.filters.stats_from_moments`).  Memory: per block about
     n_resamples × C × p_b partial sums (C classes) and the membership matrix; the client
     holds (n_resamples + 1) × p scores (float64).  ``ks`` sorts each feature: its
-    subsamples are computed on feature blocks.  For other selectors, one refit per
+    subsamples are computed on feature blocks.  For
+    :class:`~fsdask.methods.hsic.SparseHSIC` too one pass over X, in any layout: each
+    subsample's A = X H Δᵀ/(n − 1) is a weighted sum over its samples, so one product per
+    block gives them all (:mod:`fsdask.stability.hsicpass`), then each subsample's
+    SparsePM runs on its A in memory, in the client's threads; the client holds about
+    n_resamples × C × p float64 for C classes (n_resamples × (c + 2) × p for a response
+    factor Δ of c columns), and above the memory budget the
+    subsamples are refitted instead (said in a log line).  For other selectors, one refit per
     subsample as a task holding the subsample's rows of X (n/2 × p); when that exceeds the
     memory budget the refits run one after another, each over X's feature blocks.
 
@@ -216,7 +225,8 @@ class Stability(Selector):
 
     @property
     def streams_samples(self) -> bool:  # type: ignore[override]
-        return streams_variants(base_estimator(self.estimator))
+        est = base_estimator(self.estimator)
+        return streams_variants(est) or hsicpass.one_pass_hsic(est)
 
     @property
     def screen_in_fit(self) -> bool:  # type: ignore[override]
@@ -293,11 +303,53 @@ class Stability(Selector):
 
         return lazy, finish, True
 
+    # ---- SparseHSIC: every resample's A from one pass, step 3 per resample in memory
+    def _hsic_one_pass(self, X, y, ctx: FitContext) -> FitOutput | None:
+        """Every subsample's SparseHSIC selection from one pass (:mod:`.hsicpass`), or None
+        (and a log line) when the client cannot hold every resample's A."""
+        est = base_estimator(self.estimator)
+        rows = [None, *self._subsamples(X.shape[0], y)]
+        factors = hsicpass.resample_factors(est, y, rows)  # refuses a bad resample first
+        layout = hsicpass.layout_of(factors, y, rows, X.shape[0])
+        if not hsicpass.fits(ctx, layout, X.shape[1]):
+            progress_line(
+                f"{self.method_name}: every resample's A from one pass needs "
+                f"{16 * layout.rows * X.shape[1] / 2**20:.0f} MiB on the client, above the "
+                f"memory budget of {ctx.budget / 2**20:.0f} MiB; refitting each of the "
+                f"{len(rows)} resamples instead (one pass over X each)"
+            )
+            return None
+        support, scores, active = hsicpass.resample_selections(
+            ctx, est, X, factors, layout, self._apply_screen
+        )
+        out = self._output(support[1:], scores[0], support[0])
+        out.active = active
+        return out
+
     # ---- any selector: refits as tasks
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         est = base_estimator(self.estimator)
         if streams_variants(est):
             return self._one_pass(X, y, ctx)
+        if hsicpass.one_pass_hsic(est):
+            out = self._hsic_one_pass(X, y, ctx)
+            if out is not None:
+                return out
+            X, active = self._screened(X)
+            out = self._refits(X, y, ctx, est)
+            out.active = active
+            return out
+        return self._refits(X, y, ctx, est)
+
+    def _screened(self, X) -> tuple[Any, np.ndarray]:
+        """X's active features and their mask (the screen ``fit`` runs for the refits of a
+        selector whose resamples are not sums, here run by ``_fit`` itself)."""
+        bad, lo, hi = column_screen(X)
+        active = self._apply_screen(bad, lo, hi)
+        return (X if active.all() else X[:, active]), active
+
+    def _refits(self, X, y, ctx: FitContext, est: Any) -> FitOutput:
+        """One refit per subsample (and one on all samples), as parallel tasks."""
         subs = self._subsamples(X.shape[0], y)
         resamples = [(None, y)] + [(r, None if y is None else y[r]) for r in subs]
         seeds = np.random.SeedSequence(self._seed()).generate_state(len(resamples))

@@ -9,13 +9,14 @@ at the ρ bisected for ``n_features_to_select`` (:func:`.rho.rho_for_k`); the ρ
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
 from fsdask._validation import Int, Real, StrOptions
 from fsdask.base import FitOutput, Selector
-from fsdask.errors import ParameterError
+from fsdask.errors import ConvergenceWarning, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg.tall import row_norm2
 from fsdask.methods.hsic.components import r1d, selection
@@ -159,12 +160,41 @@ class SparseHSIC(Selector):
 
     # ---- FeatureSelection ----
     def _fit(self, X: Any, y: np.ndarray, ctx: FitContext) -> FitOutput:
-        p = X.shape[1]
-        self.__dict__.pop("rho_path_", None)  # a refit's path is computed afresh
-        delta, kind, info = response_factor(
-            y, self.response, kernel_rank=self.kernel_rank, kernel_width=self.kernel_width
-        )  # step 1
+        delta, kind, info = self.response_of(y)  # step 1
         stats, dense = hsic_pass(X, delta, ctx, standardize=self.standardize)  # step 2
+        return self.fit_stats(stats, (delta, kind, info), ctx, dense=dense)
+
+    def response_of(self, y: Any) -> tuple[np.ndarray, str, dict]:
+        """Step 1: Δ of ``y`` with this estimator's response parameters
+        (:func:`response_factor`)."""
+        return response_factor(
+            y, self.response, kernel_rank=self.kernel_rank, kernel_width=self.kernel_width
+        )
+
+    def fit_stats(
+        self, stats: Any, response: tuple, ctx: FitContext | None, *, dense: bool = True
+    ) -> FitOutput:
+        """Step 3 from the pass's stats: the screen, A, the components, the output.
+
+        What ``fit`` does after its pass over X; :class:`~fsdask.Stability` calls it on each
+        resample's stats from its one pass (:mod:`fsdask.stability.hsicpass`).
+
+        Parameters
+        ----------
+        stats : ndarray or dask array (c + 3) × m, as :func:`~.matrix.hsic_pass` returns
+        response : (Δ, kind, info) of :meth:`response_of`
+        ctx : FitContext or None
+            The fit's context; None: nothing checkpointed, warnings go to ``warnings.warn``
+            and ``passes_over_X`` is 0.
+        dense : bool, whether ``stats`` is in memory
+
+        Returns
+        -------
+        FitOutput.  Memory: one m × c copy of A.
+        """
+        delta, kind, info = response
+        p = stats.shape[1]
+        self.__dict__.pop("rho_path_", None)  # a refit's path is computed afresh
         nbad, range_, sd = pass_screen(stats)
         active = self._apply_screen(nbad, range_, np.zeros_like(range_))  # constant ⇔ range 0
         A = scaled_A(stats, active, sd if self.standardize else None, ctx)
@@ -172,8 +202,9 @@ class SparseHSIC(Selector):
         rho, results = self._components(A, delta, norm2, ctx)  # step 3
         for r in results:
             if not r.converged:
-                ctx.warn(
-                    f"SparsePM stopped at max_iter={self.max_iter} before stagnation; raise max_iter"
+                _warn(
+                    ctx,
+                    f"SparsePM stopped at max_iter={self.max_iter} before stagnation; raise max_iter",
                 )
         self.rho_ = rho
         self.response_ = kind
@@ -195,7 +226,7 @@ class SparseHSIC(Selector):
 
     @staticmethod
     def _attrs(
-        results: list[SparsePMResult], dense: bool, active: np.ndarray, ctx: FitContext
+        results: list[SparsePMResult], dense: bool, active: np.ndarray, ctx: FitContext | None
     ) -> dict[str, Any]:
         """The run's facts for ``result_.attrs``."""
         return {
@@ -204,7 +235,7 @@ class SparseHSIC(Selector):
             "n_constant_features": int(active.size - active.sum()),
             "objective_traces": [r.objective for r in results],
             "sparsepm_iterations": [r.n_iter for r in results],
-            "passes_over_X": ctx.passes,
+            "passes_over_X": 0 if ctx is None else ctx.passes,
         }
 
     def _solver(self) -> dict[str, Any]:
@@ -212,7 +243,7 @@ class SparseHSIC(Selector):
         return {"tol": self.tol, "max_iter": self.max_iter}
 
     def _components(
-        self, A: Any, delta: np.ndarray, norm2: np.ndarray, ctx: FitContext
+        self, A: Any, delta: np.ndarray, norm2: np.ndarray, ctx: FitContext | None
     ) -> tuple[float, list[SparsePMResult]]:
         """Step 3: SparsePM with R1D rounds, at ρ from the user or bisected for k features."""
         p, k = A.shape[0], self.n_features_to_select
@@ -236,7 +267,7 @@ class SparseHSIC(Selector):
         return rho, results
 
     def _fixed_rho(
-        self, A: Any, delta: np.ndarray, norm2: np.ndarray, ctx: FitContext
+        self, A: Any, delta: np.ndarray, norm2: np.ndarray, ctx: FitContext | None
     ) -> tuple[float, list[SparsePMResult]]:
         """SparsePM/R1D at the given ρ, or at the noise level (:func:`rho_noise`) for "auto"
         (``norm2``: the ‖A_i‖² the fit computed once)."""
@@ -248,7 +279,8 @@ class SparseHSIC(Selector):
         rho = rho_noise(norm2, delta)
         results = r1d(*rounds, rho, name="hsic/r1d", **kw)
         if not results and norm2.max() > 0:
-            ctx.warn(
+            _warn(
+                ctx,
                 f"SparseHSIC: no feature's HSIC with y rises above the level {A.shape[0]} features "
                 f"independent of y would reach (rho='auto' = {rho:.3g}); selected only the few "
                 "strongest, at rho just below the largest ‖A_i‖²/c — give n_features_to_select=K "
@@ -297,7 +329,7 @@ class SparseHSIC(Selector):
             attrs=attrs,
         )
 
-    def _path(self, A: Any, norm2: np.ndarray, out: FitOutput, ctx: FitContext) -> None:
+    def _path(self, A: Any, norm2: np.ndarray, out: FitOutput, ctx: FitContext | None) -> None:
         """The ρ path of ``rho_grid`` (unless "auto" or None) into ``out`` and ``rho_path_``."""
         grid = self.rho_grid
         if grid is None or isinstance(grid, str) and grid == "auto":
@@ -334,3 +366,14 @@ class SparseHSIC(Selector):
                 self.hsic_A_, gamma=self.gamma, n_components=self.n_components, **self._solver()
             )
         return self.__dict__["rho_path_"]
+
+
+def _warn(
+    ctx: FitContext | None, message: str, category: type[Warning] = ConvergenceWarning
+) -> None:
+    """A warning through the fit's context, or ``warnings.warn`` without one (a resample's
+    step 3 in :class:`~fsdask.Stability`, whose caller collects them)."""
+    if ctx is not None:
+        ctx.warn(message, category)
+    else:
+        warnings.warn(message, category, stacklevel=3)

@@ -49,11 +49,21 @@ from fsdask.linalg.execution import Execution
 from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.tall import scaled_rows
 
-__all__ = ["hsic_matrix", "hsic_sums", "hsic_pass", "pass_screen", "scaled_A"]
+__all__ = ["centred_response", "hsic_matrix", "hsic_sums", "hsic_pass", "pass_screen", "scaled_A"]
 
 
-def _centred_response(delta: np.ndarray, n: int) -> np.ndarray:
-    """H Δᵀ / (n − 1), n × c: the columns of Δᵀ centred, so X H Δᵀ needs no centring of X."""
+def centred_response(delta: np.ndarray, n: int) -> np.ndarray:
+    """H Δᵀ / (n − 1), n × c: the columns of Δᵀ centred, so X H Δᵀ needs no centring of X.
+
+    Parameters
+    ----------
+    delta : ndarray (c, n), Δ
+    n : int, the samples
+
+    Returns
+    -------
+    ndarray (n, c), float64.
+    """
     return (delta.T - delta.T.mean(axis=0)) / (n - 1)
 
 
@@ -74,7 +84,7 @@ def hsic_matrix(X: da.Array, delta: np.ndarray, *, standardize: bool = False) ->
     -------
     dask array (c + 3) × m, lazy.
     """
-    return row_dot_summary(X, _centred_response(delta, X.shape[0]), sd=standardize)
+    return row_dot_summary(X, centred_response(delta, X.shape[0]), sd=standardize)
 
 
 def hsic_sums(X: Any, delta: np.ndarray, ex: Execution, *, standardize: bool) -> np.ndarray:
@@ -101,7 +111,7 @@ def hsic_sums(X: Any, delta: np.ndarray, ex: Execution, *, standardize: bool) ->
     (c + 7) × m partial sums.
     """
     n = X.shape[0]
-    C = _centred_response(delta, n)
+    C = centred_response(delta, n)
     c = C.shape[1]
     K = ex.first_row(X)  # None: every block holds X's first row and shifts by it
 
@@ -182,7 +192,7 @@ def pass_screen(stats: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return nbad, rng_, sd
 
 
-def scaled_A(stats: Any, active: np.ndarray, sd: np.ndarray | None, ctx: FitContext) -> Any:
+def scaled_A(stats: Any, active: np.ndarray, sd: np.ndarray | None, ctx: FitContext | None) -> Any:
     """A from the pass's stats (step 2), each row divided by its feature's standard deviation
     ``sd`` (None: not standardised) and exactly 0 for an inactive (constant) feature — not
     rounding residue.  An in-memory A is written in one sweep (the transposed copy and the
@@ -193,7 +203,8 @@ def scaled_A(stats: Any, active: np.ndarray, sd: np.ndarray | None, ctx: FitCont
     stats : ndarray or dask array (c + 3) × m, from :func:`hsic_pass`
     active : bool ndarray (m,), the features kept
     sd : ndarray (m,) or None
-    ctx : FitContext, the fit's context (its budget sizes the row chunks)
+    ctx : FitContext or None, the fit's context (its budget sizes the row chunks; None:
+        one chunk)
 
     Returns
     -------
@@ -205,4 +216,5 @@ def scaled_A(stats: Any, active: np.ndarray, sd: np.ndarray | None, ctx: FitCont
     if not active.all():  # × 1 or × 0: the same bits as a second product
         factor = active.astype(np.float64) if factor is None else factor * active
     At = stats[:-3].T
-    return scaled_rows(At, factor, ctx.execution.rows_per_chunk(8 * At.shape[1]))
+    rows = At.shape[0] if ctx is None else ctx.execution.rows_per_chunk(8 * At.shape[1])
+    return scaled_rows(At, factor, rows)

@@ -23,26 +23,32 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
-#: the slowest test files, longest first (seconds summed over their tests in a CI run on the
-#: 2-core machine).  ``--dist loadfile --no-loadscope-reorder`` hands files to the two test
+#: the slowest test files, longest first (seconds summed over their tests on the 2-core
+#: machine; a run prints the current figures at its end, "slowest test files").  ``--dist loadfile --no-loadscope-reorder`` hands files to the two test
 #: processes in collection order, so these go first and the short files fill in at the end
 #: (longest-processing-time-first); xdist's default order (most tests first) left these
 #: few-test files for last, one process running them while the other sat idle.
 SLOWEST_FILES = {
-    "test_infra_hosts.py": 270,
-    "test_infra_outofcore.py": 206,
-    "test_infra_s3methods.py": 161,
-    "test_infra_slurm.py": 144,
-    "test_infra_workerloss.py": 131,
-    "test_infra_hangs.py": 105,
-    "test_estimators.py": 67,
-    "test_cli.py": 65,
-    "test_qalpha.py": 63,
-    "test_safety.py": 63,
-    "test_cpfs.py": 53,
-    "test_infra_s3faults.py": 50,
-    "test_scheduling.py": 45,
-    "test_checkpoint.py": 44,
+    "test_infra_hosts.py": 277,
+    "test_infra_outofcore.py": 228,
+    "test_infra_s3methods.py": 130,
+    "test_infra_slurm.py": 88,
+    "test_infra_hangs.py": 86,
+    "test_cpfs.py": 76,
+    "test_infra_workerloss.py": 67,
+    "test_catalogue_cli.py": 59,
+    "test_catalogue_memory.py": 46,
+    "test_safety.py": 41,
+    "test_write_var.py": 35,
+    "test_estimators.py": 34,
+    "test_scheduling.py": 29,
+    "test_docs.py": 29,
+    "test_s3.py": 28,
+    "test_qalpha.py": 26,
+    "test_catalogue_io.py": 24,
+    "test_infra_s3faults.py": 24,
+    "test_icechunk.py": 24,
+    "test_cli.py": 23,
 }
 
 

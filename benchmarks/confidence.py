@@ -44,6 +44,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Bench, add_args  # noqa: E402
 
+#: the figures ``--parts`` chooses from: resampling cost, Logo's parallel refits, error study
+PARTS = ("resamples", "logo", "errors")
+
 
 def _store(folder: str, n: int, p: int) -> str:
     from fsdask.datasets import weston_linear, write_synthetic
@@ -195,6 +198,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--budget", default="4GiB", help="fsdask.memory-budget for the run")
     ap.add_argument("--small", action="store_true", help="tiny sizes, to check the script")
+    ap.add_argument(
+        "--parts",
+        nargs="+",
+        choices=PARTS,
+        default=list(PARTS),
+        help="which figures to take (default: all)",
+    )
     add_args(ap, "confidence")
     args = ap.parse_args(argv)
     if args.small:
@@ -204,9 +214,12 @@ def main(argv=None) -> int:
 
     bench = Bench("confidence", args.results)
     with dask.config.set({"fsdask.memory-budget": args.budget}), tempfile.TemporaryDirectory() as d:
-        resample_cost(bench, _store(d, args.n, args.p), args.resamples, args.repeat)
-        logo_refits(bench, d, args.logo_n_per_class, args.logo_irrelevant, args.logo_refits)
-        error_study(bench, args.seeds)
+        if "resamples" in args.parts:
+            resample_cost(bench, _store(d, args.n, args.p), args.resamples, args.repeat)
+        if "logo" in args.parts:
+            logo_refits(bench, d, args.logo_n_per_class, args.logo_irrelevant, args.logo_refits)
+        if "errors" in args.parts:
+            error_study(bench, args.seeds)
     bench.line(
         "note: SparseHSIC's subsamples share one pass over X (each subsample's A from its "
         "class sums, one membership GEMM per block; the client holds about resamples × "

@@ -9,7 +9,6 @@ store written by fsdask's ingest.
 
 from __future__ import annotations
 
-import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -23,13 +22,6 @@ from fsdask.linalg.execution import Execution
 from fsdask.linalg.worker_memory import WorkerMemory
 
 N, P, BLOCK = 40, 3000, 500
-
-
-@pytest.fixture(autouse=True)
-def hold_everything_on_the_workers():
-    """X here is tiny: below ``fsdask.hold-x-below`` it would be gathered to the client."""
-    with dask.config.set({"fsdask.hold-x-below": 0}):
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +67,6 @@ def test_the_threaded_scheduler_and_unknown_workers_gather_to_the_client(store):
     assert isinstance(Execution(workers=WorkerMemory(8 * 2**30)).hold(X), np.ndarray)
     assert not WorkerMemory(8 * 2**30, count=2).holds(2 * 8 * 2**30)  # no room: gathered
     assert WorkerMemory(8 * 2**30, count=2).holds(X.nbytes)
-
-
-@pytest.mark.cluster
-def test_columns_below_hold_x_below_are_gathered_even_on_a_cluster(cluster, store):
-    X = fsdask.open_dataset(store)["X"].data
-    with scheduler(cluster.scheduler.address), dask.config.set({"fsdask.hold-x-below": X.nbytes}):
-        assert isinstance(Execution(workers=current_workers()).hold(X), np.ndarray)
 
 
 @pytest.mark.cluster

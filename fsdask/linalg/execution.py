@@ -532,10 +532,9 @@ class Execution:
         Held means in the client's memory on dask's threaded scheduler.  On a
         ``distributed`` cluster whose workers are known (:attr:`workers`) and hold the
         columns with room to spare (:meth:`~fsdask.linalg.worker_memory.WorkerMemory.holds`),
-        columns larger than ``fsdask.hold-x-below`` are persisted on the workers, chunked
-        like X: every later sweep is tasks on the workers reading their memory, not
-        storage, and the workers — not the client's threads — do the arithmetic.  Smaller
-        columns, and ``force``, are gathered to the client.
+        it means persisted on the workers, chunked like X: every later sweep is tasks on
+        the workers reading their memory, not storage, and the workers — not the client's
+        threads — do the arithmetic.  ``force`` always gathers to the client.
 
         Parameters
         ----------
@@ -556,21 +555,11 @@ class Execution:
             return cols
         if not (force or self.fits(X.shape[0] * idx.size * 8)):
             return cols
-        if not force and self._on_workers(cols.nbytes):
+        if not force and self.workers is not None and self.workers.holds(cols.nbytes):
             (held,) = self.persist(cols)
             return held
         self.passes += 1
         return b.gather(cols)
-
-    def _on_workers(self, nbytes: float) -> bool:
-        """Whether held columns of ``nbytes`` stay on the ``distributed`` workers: they are
-        known and have room, and the columns are above ``fsdask.hold-x-below`` (below it a
-        sweep through a dask graph costs more than its arithmetic, as for :meth:`local`)."""
-        return (
-            self.workers is not None
-            and self.workers.holds(nbytes)
-            and float(nbytes) > hold_x_below()
-        )
 
     def local(self, X: Any) -> Any:
         """X itself in memory (one pass) when it is small, else X unchanged.

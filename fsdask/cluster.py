@@ -1028,9 +1028,7 @@ def client_worker_memory(client: Any, plan: WorkerMemory | None = None) -> Worke
     if not any(limits):
         return None
     threads = max(int(w.get("nthreads") or 1) for w in workers)
-    return dataclasses.replace(
-        plan, limit=min(x for x in limits if x), threads=threads, count=len(workers)
-    )
+    return dataclasses.replace(plan, limit=min(x for x in limits if x), threads=threads)
 
 
 def current_workers() -> WorkerMemory | None:

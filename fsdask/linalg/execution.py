@@ -526,15 +526,8 @@ class Execution:
     def hold(
         self, X: Any, idx: np.ndarray | None = None, force: bool = False
     ) -> np.ndarray | da.Array:
-        """X's columns ``idx`` (all if None), held when N·|idx|·8 bytes fit the budget (or
-        ``force``) — one pass over X — else lazy, chunked like X.
-
-        Held means in the client's memory on dask's threaded scheduler.  On a
-        ``distributed`` cluster whose workers are known (:attr:`workers`) and hold the
-        columns with room to spare (:meth:`~fsdask.linalg.worker_memory.WorkerMemory.holds`),
-        it means persisted on the workers, chunked like X: every later sweep is tasks on
-        the workers reading their memory, not storage, and the workers — not the client's
-        threads — do the arithmetic.  ``force`` always gathers to the client.
+        """X's columns ``idx`` (all if None): in memory when N·|idx|·8 bytes fit the budget
+        (or ``force``) — one pass over X — else lazy, chunked like X.
 
         Parameters
         ----------
@@ -544,22 +537,17 @@ class Execution:
 
         Returns
         -------
-        ndarray (N × |idx|, contiguous), or dask array (N × |idx|, X's block width: persisted
-        on the workers, or lazy).  Memory: N·|idx| values of X's dtype, on the client or
-        across the workers.
+        ndarray (N × |idx|, contiguous) or dask array (N × |idx|, X's block width)
         """
         b = backend_of(X)
         idx = np.arange(X.shape[1]) if idx is None else np.asarray(idx, dtype=np.int64)
         cols = b.take_columns(X, idx)
         if b is NUMPY:
             return cols
-        if not (force or self.fits(X.shape[0] * idx.size * 8)):
-            return cols
-        if not force and self.workers is not None and self.workers.holds(cols.nbytes):
-            (held,) = self.persist(cols)
-            return held
-        self.passes += 1
-        return b.gather(cols)
+        if force or self.fits(X.shape[0] * idx.size * 8):
+            self.passes += 1
+            return b.gather(cols)
+        return cols
 
     def local(self, X: Any) -> Any:
         """X itself in memory (one pass) when it is small, else X unchanged.

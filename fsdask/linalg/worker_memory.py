@@ -38,8 +38,6 @@ log = logging.getLogger("fsdask")
 WORKER_FIXED_COST = 290 * 2**20
 #: float64 rows of per-feature results a task returns with its block (statistics, partial sums)
 RESULT_ROWS = 8
-#: the share of the workers' memory (after their own) that blocks persisted on them may take
-HOLD_SHARE = 0.5
 #: the block sizes (MiB) suggested as a remedy, largest first: ``fsdask ingest --chunk-mb``
 REMEDY_CHUNK_MB = (64, 32, 16, 8, 4, 2, 1)
 
@@ -119,15 +117,12 @@ class WorkerMemory:
     remedy : str
         How to give the workers more memory, for messages; ``{limit}`` is replaced by the
         limit the tasks need (``"raise it (--memory-limit {limit} or more)"``).
-    count : int
-        Worker processes connected (0: not known, e.g. a jobqueue cluster's queued jobs).
     """
 
     limit: int
     threads: int = 1
     source: str = "the workers"
     remedy: str = "give each worker a memory_limit of {limit} or more"
-    count: int = 0
 
     @property
     def usable(self) -> int:
@@ -138,13 +133,6 @@ class WorkerMemory:
     def room(self) -> int:
         """Bytes one task may use: the usable memory less the worker's own, per thread."""
         return max(0, self.usable - WORKER_FIXED_COST) // max(1, self.threads)
-
-    def holds(self, nbytes: float) -> bool:
-        """Whether ``nbytes`` of blocks persisted across the connected workers leave each
-        at least half its room for the tasks working on them (a float64 copy of a block, a
-        derived matrix as large as the held one); False when the workers are not known."""
-        room = max(0, self.usable - WORKER_FIXED_COST)
-        return self.count > 0 and float(nbytes) <= HOLD_SHARE * self.count * room
 
     def limit_for(self, task: TaskMemory) -> int:
         """The per-worker limit under which ``threads`` such tasks fit."""

@@ -89,9 +89,8 @@ def unit_scale(X: Any, ex: Execution) -> Any:
 
 
 class Source:
-    """X, standardised or not; held when it fits the budget (then the whole fit,
-    standardisation included, reads it once): in memory, or on the ``distributed`` workers
-    (:meth:`~fsdask.linalg.execution.Execution.hold`).
+    """X, standardised or not; held in memory when it fits the budget (then the whole fit,
+    standardisation included, reads it once).
 
     Parameters
     ----------
@@ -105,8 +104,8 @@ class Source:
     def __init__(self, ex: Execution, X: Any, standardize: bool):
         self.ex = ex
         self.X = ex.hold(X)
-        if standardize:  # held scaled: held on workers, X/σ would be redone by every sweep
-            self.X = ex.hold(unit_scale(self.X, ex))
+        if standardize:
+            self.X = unit_scale(self.X, ex)
         self._cache: tuple[np.ndarray, Any] | None = None
 
     def columns(self, idx: np.ndarray, cache: bool = True):

@@ -61,6 +61,8 @@ from typing import Any, Callable, Iterator
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # commcount: the comm byte counter the tests use
+import commcount  # noqa: E402
 from _harness import Bench, add_args  # noqa: E402
 from workers_speedup import make_store  # noqa: E402
 
@@ -266,30 +268,9 @@ def error(predicted: float, measured: float) -> float:
 
 # ------------------------------------------------------------------ counting (in each process)
 
-#: bytes this process's Dask comms received and sent (every frame of distributed.comm.tcp)
-COMM = {"received": 0, "sent": 0}
-
-
-def count_comms() -> None:
-    """Count the bytes of every frame ``distributed.comm.tcp`` reads or writes in this process
-    (as tests/commcount.py does; the 8-byte length prefixes aside)."""
-    from distributed.comm import tcp
-
-    if getattr(tcp, "_fsdask_scaling_counted", False):
-        return
-    read_rw, write = tcp.read_bytes_rw, tcp.TCP.write
-
-    async def counted_read(stream, n):
-        COMM["received"] += n
-        return await read_rw(stream, n)
-
-    async def counted_write(self, msg, serializers=None, on_error="message"):
-        n = await write(self, msg, serializers=serializers, on_error=on_error)
-        COMM["sent"] += n
-        return n
-
-    tcp.read_bytes_rw, tcp.TCP.write = counted_read, counted_write
-    tcp._fsdask_scaling_counted = True
+#: bytes this process's Dask comms received and sent (every frame of distributed.comm.tcp),
+#: counted by tests/commcount.py once ``commcount.install()`` has run in the process
+COMM = commcount.TOTAL
 
 
 def task_counter():
@@ -340,7 +321,7 @@ def task_counter():
 
 def dask_setup(scheduler) -> None:
     """``dask scheduler --preload benchmarks/scaling_model.py``: count comms and tasks."""
-    count_comms()
+    commcount.install()
     scheduler.add_plugin(task_counter())
 
 
@@ -794,7 +775,7 @@ def main(argv=None) -> int:
     ]
     bench = Bench("scaling_model", args.results)
     bench.repeat = args.repeat
-    count_comms()
+    commcount.install()
     with (
         tempfile.TemporaryDirectory(prefix="fsdask-scaling-") as tmp,
         contextlib.ExitStack() as stack,

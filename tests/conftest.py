@@ -19,6 +19,7 @@ import uuid
 
 import numpy as np
 import pytest
+from clusters import two_workers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -165,24 +166,8 @@ def s3(s3_endpoint):
 @pytest.fixture(scope="session")
 def cluster():
     """A real LocalCluster with 2 worker processes, shared by the session; yields the Client."""
-    from distributed import Client, LocalCluster
-
-    from fsdask.cluster import quiet_distributed
-
-    quiet_distributed()
-    lc = LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        memory_limit="3GB",
-    )
-    client = Client(lc, set_as_default=False)
-    try:
+    with two_workers("3GB") as client:
         yield client
-    finally:
-        client.close()
-        lc.close()
 
 
 @pytest.fixture(scope="session")

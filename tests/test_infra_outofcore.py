@@ -18,6 +18,7 @@ import os
 import numpy as np
 import pytest
 import scipy.stats
+from clusters import two_workers
 
 import fsdask
 from fsdask.cluster import scheduler
@@ -44,24 +45,8 @@ METHODS = {
 
 @pytest.fixture(scope="module")
 def lc():
-    from distributed import Client, LocalCluster
-
-    from fsdask.cluster import quiet_distributed
-
-    quiet_distributed()
-    cluster = LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        memory_limit="500MB",
-    )
-    client = Client(cluster, set_as_default=False)
-    try:
+    with two_workers("500MB") as client:
         yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from clusters import two_workers
 
 import fsdask
 from fsdask.cluster import scheduler
@@ -33,27 +34,8 @@ def lc():
     """A fresh cluster per test: the session one must not see workers die, and a nanny that
     fails to bring a killed worker back (distributed, on a busy box) must not leave the next
     test with one worker."""
-    from distributed import Client, LocalCluster
-
-    from fsdask.cluster import quiet_distributed
-
-    quiet_distributed()
-    cluster = LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        memory_limit="600MB",
-    )
-    client = Client(cluster, set_as_default=False)
-    try:
+    with two_workers("600MB", tolerate_slow_close=True) as client:
         yield client
-    finally:
-        client.close()
-        try:
-            cluster.close(timeout=60)
-        except TimeoutError:  # a busy box: the nannies end at exit
-            pass
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from clusters import two_workers
 from sklearn.pipeline import Pipeline
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import check_estimator
@@ -230,24 +231,8 @@ def test_same_result_on_threads_and_a_2_process_cluster(cluster, ds, make):
 @pytest.fixture
 def lc():
     """A cluster of its own: a worker of it is killed."""
-    from distributed import Client, LocalCluster
-
-    from fsdask.cluster import quiet_distributed
-
-    quiet_distributed()
-    cluster = LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        memory_limit="1GB",
-    )
-    client = Client(cluster, set_as_default=False)
-    try:
+    with two_workers("1GB") as client:
         yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 def _tasks_done(client) -> int:

@@ -21,6 +21,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse
+from clusters import two_workers
 
 import fsdask
 from fsdask.cluster import current_workers, scheduler, yaml_worker_memory
@@ -139,24 +140,8 @@ def test_a_jobqueue_file_gives_the_limit_of_one_worker_process_without_any_job(t
 
 @pytest.fixture(scope="module")
 def lc():
-    from distributed import Client, LocalCluster
-
-    from fsdask.cluster import quiet_distributed
-
-    quiet_distributed()
-    cluster = LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=":0",
-        memory_limit="500MB",
-    )
-    client = Client(cluster, set_as_default=False)
-    try:
+    with two_workers("500MB") as client:
         yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 @pytest.mark.cluster

@@ -130,6 +130,33 @@ def test_bad_step_parameter_then_resume(project, capsys):
     assert capsys.readouterr().out.count("done in an earlier run") == 3
 
 
+@pytest.mark.parametrize(
+    "block, said",
+    [
+        ({"stabilty": 100}, r"unknown key\(s\) 'stabilty'"),
+        ({"stability": 1}, r"'n_resamples'.*Got 1"),
+        ({"fdr": 1.5}, r"--fdr 1.5: a false discovery rate in \(0, 1\)"),
+        ({"stability": 100, "stability_threshold": 0}, r"'threshold'.*Got 0"),
+        ("stability", r"confidence: a mapping"),
+    ],
+)
+def test_bad_confidence_block_is_found_before_any_step_ran(project, block, said):
+    path, cfg = project
+    cfg["steps"][2]["select"]["confidence"] = block
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(StepFailed, match=r"step 3 \(snr\) failed: .*" + said) as err:
+        run_pipeline(path)
+    assert err.value.exit_code == 2
+    assert not (path.parent / "out").exists()  # steps 1 and 2 did not run for nothing
+
+
+def test_a_valid_confidence_block_runs(project):
+    path, cfg = project
+    cfg["steps"][2]["select"]["confidence"] = {"stability": 4, "stability_threshold": 0.5}
+    path.write_text(yaml.safe_dump(cfg))
+    assert run_pipeline(path) == {"ingest": "ran", "ttest": "ran", "snr": "ran"}
+
+
 def test_bad_configs(tmp_path):
     def cfg(text):
         (tmp_path / "c.yaml").write_text(text)

@@ -5,7 +5,8 @@
 * a step whose ``method`` is not in :data:`fsdask.methods.REGISTRY`, whose ``param`` names a
   parameter the method does not have (the closest one suggested) or gives one a value
   outside its allowed range (the estimator is built and its constraints checked; nothing is
-  fitted);
+  fitted), or whose ``confidence`` block has an unknown key or a value out of range (the
+  stability / FDR wrappers are built and checked the same way);
 * two outputs, of one step or of two, at the same place (or one inside the other): the
   later step would replace what the earlier one is recorded as having written;
 * an output that is an input of the same step or of an earlier one: each run would feed that
@@ -59,8 +60,9 @@ def check_method(i: int, step, kwargs: dict[str, Any]) -> None:
     Raises
     ------
     StepInvalid
-        An unknown method, an unknown parameter name (the closest one suggested) or a value
-        the method does not accept.
+        An unknown method, an unknown parameter name (the closest one suggested), a value
+        the method does not accept, or a ``confidence`` block that
+        :func:`fsdask.api.select.confident` or the wrappers it builds refuse.
     """
     method = kwargs.get("method")
     if method is None:
@@ -82,15 +84,37 @@ def check_method(i: int, step, kwargs: dict[str, Any]) -> None:
                 f"its parameters: {', '.join(sorted(names))}"
             )
         est = get_method(str(method), **params)
-        check = getattr(est, "_validate_params", None)
-        if check is not None:
-            check()  # scikit-learn's declared constraints, no data needed
+        _check_constraints(est)
+        if kwargs.get("confidence") is not None:
+            _check_confidence(est, kwargs["confidence"])
     except (FsdaskError, ValueError, TypeError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise StepInvalid(
             f"step {i} ({step.name}) failed: {text} — found before any step ran; "
             "fix the step's `method` / `param` and run again"
         ) from None
+
+
+def _check_constraints(est) -> None:
+    """scikit-learn's declared constraints of ``est``, checked without data."""
+    check = getattr(est, "_validate_params", None)
+    if check is not None:
+        check()
+
+
+def _check_confidence(est, confidence) -> None:
+    """Build the FDR / Stability wrappers a ``confidence`` block asks for and check them, so
+    a typo there stops the run before its first step rather than after the earlier steps."""
+    from fsdask.api.select import confident
+
+    if not isinstance(confidence, dict):
+        raise ParameterError(
+            f"confidence: a mapping such as {{stability: 100}} or {{fdr: 0.05}}, not {confidence!r}"
+        )
+    wrapped = confident(est, **confidence)
+    while wrapped is not est:  # Stability(FDR(est)), FDR(est) or Stability(est)
+        _check_constraints(wrapped)
+        wrapped = wrapped.estimator
 
 
 def _where(i: int, step) -> str:

@@ -170,6 +170,32 @@ def test_sum_blocks_graph_holds_no_dense_block(rng):
     assert seen and all(t is sp.csr_matrix for t in seen)
 
 
+def test_sum_blocks_row_and_column_arguments_of_different_widths(rng):
+    """Two row arguments (n × 2, n × 3) and two column arguments (4 × p, p) of their own widths
+    reach the kernel as their own blocks; the sums equal the in-memory ones."""
+    from fsdask.linalg.reductions import sum_over_row_blocks
+
+    X = rng.normal(size=(50, 9))
+    A, B = rng.normal(size=(50, 2)), rng.normal(size=(50, 3))
+    C, d = rng.normal(size=(4, 9)), rng.normal(size=9)
+
+    def fn(xb, a, b, c, dd):
+        return np.stack([a.sum() * xb.sum(0), (b @ np.ones(3)) @ xb, c.sum(0) * xb.sum(0), dd])
+
+    Xd = da.from_array(X, chunks=(20, 4))
+    got = sum_over_row_blocks(fn, Xd, A, B, columns=(C, d), shape=(4,)).compute(scheduler="sync")
+    rows = (slice(0, 20), slice(20, 40), slice(40, 50))  # X's row blocks
+    want = np.stack(
+        [
+            sum(A[r].sum() * X[r].sum(0) for r in rows),
+            B.sum(1) @ X,
+            C.sum(0) * X.sum(0),
+            len(rows) * d,
+        ]
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 # --------------------------------------------------------------------------- the filters
 STREAMED = ("variance", "pearson", "fisher", "f", "ttest", "snr", "fold_change")
 N, P = 120, 30

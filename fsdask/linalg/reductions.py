@@ -606,15 +606,18 @@ def sum_over_row_blocks(
     """
     shape = tuple(int(s) for s in shape)
     letters = "abcdefgh"[: len(shape)]
+    # every trailing axis of an argument gets its own letter: blockwise ties axes that share
+    # one, so two row arguments of different widths would otherwise be refused
+    spare = iter("klmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
     pairs: list = [X, "ij"]
     for v in row_args:
         v = np.asarray(v)
         vd = da.from_array(v, chunks=(X.chunks[0], *v.shape[1:]))
-        pairs += [vd, "i" + "klmn"[: v.ndim - 1]]
+        pairs += [vd, "i" + "".join(next(spare) for _ in v.shape[1:])]
     for c in columns:
         c = np.asarray(c)
         cd = da.from_array(c, chunks=(*c.shape[:-1], X.chunks[1]))
-        pairs += [cd, "uvw"[: c.ndim - 1] + "j"]
+        pairs += [cd, "".join(next(spare) for _ in c.shape[:-1]) + "j"]
 
     def term(xb, *rest):
         out = np.asarray(func(xb, *(_one_block(r) for r in rest)), dtype=np.float64)

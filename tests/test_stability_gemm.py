@@ -122,13 +122,100 @@ def test_variance_on_sample_and_feature_blocks_and_slices(monkeypatch):
 
 def test_top_k_rows_is_top_k_mask_of_each_row():
     from fsdask.base import top_k_mask
-    from fsdask.stability.estimator import top_k_rows
+    from fsdask.stability.resample import top_k_rows
 
     rng = np.random.default_rng(7)
     scores = rng.integers(0, 5, size=(30, 17)).astype(float)  # many ties
+    scores[rng.random(scores.shape) < 0.2] = np.nan  # never chosen, even when short of k
+    scores[0, :15] = np.nan
     for k in (1, 4, 16, 17, 20):
         ref = np.array([top_k_mask(s, k) for s in scores])
         np.testing.assert_array_equal(top_k_rows(scores, k), ref)
+
+
+@pytest.mark.parametrize("layout", ["dense-samples", "csr-samples", "dense-features"])
+@pytest.mark.parametrize("k", [1, 4, 0.02])
+def test_block_candidates_select_as_every_score(monkeypatch, layout, k):
+    """A small k: each subsample's top k from its feature blocks' candidates (never every
+    score on the client) is the top k of all its scores — ties at the k-th (integer counts),
+    NaN t of features constant in a subsample, a constant feature, blocks narrower than k."""
+    from fsdask.stability import estimator
+
+    X, y = _counts(8, p=160, density=0.1)
+    X[:, 9] = 2.0  # constant: never selected
+    X[:, 40:80], X[:, 120:123] = X[:, :40], X[:, :3]  # equal scores across and within blocks
+    Xd = {
+        "dense-samples": da.from_array(X, chunks=(13, 40)),
+        "csr-samples": da.from_array(sp.csr_matrix(X), chunks=(13, -1), asarray=False),
+        "dense-features": da.from_array(X, chunks=(-1, (3, 37, 120))),
+    }[layout]
+    sent = []
+    real = onepass.variant_candidates
+    monkeypatch.setattr(onepass, "variant_candidates", lambda *a: sent.append(1) or real(*a))
+
+    def fit(route):
+        st = Stability(fsdask.Filter("ttest", n_features_to_select=k), n_resamples=30)
+        with dask.config.set(scheduler="threads"):
+            return st.fit(Xd, y)
+
+    got = fit("candidates")
+    assert sent == [1] and got.n_passes_ == 1
+    monkeypatch.setattr(estimator, "candidates_of", lambda *a: None)
+    ref = fit("scores")
+    assert sent == [1]
+    np.testing.assert_array_equal(got.frequency_, ref.frequency_)
+    np.testing.assert_array_equal(got.result_["plain_selected"], ref.result_["plain_selected"])
+    np.testing.assert_array_equal(got.result_["plain_weight"], ref.result_["plain_weight"])
+    assert got.mean_selected_ == ref.mean_selected_ and got.frequency_[9] == 0
+    assert 0 < got.frequency_.sum()
+
+
+def test_block_candidates_of_slices_with_nan_and_ties():
+    from fsdask.stability.resample import top_k_rows
+
+    V, keep = 4, 3
+    scores = np.array(
+        [
+            [5.0, 1.0, 1.0, 1.0, 1.0, 0.0, 8.0],  # ties at the 3rd: the first two 1.0
+            [np.nan, 2.0, np.nan, np.nan, np.nan, 7.0, np.nan],  # two numbers: both
+            [3.0, 3.0, 3.0, 3.0, 9.0, 3.0, 3.0],  # a constant feature (column 4) is not one
+        ]
+    )
+    screen = np.array([[0.0] * 7, [0, 0, 0, 0, 1, 0, 0], [1.0] * 7])
+    block = np.vstack([np.arange(7.0), scores, screen])
+    for step in (1, 2, 7):  # slices of the block, one column or all at a time
+        slices = [block[:, a : a + step] for a in range(0, 7, step)]
+        head, out = onepass.slice_candidates(iter(slices), V, keep)
+        values, index = out[: V - 1], out[V - 1 :]
+        np.testing.assert_array_equal(head, block[[0, V, V + 1, V + 2]])
+        np.testing.assert_array_equal(index, [[0, 1, 6], [1, 5, -1], [0, 1, 2]])
+        np.testing.assert_array_equal(values[1], [2.0, 7.0, np.nan])
+        active = np.array([0, 1, 2, 3, 5, 6])
+        ref = top_k_rows(scores[:, active], keep)
+        ref[1] = ~np.isnan(scores[1, active])  # fewer numbers than keep: all of them
+        for v in range(V - 1):
+            np.testing.assert_array_equal(active[ref[v]], index[v][index[v] >= 0])
+
+
+def test_running_top_k_is_top_k_rows_of_all_columns():
+    from fsdask.stability.resample import RunningTopK, top_k_rows
+
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 6, size=(20, 300)).astype(float)  # many ties
+    scores[rng.random(scores.shape) < 0.3] = np.nan
+    scores[0, 5:] = np.nan  # fewer numbers than k
+    for k, step in [(1, 7), (5, 1), (5, 64), (40, 33)]:
+        top = RunningTopK(20, k)
+        for a in range(0, 300, step):
+            top.add(scores[:, a : a + step], a)
+        ref = top_k_rows(scores, k)
+        short = (~np.isnan(scores)).sum(axis=1) <= k  # rows of fewer numbers keep them all
+        ref[short] = ~np.isnan(scores[short])
+        assert short[0] or k == 1
+        for r in range(20):
+            got = top.index[r][top.index[r] >= 0]
+            np.testing.assert_array_equal(got, np.flatnonzero(ref[r]))
+            np.testing.assert_array_equal(top.values[r][: got.size], scores[r, got])
 
 
 def test_fdr_permutations_on_csr_sample_blocks_split_for_the_sums(monkeypatch):
@@ -149,3 +236,22 @@ def test_fdr_permutations_on_csr_sample_blocks_split_for_the_sums(monkeypatch):
     )
     observed = fsdask.Filter("snr").fit(X, y).scores_
     np.testing.assert_array_equal(fdr.pvalues_, permutation_pvalues(observed, null))
+
+
+@pytest.mark.parametrize("statistic,equal_var", [("ttest", False), ("ttest", True), ("snr", False)])
+def test_fused_two_class_scores_are_the_moments_path_to_the_bit(monkeypatch, statistic, equal_var):
+    X, y = _counts(9, p=300)
+    X[:, 7] = 0.0
+    X[:24, 8], X[24:, 8] = 1.0, 3.0  # each class one value: no standard error, a score of 0
+    est = fsdask.Filter(statistic, **({"equal_var": equal_var} if statistic == "ttest" else {}))
+    subs = draw_subsamples(48, 10, strata=y, min_per_stratum=2, random_state=2)
+    perms = [np.random.default_rng(1).permutation(48)]
+    variants, n_classes = onepass.filter_variants(est, y, [None, *subs], perms)
+    Xd = da.from_array(X, chunks=(20, 128))
+    with dask.config.set(scheduler="threads"):
+        fused, screen = onepass.variant_scores(Execution(), Xd, est, variants, n_classes)
+        monkeypatch.setattr(onepass, "TWO_CLASS_FUSED", ())
+        ref, ref_screen = onepass.variant_scores(Execution(), Xd, est, variants, n_classes)
+    np.testing.assert_array_equal(fused, ref)
+    np.testing.assert_array_equal(screen, ref_screen)
+    assert fused[0, 8] == 0 and len(onepass.complements(variants, 48)) == 5

@@ -29,6 +29,7 @@ from fsdask.stability.resample import (
     error_bound,
     frequency_interval,
     stability_path,
+    top_k_rows,
 )
 
 #: thresholds τ of the stability path stored in the result (``tau`` coordinate)
@@ -45,29 +46,24 @@ def selection_size(k: Any, p: int, p_active: int) -> int:
     return min(int(k), p_active)
 
 
-def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
-    """Each row's k highest scores, ties broken by feature order: ``fsdask.base.top_k_mask``
-    of every row at once (one partition of the (R, p) array).
+def known_size(k: Any, p: int) -> int | None:
+    """A filter's top-k size known before its pass over X, from ``n_features_to_select``
+    and the p features (None: half the non-constant features, known after it)."""
+    if k is None:
+        return None
+    return selection_size(k, p, p)
 
-    Parameters
-    ----------
-    scores : ndarray (R, p)
-    k : int
 
-    Returns
-    -------
-    bool ndarray (R, p).  Memory: a float and a few bool copies of ``scores``.
-    """
-    R, p = scores.shape
-    if k >= p:
-        return np.ones((R, p), bool)
-    kth = np.partition(scores, p - k, axis=1)[:, p - k : p - k + 1]  # each row's k-th largest
-    mask = scores >= kth
-    over = np.flatnonzero(mask.sum(axis=1) > k)  # rows with ties at the k-th: few
-    for i in over:  # keep the first of the tied scores, in feature order
-        ties = np.flatnonzero(scores[i] == kth[i, 0])
-        mask[i, ties[k - int((scores[i] > kth[i, 0]).sum()) :]] = False
-    return mask
+def candidates_of(est: Filter, p: int, blocks: tuple[int, ...] | None = None) -> int | None:
+    """How many candidates per feature block the subsamples of a streamed filter send to
+    the client (:func:`~fsdask.stability.onepass.variant_candidates`) instead of every
+    score: its k, when known before the pass and the candidates of the ``blocks`` (feature
+    widths, if known) stay below a quarter of the scores; else None."""
+    k = known_size(est.n_features_to_select, p)
+    if k is None or onepass.variant_rows(est) != 1:
+        return None
+    sent = sum(min(k, b) for b in blocks) if blocks is not None else k
+    return k if 4 * sent <= p else None
 
 
 def base_estimator(estimator: Any) -> Any:
@@ -233,7 +229,8 @@ class Stability(Selector):
         return self.streams_samples  # the membership sums carry the screen
 
     def _check_shape(self, n: int, p: int) -> None:
-        if one_pass_filter(base_estimator(self.estimator)):
+        est = base_estimator(self.estimator)
+        if one_pass_filter(est) and not (streams_variants(est) and candidates_of(est, p)):
             self._check_client_scores((self.n_resamples + 1) * p)
 
     def _check_client_scores(self, values: int) -> None:
@@ -268,14 +265,26 @@ class Stability(Selector):
 
     # ---- one pass for a filter: membership products (ks: feature blocks)
     def _one_pass(self, X, y, ctx: FitContext) -> FitOutput:
-        """Every subsample's scores from the membership sums of one pass, screen included."""
+        """Every subsample's selection from the membership sums of one pass, screen
+        included: from each block's candidates when k is small, else from every score."""
         est = base_estimator(self.estimator)
         variants, n_classes = onepass.filter_variants(
             est, y, [None, *self._subsamples(X.shape[0], y)], []
         )
-        computed, (bad, lo, hi) = onepass.variant_scores(ctx.execution, X, est, variants, n_classes)
-        active = self._apply_screen(bad, lo, hi)
-        out = self._from_scores(est, computed, len(variants), active, lo)
+        keep = candidates_of(est, X.shape[1], X.chunks[1])
+        if keep:
+            head, values, index = onepass.variant_candidates(
+                ctx.execution, X, est, variants, n_classes, keep
+            )
+            active = self._apply_screen(*head[1:])
+            out = self._from_candidates(est, head[0], values, index, active)
+        else:
+            self._check_client_scores(len(variants) * X.shape[1])
+            computed, (bad, lo, hi) = onepass.variant_scores(
+                ctx.execution, X, est, variants, n_classes
+            )
+            active = self._apply_screen(bad, lo, hi)
+            out = self._from_scores(est, computed, len(variants), active, lo)
         out.active = active
         return out
 
@@ -288,7 +297,29 @@ class Stability(Selector):
         scores = scores if active.all() else scores[:, active]  # (V, p): no copy if we can
         k = selection_size(est.n_features_to_select, active.size, int(active.sum()))
         chosen = top_k_rows(scores, k)
-        return self._output(chosen[1:], scores[0], chosen[0])
+        return self._output_of(chosen[1:], scores[0], chosen[0])
+
+    def _from_candidates(
+        self,
+        est: Filter,
+        plain: np.ndarray,
+        values: np.ndarray,
+        index: np.ndarray,
+        active: np.ndarray,
+    ) -> FitOutput:
+        """The result from the plain fit's scores and the subsamples' candidates
+        (:func:`~fsdask.stability.onepass.variant_candidates`)."""
+        p, R = int(active.sum()), values.shape[0]
+        k = selection_size(est.n_features_to_select, active.size, p)
+        plain = plain[active]
+        if k >= p:  # every subsample selects every active feature
+            counts, q = np.full(p, R), float(p)
+        else:
+            chosen = top_k_rows(values, k) & (index >= 0)
+            position = np.cumsum(active) - 1  # a feature's place among the active ones
+            counts = np.bincount(position[index[chosen]], minlength=p)
+            q = float(chosen.sum()) / R
+        return self._output(counts, R, q, plain, top_k_rows(plain[None], k)[0])
 
     def _fit_lazy(self, X, y):
         est = base_estimator(self.estimator)
@@ -322,7 +353,7 @@ class Stability(Selector):
         support, scores, active = hsicpass.resample_selections(
             ctx, est, X, factors, layout, self._apply_screen
         )
-        out = self._output(support[1:], scores[0], support[0])
+        out = self._output_of(support[1:], scores[0], support[0])
         out.active = active
         return out
 
@@ -354,15 +385,21 @@ class Stability(Selector):
         resamples = [(None, y)] + [(r, None if y is None else y[r]) for r in subs]
         seeds = np.random.SeedSequence(self._seed()).generate_state(len(resamples))
         support, scores = refit_all(ctx, est, X, y, resamples, seeds)
-        return self._output(support[1:], scores[0], support[0])
+        return self._output_of(support[1:], scores[0], support[0])
 
-    def _output(self, chosen: np.ndarray, plain: np.ndarray, plain_sel: np.ndarray) -> FitOutput:
+    def _output_of(self, chosen: np.ndarray, plain: np.ndarray, plain_sel: np.ndarray) -> FitOutput:
         """The result from each subsample's selection (R × p_active) and the plain fit."""
-        R, p = chosen.shape
-        counts = chosen.sum(0)
+        R = chosen.shape[0]
+        return self._output(chosen.sum(0), R, float(chosen.sum(1).mean()), plain, plain_sel)
+
+    def _output(
+        self, counts: np.ndarray, R: int, q: float, plain: np.ndarray, plain_sel: np.ndarray
+    ) -> FitOutput:
+        """The result from the subsamples selecting each feature (``counts`` of R), q the
+        mean number a subsample selects, and the plain fit."""
+        p = counts.size
         freq = counts / R
         low, high = frequency_interval(counts, R)
-        q = float(chosen.sum(1).mean())
         bound = error_bound(q, p, self.threshold)
         self.error_bound_, self.mean_selected_ = bound, q
         return FitOutput(

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 
 import numpy as np
 
 from fsdask.linalg import map_features
 from fsdask.linalg.colstats import MOMENT_MAXIMA, membership_rows, membership_sums
-from fsdask.linalg.moments import moments_from_sums
+from fsdask.linalg.moments import moments_from_sums, two_class_scores
 from fsdask.linalg.reductions import sum_over_row_blocks
 from fsdask.methods.filters import (
     CLASS_SCORES,
@@ -36,12 +37,15 @@ from fsdask.methods.filters import (
     stats_block,
     stats_from_moments,
 )
+from fsdask.stability.resample import RunningTopK
 
 #: bytes of a task's partial sums over sample blocks — a tree node's ``TREE_SPLIT`` inputs
 #: and its output — (capped by the memory budget): wider feature blocks are split for them
 SUMS_BYTES = 512 * 2**20
 #: partial sums merged per node of the tree sum over sample blocks
 TREE_SPLIT = 8
+#: statistics of two classes whose scores come from one compiled sweep over the sums
+TWO_CLASS_FUSED = ("ttest", "snr")
 #: bytes of one (V·C × w) float64 array of the statistics' arithmetic: the sums are turned
 #: into scores in slices of w columns, so a dozen such temporaries stay in the CPU's cache
 SLICE_BYTES = 2 * 2**20
@@ -238,6 +242,14 @@ def variant_scores(
     :data:`SLICE_BYTES` at a time; on the client the result, (V · r + 3) × p float64.
     Work: 4·V_b·C·n·p flop in BLAS products.
     """
+    (computed,) = ex.compute(lazy_scores(ex, X, est, variants, n_classes))
+    return computed[:-3], computed[-3:]
+
+
+def lazy_scores(ex, X, est: Filter, variants: list[Variant], n_classes: int, keep=None):
+    """The lazy (V · r + 3, p) array of :func:`variant_scores`, chunked by feature blocks;
+    with ``keep``, one :func:`slice_candidates` pair per feature block instead (an array of
+    pairs: its chunks are the feature blocks, its rows a placeholder)."""
     n, p = X.shape
     C = max(n_classes, 1)
     V, r = len(variants), variant_rows(est)
@@ -248,49 +260,122 @@ def variant_scores(
     shift = ex.first_row(X)
     row_args = (member,) if weights is None else (member, weights)
     fn = functools.partial(_membership_block, n_classes=C, has_w=weights is not None)
-    finish = functools.partial(
-        _finish_block,
-        plan=(base, derived, variant_counts(variants, n, C), yy),
-        est=est,
-        n_classes=n_classes,
-    )
+    plan = {
+        "finish": functools.partial(
+            _finish_block,
+            plan=(base, derived, variant_counts(variants, n, C), yy),
+            est=est,
+            n_classes=n_classes,
+        ),
+        "step": slice_width(V, C),
+        "collect": (
+            _joined
+            if keep is None
+            else functools.partial(slice_candidates, n_variants=V, keep=keep)
+        ),
+    }
     out_rows = V * r + 3
     if len(X.chunks[0]) == 1:  # feature blocks hold every sample: sums and scores in one task
-        lazy = map_features(
-            _sums_to_scores,
+        return map_features(
+            _block_scores,
             X,
             out_rows=out_rows,
             dtype=np.float64,
+            meta=np.empty((0, 0)),
             rows=row_args,
-            fn=fn,
-            finish=finish,
-            step=slice_width(V, C),
+            sums_of=fn,
+            **plan,
         )
-    else:  # X reaches a fit as a dask array: each feature block's merged sums become its
-        # scores on the worker, and only the scores travel to the client
-        cap = SUMS_BYTES if not ex.budget else min(SUMS_BYTES, ex.budget)
-        X = X.rechunk({1: split_blocks(X.chunks[1], cap // (8 * rows * (TREE_SPLIT + 1)))})
-        sums = sum_over_row_blocks(
-            fn,
-            X,
-            *row_args,
-            columns=() if shift is None else (shift,),
-            shape=(rows,),
-            maxima=MOMENT_MAXIMA,
-            split_every=TREE_SPLIT,
-        )
-        lazy = sums.rechunk({0: -1}).map_blocks(  # the sums and the maxima rows joined
-            finish, chunks=((out_rows,), X.chunks[1]), dtype=np.float64, meta=np.empty((0, 0))
-        )
-    (computed,) = ex.compute(lazy)
-    return computed[:-3], computed[-3:]
+    # X reaches a fit as a dask array: each feature block's merged sums become its
+    # scores on the worker, and only the scores travel to the client
+    cap = SUMS_BYTES if not ex.budget else min(SUMS_BYTES, ex.budget)
+    X = X.rechunk({1: split_blocks(X.chunks[1], cap // (8 * rows * (TREE_SPLIT + 1)))})
+    sums = sum_over_row_blocks(
+        fn,
+        X,
+        *row_args,
+        columns=() if shift is None else (shift,),
+        shape=(rows,),
+        maxima=MOMENT_MAXIMA,
+        split_every=TREE_SPLIT,
+    )
+    return sums.rechunk({0: -1}).map_blocks(  # the sums and the maxima rows joined
+        _block_scores,
+        chunks=((out_rows,), X.chunks[1]),
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
+        **plan,
+    )
 
 
-def _sums_to_scores(xb, rows: tuple, fn, finish, step: int) -> np.ndarray:
-    """A feature block with every sample: the membership sums of ``step`` columns at a time,
-    turned into their scores while they are in the CPU's cache."""
-    parts = [finish(fn(xb[:, a : a + step], *rows)) for a in range(0, xb.shape[1], step)]
+def variant_candidates(
+    ex, X, est: Filter, variants: list[Variant], n_classes: int, keep: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first variant's scores, X's screen, and every other variant's candidates for
+    its top ``keep`` features, from one pass over X (any layout): the route of a selection
+    of k ≤ ``keep`` features, whose scores need not reach the client.
+
+    Parameters
+    ----------
+    ex, X, est, variants, n_classes : as :func:`variant_scores` (``est`` with one score
+        row per variant, :func:`variant_rows`)
+    keep : int, candidates of a variant in each feature block
+
+    Returns
+    -------
+    head : ndarray (4, p), float64: the first variant's scores, then the screen rows
+    values : ndarray (V − 1, m), float64: the candidates' scores (NaN: none), in feature
+        order; m = Σ_b min(keep, p_b)
+    index : int ndarray (V − 1, m): their features (−1: none)
+
+    The top k ≤ ``keep`` of a variant's active features are the top k of its candidates
+    (:func:`fsdask.stability.resample.top_k_rows`, ties to the first feature): a
+    feature outside its block's top ``keep`` has ``keep`` at least as high before it.
+    Memory: on the workers those of :func:`variant_scores` but a block's scores, which
+    are made and ranked a slice at a time; on the client 4 × p and 2 × (V − 1) × m float64.
+    """
+    pairs = lazy_scores(ex, X, est, variants, n_classes, keep=keep)
+    V, blocks = len(variants), pairs.chunks[1]
+    widths = tuple(min(keep, c) for c in blocks)
+    part = functools.partial(pairs.map_blocks, dtype=np.float64, meta=np.empty((0, 0)))
+    head, cand = ex.compute(
+        part(operator.itemgetter(0), chunks=((4,), blocks)),
+        part(operator.itemgetter(1), chunks=((2 * (V - 1),), widths)),
+    )
+    index = cand[V - 1 :].astype(np.int64)
+    starts = np.repeat(np.cumsum((0, *blocks[:-1])), widths)
+    return head, cand[: V - 1], np.where(index >= 0, index + starts, -1)
+
+
+def _block_scores(block, rows: tuple = (), *, sums_of=None, finish, step: int, collect):
+    """A feature block's scores (X's block with every sample: its membership sums first;
+    else its merged sums), made ``step`` columns at a time while they are in the CPU's
+    cache and handed to ``collect``."""
+    pieces = (block[:, a : a + step] for a in range(0, block.shape[1], step))
+    return collect(finish(p if sums_of is None else sums_of(p, *rows)) for p in pieces)
+
+
+def _joined(slices) -> np.ndarray:
+    parts = list(slices)
     return np.concatenate(parts, axis=1) if len(parts) != 1 else parts[0]
+
+
+def slice_candidates(slices, n_variants: int, keep: int) -> tuple[np.ndarray, np.ndarray]:
+    """A feature block's part of :func:`variant_candidates` from its (V + 3, w) score
+    slices: the first variant's scores and the screen rows (4, p_b), and every other
+    variant's top ``keep`` active features of the block (2 (V − 1), min(keep, p_b)): the
+    scores (NaN: none), then the features in the block (as floats, −1: none), in feature
+    order.  A feature with a NaN/Inf value or constant is never a candidate (the screen
+    drops it, or refuses X)."""
+    V = n_variants
+    top, heads, at = RunningTopK(V - 1, keep), [], 0
+    for s in slices:
+        bad, lo, hi = s[V : V + 3]
+        top.add(np.where((bad == 0) & (lo != hi), s[1:V], np.nan), at)
+        heads.append(s[[0, V, V + 1, V + 2]])
+        at += s.shape[1]
+    w = min(keep, at)
+    return np.concatenate(heads, axis=1), np.vstack([top.values[:, :w], top.index[:, :w]])
 
 
 def slice_width(V: int, C: int) -> int:
@@ -306,14 +391,35 @@ def _finish_block(sums: np.ndarray, plan: tuple, est: Filter, n_classes: int) ->
     w = sums.shape[1]
     out = np.empty((V * variant_rows(est) + 3, w))
     step = slice_width(V, C)
+    fused = est.statistic in TWO_CLASS_FUSED and C == 2 and variant_rows(est) == 1
+    source = _sources(base, derived, V) if fused else None
     for a in range(0, w, step):
         part = sums[:, a : a + step]
+        if fused:  # moments and statistic in one compiled sweep, complements included
+            out[:-3, a : a + step] = two_class_scores(
+                part, source, counts, est.statistic, est.equal_var
+            )
+            out[-3:, a : a + step] = part[-4], -part[-2], part[-1]
+            continue
         if derived:
             part = with_complements(part, base, derived, V, C)
         m = moments_from_sums(part, counts, C)
         out[:-3, a : a + step] = _scores_of(m, est, n_classes, yy)
         out[-3:, a : a + step] = m.screen
     return out
+
+
+def _sources(base: list[int], derived: dict[int, tuple[int, int]], V: int) -> np.ndarray:
+    """(V, 2) rows of :func:`~fsdask.linalg.moments.two_class_scores`: each variant's sums
+    as a base variant's (second column −1) or one base variant's minus another's."""
+    pos = {k: i for i, k in enumerate(base)}
+    return np.array(
+        [
+            (pos[derived[k][0]], pos[derived[k][1]]) if k in derived else (pos[k], -1)
+            for k in range(V)
+        ],
+        dtype=np.int64,
+    )
 
 
 def _scores_of(m, est: Filter, n_classes: int, yy) -> np.ndarray:

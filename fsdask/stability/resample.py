@@ -183,3 +183,97 @@ def stability_path(frequency: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """
     f = np.sort(np.asarray(frequency, dtype=np.float64))
     return f.size - np.searchsorted(f, np.asarray(thresholds, dtype=np.float64), side="left")
+
+
+def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """Each row's k highest scores, ties broken by feature order and a NaN never chosen
+    (below k chosen when a row holds fewer than k numbers): ``fsdask.base.top_k_mask`` of
+    every row at once (one partition of the (R, p) array).
+
+    Parameters
+    ----------
+    scores : ndarray (R, p)
+    k : int
+
+    Returns
+    -------
+    bool ndarray (R, p).  Memory: two float and a few bool copies of ``scores``.
+    """
+    R, p = scores.shape
+    if k >= p:
+        return np.ones((R, p), bool)
+    neg = np.negative(scores)  # partitioned ascending, a NaN last: it is never the k-th
+    kth = np.partition(neg, k - 1, axis=1)[:, k - 1 : k]  # minus each row's k-th largest
+    mask = neg < kth
+    ties = neg == kth
+    room = k - mask.sum(axis=1)  # tied scores each row still takes
+    for i in np.flatnonzero(ties.sum(axis=1) > room):  # rows with ties at the k-th: few
+        ties[i, np.flatnonzero(ties[i])[room[i] :]] = False  # keep the first, in feature order
+    return mask | ties
+
+
+def _top_k_or_numbers(scores: np.ndarray, k: int) -> np.ndarray:
+    """:func:`top_k_rows`, except that a row of at most k numbers keeps them all."""
+    numbers = ~np.isnan(scores)
+    chosen = top_k_rows(scores, k)
+    short = numbers.sum(axis=1) <= k
+    chosen[short] = numbers[short]
+    return chosen
+
+
+class RunningTopK:
+    """Each row's top k of scores that arrive in column slices, in feature order: ties go
+    to the first feature and a NaN is never kept (the rule of :func:`top_k_rows`).
+
+    Each slice is compared with the rows' current k-th score: only the few scores above it
+    are merged, so a block's top k cost about one pass over its scores, slice by slice in
+    the CPU's cache.
+
+    Parameters
+    ----------
+    rows : int, R
+    k : int
+
+    Attributes
+    ----------
+    values : ndarray (R, k), the kept scores of each row in feature order (NaN: none yet)
+    index : int ndarray (R, k), their columns (−1: none)
+    """
+
+    def __init__(self, rows: int, k: int):
+        self.k = int(k)
+        self.values = np.full((rows, self.k), np.nan)
+        self.index = np.full((rows, self.k), -1, dtype=np.int64)
+        self.floor = np.full(rows, np.nan)  # the k-th kept score; NaN until k are kept
+
+    def add(self, scores: np.ndarray, first: int) -> None:
+        """Offer the (R, w) ``scores`` of columns ``first`` … ``first + w − 1`` (after every
+        column offered before)."""
+        full = ~np.isnan(self.floor)
+        with np.errstate(invalid="ignore"):  # NaN scores enter nowhere
+            enter = np.where(full[:, None], scores > self.floor[:, None], ~np.isnan(scores))
+        rows = np.flatnonzero(enter.any(axis=1))
+        if rows.size == 0:
+            return
+        r, c = np.nonzero(enter[rows])
+        at = _places(r, rows.size)
+        width = self.k + int(at.max()) + 1
+        values = np.full((rows.size, width), np.nan)
+        index = np.full((rows.size, width), -1, dtype=np.int64)
+        values[:, : self.k], index[:, : self.k] = self.values[rows], self.index[rows]
+        values[r, self.k + at] = scores[rows[r], c]  # after the kept ones: later features
+        index[r, self.k + at] = first + c
+        kept = _top_k_or_numbers(values, self.k)
+        r, c = np.nonzero(kept)
+        at = _places(r, rows.size)
+        self.values[rows], self.index[rows] = np.nan, -1
+        self.values[rows[r], at], self.index[rows[r], at] = values[r, c], index[r, c]
+        full = rows[kept.sum(axis=1) == self.k]
+        self.floor[rows] = np.nan
+        self.floor[full] = self.values[full].min(axis=1)
+
+
+def _places(r: np.ndarray, n_rows: int) -> np.ndarray:
+    """Each entry's place in its row, for row indices ``r`` in ascending order."""
+    counts = np.bincount(r, minlength=n_rows)
+    return np.arange(r.size) - np.repeat(np.cumsum(counts) - counts, counts)

@@ -24,8 +24,10 @@ command and load recorded; a figure taken while other processes were busy is mar
   p-values; stability selection's mean number of false selections against its bound and
   how often the planted features are stable.
 
-The client holds (resamples + 1) × p float64 scores for a filter's stability selection
-(1.6 GB at 100 × 10⁶): the script raises the memory budget to ``--budget`` (4GiB).
+The client holds about resamples × classes × p float64 for SparseHSIC's stability
+selection (1.6 GB at 100 × 10⁶; the filter's, with its k given, only each block's
+candidates for every subsample's top k): the script raises the memory budget to
+``--budget`` (4GiB).
 
 Run:  flock /work/.bench.lock .venv/bin/python benchmarks/confidence.py
       (checking run: benchmarks/confidence.py --small)
@@ -220,6 +222,11 @@ def main(argv=None) -> int:
             logo_refits(bench, d, args.logo_n_per_class, args.logo_irrelevant, args.logo_refits)
         if "errors" in args.parts:
             error_study(bench, args.seeds)
+    bench.line(
+        "note: the t-test's subsamples share one pass over X; each task keeps every "
+        "subsample's top 50 of its block as the scores are made, and only those candidates "
+        "and the plain fit's scores reach the client"
+    )
     bench.line(
         "note: SparseHSIC's subsamples share one pass over X (each subsample's A from its "
         "class sums, one membership GEMM per block; the client holds about resamples × "

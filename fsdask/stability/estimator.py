@@ -146,9 +146,14 @@ class Stability(Selector):
     the 0/1 membership matrix (:func:`fsdask.linalg.colstats.membership_sums`), the second
     half of each complementary pair is the full data minus the first, and the statistics
     of all subsamples come from one call
-    (:func:`fsdask.methods.filters.stats_from_moments`).  Memory: per block about
-    n_resamples × C × p_b partial sums (C classes) and the membership matrix; the client
-    holds (n_resamples + 1) × p scores (float64).  ``ks`` sorts each feature: its
+    (:func:`fsdask.methods.filters.stats_from_moments`; ``ttest`` and ``snr`` from one
+    compiled sweep, :func:`fsdask.linalg.moments.two_class_scores`).  With k known before
+    the pass (``n_features_to_select`` an int or a fraction) each block keeps every
+    subsample's top k as its scores are made, and only those candidates and the plain
+    fit's scores reach the client (:func:`~fsdask.stability.onepass.variant_candidates`).
+    Memory: per block about n_resamples × C × p_b partial sums (C classes) and the
+    membership matrix; the client holds 2 × n_resamples × k per block and 4 × p float64
+    — or, with k unknown, (n_resamples + 1) × p scores.  ``ks`` sorts each feature: its
     subsamples are computed on feature blocks.  For
     :class:`~fsdask.methods.hsic.SparseHSIC` too one pass over X, in any layout: each
     subsample's A = X H Δᵀ/(n − 1) is a weighted sum over its samples, so one product per

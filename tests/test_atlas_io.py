@@ -350,3 +350,47 @@ def test_sparse_blocks_are_costed_by_their_stored_values():
     full = scipy.sparse.csr_matrix(np.ones((400, 300), np.float32))  # every value stored
     with pytest.raises(InputError, match="over the memory budget"):
         to_feature_blocks(da.from_array(full, chunks=(50, 300), asarray=False), options=opts)
+
+
+def test_csr_read_kernel_checks_in_one_sweep():
+    """csr_rows: the column range, order, duplicates and NaN/Inf of the stored rows, each
+    refused (or sorted, filled) as before the checks were one compiled sweep."""
+    from fsdask.io.blocks import csr_rows
+
+    M = scipy.sparse.random(30, 12, density=0.4, format="csr", random_state=0, dtype=np.float32)
+    kw = {"where": "X", "first_row": 100, "dtype": np.float64}
+
+    def rows(data=None, indices=None, **more):
+        d = M.data.copy() if data is None else data
+        i = M.indices.copy() if indices is None else indices
+        return csr_rows(d, i, M.indptr.copy(), M.shape, **{**kw, **more})
+
+    got = rows()
+    assert got.has_sorted_indices and got.dtype == np.float64
+    np.testing.assert_array_equal(got.toarray(), M.toarray())
+    counts = rows(data=np.arange(M.nnz))  # integer counts: no NaN to look for
+    np.testing.assert_array_equal(counts.data, np.arange(M.nnz, dtype=np.float64))
+    bad = M.indices.copy()
+    bad[7] = 12
+    with pytest.raises(InputError, match="rows 100–129 have column indices outside 0–11"):
+        rows(indices=bad)
+    rev = M.copy()
+    for r in range(30):  # each row's entries reversed: valid CSR, unsorted
+        a, b = rev.indptr[r], rev.indptr[r + 1]
+        rev.indices[a:b], rev.data[a:b] = rev.indices[a:b][::-1], rev.data[a:b][::-1]
+    got = csr_rows(rev.data.copy(), rev.indices.copy(), rev.indptr.copy(), M.shape, **kw)
+    np.testing.assert_array_equal(got.toarray(), M.toarray())
+    assert np.all(np.diff(got.indices[got.indptr[3] : got.indptr[4]]) > 0)
+    dup = M.indices.copy()
+    r = int(np.flatnonzero(np.diff(M.indptr) >= 2)[0])
+    dup[M.indptr[r] + 1] = dup[M.indptr[r]]
+    with pytest.raises(InputError, match=f"row {100 + r} holds column .* twice"):
+        rows(indices=dup)
+    nan = M.data.copy()
+    nan[[2, 5]] = [np.nan, np.inf]
+    with pytest.raises(InputError, match="2 NaN/Inf value\\(s\\) among the non-zeros"):
+        rows(data=nan)
+    filled = rows(data=nan.copy(), nan_fill=0.0)
+    assert np.isfinite(filled.data).all() and filled.nnz == M.nnz - 2
+    kept = rows(data=nan.copy(), nan_fill="keep")
+    assert np.isnan(kept.data[2]) and np.isinf(kept.data[5])

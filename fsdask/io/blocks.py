@@ -18,6 +18,7 @@ from typing import Any, Callable, Literal, Protocol
 
 import dask
 import dask.array as da
+import numba
 import numpy as np
 import scipy.sparse
 
@@ -245,7 +246,12 @@ def csr_rows(
     """
     rows, p = shape
     last = first_row + rows - 1
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= p):
+    keep_nan = isinstance(nan_fill, str) and nan_fill == "keep"
+    floats = np.asarray(data).dtype.kind == "f" and not keep_nan
+    # one compiled sweep over the non-zeros for every check: each numpy check would be a
+    # pass of its own, with a temporary the size of the non-zeros
+    outside, unsorted, duplicates, nonfinite = _scan_csr(data, indices, indptr, p, floats)
+    if outside:
         raise InputError(
             f"{where}: rows {first_row}–{last} have column indices outside 0–{p - 1}; the "
             "matrix is damaged — write it again"
@@ -256,10 +262,12 @@ def csr_rows(
         shape=shape,
         copy=False,
     )
-    if not M.has_sorted_indices:  # valid CSR, whatever order: sorted here, in this block
+    if unsorted:  # valid CSR, whatever order: sorted here, in this block
         M.sort_indices()
-    _refuse_duplicates(M, where, first_row)
-    if M.data.dtype.kind == "f" and not (isinstance(nan_fill, str) and nan_fill == "keep"):
+    if unsorted or duplicates:
+        _refuse_duplicates(M, where, first_row)
+    M.has_sorted_indices = True  # checked above: scipy would look at every index again
+    if nonfinite:  # rare: the values are looked at again, to be refused or filled
         bad = ~np.isfinite(M.data)
         if bad.any():
             if nan_fill is None:
@@ -272,6 +280,30 @@ def csr_rows(
             M.data[bad] = fill[M.indices[bad]] if fill.ndim else fill
             M.eliminate_zeros()
     return M
+
+
+@numba.njit(nogil=True, cache=True)
+def _scan_csr(data, indices, indptr, p, floats):  # pragma: no cover - numba
+    """One sweep over stored CSR rows: whether a column index is outside 0 … p − 1, a row's
+    indices are unsorted, a row holds a column twice (sorted rows), and how many of the
+    values are NaN/Inf (``floats``)."""
+    outside, unsorted, duplicates, nonfinite = False, False, False, 0
+    for r in range(indptr.size - 1):
+        prev = -1
+        for k in range(indptr[r] - indptr[0], indptr[r + 1] - indptr[0]):
+            c = indices[k]
+            if c < 0 or c >= p:
+                outside = True
+            if c < prev:
+                unsorted = True
+            elif c == prev:
+                duplicates = True
+            prev = c
+    if floats:
+        for k in range(data.size):
+            if not np.isfinite(data[k]):
+                nonfinite += 1
+    return outside, unsorted, duplicates, nonfinite
 
 
 def _refuse_duplicates(M: scipy.sparse.csr_matrix, where: str, first_row: int) -> None:

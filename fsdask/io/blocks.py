@@ -250,7 +250,7 @@ def csr_rows(
     floats = np.asarray(data).dtype.kind == "f" and not keep_nan
     # one compiled sweep over the non-zeros for every check: each numpy check would be a
     # pass of its own, with a temporary the size of the non-zeros
-    outside, unsorted, duplicates, nonfinite = _scan_csr(data, indices, indptr, p, floats)
+    outside, falls, nonfinite = _scan_csr(data, indices, indptr, p, floats)
     if outside:
         raise InputError(
             f"{where}: rows {first_row}–{last} have column indices outside 0–{p - 1}; the "
@@ -262,11 +262,10 @@ def csr_rows(
         shape=shape,
         copy=False,
     )
-    if unsorted:  # valid CSR, whatever order: sorted here, in this block
+    if falls:  # rare: unsorted (valid CSR, sorted here, in this block) or a column twice
         M.sort_indices()
-    if unsorted or duplicates:
         _refuse_duplicates(M, where, first_row)
-    M.has_sorted_indices = True  # checked above: scipy would look at every index again
+    M.has_canonical_format = True  # checked above: scipy would look at every index again
     if nonfinite:  # rare: the values are looked at again, to be refused or filled
         bad = ~np.isfinite(M.data)
         if bad.any():
@@ -284,26 +283,26 @@ def csr_rows(
 
 @numba.njit(nogil=True, cache=True)
 def _scan_csr(data, indices, indptr, p, floats):  # pragma: no cover - numba
-    """One sweep over stored CSR rows: whether a column index is outside 0 … p − 1, a row's
-    indices are unsorted, a row holds a column twice (sorted rows), and how many of the
-    values are NaN/Inf (``floats``)."""
-    outside, unsorted, duplicates, nonfinite = False, False, False, 0
-    for r in range(indptr.size - 1):
-        prev = -1
-        for k in range(indptr[r] - indptr[0], indptr[r + 1] - indptr[0]):
-            c = indices[k]
-            if c < 0 or c >= p:
-                outside = True
-            if c < prev:
-                unsorted = True
-            elif c == prev:
-                duplicates = True
-            prev = c
+    """One sweep over stored CSR rows: whether a column index is outside 0 … p − 1,
+    whether a row's indices do not rise (unsorted, or a column twice), and how many of the
+    values are NaN/Inf (``floats``).  The loops run over the flat arrays, without branches
+    (they vectorise); the row ends are corrected after."""
+    nnz = indices.size
+    lo, hi, falls = p, -1, 0
+    for k in range(nnz):
+        c = indices[k]
+        lo, hi = min(lo, c), max(hi, c)
+    for k in range(1, nnz):
+        falls += indices[k] <= indices[k - 1]
+    for r in range(1, indptr.size - 1):  # a row's first index may be below the last one's
+        k = indptr[r] - indptr[0]
+        if 0 < k < nnz:
+            falls -= indices[k] <= indices[k - 1]
+    nonfinite = 0
     if floats:
         for k in range(data.size):
-            if not np.isfinite(data[k]):
-                nonfinite += 1
-    return outside, unsorted, duplicates, nonfinite
+            nonfinite += not np.isfinite(data[k])
+    return nnz > 0 and (lo < 0 or hi >= p), falls > 0, nonfinite
 
 
 def _refuse_duplicates(M: scipy.sparse.csr_matrix, where: str, first_row: int) -> None:

@@ -370,6 +370,11 @@ def test_csr_read_kernel_checks_in_one_sweep():
     np.testing.assert_array_equal(got.toarray(), M.toarray())
     counts = rows(data=np.arange(M.nnz))  # integer counts: no NaN to look for
     np.testing.assert_array_equal(counts.data, np.arange(M.nnz, dtype=np.float64))
+    half = M.data.astype(np.float16)  # a dtype the compiled sweep does not take
+    np.testing.assert_array_equal(rows(data=half).data, half.astype(np.float64))
+    half[3] = np.nan
+    with pytest.raises(InputError, match="1 NaN/Inf value\\(s\\) among the non-zeros"):
+        rows(data=half)
     bad = M.indices.copy()
     bad[7] = 12
     with pytest.raises(InputError, match="rows 100–129 have column indices outside 0–11"):

@@ -248,9 +248,13 @@ def csr_rows(
     last = first_row + rows - 1
     keep_nan = isinstance(nan_fill, str) and nan_fill == "keep"
     floats = np.asarray(data).dtype.kind == "f" and not keep_nan
+    compiled = floats and data.dtype in (np.float32, np.float64)  # numba has no float16
     # one compiled sweep over the non-zeros for every check: each numpy check would be a
     # pass of its own, with a temporary the size of the non-zeros
-    outside, falls, nonfinite = _scan_csr(data, indices, indptr, p, floats)
+    values = data if compiled else np.empty(0)
+    outside, falls, nonfinite = _scan_csr(values, indices, indptr, p, compiled)
+    if floats and not compiled:
+        nonfinite = int((~np.isfinite(data)).sum())
     if outside:
         raise InputError(
             f"{where}: rows {first_row}–{last} have column indices outside 0–{p - 1}; the "

@@ -32,6 +32,7 @@ __all__ = [
     "column_screen",
     "moment_sums",
     "moment_rows",
+    "merged_screen",
     "membership_matrix",
     "membership_rows",
     "membership_sums",
@@ -47,6 +48,21 @@ MOMENT_MAXIMA = 3
 SCREEN_MAXIMA = 2
 #: columns per tile of the dense kernels (the accumulators stay in L2)
 _TILE = 512
+
+
+def merged_screen(sums: np.ndarray) -> np.ndarray:
+    """The screen — NaN/Inf count, minimum, maximum of each column — from the last four
+    rows of merged :func:`moment_sums` or :func:`membership_sums` (count, K, −min, max).
+
+    Parameters
+    ----------
+    sums : ndarray (rows, w)
+
+    Returns
+    -------
+    ndarray (3, w), float64
+    """
+    return np.stack([sums[-4], -sums[-2], sums[-1]])
 
 
 def _std(xb: np.ndarray) -> np.ndarray:

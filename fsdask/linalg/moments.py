@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import numba
 import numpy as np
 
-from fsdask.linalg.colstats import MOMENT_MAXIMA, moment_rows, moment_sums
+from fsdask.linalg.colstats import MOMENT_MAXIMA, merged_screen, moment_rows, moment_sums
 
 #: columns per tile: n × 512 × 4 bytes stays in L2 between the two sweeps
 _TILE = 512
@@ -208,7 +208,7 @@ def moments_from_sums(sums: np.ndarray, counts: np.ndarray, n_classes: int) -> M
         np.maximum(var, 0.0, out=var)  # M2
     np.divide(var, np.maximum(nv - 1, 1), out=var)
     r = sums.shape[0] - 4  # the dot rows end here
-    screen = np.stack([sums[r], -sums[r + 2], sums[r + 3]])
+    screen = merged_screen(sums)
     dot = sums[2 * VC : r].reshape(*lead, p) if r > 2 * VC else None
     return Moments(nc, mean.reshape(*lead, C, p), var.reshape(*lead, C, p), dot, screen)
 

@@ -39,7 +39,12 @@ import numpy as np
 from sklearn.base import clone
 
 from fsdask.base import top_k_mask
-from fsdask.linalg.colstats import MOMENT_MAXIMA, membership_rows, membership_sums
+from fsdask.linalg.colstats import (
+    MOMENT_MAXIMA,
+    membership_rows,
+    membership_sums,
+    merged_screen,
+)
 from fsdask.linalg.threads import parallel_map
 from fsdask.methods.hsic import SparseHSIC
 from fsdask.methods.hsic.matrix import centred_response
@@ -285,7 +290,7 @@ def resample_selections(
     Memory: see the module docstring; each thread holds one resample's stats and A_r.
     """
     sums = resample_sums(ctx.execution, X, layout)
-    active = screen(sums[-4], -sums[-2], sums[-1])
+    active = screen(*merged_screen(sums))
 
     def one(v: int) -> tuple:
         stats = resample_stats(sums, v, layout, active)

@@ -26,7 +26,12 @@ import operator
 import numpy as np
 
 from fsdask.linalg import map_features
-from fsdask.linalg.colstats import MOMENT_MAXIMA, membership_rows, membership_sums
+from fsdask.linalg.colstats import (
+    MOMENT_MAXIMA,
+    membership_rows,
+    membership_sums,
+    merged_screen,
+)
 from fsdask.linalg.moments import moments_from_sums, two_class_scores
 from fsdask.linalg.reductions import sum_over_row_blocks
 from fsdask.methods.filters import (
@@ -399,7 +404,7 @@ def _finish_block(sums: np.ndarray, plan: tuple, est: Filter, n_classes: int) ->
             out[:-3, a : a + step] = two_class_scores(
                 part, source, counts, est.statistic, est.equal_var
             )
-            out[-3:, a : a + step] = part[-4], -part[-2], part[-1]
+            out[-3:, a : a + step] = merged_screen(part)
             continue
         if derived:
             part = with_complements(part, base, derived, V, C)

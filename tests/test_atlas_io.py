@@ -399,3 +399,30 @@ def test_csr_read_kernel_checks_in_one_sweep():
     assert np.isfinite(filled.data).all() and filled.nnz == M.nnz - 2
     kept = rows(data=nan.copy(), nan_fill="keep")
     assert np.isnan(kept.data[2]) and np.isinf(kept.data[5])
+
+
+def test_in_memory_csr_blocks_are_views_and_labels_coded_as_numpy():
+    """An in-memory CSR X is cut into row blocks that share its arrays (no copy of the
+    non-zeros), and string labels are coded exactly as ``np.unique`` codes them."""
+    from fsdask._validation import class_codes, missing_labels, sparse_sample_blocks
+
+    S = scipy.sparse.random(300, 50, density=0.1, format="csr", dtype=np.float32, random_state=2)
+    B = sparse_sample_blocks(S, chunk_bytes=8 * 200)
+    assert B.numblocks[0] > 3
+    blocks = dask.compute(*B.to_delayed().ravel(), scheduler="sync")
+    for b in blocks:
+        assert np.shares_memory(b.data, S.data) and np.shares_memory(b.indices, S.indices)
+    np.testing.assert_array_equal(scipy.sparse.vstack(blocks).toarray(), S.toarray())
+    np.testing.assert_array_equal(B.compute().toarray(), S.toarray())
+    rng = np.random.default_rng(0)
+    for y in (
+        rng.choice(["T", "B", "NK", "mono"], 400),
+        rng.choice(np.array(["b", "a", "c"], dtype=object), 400),
+        rng.integers(-3, 3, 400),
+        rng.normal(size=20),
+    ):
+        for got, want in zip(class_codes(y), np.unique(y, return_inverse=True)):
+            assert got.dtype == want.dtype or got.dtype.kind == want.dtype.kind == "i"
+            np.testing.assert_array_equal(got, want)
+    y = np.array(["a", "", None, float("nan"), " ", "b", "a"], dtype=object)
+    np.testing.assert_array_equal(missing_labels(y), [0, 1, 1, 1, 1, 0, 0])

@@ -462,3 +462,22 @@ def test_filter_streams_csr_row_blocks_read_from_s3(s3, rng):
         y = _y(stat, X, rng)
         got = fsdask.Filter(stat).fit(Xd, y).scores_
         np.testing.assert_allclose(got, fsdask.Filter(stat).fit(X, y).scores_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_csr_class_sums_keep_the_row_order_to_the_bit(weighted, rng):
+    """The CSR kernel takes the rows class by class (for speed); every class's sums must
+    still add their values in row order: equal to the bit to a sequential reference."""
+    n, p, C = 500, 40, 7
+    X = rng.normal(size=(n, p)) * 10.0 ** rng.uniform(-3, 3, size=(n, p))
+    X[rng.random((n, p)) > 0.4] = 0
+    codes = rng.integers(0, C, n)
+    w = rng.normal(size=n) if weighted else None
+    out = moment_sums(sp.csr_matrix(X), codes, w, np.zeros(p), n_classes=C)
+    s, q = np.zeros((C, p)), np.zeros((C, p))
+    for i in range(n):  # the reference: row after row, as unbuffered sums do it
+        j = np.flatnonzero(X[i])
+        s[codes[i], j] += X[i, j]
+        q[codes[i], j] += X[i, j] * X[i, j]
+    np.testing.assert_array_equal(out[:C], s)
+    np.testing.assert_array_equal(out[C : 2 * C], q)

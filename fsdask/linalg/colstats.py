@@ -195,12 +195,13 @@ def _(xb: np.ndarray, codes, weights=None, shift=None, *, n_classes=1):
 
 
 @numba.njit(nogil=True, cache=True)
-def _csr_moment_kernel(indptr, indices, data, codes, w, has_w, K, out, cnt, C):  # pragma: no cover
-    """The stored values of each row into its class's sums; the implicit zeros are added
-    afterwards from the counts (``cnt``: stored values per class and column)."""
-    n = indptr.size - 1
+def _csr_moment_kernel(
+    indptr, indices, data, codes, order, w, has_w, K, out, cnt, C
+):  # pragma: no cover
+    """The stored values of each row, taken in ``order``, into its class's sums; the implicit
+    zeros are added afterwards from the counts (``cnt``: stored values per class and column)."""
     wnz = np.zeros(K.size)
-    for i in range(n):
+    for i in order:
         c = codes[i]
         for k in range(indptr[i], indptr[i + 1]):
             j = indices[k]
@@ -222,6 +223,18 @@ def _csr_moment_kernel(indptr, indices, data, codes, w, has_w, K, out, cnt, C): 
     return wnz
 
 
+def _row_order(codes: np.ndarray, C: int, has_w: bool) -> np.ndarray:
+    """The order in which the CSR kernel takes a block's rows: class by class when there are
+    several classes, so that only one class's accumulators (3 rows of p_b) are scattered into
+    at a time and stay in cache — with 10 classes and 2·10⁴ features the scattered rows
+    otherwise span 5 MB and the sweep runs 2.5× slower.  Each accumulator still sees its
+    rows in the original order (the sort is stable), so the sums are unchanged to the bit;
+    the response-weighted row, which mixes classes, keeps the row order."""
+    if C > 1 and not has_w:
+        return np.argsort(codes, kind="stable")
+    return np.arange(codes.size)
+
+
 def _csr(xb: Any) -> Any:
     """A CSR block in canonical form (duplicates summed, as densifying would)."""
     if not xb.has_canonical_format:
@@ -241,7 +254,8 @@ def _csr_moment_sums(xb, codes, weights=None, shift=None, *, n_classes=1):
     out[2 * C + 2] = K
     cnt = np.zeros((C, p_b))
     w, has_w = _weights(weights, n_b)
-    wnz = _csr_moment_kernel(xb.indptr, xb.indices, xb.data, codes, w, has_w, K, out, cnt, C)
+    order = _row_order(codes, C, has_w)
+    wnz = _csr_moment_kernel(xb.indptr, xb.indices, xb.data, codes, order, w, has_w, K, out, cnt, C)
     zeros = np.bincount(codes, minlength=C)[:C, None] - cnt  # implicit zeros per class
     out[:C] -= zeros * K
     out[C : 2 * C] += zeros * (K * K)

@@ -35,7 +35,7 @@ import scipy.special
 from dask.utils import format_bytes
 from sklearn.utils import ClassifierTags
 
-from fsdask._validation import Int, Real, StrOptions
+from fsdask._validation import Int, Real, StrOptions, class_codes
 from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
@@ -608,7 +608,7 @@ class Filter(Selector):
         codes, n_classes, yc = None, 0, None
         stat = self.statistic
         if stat in CLASS_SCORES:
-            classes, codes = np.unique(y, return_inverse=True)
+            classes, codes = class_codes(y)
             n_classes = classes.size
             counts = np.bincount(codes)
             if stat in BINARY_ONLY and n_classes != 2 and self.groups is None:
@@ -711,10 +711,11 @@ class Filter(Selector):
         out.active = active
         return out
 
-    def _tested_groups(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _tested_groups(
+        self, classes: np.ndarray, codes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The label of each class of y (its name when y comes coded from a dataset) and the
         codes of the groups to test (``groups=``)."""
-        classes, codes = np.unique(y, return_inverse=True)
         names = self.__dict__.get("_class_names")
         labels = np.asarray([str(names[int(c)]) if names is not None else str(c) for c in classes])
         counts = np.bincount(codes)
@@ -745,8 +746,8 @@ class Filter(Selector):
 
     def _fit_groups(self, X, y, ctx: FitContext) -> FitOutput:
         """One pass for the moments of every class, then each tested group against the rest."""
-        classes, tested = self._tested_groups(y)
-        codes = np.unique(y, return_inverse=True)[1]
+        classes, codes = class_codes(y)
+        classes, tested = self._tested_groups(classes, codes)
         m = streamed_moments(ctx.execution, X, codes, classes.size, None)
         bad, lo, hi = m.screen
         active = self._apply_screen(bad, lo, hi)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 import scipy.stats
 
@@ -212,22 +213,13 @@ def top_k_rows(scores: np.ndarray, k: int) -> np.ndarray:
     return mask | ties
 
 
-def _top_k_or_numbers(scores: np.ndarray, k: int) -> np.ndarray:
-    """:func:`top_k_rows`, except that a row of at most k numbers keeps them all."""
-    numbers = ~np.isnan(scores)
-    chosen = top_k_rows(scores, k)
-    short = numbers.sum(axis=1) <= k
-    chosen[short] = numbers[short]
-    return chosen
-
-
 class RunningTopK:
     """Each row's top k of scores that arrive in column slices, in feature order: ties go
     to the first feature and a NaN is never kept (the rule of :func:`top_k_rows`).
 
-    Each slice is compared with the rows' current k-th score: only the few scores above it
-    are merged, so a block's top k cost about one pass over its scores, slice by slice in
-    the CPU's cache.
+    Each score is compared once with its row's current k-th score; the few that pass
+    replace the kept score that would be chosen last (the lowest, the latest feature among
+    equal ones), so a block's top k cost one compiled pass over its scores.
 
     Parameters
     ----------
@@ -242,38 +234,59 @@ class RunningTopK:
 
     def __init__(self, rows: int, k: int):
         self.k = int(k)
-        self.values = np.full((rows, self.k), np.nan)
-        self.index = np.full((rows, self.k), -1, dtype=np.int64)
-        self.floor = np.full(rows, np.nan)  # the k-th kept score; NaN until k are kept
+        self._values = np.full((rows, self.k), np.nan)
+        self._index = np.full((rows, self.k), -1, dtype=np.int64)
+        self._count = np.zeros(rows, dtype=np.int64)
 
     def add(self, scores: np.ndarray, first: int) -> None:
         """Offer the (R, w) ``scores`` of columns ``first`` … ``first + w − 1`` (after every
         column offered before)."""
-        full = ~np.isnan(self.floor)
-        with np.errstate(invalid="ignore"):  # NaN scores enter nowhere
-            enter = np.where(full[:, None], scores > self.floor[:, None], ~np.isnan(scores))
-        rows = np.flatnonzero(enter.any(axis=1))
-        if rows.size == 0:
-            return
-        r, c = np.nonzero(enter[rows])
-        at = _places(r, rows.size)
-        width = self.k + int(at.max()) + 1
-        values = np.full((rows.size, width), np.nan)
-        index = np.full((rows.size, width), -1, dtype=np.int64)
-        values[:, : self.k], index[:, : self.k] = self.values[rows], self.index[rows]
-        values[r, self.k + at] = scores[rows[r], c]  # after the kept ones: later features
-        index[r, self.k + at] = first + c
-        kept = _top_k_or_numbers(values, self.k)
-        r, c = np.nonzero(kept)
-        at = _places(r, rows.size)
-        self.values[rows], self.index[rows] = np.nan, -1
-        self.values[rows[r], at], self.index[rows[r], at] = values[r, c], index[r, c]
-        full = rows[kept.sum(axis=1) == self.k]
-        self.floor[rows] = np.nan
-        self.floor[full] = self.values[full].min(axis=1)
+        if self.k:
+            scores = np.ascontiguousarray(scores, dtype=np.float64)
+            _offer(scores, int(first), self._values, self._index, self._count)
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.take_along_axis(self._values, self._order(), axis=1)
+
+    @property
+    def index(self) -> np.ndarray:
+        return np.take_along_axis(self._index, self._order(), axis=1)
+
+    def _order(self) -> np.ndarray:
+        """Kept entries by feature, the empty places (−1) last."""
+        key = np.where(self._index < 0, np.iinfo(np.int64).max, self._index)
+        return np.argsort(key, axis=1, kind="stable")
 
 
-def _places(r: np.ndarray, n_rows: int) -> np.ndarray:
-    """Each entry's place in its row, for row indices ``r`` in ascending order."""
-    counts = np.bincount(r, minlength=n_rows)
-    return np.arange(r.size) - np.repeat(np.cumsum(counts) - counts, counts)
+@numba.njit(nogil=True, cache=True)
+def _offer(scores, first, values, index, count):  # pragma: no cover - numba
+    """:meth:`RunningTopK.add`: each row's kept scores, in no order, updated in place."""
+    R, w = scores.shape
+    k = values.shape[1]
+    for r in range(R):
+        n = count[r]
+        worst = _worst(values[r], index[r], n) if n == k else 0
+        for c in range(w):
+            s = scores[r, c]
+            if s != s:  # NaN: never kept
+                continue
+            if n < k:
+                values[r, n], index[r, n] = s, first + c
+                n += 1
+                if n == k:
+                    worst = _worst(values[r], index[r], n)
+            elif s > values[r, worst]:  # an equal score has an earlier feature: it stays
+                values[r, worst], index[r, worst] = s, first + c
+                worst = _worst(values[r], index[r], n)
+        count[r] = n
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _worst(values, index, n):  # pragma: no cover - numba
+    """The kept entry chosen last: the lowest score, the latest feature among equal ones."""
+    at = 0
+    for t in range(1, n):
+        if values[t] < values[at] or (values[t] == values[at] and index[t] > index[at]):
+            at = t
+    return at

@@ -21,7 +21,6 @@ ids, ``obs_names`` sample ids, and ``label`` may name an ``obs`` column (``obs:c
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import logging
@@ -208,7 +207,7 @@ class MatrixReader:
             node = self.node()
             ptr = np.asarray(node["indptr"][i0 : i1 + 1]).astype(np.int64)
             a, b = int(ptr[0]), int(ptr[-1])
-            data, indices = _read_both(node["data"], node["indices"], a, b)
+            data, indices = np.asarray(node["data"][a:b]), np.asarray(node["indices"][a:b])
         return csr_rows(
             data,
             indices,
@@ -232,23 +231,6 @@ class MatrixReader:
         for a in range(0, data.shape[0], step):
             total += int((~np.isfinite(np.asarray(data[a : a + step]))).sum())
         return total
-
-
-def _read_both(data: Any, indices: Any, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
-    """``data[a:b]`` and ``indices[a:b]``; from Zarr both at once, so that their chunks are
-    fetched and decompressed side by side (one after the other, a task's read waits on each
-    array in turn and a 2-core machine decodes on one core)."""
-    if not hasattr(data, "async_array"):  # h5py
-        return np.asarray(data[a:b]), np.asarray(indices[a:b])
-    from zarr.core.sync import sync
-
-    async def both() -> list:
-        return await asyncio.gather(
-            data.async_array.getitem(slice(a, b)), indices.async_array.getitem(slice(a, b))
-        )
-
-    got = sync(both())
-    return np.asarray(got[0]), np.asarray(got[1])
 
 
 def open_root(url: str, storage_options: Mapping[str, Any] | None, hdf5: bool) -> Any:

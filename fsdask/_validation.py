@@ -384,10 +384,10 @@ def sparse_sample_blocks(X: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.A
     name = f"csr-rows-{uuid.uuid4().hex}"
     source = ("csr-source-" + name[9:],)
     graph: dict = {source: Xr}
-    starts = range(0, n, step)
+    starts = range(0, max(n, 1), step)  # an empty X: one empty block
     for i, a in enumerate(starts):
         graph[(name, i, 0)] = (_csr_rows, source, a, min(a + step, n))
-    chunks = (tuple(min(step, n - a) for a in starts) or (0,), (Xr.shape[1],))
+    chunks = (tuple(min(step, n - a) for a in starts), (Xr.shape[1],))
     meta = scipy.sparse.csr_matrix((0, 0), dtype=Xr.dtype)
     return da.Array(graph, name, chunks, meta=meta)
 

@@ -414,6 +414,7 @@ def test_in_memory_csr_blocks_are_views_and_labels_coded_as_numpy():
         assert np.shares_memory(b.data, S.data) and np.shares_memory(b.indices, S.indices)
     np.testing.assert_array_equal(scipy.sparse.vstack(blocks).toarray(), S.toarray())
     np.testing.assert_array_equal(B.compute().toarray(), S.toarray())
+    assert sparse_sample_blocks(S[:0]).compute().shape == (0, 50)  # one empty block
     rng = np.random.default_rng(0)
     for y in (
         rng.choice(["T", "B", "NK", "mono"], 400),

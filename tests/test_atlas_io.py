@@ -398,6 +398,17 @@ def test_csr_read_kernel_checks_in_one_sweep():
     filled = rows(data=nan.copy(), nan_fill=0.0)
     assert np.isfinite(filled.data).all() and filled.nnz == M.nnz - 2
     kept = rows(data=nan.copy(), nan_fill="keep")
+    # empty rows before an unsorted or a doubled row: each row boundary counted once
+    E = scipy.sparse.csr_matrix(
+        (np.ones(6, np.float32), np.array([0, 5, 2, 3, 4, 1]), np.array([0, 2, 2, 2, 4, 6])),
+        shape=(5, 12),
+    )
+    got = csr_rows(E.data.copy(), E.indices.copy(), E.indptr.copy(), E.shape, **kw)
+    assert got.has_sorted_indices
+    np.testing.assert_array_equal(got.toarray(), E.toarray())
+    twice = np.array([0, 5, 2, 3, 4, 4])
+    with pytest.raises(InputError, match="row 104 holds column .* twice"):
+        csr_rows(E.data.copy(), twice, E.indptr.copy(), E.shape, **kw)
     assert np.isnan(kept.data[2]) and np.isinf(kept.data[5])
 
 

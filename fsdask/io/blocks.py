@@ -300,7 +300,8 @@ def _scan_csr(data, indices, indptr, p, floats):  # pragma: no cover - numba
         falls += indices[k] <= indices[k - 1]
     for r in range(1, indptr.size - 1):  # a row's first index may be below the last one's
         k = indptr[r] - indptr[0]
-        if 0 < k < nnz:
+        # each boundary once: an empty row shares its start with the next non-empty row
+        if 0 < k < nnz and indptr[r + 1] > indptr[r]:
             falls -= indices[k] <= indices[k - 1]
     nonfinite = 0
     if floats:

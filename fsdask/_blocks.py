@@ -54,6 +54,27 @@ def compute_blocks(*arrays: Any) -> tuple:
     return tuple(out)
 
 
+def compute_each(tasks: list) -> list:
+    """The values of ``tasks`` (dask delayed objects of one graph), as
+    :func:`compute_blocks` brings chunks: under a distributed client fetched in batches as
+    they finish and released on the workers, else from one ``dask.compute``.
+
+    Parameters
+    ----------
+    tasks : list of dask.delayed.Delayed
+
+    Returns
+    -------
+    list, the values in the order of ``tasks``.
+    """
+    if not tasks:
+        return []
+    client = _distributed_client()
+    if client is not None:
+        return _gather_as_completed(client, list(tasks))
+    return list(dask.compute(*tasks))
+
+
 #: chunks fetched per request: at least GATHER_MIN, else 1/GATHER_SHARE of them
 GATHER_MIN, GATHER_SHARE = 8, 16
 

@@ -30,7 +30,7 @@ feature blocks with :mod:`fsdask.linalg.reductions`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import dask
 import dask.array as da
@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse
 from dask.utils import parse_bytes
 
+from fsdask._blocks import compute_each
 from fsdask._config import (  # noqa: F401  (CONFIG_KEY re-exported)
     CONFIG_KEY,
     gram_precision,
@@ -62,6 +63,9 @@ SLICE = 2048
 ROW_SLICE_BYTES = 16 * 2**20
 #: row slices merged per node of the in-memory tree sum (as dask's ``split_every``)
 ROW_SPLIT = 8
+#: columns of an in-memory X's merged sums handed to one ``finish`` call of
+#: :meth:`Execution.sum_blocks_each` (fixed: results do not depend on threads)
+FINISH_SLICE = 65536
 #: copies of a tree-summed k × k result alive at once — the ``split_every`` (8) partial sums
 #: one tree node adds — what a Gram of that size costs, in units of k²·8 bytes
 TREE_SUM_COPIES = 8
@@ -143,6 +147,21 @@ class ArrayBackend(ABC):
         float64 ``(*shape, J)``, in memory; see :meth:`Execution.sum_blocks`."""
 
     @abstractmethod
+    def sum_blocks_each(
+        self,
+        fn: Callable[..., np.ndarray],
+        x: Any,
+        *row_vectors: np.ndarray,
+        shape: Sequence[int],
+        maxima: int,
+        columns: Sequence[np.ndarray],
+        finish: Callable[[Iterator[np.ndarray], int], Any],
+        step: int,
+    ) -> list:
+        """``finish(pieces_j, start_j)`` of every feature block's merged sums (those of
+        :meth:`sum_blocks`), where they were merged; see :meth:`Execution.sum_blocks_each`."""
+
+    @abstractmethod
     def take_columns(self, x: Any, idx: np.ndarray) -> Any:
         """The columns ``idx`` of x, same backend (lazy for dask)."""
 
@@ -221,6 +240,15 @@ class NumpyBackend(ArrayBackend):
             return np.zeros((*tuple(shape), x.shape[1]))
         return total
 
+    def sum_blocks_each(self, fn, x, *row_vectors, shape, maxima, columns, finish, step):
+        total = self.sum_blocks(fn, x, *row_vectors, shape=shape, maxima=maxima, columns=columns)
+        J = total.shape[-1]
+
+        def one(j0: int) -> Any:
+            return finish(_pieces(total[..., j0 : j0 + FINISH_SLICE], step), j0)
+
+        return parallel_map(one, range(0, J, FINISH_SLICE) if J else [0])
+
     def take_columns(self, x, idx):
         return x if idx.size == x.shape[1] else np.ascontiguousarray(x[:, idx])
 
@@ -259,12 +287,61 @@ class DaskBackend(ArrayBackend):
         lazy = sum_over_row_blocks(fn, x, *row_vectors, columns=columns, shape=shape, maxima=maxima)
         return compute_blocks(lazy)[0]  # feature blocks joined on the client
 
+    def sum_blocks_each(self, fn, x, *row_vectors, shape, maxima, columns, finish, step):
+        starts = [int(j0) for j0 in np.cumsum((0, *x.chunks[1][:-1]))]
+        if len(x.chunks[0]) == 1:  # every sample in the block: its sums made piece by piece
+            blocks = x.to_delayed(optimize_graph=False).reshape(-1)
+            task = dask.delayed(_block_pieces, pure=True)
+            spans = zip(starts, np.cumsum(x.chunks[1]))
+            cols = [tuple(c[..., j0:j1] for c in columns) for j0, j1 in spans]
+            return compute_each(
+                [
+                    task(b, fn, row_vectors, c, step=step, finish=finish, start=j0)
+                    for b, c, j0 in zip(blocks, cols, starts)
+                ]
+            )
+        lazy = sum_over_row_blocks(fn, x, *row_vectors, columns=columns, shape=shape, maxima=maxima)
+        # the sums and the maxima rows come as two chunks: joined, one block per feature block
+        lazy = lazy.rechunk({i: -1 for i in range(lazy.ndim - 1)})
+        blocks = lazy.to_delayed(optimize_graph=False).reshape(-1)
+        task = dask.delayed(_merged_pieces, pure=True)
+        return compute_each(
+            [task(b, step=step, finish=finish, start=j0) for b, j0 in zip(blocks, starts)]
+        )
+
     def take_columns(self, x, idx):
         # keep X's block width: a fancy-indexed selection would otherwise come as one block
         return x if idx.size == x.shape[1] else x[:, idx].rechunk({1: x.chunks[1][0]})
 
     def gather(self, x):
         return np.ascontiguousarray(compute_blocks(x)[0])
+
+
+def _pieces(sums: np.ndarray, step: int) -> Iterator[np.ndarray]:
+    """Consecutive slices of ``step`` columns of merged sums."""
+    return (sums[..., a : a + step] for a in range(0, sums.shape[-1], step))
+
+
+def _merged_pieces(sums: np.ndarray, *, step: int, finish: Callable, start: int) -> Any:
+    """A feature block's ``finish`` over its merged sums (the task of a sample-chunked X)."""
+    return finish(_pieces(sums, step), start)
+
+
+def _block_pieces(
+    xb: Any, fn: Callable, rows: tuple, columns: tuple, *, step: int, finish: Callable, start: int
+) -> Any:
+    """A feature block's ``finish`` over its sums, made ``step`` columns at a time while
+    they are in the CPU's cache (the task of a feature-blocked X); a CSR block's sums are
+    made whole (slicing its columns would scan every non-zero each time)."""
+    if scipy.sparse.issparse(xb):
+        whole = np.asarray(fn(xb, *rows, *columns), dtype=np.float64)
+        return finish(_pieces(whole, step), start)
+
+    def piece(a: int) -> np.ndarray:
+        cols = (c[..., a : a + step] for c in columns)
+        return np.asarray(fn(xb[:, a : a + step], *rows, *cols), dtype=np.float64)
+
+    return finish((piece(a) for a in range(0, xb.shape[1], step)), start)
 
 
 def _row_slices(x: Any) -> list[tuple[int, int]]:
@@ -684,6 +761,54 @@ class Execution:
         if b is not NUMPY:
             self.passes += 1
         return b.sum_blocks(fn, X, *row_vectors, shape=shape, maxima=maxima, columns=columns)
+
+    def sum_blocks_each(
+        self,
+        fn: Callable[..., np.ndarray],
+        X: Any,
+        *row_vectors: np.ndarray,
+        shape: Sequence[int],
+        maxima: int = 0,
+        columns: Sequence[np.ndarray] = (),
+        finish: Callable[[Iterator[np.ndarray], int], Any],
+        step: int = FINISH_SLICE,
+    ) -> list:
+        """:meth:`sum_blocks`, each feature block's merged sums handed to ``finish`` where
+        they were merged; one pass if X is chunked.
+
+        For a selection that needs a few columns of large sums (a statistic's candidates,
+        not every value): only ``finish``'s results reach the client.
+
+        Parameters
+        ----------
+        fn, X, row_vectors, shape, maxima, columns : as for :meth:`sum_blocks`
+        finish : callable ``(pieces, start_j) -> any``
+            ``pieces`` yields the merged ``(*shape, ·)`` sums of the feature block that
+            starts at column ``start_j``, ``step`` consecutive columns at a time.  The
+            blocks are X's feature blocks (a chunked X) or fixed slices of
+            :data:`FINISH_SLICE` columns (an in-memory X).  When a block holds every sample
+            its sums are made a piece at a time, so they stay in the CPU's cache.
+        step : int, columns per piece
+
+        Returns
+        -------
+        list of ``finish``'s results, in feature order.  Memory: per task that of
+        :meth:`sum_blocks` and ``finish``'s; on the client ``finish``'s results (and, for an
+        in-memory X, the merged sums).
+        """
+        b = backend_of(X)
+        if b is not NUMPY:
+            self.passes += 1
+        return b.sum_blocks_each(
+            fn,
+            X,
+            *row_vectors,
+            shape=shape,
+            maxima=maxima,
+            columns=columns,
+            finish=finish,
+            step=max(1, int(step)),
+        )
 
     def first_row(self, X: Any) -> np.ndarray | None:
         """X's first row as float64 ``(p,)`` — the reference of shifted sums — or None when

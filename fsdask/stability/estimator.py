@@ -22,7 +22,7 @@ from fsdask.errors import InputError
 from fsdask.fitting import FitContext, progress_line
 from fsdask.linalg.colstats import column_screen
 from fsdask.methods.filters import Filter
-from fsdask.stability import hsicpass, onepass
+from fsdask.stability import hsicpass, hsictop, onepass
 from fsdask.stability.refit import refit_all
 from fsdask.stability.resample import (
     draw_subsamples,
@@ -355,12 +355,41 @@ class Stability(Selector):
                 f"{len(rows)} resamples instead (one pass over X each)"
             )
             return None
-        support, scores, active = hsicpass.resample_selections(
-            ctx, est, X, factors, layout, self._apply_screen
-        )
-        out = self._output_of(support[1:], scores[0], support[0])
+        k = hsictop.candidate_k(est, X.shape[1])
+        if k is None:
+            support, scores, active = hsicpass.resample_selections(
+                ctx, est, X, factors, layout, self._apply_screen
+            )
+            plain = scores[0]
+        else:
+            support, plain, active, redo = hsictop.candidate_selections(
+                ctx, est, X, layout, self._apply_screen, k
+            )
+            if redo:
+                self._hsic_redo(ctx, X, y, rows, factors, redo, support, plain)
+        out = self._output_of(support[1:], plain, support[0])
         out.active = active
         return out
+
+    def _hsic_redo(self, ctx, X, y, rows, factors, redo, support, plain) -> None:
+        """The full route (every A_r) for the resamples ``redo`` whose selection needed
+        rows below their blocks' candidates: a second pass over X, for them only."""
+        progress_line(
+            f"{self.method_name}: {len(redo)} of {len(rows)} resamples needed rows of A "
+            "below their blocks' candidates; computing them from a second pass over X"
+        )
+        sub = hsicpass.layout_of([factors[v] for v in redo], y, [rows[v] for v in redo], X.shape[0])
+        again, scores, _ = hsicpass.resample_selections(
+            ctx,
+            base_estimator(self.estimator),
+            X,
+            [factors[v] for v in redo],
+            sub,
+            self._apply_screen,
+        )
+        support[redo] = again
+        if redo[0] == 0:
+            plain[:] = scores[0]
 
     # ---- any selector: refits as tasks
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:

@@ -130,6 +130,14 @@ class Layout:
         return 1 if self.classes is None else self.classes[2].shape[1]
 
     @property
+    def widths(self) -> list[int]:
+        """c_r of each resample: the columns of its A_r (the classes present in it, for a
+        categorical response)."""
+        if self.classes is None:
+            return [int(c) for c in np.diff(self.offsets)]
+        return [int(c) for c in (self.classes[2] > 0).sum(axis=1)]
+
+    @property
     def rows(self) -> int:
         """Rows of the pass's sums."""
         V, W = self.member.shape[1], 0 if self.weights is None else self.weights.shape[1]
@@ -174,19 +182,21 @@ def resample_sums(ex: Any, X: Any, layout: Layout) -> np.ndarray:
     Δ ``Σ_i W_iw (x − K)`` (Σ c_r: A_r transposed, since the columns of W sum to 0), then
     the NaN/Inf count, K, −min and max.  Work: 2·(2·V_b·C + W)·n·p flop in BLAS products.
     """
+    fn, rows, columns = pass_terms(ex, X, layout)
+    return ex.sum_blocks(fn, X, rows, shape=(layout.rows,), maxima=MOMENT_MAXIMA, columns=columns)
+
+
+def pass_terms(ex: Any, X: Any, layout: Layout) -> tuple:
+    """The block function, its row argument and its column arguments (the shift K) of the
+    pass of :func:`resample_sums`, for :meth:`~fsdask.linalg.execution.Execution.sum_blocks`
+    and its kin."""
     V = layout.member.shape[1]
     K = ex.first_row(X)
     # one row argument: a blocked reduction gives every row argument's columns one index
     member = layout.member.astype(np.float64)
     rows = member if layout.weights is None else np.hstack([member, layout.weights])
-    return ex.sum_blocks(
-        functools.partial(_block, n_variants=V, n_classes=layout.n_classes),
-        X,
-        rows,
-        shape=(layout.rows,),
-        maxima=MOMENT_MAXIMA,
-        columns=() if K is None else (K,),
-    )
+    fn = functools.partial(_block, n_variants=V, n_classes=layout.n_classes)
+    return fn, rows, () if K is None else (K,)
 
 
 def _block(xb, rows, *shift, n_variants: int, n_classes: int):
@@ -196,24 +206,30 @@ def _block(xb, rows, *shift, n_variants: int, n_classes: int):
     return membership_sums(xb, member, W, shift[0] if shift else None, n_classes=n_classes)
 
 
-def resample_parts(sums: np.ndarray, v: int, layout: Layout) -> tuple:
-    """Resample v's A_rᵀ (c_r × p), ``Σ (x − K)`` and ``Σ (x − K)²`` from the pass's sums.
+def resample_parts(sums: np.ndarray, v: int, layout: Layout, cols: Any = None) -> tuple:
+    """Resample v's A_rᵀ (c_r × p), ``Σ (x − K)`` and ``Σ (x − K)²`` from the pass's sums
+    (of the columns ``cols`` only: an index array or mask; None: all).
 
     For a categorical response Δ_r holds 1/n_k for the samples of class k (the classes
     present in the resample, in order), so
     ``A_r[:, k] = (T_k / n_k − T / n_r) / (n_r − 1)`` with T_k the class sums (the shift
-    K cancels).
+    K cancels).  The arithmetic is column by column: a column's values do not depend on
+    which other columns are taken.
     """
+
+    def rows(a: int, b: int) -> np.ndarray:
+        return sums[a:b] if cols is None else sums[a:b, cols]
+
     if layout.classes is None:
         V = layout.member.shape[1]
-        A = sums[2 * V + layout.offsets[v] : 2 * V + layout.offsets[v + 1]]
-        return A, sums[v], sums[V + v]
+        A = rows(2 * V + layout.offsets[v], 2 * V + layout.offsets[v + 1])
+        return A, rows(v, v + 1)[0], rows(V + v, V + v + 1)[0]
     base, derived, counts = layout.classes
     Vb, C = len(base), counts.shape[1]
 
     def part(which: int, k: int) -> np.ndarray:
         i = base.index(k)
-        return sums[which * Vb * C + i * C : which * Vb * C + (i + 1) * C]
+        return rows(which * Vb * C + i * C, which * Vb * C + (i + 1) * C)
 
     if v in derived:
         f, j = derived[v]
@@ -230,20 +246,22 @@ def resample_stats(sums: np.ndarray, v: int, layout: Layout, active: np.ndarray)
 
     Rows A_rᵀ (c_r), NaN/Inf counts (0: X was screened), ranges (0 where the feature is
     constant within the resample, as a refit's screen finds it) and standard deviations,
-    over the ``active`` (not constant on all samples) features.
+    over the ``active`` features (a mask: those not constant on all samples; or the
+    indices of the columns wanted).
 
     Returns
     -------
     ndarray (c_r + 3, p_active), float64.
     """
-    A, s1, s2 = resample_parts(sums, v, layout)
+    cols = None if active.dtype == bool and active.all() else active
+    A, s1, s2 = resample_parts(sums, v, layout, cols)
     n_v = layout.sizes[v]
     dev = np.maximum(s2 - s1 * s1 / n_v, 0.0)  # Σ (x − x̄)² over the resample
     const = dev <= CONSTANT_ULPS * n_v * np.finfo(np.float64).eps * s2
-    range_ = np.where(const, 0.0, sums[-1] + sums[-2])  # the global max − min otherwise
+    lo, hi = (sums[-2], sums[-1]) if cols is None else (sums[-2, cols], sums[-1, cols])
+    range_ = np.where(const, 0.0, hi + lo)  # the global max − min otherwise
     sd = np.sqrt(dev / (n_v - 1))
-    out = np.vstack([A, np.zeros((1, A.shape[1])), range_, sd])
-    return out if active.all() else out[:, active]
+    return np.vstack([A, np.zeros((1, A.shape[1])), range_, sd])
 
 
 def selection_of(est: SparseHSIC, stats: np.ndarray, response: tuple) -> tuple:
@@ -296,17 +314,23 @@ def resample_selections(
         stats = resample_stats(sums, v, layout, active)
         return selection_of(est, stats, factors[v])
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")  # every resample says its warnings
-        outs = parallel_map(one, range(len(factors)))
-    if caught:
-        ctx.warn(
-            f"{len(caught)} warning(s) in the fits of {len(factors)} resamples "
-            f"(first: {caught[0].message})",
-            UserWarning,
-        )
+    outs = each_resample(ctx, one, len(factors))
     support = np.array([o[0] for o in outs], bool)
     return support, np.array([o[1] for o in outs]), active
+
+
+def each_resample(ctx: Any, one: Any, V: int) -> list:
+    """``[one(v) for v in range(V)]`` on fsdask's thread pool, every resample's warnings
+    collected into one warning of the fit (``ctx.warn``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every resample says its warnings
+        outs = parallel_map(one, range(V))
+    if caught:
+        ctx.warn(
+            f"{len(caught)} warning(s) in the fits of {V} resamples (first: {caught[0].message})",
+            UserWarning,
+        )
+    return outs
 
 
 __all__ = [
@@ -317,8 +341,10 @@ __all__ = [
     "layout_of",
     "fits",
     "resample_sums",
+    "pass_terms",
     "resample_parts",
     "resample_stats",
     "selection_of",
     "resample_selections",
+    "each_resample",
 ]

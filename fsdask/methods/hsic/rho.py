@@ -23,12 +23,24 @@ from fsdask.linalg import tall
 from fsdask.methods.hsic.components import Components, r1d, selection
 from fsdask.methods.hsic.sparsepm import SparsePMResult, scatter, solver_options
 
-__all__ = ["PATH_MAX_ROWS", "RHO_ALPHA", "rho_max", "rho_noise", "rho_path", "rho_for_k"]
+__all__ = [
+    "PATH_MAX_ROWS",
+    "RHO_ALPHA",
+    "STEP_DOWN",
+    "rho_max",
+    "rho_noise",
+    "rho_path",
+    "rho_for_k",
+    "bisect",
+    "Trials",
+]
 
 #: the default ρ path spans selections of up to this many features (rows screened first)
 PATH_MAX_ROWS = 1000
 #: level of the default ρ: all p features independent of y stay out with prob. 1 − α
 RHO_ALPHA = 0.05
+#: the bisection's low end steps down from its start by this factor until k are selected
+STEP_DOWN = 4.0
 
 
 def rho_max(A, row_norm2: np.ndarray | None = None) -> float:
@@ -214,12 +226,18 @@ class Trials:
     norm2 : ndarray (m,), ‖A_i‖²
     n_components, gamma : as for :func:`r1d`
     kw : SparsePM's keywords (``tol``, ``max_iter``, ``memory_budget``)
+
+    Attributes
+    ----------
+    lowest : float, the lowest ρ tried so far (rows with ‖A_i‖² ≤ ``lowest`` never
+        mattered: a caller holding only the rows above a bound checks it against this)
     """
 
     def __init__(self, A, norm2: np.ndarray, n_components: int, gamma: float, kw: dict):
         self.A, self.norm2, self.kw = A, norm2, kw
         self.n_components, self.gamma = n_components, gamma
         self.screened: tuple[float, np.ndarray] = (np.inf, np.zeros(0, int))
+        self.lowest = np.inf
 
     def candidates(self, rho: float) -> np.ndarray:
         """Rows with ‖A_i‖² > ρ, in order."""
@@ -231,6 +249,7 @@ class Trials:
 
     def __call__(self, rho: float) -> tuple[tuple, int]:
         """((rows, results on those rows of A), number selected) at ρ (rows None: all of A)."""
+        self.lowest = min(self.lowest, rho)
         A, m = self.A, self.A.shape[0]
         if not tall.held_in_memory(A):
             res = r1d(A, self.n_components, self.gamma, rho, row_norm2=self.norm2, **self.kw)
@@ -243,7 +262,7 @@ class Trials:
 
 class Bisection:
     """The steps of :func:`rho_for_k` over its :class:`Bracket` state: first ρ_lo stepped
-    down from ρ_hi by factors of 4 until ``count(lo) ≥ k``, then geometric bisection until
+    down from ρ_hi by factors of :data:`STEP_DOWN` until ``count(lo) ≥ k``, then geometric bisection until
     exactly k, a jump, ``max_bisect`` steps or a bracket narrower than 1 + 10⁻⁹.
 
     Parameters
@@ -262,7 +281,7 @@ class Bisection:
         """One trial: a lower ρ_lo while no ρ selects k features yet, else the bracket's midpoint."""
         k = self.k
         if s.best_rho is None:  # step ρ_lo down from ρ_hi
-            lo = max(s.lo / 4, self.floor)
+            lo = max(s.lo / STEP_DOWN, self.floor)
             found, c = self.trial(lo)
             if c >= k:
                 return s.found(lo, found, c, lo=lo)
@@ -310,7 +329,7 @@ def rho_for_k(
 
     Bracket: only rows with ‖A_i‖² > ρ can be selected (:func:`r1d`), so ρ_hi = the k-th
     largest ‖A_i‖² (or :func:`rho_max`, if smaller) selects fewer than k; ρ_lo is found by
-    stepping down from there by factors of 4.  Every trial ρ therefore stays near the top
+    stepping down from there by factors of :data:`STEP_DOWN`.  Every trial ρ therefore stays near the top
     of the row norms, where few rows are candidates, and the search is cheap on a large A.
     With a fit's ``ctx`` the trials run under ``ctx.iterate`` (slot ``name``), the bracket
     and the best ρ saved after each; the steps read only that state, so a resumed call
@@ -337,12 +356,35 @@ def rho_for_k(
     ParameterError
         When even ρ → 0 selects fewer than k features.
     """
-    m = A.shape[0]
     norm2 = tall.row_norm2(A) if row_norm2 is None else row_norm2
-    search = Bisection(
-        Trials(A, norm2, n_components, gamma, solver_options(ctx, kw)), k, max_bisect
-    )
+    trials = Trials(A, norm2, n_components, gamma, solver_options(ctx, kw))
+    return bisect(trials, k, max_bisect=max_bisect, ctx=ctx, name=name)
+
+
+def bisect(
+    trials: Trials,
+    k: int,
+    *,
+    max_bisect: int = 60,
+    ctx: FitContext | None = None,
+    name: str = "hsic/bisect",
+) -> tuple[float, list[SparsePMResult], int]:
+    """The bisection of :func:`rho_for_k` with its trials given: ρ for ``k`` features of
+    ``trials.A``, whose ``trials.lowest`` then tells how low the search went.
+
+    Parameters
+    ----------
+    trials : Trials, R1D at a trial ρ on A (m × c) with its row norms
+    k : int, the features wanted, 1 ≤ k ≤ m
+    max_bisect, ctx, name : as for :func:`rho_for_k`
+
+    Returns
+    -------
+    (float, list of SparsePMResult on the m rows, int), as :func:`rho_for_k`.
+    """
+    m, norm2 = trials.A.shape[0], trials.norm2
+    search = Bisection(trials, k, max_bisect)
     hi = min(search.top, float(np.partition(norm2, m - k)[m - k]))
-    start = Bracket(**Components.fields_of([], m, A.shape[1]), lo=hi, hi=hi)
+    start = Bracket(**Components.fields_of([], m, trials.A.shape[1]), lo=hi, hi=hi)
     s = iterate(name, start, search.step, done=search.done, ctx=ctx).state
     return float(s.best_rho), s.best(m), int(s.best_count)

@@ -1,0 +1,519 @@
+"""Every resample's SparseHSIC selection of k features from each block's candidates.
+
+The pass of :mod:`fsdask.stability.hsicpass` gives every resample's A_r for all p features,
+but a selection of k features reads few of its rows: step 3 bisects ρ for k features
+(:func:`fsdask.methods.hsic.rho.bisect`), and a row with ‖A_i‖² ≤ ρ never enters any trial
+(:class:`~fsdask.methods.hsic.rho.Trials`).  The bisection starts at ρ_hi, the k-th largest
+‖A_i‖², and steps down by :data:`~fsdask.methods.hsic.rho.STEP_DOWN` until k are selected —
+in practice once.  So each feature block, where its merged sums are, keeps for every
+resample only its rows with ‖A_i‖² above t_b = (its own k-th largest) / STEP_DOWN.  The
+global k-th largest is at least every block's, so the rows kept hold every row above
+T = max_b t_b ≤ ρ_hi / STEP_DOWN, and a bisection whose trials all stay at ρ ≥ T runs on
+the same rows, with the same values, as on all of A_r: its selection is the full route's
+bit for bit.  A resample whose bisection goes lower (``Trials.lowest`` < T) is recomputed
+by the full route in a second pass, with the others' sums left out.
+
+Each block first finds its candidates with one compiled sweep over the sums of every
+resample (:func:`approx_norm2`, class labels) — the same arithmetic as A's, compared with a
+relative margin of :data:`MARGIN` — then computes A exactly, as the full route does, for
+those columns only (:func:`~fsdask.stability.hsicpass.resample_stats`).
+
+Memory: per task that of the pass and a (V × p_b) float64 array; on the client every
+resample's candidate rows (about p / STEP_DOWN-quantile of ‖A_i‖² each — a few per cent
+of p when most features are noise) and the screen (3 × p).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from typing import Any
+
+import numba
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from fsdask.base import top_k_mask
+from fsdask.errors import ParameterError
+from fsdask.linalg.colstats import MOMENT_MAXIMA, merged_screen
+from fsdask.linalg.tall import row_norm2
+from fsdask.methods.hsic import SparseHSIC
+from fsdask.methods.hsic.components import selection
+from fsdask.methods.hsic.matrix import scaled_A
+from fsdask.methods.hsic.rho import STEP_DOWN, Trials, bisect
+from fsdask.stability.hsicpass import (
+    CONSTANT_ULPS,
+    Layout,
+    each_resample,
+    pass_terms,
+    resample_stats,
+)
+from fsdask.stability.resample import RunningTopK
+
+#: the route is taken when k is at most this share of the features (its candidates then
+#: stay a small part of A)
+MAX_SHARE = 1 / 4
+#: bytes of the sums of one slice of a block's columns (all resamples): made, ranked and
+#: cut while they stay in the CPU's cache
+PIECE_BYTES = 2 * 2**20
+#: ... and X has at least this many features: below, every resample's sums are small and
+#: the full route never needs a second pass
+MIN_FEATURES = 2**14
+
+
+def candidate_k(est: SparseHSIC, p: int) -> int | None:
+    """The k the blocks rank by when a selection of k features can come from candidates:
+    ``n_features_to_select`` resolved with the p features (a fraction gives at least the
+    k of the active ones), when it is at most :data:`MAX_SHARE` of p, p is at least
+    :data:`MIN_FEATURES` and constant features are dropped (``on_constant="error"`` is the
+    full route's to raise); else None."""
+    k = est.n_features_to_select
+    if k is None or est.on_constant != "drop" or p < MIN_FEATURES:
+        return None
+    k = max(1, int(round(k * p))) if isinstance(k, float) and 0 < k < 1 else int(k)
+    return k if 1 <= k <= MAX_SHARE * p else None
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockCandidates:
+    """One feature block's part of :func:`candidate_selections`.
+
+    Attributes
+    ----------
+    start : int, the block's first column
+    screen : ndarray (3, p_b), NaN/Inf count, minimum, maximum of each column
+    offsets : int ndarray (V + 1,), resample v's candidates are ``offsets[v]:offsets[v + 1]``
+    cols : int ndarray, the candidates' columns (in the block; ascending per resample)
+    A : ndarray (|cols| × max c_v), their rows of the resample's scaled A (first c_v columns)
+    norm2 : ndarray, their ‖A_i‖²
+    floor : ndarray (V,), t_b: every column left out has ‖A_i‖² ≤ t_b (−inf: none left out)
+    varies : bool ndarray (V,), whether some column varies within the resample
+    """
+
+    start: int
+    screen: np.ndarray
+    offsets: np.ndarray
+    cols: np.ndarray
+    A: np.ndarray
+    norm2: np.ndarray
+    floor: np.ndarray
+    varies: np.ndarray
+
+    def of(self, v: int, above: float, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """Resample v's candidates with ‖A_i‖² > ``above``: (columns of X, A rows (· × width))."""
+        part = slice(self.offsets[v], self.offsets[v + 1])
+        keep = self.norm2[part] > above
+        return self.start + self.cols[part][keep], self.A[part][keep, :width]
+
+
+def candidate_selections(
+    ctx: Any, est: SparseHSIC, X: Any, layout: Layout, screen, k_pass: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """Every resample's selection of k features from one pass over X, from each block's
+    candidates (module docstring).
+
+    Parameters
+    ----------
+    ctx : FitContext, the fit's (its execution counts the pass, warnings go through it)
+    est : SparseHSIC, unfitted parameters only are used
+    X : dask array (n, p), any layout
+    layout : Layout, the products of the pass (:func:`~.hsicpass.layout_of`)
+    screen : callable ``(bad, lo, hi) -> active``, the fit's screen of X (raises on NaN/Inf)
+    k_pass : int, :func:`candidate_k`
+
+    Returns
+    -------
+    support : bool ndarray (V, p_active), each resample's selection (rows of ``redo``: empty)
+    plain : float ndarray (p_active,), the first resample's scores (|u|; the plain fit)
+    active : bool ndarray (p,), X's active features
+    redo : list of int, the resamples whose bisection went below their candidates, for
+        the full route
+    """
+    fn, rows, columns = pass_terms(ctx.execution, X, layout)
+    finish = functools.partial(
+        block_candidates, layout=layout, k=k_pass, standardize=bool(est.standardize)
+    )
+    blocks = ctx.execution.sum_blocks_each(
+        fn,
+        X,
+        rows,
+        shape=(layout.rows,),
+        maxima=MOMENT_MAXIMA,
+        columns=columns,
+        finish=finish,
+        step=max(256, PIECE_BYTES // (8 * layout.rows)),
+    )
+    active = screen(*np.hstack([b.screen for b in blocks]))
+    position = np.cumsum(active) - 1  # a feature's place among the active ones
+    m, V = int(active.sum()), len(layout.sizes)
+    k = resolved_k(est.n_features_to_select, m)
+    support, plain = np.zeros((V, m), bool), np.zeros(m)
+
+    widths = layout.widths
+
+    def one(v: int) -> tuple | None:
+        if not 1 <= k <= m or not any(b.varies[v] for b in blocks):
+            return None  # the full route raises what a refit raises
+        floor = max(float(b.floor[v]) for b in blocks)  # no trial goes below it: rows at or
+        parts = [b.of(v, floor, widths[v]) for b in blocks]  # below it never matter
+        cols = np.concatenate([c for c, _ in parts])
+        A = np.ascontiguousarray(np.concatenate([a for _, a in parts]))
+        return top_of(est, A, k, floor), position[cols]
+
+    redo = []
+    for v, out in enumerate(each_resample(ctx, one, V)):
+        if out is None or out[0] is None:
+            redo.append(v)
+            continue
+        (chosen, scores), at = out
+        support[v, at[chosen]] = True
+        if v == 0:
+            plain[at] = scores
+    return support, plain, active, redo
+
+
+def resolved_k(k: Any, m: int) -> int:
+    """``n_features_to_select`` as step 3 resolves it over m active features."""
+    return max(1, int(round(k * m))) if isinstance(k, float) and 0 < k < 1 else int(k)
+
+
+def top_of(est: SparseHSIC, A: np.ndarray, k: int, floor: float) -> tuple | None:
+    """A resample's step 3 on its candidate rows: the k selected (a mask over the rows) and
+    the scores |u|, as :func:`~.hsicpass.selection_of` gives them on all rows — or None
+    when the bisection needed rows at or below ``floor`` (or fewer than k are held).
+
+    Parameters
+    ----------
+    est : SparseHSIC
+    A : ndarray (m_c × c), the candidate rows of the resample's scaled A, in feature order
+    k : int
+    floor : float, every row left out has ‖A_i‖² ≤ floor
+
+    Returns
+    -------
+    (bool ndarray (m_c,), float ndarray (m_c,)) or None.
+    """
+    norm2 = row_norm2(A)
+    if norm2.size < k:
+        return None
+    trials = Trials(
+        A, norm2, est.n_components, est.gamma, {"tol": est.tol, "max_iter": est.max_iter}
+    )
+    try:
+        _, results, _ = bisect(trials, k)
+    except ParameterError:
+        return None  # below every candidate: the full route says it
+    if trials.lowest < floor:
+        return None
+    for r in results:
+        if not r.converged:
+            warnings.warn(
+                f"SparsePM stopped at max_iter={est.max_iter} before stagnation; raise max_iter",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+    support = selection(results, norm2.size)[0]
+    scores = np.abs(np.array([r.u for r in results])).max(axis=0)
+    row_norm = np.sqrt(norm2)
+    key = np.where(support, 2.0 + scores, row_norm / (row_norm.max() or 1.0))
+    return top_k_mask(key, k), scores
+
+
+def block_candidates(
+    pieces: Any, start: int, *, layout: Layout, k: int, standardize: bool
+) -> BlockCandidates:
+    """A feature block's :class:`BlockCandidates` from its merged sums, which arrive a
+    slice of columns at a time (the ``finish`` of
+    :meth:`~fsdask.linalg.execution.Execution.sum_blocks_each`).
+
+    For each resample: every column's ‖A_i‖² (:func:`resample_norm2`), the block's start
+    of the bisection — min(k-th largest, largest / c), at most the global one — and the
+    rows above t_b = start / STEP_DOWN, whose A is made (:func:`resample_rows`) while the
+    slice is at hand.  The start over the slices so far is at most the block's, so each
+    slice keeps a superset, cut to t_b at the end.  A block with fewer than k columns
+    keeps them all.
+    """
+    V, widths = len(layout.sizes), np.asarray(layout.widths, dtype=np.float64)
+    top = RunningTopK(V, k)
+    screens, parts = [], []
+    varies, at = np.zeros(V, bool), 0
+    floor = np.full(V, -np.inf)
+    for sums in pieces:
+        screen = merged_screen(sums)
+        valid = (screen[0] == 0) & (screen[1] != screen[2])  # the screen drops or refuses others
+        norm2, moving = resample_norm2(sums, layout, valid, standardize)
+        top.add(norm2, at)
+        floor = _floor(top, widths)
+        offsets, cols, norms = _pick(norm2, valid, floor)
+        parts.append(
+            (offsets, cols + at, norms, resample_rows(sums, layout, cols, offsets, standardize))
+        )
+        screens.append(screen)
+        varies |= moving
+        at += sums.shape[1]
+    bounds = np.cumsum([0] + [p[0][-1] for p in parts])
+    table = np.array([p[0] + b for p, b in zip(parts, bounds)]).reshape(-1, V + 1)
+    cols, norms, A = (np.concatenate([p[i] for p in parts]) for i in (1, 2, 3))
+    offsets, order = _regroup(table, norms, floor)
+    return BlockCandidates(
+        start, np.hstack(screens), offsets, cols[order], A[order], norms[order], floor, varies
+    )
+
+
+@numba.njit(nogil=True, cache=True)
+def _regroup(table, norms, floor):  # pragma: no cover - numba
+    """The records of every slice (slice s holds resample v's at ``table[s, v]:table[s, v + 1]``)
+    above their resample's floor, grouped by resample in column order: (offsets (V + 1,),
+    the records' order)."""
+    S, V = table.shape[0], table.shape[1] - 1
+    offsets = np.zeros(V + 1, np.int64)
+    order = np.empty(norms.size, np.int64)
+    r = 0
+    for v in range(V):
+        for s in range(S):
+            for i in range(table[s, v], table[s, v + 1]):
+                if norms[i] > floor[v]:
+                    order[r] = i
+                    r += 1
+        offsets[v + 1] = r
+    return offsets, order[:r]
+
+
+def _floor(top: RunningTopK, widths: np.ndarray) -> np.ndarray:
+    """t_b of the columns offered so far: min(k-th largest, largest / c) / STEP_DOWN, or
+    −inf while fewer than k have a value."""
+    kept = top.values
+    full = ~np.isnan(kept).any(axis=1)
+    start = np.minimum(kept.min(axis=1), kept.max(axis=1) / widths)
+    return np.where(full, start / STEP_DOWN, -np.inf)
+
+
+def resample_norm2(
+    sums: np.ndarray, layout: Layout, valid: np.ndarray, standardize: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every resample's ‖A_i‖² over a block's columns, with the roundings of the full
+    route (:func:`~.hsicpass.resample_stats`, :func:`~fsdask.methods.hsic.matrix.scaled_A`,
+    :func:`~fsdask.linalg.tall.row_norm2`: 0 for a column constant within the resample).
+
+    Returns
+    -------
+    norm2 : ndarray (V, p_b), float64, NaN for a column the screen drops (``valid`` False)
+    varies : bool ndarray (V,), whether some valid column varies within the resample
+
+    Class labels: one compiled sweep (:func:`_class_norm2`); any other response: through
+    the full route's functions.
+    """
+    V, w = len(layout.sizes), sums.shape[1]
+    out = np.full((V, w), np.nan)
+    if layout.classes is not None:
+        source, counts, sizes = _class_terms(layout)
+        moving = np.zeros(V, np.int64)
+        _class_norm2(sums, source, counts, sizes, valid, standardize, CONSTANT_ULPS, out, moving)
+        return out, moving > 0
+    idx = np.flatnonzero(valid)
+    varies = np.zeros(V, bool)
+    for v in range(V):
+        stats = resample_stats(sums, v, layout, idx)
+        moves = stats[-2] != 0
+        out[v, idx] = row_norm2(scaled_A(stats, moves, stats[-1] if standardize else None, None))
+        varies[v] = bool(moves.any())
+    return out, varies
+
+
+def resample_rows(
+    sums: np.ndarray, layout: Layout, cols: np.ndarray, offsets: np.ndarray, standardize: bool
+) -> np.ndarray:
+    """The rows of each resample's scaled A for some of a block's columns, with the
+    roundings of the full route (see :func:`resample_norm2`).
+
+    Parameters
+    ----------
+    sums : ndarray (rows, w), the block's merged sums
+    layout : Layout
+    cols : int ndarray, resample v's columns are ``cols[offsets[v]:offsets[v + 1]]``
+    offsets : int ndarray (V + 1,)
+    standardize : bool
+
+    Returns
+    -------
+    ndarray (|cols|, max_v c_v), float64: resample v's rows in its first c_v columns.
+    """
+    V = len(layout.sizes)
+    out = np.zeros((cols.size, max(layout.widths, default=0)))
+    if layout.classes is None:
+        for v in range(V):
+            c = cols[offsets[v] : offsets[v + 1]]
+            stats = resample_stats(sums, v, layout, c)
+            moves = stats[-2] != 0
+            A = scaled_A(stats, moves, stats[-1] if standardize else None, None)
+            out[offsets[v] : offsets[v + 1], : A.shape[1]] = A
+        return out
+    source, counts, sizes = _class_terms(layout)
+    _class_rows(sums, source, counts, sizes, cols, offsets, standardize, CONSTANT_ULPS, out)
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _pick(norm2, valid, floor):  # pragma: no cover - numba
+    """Each resample's valid columns with ‖A_i‖² above its floor: (offsets (V + 1,),
+    columns, their ‖A_i‖²), resample by resample, columns ascending."""
+    V, w = norm2.shape
+    offsets = np.zeros(V + 1, np.int64)
+    for v in range(V):
+        n = 0
+        for j in range(w):
+            n += valid[j] and norm2[v, j] > floor[v]
+        offsets[v + 1] = offsets[v] + n
+    cols = np.empty(offsets[V], np.int64)
+    norms = np.empty(offsets[V])
+    for v in range(V):
+        r = offsets[v]
+        for j in range(w):
+            if valid[j] and norm2[v, j] > floor[v]:
+                cols[r] = j
+                norms[r] = norm2[v, j]
+                r += 1
+    return offsets, cols, norms
+
+
+def _class_terms(layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source (V, 2), counts (V, C), sizes (V,)) of the compiled kernels: each resample's
+    sums as a base resample's (second −1) or one base's minus another's (complements)."""
+    base, derived, counts = layout.classes
+    pos = {b: i for i, b in enumerate(base)}
+    source = np.array(
+        [
+            (pos[derived[v][0]], pos[derived[v][1]]) if v in derived else (pos[v], -1)
+            for v in range(len(layout.sizes))
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 2)
+    return source, counts.astype(np.float64), np.asarray(layout.sizes, dtype=np.float64)
+
+
+#: columns of a block's sums swept for every resample while they are in the CPU's cache
+_TILE = 256
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _class_tile(
+    sums, f, g, counts_v, n, standardize, coef, idx, T, s1, s2, fac
+):  # pragma: no cover - numba
+    """Columns ``idx`` of one resample's scaled A into ``T[:m, :len(idx)]`` (m, returned:
+    the classes present), 0 where a column is constant within the resample.
+
+    The roundings of :func:`~.hsicpass.resample_parts`, ``resample_stats`` and
+    ``scaled_A``, in their order: T_c = sums of base f (minus those of g), s1 = Σ_c T_c,
+    dev = max(s2 − s1·s1/n, 0), constant when dev ≤ ``coef``·s2, A_c = (T_c/n_c − s1/n) /
+    (n − 1) × 1/sd.  Branch-free loops over the columns, so the divisions run in SIMD.
+    """
+    L, C = idx.size, counts_v.size
+    Vb = (sums.shape[0] - 4) // (2 * C)
+    for c in range(C):
+        rt, rq, gt, gq = f * C + c, Vb * C + f * C + c, g * C + c, Vb * C + g * C + c
+        for i in range(L):
+            t, q = sums[rt, idx[i]], sums[rq, idx[i]]
+            if g >= 0:
+                t, q = t - sums[gt, idx[i]], q - sums[gq, idx[i]]
+            T[c, i] = t
+            s1[i] = s1[i] + t if c else t
+            s2[i] = s2[i] + q if c else q
+    nm1 = n - 1.0
+    for i in range(L):
+        d = s2[i] - s1[i] * s1[i] / n
+        d = d if d > 0.0 else 0.0
+        sd_inv = 1.0 / np.sqrt(d / nm1) if standardize else 1.0
+        fac[i] = 0.0 if d <= coef * s2[i] else sd_inv
+        s1[i] = s1[i] / n
+    m = 0
+    for c in range(C):
+        if counts_v[c] > 0:
+            cnt = counts_v[c]
+            for i in range(L):
+                T[m, i] = (T[c, i] / cnt - s1[i]) / nm1 * fac[i]
+            m += 1
+    return m
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _class_norm2(
+    sums, source, counts, sizes, valid, standardize, ulps, out, moving
+):  # pragma: no cover - numba
+    """:func:`resample_norm2` for class labels, a tile of columns at a time for every
+    resample (each column's sums read from memory once); ``moving[v]`` counts the columns
+    that vary within resample v."""
+    V, C = counts.shape
+    cols = np.flatnonzero(valid)
+    T, s1, s2, fac = np.empty((C, _TILE)), np.empty(_TILE), np.empty(_TILE), np.empty(_TILE)
+    eps = np.finfo(np.float64).eps
+    for t0 in range(0, cols.size, _TILE):
+        idx = cols[t0 : t0 + _TILE]
+        for v in range(V):
+            n = sizes[v]
+            m = _class_tile(
+                sums,
+                source[v, 0],
+                source[v, 1],
+                counts[v],
+                n,
+                standardize,
+                ulps * n * eps,
+                idx,
+                T,
+                s1,
+                s2,
+                fac,
+            )
+            for i in range(idx.size):
+                acc = T[0, i] * T[0, i]  # tall.row_norm2's order
+                for c in range(1, m):
+                    acc = acc + T[c, i] * T[c, i]
+                out[v, idx[i]] = acc
+                moving[v] += fac[i] != 0.0
+
+
+@numba.njit(nogil=True, cache=True, error_model="numpy")
+def _class_rows(
+    sums, source, counts, sizes, cols, at, standardize, ulps, rows
+):  # pragma: no cover - numba
+    """:func:`resample_rows` for class labels: resample v's rows ``at[v]:at[v + 1]`` hold
+    its columns ``cols[at[v]:at[v + 1]]``."""
+    V, C = counts.shape
+    T, s1, s2, fac = np.empty((C, _TILE)), np.empty(_TILE), np.empty(_TILE), np.empty(_TILE)
+    eps = np.finfo(np.float64).eps
+    for v in range(V):
+        n = sizes[v]
+        for r0 in range(at[v], at[v + 1], _TILE):
+            idx = cols[r0 : min(r0 + _TILE, at[v + 1])]
+            m = _class_tile(
+                sums,
+                source[v, 0],
+                source[v, 1],
+                counts[v],
+                n,
+                standardize,
+                ulps * n * eps,
+                idx,
+                T,
+                s1,
+                s2,
+                fac,
+            )
+            for i in range(idx.size):
+                for c in range(m):
+                    rows[r0 + i, c] = T[c, i]
+
+
+__all__ = [
+    "MAX_SHARE",
+    "MIN_FEATURES",
+    "BlockCandidates",
+    "candidate_k",
+    "candidate_selections",
+    "resolved_k",
+    "top_of",
+    "block_candidates",
+    "resample_norm2",
+    "resample_rows",
+]

@@ -12,9 +12,10 @@ command and load recorded; a figure taken while other processes were busy is mar
   half of each complementary pair derived), then the statistics of all subsamples at
   once; target ≤ 3× one fit;
 * SparseHSIC(n_features_to_select=10) and its ``Stability`` on the same store (target
-  ≤ 3×): every subsample's A = X H Δᵀ/(n − 1) from the same pass over X (one membership
-  GEMM per block: the class sums of every subsample), then SparsePM per subsample on its
-  A in threads;
+  ≤ 3×): every subsample's A = X H Δᵀ/(n − 1) from the same pass over X (the class sums
+  of every subsample, class by class), each block keeping per subsample only the rows of
+  A that its ρ bisection can reach (:mod:`fsdask.stability.hsictop`), then SparsePM per
+  subsample on those rows in threads;
 * Logo on Fermat's spiral (``--logo-n-per-class`` 230 per class + ``--logo-irrelevant``
   20 000 noise features = 460 × 20 002) on a 2-worker LocalCluster: one fit against
   ``Stability`` with ``--logo-refits`` (20) subsamples as parallel tasks; target ≤ 12×;
@@ -24,10 +25,7 @@ command and load recorded; a figure taken while other processes were busy is mar
   p-values; stability selection's mean number of false selections against its bound and
   how often the planted features are stable.
 
-The client holds about resamples × classes × p float64 for SparseHSIC's stability
-selection (1.6 GB at 100 × 10⁶; the filter's, with its k given, only each block's
-candidates for every subsample's top k): the script raises the memory budget to
-``--budget`` (4GiB).
+Everything runs at fsdask's default memory budget unless ``--budget`` is given.
 
 Run:  flock /work/.bench.lock .venv/bin/python benchmarks/confidence.py
       (checking run: benchmarks/confidence.py --small)
@@ -198,7 +196,9 @@ def main(argv=None) -> int:
     ap.add_argument("--logo-irrelevant", type=int, default=20_000)
     ap.add_argument("--logo-refits", type=int, default=20)
     ap.add_argument("--seeds", type=int, default=50)
-    ap.add_argument("--budget", default="4GiB", help="fsdask.memory-budget for the run")
+    ap.add_argument(
+        "--budget", default=None, help="fsdask.memory-budget for the run (default: fsdask's)"
+    )
     ap.add_argument("--small", action="store_true", help="tiny sizes, to check the script")
     ap.add_argument(
         "--parts",
@@ -215,7 +215,8 @@ def main(argv=None) -> int:
     import dask
 
     bench = Bench("confidence", args.results)
-    with dask.config.set({"fsdask.memory-budget": args.budget}), tempfile.TemporaryDirectory() as d:
+    budget = {} if args.budget is None else {"fsdask.memory-budget": args.budget}
+    with dask.config.set(budget), tempfile.TemporaryDirectory() as d:
         if "resamples" in args.parts:
             resample_cost(bench, _store(d, args.n, args.p), args.resamples, args.repeat)
         if "logo" in args.parts:
@@ -229,9 +230,9 @@ def main(argv=None) -> int:
     )
     bench.line(
         "note: SparseHSIC's subsamples share one pass over X (each subsample's A from its "
-        "class sums, one membership GEMM per block; the client holds about resamples × "
-        "classes × p float64), then SparsePM / the ρ bisection per subsample on its A in "
-        "the client's threads"
+        "class sums; each task keeps per subsample only the rows of A its ρ bisection can "
+        "reach), then SparsePM / the ρ bisection per subsample on those rows in the "
+        "client's threads"
     )
     bench.write()
     return 0

@@ -33,6 +33,7 @@ __all__ = [
     "moment_sums",
     "moment_rows",
     "merged_screen",
+    "by_class",
     "membership_matrix",
     "membership_rows",
     "membership_sums",
@@ -360,11 +361,44 @@ def _dense_rows_of(rows: Any) -> np.ndarray:
     return rows.toarray() if scipy.sparse.issparse(rows) else np.asarray(rows)
 
 
+def by_class(member: np.ndarray, n_classes: int) -> list | None:
+    """Each class's rows and their membership, when every row keeps one class in every
+    variant that holds it (resamples of fixed labels; not permutations of them).
+
+    Then the class-c rows of M (:func:`membership_matrix`) are zero outside the rows of
+    class c, and ``M E`` is C products of V × n_c by n_c × p_b: 1/C of its work.
+
+    Returns
+    -------
+    list of C pairs (int ndarray (n_c,): the rows of class c, float64 ndarray (V, n_c):
+    1 where the row is in variant v), or None (other memberships, or one class).
+    """
+    m = np.asarray(member, np.int64).reshape(len(member), -1)
+    if n_classes < 2 or m.shape[0] == 0:
+        return None
+    cls = m.max(axis=1)  # a row's class (−1: in no variant)
+    if ((m >= 0) & (m != cls[:, None])).any():
+        return None
+    return [
+        (rows, (m[rows] >= 0).T.astype(np.float64))
+        for rows in (np.flatnonzero(cls == c) for c in range(n_classes))
+    ]
+
+
+def _class_products(out: np.ndarray, E: np.ndarray, parts: list, cols: slice, at: int) -> None:
+    """Rows ``at + v·C + c`` of ``out[:, cols]``: the membership products of E, class by
+    class (:func:`by_class`)."""
+    C = len(parts)
+    for c, (rows, Mc) in enumerate(parts):
+        out[at + c : at + C * Mc.shape[0] : C, cols] = Mc @ E[rows]
+
+
 @membership_sums.register
 def _(xb: np.ndarray, member, weights=None, shift=None, *, n_classes=1):
     out, M, V, K = _membership_out(xb, member, n_classes, shift, weights)
     VC = M.shape[0]
     A = M if weights is None else np.vstack([M, np.asarray(weights, np.float64).T])
+    parts = by_class(member, n_classes) if weights is None else None
     n_b, p_b = xb.shape
     step = max(256, int(MEMBERSHIP_TILE_BYTES // (8 * max(n_b, 1))))
     for j0 in range(0, p_b, step):
@@ -372,6 +406,11 @@ def _(xb: np.ndarray, member, weights=None, shift=None, *, n_classes=1):
         # a NaN/Inf spoils only its column's sums, which the screen flags and the fit refuses
         with np.errstate(invalid="ignore", over="ignore"):
             E = np.subtract(xb[:, j0:j1], K[j0:j1], dtype=np.float64)
+            if parts is not None:  # fixed labels: class by class, 1/C of the products
+                _class_products(out, E, parts, slice(j0, j1), 0)
+                np.square(E, out=E)
+                _class_products(out, E, parts, slice(j0, j1), VC)
+                continue
             SA = A @ E  # every variant's class sums (and weighted sums): one BLAS product
             out[:VC, j0:j1] = SA[:VC]
             if weights is not None:

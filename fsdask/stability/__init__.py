@@ -8,7 +8,7 @@
 Layer 2 (as :mod:`fsdask.methods`): both are :class:`~fsdask.base.Selector` s wrapping
 another one.  A filter's resamples or permutations share one pass over X
 (:mod:`fsdask.stability.onepass`), and so do SparseHSIC's resamples
-(:mod:`fsdask.stability.hsicpass`); other selectors are refitted as parallel tasks
+(:mod:`fsdask.stability.hsicpass`, :mod:`fsdask.stability.hsictop`); other selectors are refitted as parallel tasks
 (:mod:`fsdask.stability.refit`).
 """
 

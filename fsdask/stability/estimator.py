@@ -158,10 +158,13 @@ class Stability(Selector):
     :class:`~fsdask.methods.hsic.SparseHSIC` too one pass over X, in any layout: each
     subsample's A = X H Δᵀ/(n − 1) is a weighted sum over its samples, so one product per
     block gives them all (:mod:`fsdask.stability.hsicpass`), then each subsample's
-    SparsePM runs on its A in memory, in the client's threads; the client holds about
-    n_resamples × C × p float64 for C classes (n_resamples × (c + 2) × p for a response
-    factor Δ of c columns), and above the memory budget the
-    subsamples are refitted instead (said in a log line).  For other selectors, one refit per
+    SparsePM runs on its A in memory, in the client's threads.  With k given
+    (:func:`~fsdask.stability.hsictop.candidate_k`) each block keeps only every
+    subsample's rows of A that its bisection of ρ can reach
+    (:mod:`fsdask.stability.hsictop`: the same selections, bit for bit); else the client
+    holds about n_resamples × C × p float64 for C classes (n_resamples × (c + 2) × p for
+    a response factor Δ of c columns), and above the memory budget the subsamples are
+    refitted instead (said in a log line).  For other selectors, one refit per
     subsample as a task holding the subsample's rows of X (n/2 × p); when that exceeds the
     memory budget the refits run one after another, each over X's feature blocks.
 
@@ -347,7 +350,8 @@ class Stability(Selector):
         rows = [None, *self._subsamples(X.shape[0], y)]
         factors = hsicpass.resample_factors(est, y, rows)  # refuses a bad resample first
         layout = hsicpass.layout_of(factors, y, rows, X.shape[0])
-        if not hsicpass.fits(ctx, layout, X.shape[1]):
+        out = hsictop.one_pass_selections(ctx, est, X, y, rows, factors, layout, self._apply_screen)
+        if out is None:
             progress_line(
                 f"{self.method_name}: every resample's A from one pass needs "
                 f"{16 * layout.rows * X.shape[1] / 2**20:.0f} MiB on the client, above the "
@@ -355,41 +359,10 @@ class Stability(Selector):
                 f"{len(rows)} resamples instead (one pass over X each)"
             )
             return None
-        k = hsictop.candidate_k(est, X.shape[1])
-        if k is None:
-            support, scores, active = hsicpass.resample_selections(
-                ctx, est, X, factors, layout, self._apply_screen
-            )
-            plain = scores[0]
-        else:
-            support, plain, active, redo = hsictop.candidate_selections(
-                ctx, est, X, layout, self._apply_screen, k
-            )
-            if redo:
-                self._hsic_redo(ctx, X, y, rows, factors, redo, support, plain)
-        out = self._output_of(support[1:], plain, support[0])
-        out.active = active
-        return out
-
-    def _hsic_redo(self, ctx, X, y, rows, factors, redo, support, plain) -> None:
-        """The full route (every A_r) for the resamples ``redo`` whose selection needed
-        rows below their blocks' candidates: a second pass over X, for them only."""
-        progress_line(
-            f"{self.method_name}: {len(redo)} of {len(rows)} resamples needed rows of A "
-            "below their blocks' candidates; computing them from a second pass over X"
-        )
-        sub = hsicpass.layout_of([factors[v] for v in redo], y, [rows[v] for v in redo], X.shape[0])
-        again, scores, _ = hsicpass.resample_selections(
-            ctx,
-            base_estimator(self.estimator),
-            X,
-            [factors[v] for v in redo],
-            sub,
-            self._apply_screen,
-        )
-        support[redo] = again
-        if redo[0] == 0:
-            plain[:] = scores[0]
+        support, plain, active = out
+        fit = self._output_of(support[1:], plain, support[0])
+        fit.active = active
+        return fit
 
     # ---- any selector: refits as tasks
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:

@@ -19,7 +19,9 @@ resample's step 3
 (SparsePM/R1D and ρ) then runs on its A_r in memory, the resamples in parallel on fsdask's
 thread pool (:func:`fsdask.linalg.threads.parallel_map`), through
 :meth:`~fsdask.methods.hsic.SparseHSIC.fit_stats` — the code a refit runs after its pass —,
-so every resample selects what a refit on its samples selects, to rounding.
+so every resample selects what a refit on its samples selects, to rounding.  With k given,
+:mod:`fsdask.stability.hsictop` takes the same pass but keeps only each block's candidate
+rows of every A_r.
 
 Memory: per block the partial sums, (Σ c_r + 2V + 4) × p_b float64 (V = resamples + 1, the
 fit on all samples included; for class labels 2·V_b·C + 4 rows, V_b ≈ V/2 with

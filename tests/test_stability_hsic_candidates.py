@@ -184,3 +184,36 @@ def test_a_small_budget_caps_the_candidates_and_the_result_stands(monkeypatch, c
     np.testing.assert_allclose(
         st.result_["plain_weight"].values, full.result_["plain_weight"].values, rtol=1e-9
     )
+
+
+@pytest.fixture(scope="module")
+def wide_store(tmp_path_factory):
+    X, y = _data(4, n=30)
+    path = tmp_path_factory.mktemp("cand") / "x.zarr"
+    fsdask.ingest(X.astype(np.float32), path, y=y, chunk_bytes=30 * 4 * 6000)
+    return fsdask.open_dataset(path)
+
+
+@pytest.mark.cluster
+def test_candidates_on_a_2_process_cluster_as_on_threads(monkeypatch, cluster, wide_store):
+    """The blocks' candidates are made on the workers and fetched as they finish: the same
+    selections as on threads."""
+    from fsdask.cluster import scheduler
+
+    calls = []
+    real = hsictop.candidate_selections
+    monkeypatch.setattr(hsictop, "candidate_selections", lambda *a: calls.append(1) or real(*a))
+
+    def fit():
+        est = fsdask.SparseHSIC(n_features_to_select=5)
+        return Stability(est, n_resamples=10, random_state=8).fit(wide_store)
+
+    ref = fit()
+    with scheduler(cluster.scheduler.address):
+        got = fit()
+    assert len(calls) == 2 and got.n_passes_ == ref.n_passes_ == 1
+    np.testing.assert_array_equal(got.frequency_, ref.frequency_)
+    np.testing.assert_array_equal(
+        got.result_["plain_weight"].values, ref.result_["plain_weight"].values
+    )
+    assert ref.frequency_[:5].mean() > 0.6 > ref.frequency_[5:].mean()

@@ -24,6 +24,7 @@ from typing import Any
 import dask.system
 import numpy as np
 
+from fsdask._validation import class_codes
 from fsdask.errors import ParameterError
 from fsdask.fitting import format_duration, progress_line
 
@@ -281,7 +282,8 @@ def subsample(
     if labels is None:
         rows = np.sort(rng.choice(n, max_samples, replace=False))
         return Subsample(rows.astype(np.int64), n, max_samples, seed, False)
-    classes, codes, counts = np.unique(np.asarray(labels), return_inverse=True, return_counts=True)
+    classes, codes = class_codes(np.asarray(labels).ravel())
+    counts = np.bincount(codes, minlength=classes.size)
     quota = class_quota(counts, max_samples, min_per_class, classes)
     codes = codes.ravel()
     picked = [

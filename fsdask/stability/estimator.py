@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fsdask._validation import HasMethods, Int, Real
+from fsdask._validation import HasMethods, Int, Real, class_codes
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import InputError
 from fsdask.fitting import FitContext, progress_line
@@ -75,7 +75,7 @@ def strata_of(estimator: Any, y: np.ndarray | None) -> np.ndarray | None:
     """Class codes when the selector classifies (subsamples then keep every class)."""
     if y is None or getattr(estimator, "y_task", "any") != "classification":
         return None
-    return np.unique(y, return_inverse=True)[1]
+    return class_codes(np.asarray(y))[1]
 
 
 def one_pass_filter(estimator: Any) -> bool:

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import clone
 
+from fsdask._validation import class_codes
 from fsdask.base import top_k_mask
 from fsdask.linalg.colstats import (
     MOMENT_MAXIMA,
@@ -154,7 +155,7 @@ def layout_of(factors: list[tuple], y: Any, rows: list[np.ndarray | None], n: in
     if factors[0][1] != "categorical":
         member, W, offsets = weight_matrix(factors, rows, n)
         return Layout(member, W, offsets, None, sizes)
-    classes, codes = np.unique(np.asarray(y), return_inverse=True)
+    classes, codes = class_codes(np.asarray(y))
     variants = [Variant(r, codes if r is None else codes[r], None) for r in rows]
     derived = complements(variants, n)
     base = [k for k in range(len(rows)) if k not in derived]

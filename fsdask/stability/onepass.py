@@ -25,6 +25,7 @@ import operator
 
 import numpy as np
 
+from fsdask._validation import class_codes
 from fsdask.linalg import map_features
 from fsdask.linalg.colstats import (
     MOMENT_MAXIMA,
@@ -94,7 +95,7 @@ def filter_variants(
     """
     codes, n_classes, yv = None, 0, None
     if est.statistic in CLASS_SCORES:
-        classes, codes = np.unique(y, return_inverse=True)
+        classes, codes = class_codes(np.asarray(y))
         n_classes = classes.size
     elif est.statistic == "pearson":
         yv = np.asarray(y, dtype=np.float64)

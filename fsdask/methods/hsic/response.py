@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from fsdask._validation import class_codes
 from fsdask.errors import InputError, ParameterError
 
 __all__ = [
@@ -141,7 +142,8 @@ def _class_factor(y: np.ndarray, info: dict) -> np.ndarray:
         raise InputError(
             f"y has {int((~np.isfinite(y)).sum())} NaN/Inf label(s); drop those samples"
         )
-    classes, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    classes, codes = class_codes(y)
+    counts = np.bincount(codes, minlength=classes.size)
     if classes.size < 2:
         raise InputError(
             f"y has a single class ({classes[0]!r}); SparseHSIC with a categorical "

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fsdask._validation import class_codes
 from fsdask.errors import InputError
 from fsdask.fitting import FitContext
 from fsdask.linalg.execution import Execution
@@ -82,7 +83,7 @@ def _fortran(a: np.ndarray) -> bool:
 
 def class_blocks(y: np.ndarray, k_within: int, k_between: int) -> ClassBlocks:
     """The class blocks of y; raises InputError for one class or a class too small."""
-    classes, codes = np.unique(y, return_inverse=True)
+    classes, codes = class_codes(np.asarray(y))
     if classes.size < 2:
         raise InputError(
             f"y has a single class ({classes[0]!r}); the supervised Q-α (Def. 6) needs at "

@@ -217,3 +217,36 @@ def test_candidates_on_a_2_process_cluster_as_on_threads(monkeypatch, cluster, w
         got.result_["plain_weight"].values, ref.result_["plain_weight"].values
     )
     assert ref.frequency_[:5].mean() > 0.6 > ref.frequency_[5:].mean()
+
+
+@pytest.mark.parametrize("share", [1.0, 0.004])
+def test_a_block_keeps_exactly_the_rows_above_its_floor(share):
+    """Streamed a slice at a time, a block's candidates are exactly its rows whose exact
+    ‖A_i‖² exceeds its floor; uncapped, the floor is the block's start of the bisection /
+    STEP_DOWN (less the slack); capped by a small budget share, at most the cap are kept."""
+    rng = np.random.default_rng(7)
+    n, p, k = 40, 3000, 5
+    X = rng.normal(size=(n, p))
+    y = np.arange(n) % 2
+    X[y == 1, :4] += 1.5
+    rows = [None, *draw_subsamples(n, 10, random_state=2)]
+    factors = hsicpass.resample_factors(fsdask.SparseHSIC(), y, rows)
+    layout = hsicpass.layout_of(factors, y, rows, n)
+    sums = hsicpass.resample_sums(Execution(), X, layout)
+    slices = (sums[:, a : a + 256] for a in range(0, p, 256))
+    got = hsictop.block_candidates(slices, 0, layout=layout, k=k, standardize=True, share=share)
+    V, idx = len(rows), np.arange(p)
+    _, exact = hsictop.resample_rows(sums, layout, np.tile(idx, V), np.arange(V + 1) * p, True)
+    exact = exact.reshape(V, p)
+    for v in range(V):
+        kept = got.cols[got.offsets[v] : got.offsets[v + 1]]
+        np.testing.assert_array_equal(kept, np.flatnonzero(exact[v] > got.floor[v]))
+        np.testing.assert_array_equal(
+            got.norm2[got.offsets[v] : got.offsets[v + 1]], exact[v, kept]
+        )
+        top = np.sort(exact[v])[::-1]
+        start = min(top[k - 1], top[0] / layout.widths[v]) / hsictop.STEP_DOWN
+        if share == 1.0:
+            assert start * (1 - hsictop.SLACK) <= got.floor[v] <= start
+        else:
+            assert kept.size <= max(2 * k, int(share * p)) and got.floor[v] >= start * 0.999

@@ -338,33 +338,46 @@ def block_candidates(
     top = RunningTopK(V, k)
     screens, parts = [], []
     varies, at = np.zeros(V, bool), 0
-    floor = np.full(V, -np.inf)
+    floor, held = np.full(V, -np.inf), np.zeros(V, np.int64)
+    lowest = np.full(V, -np.inf)  # the floor the budget's cap sets (exact values)
     for sums in pieces:
         screen = merged_screen(sums)
         valid = (screen[0] == 0) & (screen[1] != screen[2])  # the screen drops or refuses others
         approx, unsure, moving = approx_norm2(sums, layout, valid, standardize)
         top.add(approx, at)
-        floor = _floor(top, widths)
+        floor = np.maximum(_floor(top, widths), lowest)
         offsets, cols = _pick(approx, unsure, floor * (1 - SLACK))
         rows, norms = resample_rows(sums, layout, cols, offsets, standardize)
         parts.append((offsets, cols + at, norms, rows))
         screens.append(screen)
         varies |= moving
         at += sums.shape[1]
+        held += np.diff(offsets)
+        cap = max(2 * k, int(share * at))
+        if (held > 2 * cap).any():  # a task holds at most about twice its share
+            parts, lowest = _compact(parts, np.maximum(floor * (1 - SLACK / 2), lowest), cap)
+            held = np.diff(parts[0][0])
+    floor = np.maximum(floor * (1 - SLACK / 2), lowest)  # above every exact value left out,
+    [(offsets, cols, norms, A)], floor = _compact(parts, floor, cap)  # below the start's
+    which = np.repeat(np.arange(V), np.diff(offsets))
+    varies |= np.bincount(which[norms > 0], minlength=V) > 0  # unsure ones that do vary
+    return BlockCandidates(start, np.hstack(screens), offsets, cols, A, norms, floor, varies)
+
+
+def _compact(parts: list, floor: np.ndarray, cap: int) -> tuple[list, np.ndarray]:
+    """The records of ``parts`` (each: offsets (V + 1,), columns, ‖A_i‖², rows) above
+    their resample's floor, at most ``cap`` per resample (the floor raised to the
+    (cap + 1)-th largest, :func:`_capped`), as one part grouped by resample in column
+    order; and the floors."""
+    V = parts[0][0].size - 1
     bounds = np.cumsum([0] + [p[0][-1] for p in parts])
     table = np.array([p[0] + b for p, b in zip(parts, bounds)]).reshape(-1, V + 1)
     cols, norms, A = (np.concatenate([p[i] for p in parts]) for i in (1, 2, 3))
-    cap = max(2 * k, int(share * at))
-    floor = floor * (1 - SLACK / 2)  # above every exact value left out, below the start's
     offsets, order = _regroup(table, norms, floor)
     if (np.diff(offsets) > cap).any():  # the budget's share: only the cap largest are kept
         floor = _capped(norms, offsets, order, floor, cap)
         offsets, order = _regroup(table, norms, floor)
-    which = np.repeat(np.arange(V), np.diff(offsets))
-    varies |= np.bincount(which[norms[order] > 0], minlength=V) > 0  # unsure ones that do
-    return BlockCandidates(
-        start, np.hstack(screens), offsets, cols[order], A[order], norms[order], floor, varies
-    )
+    return [(offsets, cols[order], norms[order], A[order])], floor
 
 
 def _capped(

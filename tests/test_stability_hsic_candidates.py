@@ -234,7 +234,7 @@ def test_a_block_keeps_exactly_the_rows_above_its_floor(share):
     layout = hsicpass.layout_of(factors, y, rows, n)
     sums = hsicpass.resample_sums(Execution(), X, layout)
     slices = (sums[:, a : a + 256] for a in range(0, p, 256))
-    got = hsictop.block_candidates(slices, 0, layout=layout, k=k, standardize=True, share=share)
+    got = hsictop.block_candidates(slices, 0, p, layout=layout, k=k, standardize=True, share=share)
     V, idx = len(rows), np.arange(p)
     _, exact = hsictop.resample_rows(sums, layout, np.tile(idx, V), np.arange(V + 1) * p, True)
     exact = exact.reshape(V, p)

@@ -155,10 +155,10 @@ class ArrayBackend(ABC):
         shape: Sequence[int],
         maxima: int,
         columns: Sequence[np.ndarray],
-        finish: Callable[[Iterator[np.ndarray], int], Any],
+        finish: Callable[[Iterator[np.ndarray], int, int], Any],
         step: int,
     ) -> list:
-        """``finish(pieces_j, start_j)`` of every feature block's merged sums (those of
+        """``finish(pieces_j, start_j, width_j)`` of every feature block's merged sums (those of
         :meth:`sum_blocks`), where they were merged; see :meth:`Execution.sum_blocks_each`."""
 
     @abstractmethod
@@ -245,7 +245,8 @@ class NumpyBackend(ArrayBackend):
         J = total.shape[-1]
 
         def one(j0: int) -> Any:
-            return finish(_pieces(total[..., j0 : j0 + FINISH_SLICE], step), j0)
+            part = total[..., j0 : j0 + FINISH_SLICE]
+            return finish(_pieces(part, step), j0, part.shape[-1])
 
         return parallel_map(one, range(0, J, FINISH_SLICE) if J else [0])
 
@@ -324,7 +325,7 @@ def _pieces(sums: np.ndarray, step: int) -> Iterator[np.ndarray]:
 
 def _merged_pieces(sums: np.ndarray, *, step: int, finish: Callable, start: int) -> Any:
     """A feature block's ``finish`` over its merged sums (the task of a sample-chunked X)."""
-    return finish(_pieces(sums, step), start)
+    return finish(_pieces(sums, step), start, sums.shape[-1])
 
 
 def _block_pieces(
@@ -335,13 +336,13 @@ def _block_pieces(
     made whole (slicing its columns would scan every non-zero each time)."""
     if scipy.sparse.issparse(xb):
         whole = np.asarray(fn(xb, *rows, *columns), dtype=np.float64)
-        return finish(_pieces(whole, step), start)
+        return finish(_pieces(whole, step), start, whole.shape[-1])
 
     def piece(a: int) -> np.ndarray:
         cols = (c[..., a : a + step] for c in columns)
         return np.asarray(fn(xb[:, a : a + step], *rows, *cols), dtype=np.float64)
 
-    return finish((piece(a) for a in range(0, xb.shape[1], step)), start)
+    return finish((piece(a) for a in range(0, xb.shape[1], step)), start, xb.shape[1])
 
 
 def _row_slices(x: Any) -> list[tuple[int, int]]:
@@ -770,7 +771,7 @@ class Execution:
         shape: Sequence[int],
         maxima: int = 0,
         columns: Sequence[np.ndarray] = (),
-        finish: Callable[[Iterator[np.ndarray], int], Any],
+        finish: Callable[[Iterator[np.ndarray], int, int], Any],
         step: int = FINISH_SLICE,
     ) -> list:
         """:meth:`sum_blocks`, each feature block's merged sums handed to ``finish`` where
@@ -782,9 +783,10 @@ class Execution:
         Parameters
         ----------
         fn, X, row_vectors, shape, maxima, columns : as for :meth:`sum_blocks`
-        finish : callable ``(pieces, start_j) -> any``
-            ``pieces`` yields the merged ``(*shape, ·)`` sums of the feature block that
-            starts at column ``start_j``, ``step`` consecutive columns at a time.  The
+        finish : callable ``(pieces, start_j, width_j) -> any``
+            ``pieces`` yields the merged ``(*shape, ·)`` sums of the feature block of
+            ``width_j`` columns that starts at column ``start_j``, ``step`` consecutive
+            columns at a time.  The
             blocks are X's feature blocks (a chunked X) or fixed slices of
             :data:`FINISH_SLICE` columns (an in-memory X).  When a block holds every sample
             its sums are made a piece at a time, so they stay in the CPU's cache.

@@ -318,7 +318,7 @@ def top_of(est: SparseHSIC, A: np.ndarray, k: int, floor: float) -> tuple | None
 
 
 def block_candidates(
-    pieces: Any, start: int, *, layout: Layout, k: int, standardize: bool, share: float
+    pieces: Any, start: int, width: int, *, layout: Layout, k: int, standardize: bool, share: float
 ) -> BlockCandidates:
     """A feature block's :class:`BlockCandidates` from its merged sums, which arrive a
     slice of columns at a time (the ``finish`` of
@@ -340,6 +340,7 @@ def block_candidates(
     varies, at = np.zeros(V, bool), 0
     floor, held = np.full(V, -np.inf), np.zeros(V, np.int64)
     lowest = np.full(V, -np.inf)  # the floor the budget's cap sets (exact values)
+    cap = max(2 * k, int(share * width))
     for sums in pieces:
         screen = merged_screen(sums)
         valid = (screen[0] == 0) & (screen[1] != screen[2])  # the screen drops or refuses others
@@ -353,7 +354,6 @@ def block_candidates(
         varies |= moving
         at += sums.shape[1]
         held += np.diff(offsets)
-        cap = max(2 * k, int(share * at))
         if (held > 2 * cap).any():  # a task holds at most about twice its share
             parts, lowest = _compact(parts, np.maximum(floor * (1 - SLACK / 2), lowest), cap)
             held = np.diff(parts[0][0])

@@ -220,17 +220,19 @@ class JolliffeNI(_PCABase):
         r = V.shape[1]
         free = np.ones(p, bool)
         order = []
-        absV = np.abs(V)
-        for k in range(min(p, r)):
-            col = np.where(free, absV[:, k], -1.0)
-            j = int(np.argmax(col))
-            order.append(j)
-            free[j] = False
+        w = np.zeros(p)  # max_k |V_ik| s_k: the unpicked features' scores
+        for k in range(r):  # a column of |V| at a time: no p × r temporary
+            a = np.abs(V[:, k])
+            if k < p:
+                j = int(np.argmax(np.where(free, a, -1.0)))
+                order.append(j)
+                free[j] = False
+            np.maximum(w, a * s[k], out=w)
         order = np.asarray(order)
         scores = _order_to_scores(order, p)
         rest = np.flatnonzero(free)
         if rest.size:
-            w = (absV[rest] * s).max(axis=1)
+            w = w[rest]
             scores[rest] = 0.5 / order.size * w / max(w.max(), 1e-300)
         sup = np.zeros(p, bool)
         sup[np.argsort(-scores, kind="stable")[:q]] = True
@@ -325,8 +327,10 @@ class PFA(_PCABase):
         picks = np.asarray(picks)[np.argsort(-np.asarray(sizes), kind="stable")]
         scores = _order_to_scores(picks, p)
         rest = np.setdiff1d(np.arange(p), picks)
-        if rest.size:
-            var = np.sum(B[:, rest] ** 2, axis=0)
+        if rest.size:  # Σ_i B_ij², a slice of columns at a time: no r × p copy
+            var = np.concatenate(
+                [np.sum(B[:, c] ** 2, axis=0) for c in np.array_split(rest, -(-rest.size // 4096))]
+            )
             scores[rest] = 0.5 / max(picks.size, 1) * var / max(var.max(), 1e-300)
         sup = np.zeros(p, bool)
         sup[picks] = True

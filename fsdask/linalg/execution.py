@@ -786,10 +786,10 @@ class Execution:
         finish : callable ``(pieces, start_j, width_j) -> any``
             ``pieces`` yields the merged ``(*shape, ·)`` sums of the feature block of
             ``width_j`` columns that starts at column ``start_j``, ``step`` consecutive
-            columns at a time.  The
-            blocks are X's feature blocks (a chunked X) or fixed slices of
-            :data:`FINISH_SLICE` columns (an in-memory X).  When a block holds every sample
-            its sums are made a piece at a time, so they stay in the CPU's cache.
+            columns at a time.  The blocks are X's feature blocks (a chunked X) or fixed
+            slices of :data:`FINISH_SLICE` columns (an in-memory X).  When a block holds
+            every sample its sums are made a piece at a time, so they stay in the CPU's
+            cache.
         step : int, columns per piece
 
         Returns

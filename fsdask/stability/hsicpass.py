@@ -51,7 +51,7 @@ from fsdask.linalg.colstats import (
 from fsdask.linalg.threads import parallel_map
 from fsdask.methods.hsic import SparseHSIC
 from fsdask.methods.hsic.matrix import centred_response
-from fsdask.stability.onepass import Variant, complements, membership, variant_counts
+from fsdask.stability.onepass import Variant, complements, membership, sources, variant_counts
 
 #: a feature is constant within a resample when its sum of squared deviations is at most
 #: this many ulps of its shifted sum of squares per sample (the rounding of the sums; exact
@@ -139,6 +139,17 @@ class Layout:
         if self.classes is None:
             return [int(c) for c in np.diff(self.offsets)]
         return [int(c) for c in (self.classes[2] > 0).sum(axis=1)]
+
+    @functools.cached_property
+    def class_terms(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For a categorical response, (source (V, 2), counts (V, C), sizes (V,)) float64
+        but ``source``: each resample's sums as a base resample's (second −1) or one base's
+        minus another's (:func:`~fsdask.stability.onepass.sources`), its class counts and
+        its samples — the arguments of the compiled kernels of
+        :mod:`fsdask.stability.hsictop`, made once per layout."""
+        base, derived, counts = self.classes
+        source = sources(base, derived, len(self.sizes)).reshape(-1, 2)
+        return source, counts.astype(np.float64), np.asarray(self.sizes, dtype=np.float64)
 
     @property
     def rows(self) -> int:
@@ -267,6 +278,12 @@ def resample_stats(sums: np.ndarray, v: int, layout: Layout, active: np.ndarray)
     return np.vstack([A, np.zeros((1, A.shape[1])), range_, sd])
 
 
+def resolved_k(k: Any, m: int) -> int:
+    """``n_features_to_select`` (an int, or a fraction in (0, 1)) as step 3 resolves it
+    over m active features."""
+    return max(1, int(round(k * m))) if isinstance(k, float) and 0 < k < 1 else int(k)
+
+
 def selection_of(est: SparseHSIC, stats: np.ndarray, response: tuple) -> tuple:
     """A resample's support and scores: a clone's step 3 on its stats, as its refit's
     ``support_`` and ``scores_`` (the top ``n_features_to_select`` by the fit's ranking).
@@ -284,7 +301,7 @@ def selection_of(est: SparseHSIC, stats: np.ndarray, response: tuple) -> tuple:
     if k is None:
         support[active] = out.support
         return support, scores
-    k = max(1, int(round(k * p))) if isinstance(k, float) and 0 < k < 1 else int(k)
+    k = resolved_k(k, p)
     key = np.full(p, -np.inf)
     key[active] = out.rank_key  # ranking_ <= k: the k best keys, ties in feature order
     return top_k_mask(key, k), scores
@@ -347,6 +364,7 @@ __all__ = [
     "pass_terms",
     "resample_parts",
     "resample_stats",
+    "resolved_k",
     "selection_of",
     "resample_selections",
     "each_resample",

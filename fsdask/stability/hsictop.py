@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from typing import Any
 
 import numba
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from fsdask.base import top_k_mask
 from fsdask.errors import ParameterError
@@ -45,7 +43,8 @@ from fsdask.fitting import progress_line
 from fsdask.linalg.colstats import MOMENT_MAXIMA, merged_screen
 from fsdask.linalg.tall import row_norm2
 from fsdask.methods.hsic import SparseHSIC
-from fsdask.methods.hsic.components import selection
+from fsdask.methods.hsic.components import ranked
+from fsdask.methods.hsic.estimator import warn_unconverged
 from fsdask.methods.hsic.matrix import scaled_A
 from fsdask.methods.hsic.rho import STEP_DOWN, Trials, bisect
 from fsdask.stability import hsicpass
@@ -55,6 +54,7 @@ from fsdask.stability.hsicpass import (
     each_resample,
     pass_terms,
     resample_stats,
+    resolved_k,
 )
 from fsdask.stability.refit import refit_all
 from fsdask.stability.resample import RunningTopK
@@ -83,7 +83,7 @@ def candidate_k(est: SparseHSIC, p: int) -> int | None:
     k = est.n_features_to_select
     if k is None or est.on_constant != "drop" or p < MIN_FEATURES:
         return None
-    k = max(1, int(round(k * p))) if isinstance(k, float) and 0 < k < 1 else int(k)
+    k = resolved_k(k, p)
     return k if 1 <= k <= MAX_SHARE * p else None
 
 
@@ -270,11 +270,6 @@ def candidate_selections(
     return support, plain, active, redo
 
 
-def resolved_k(k: Any, m: int) -> int:
-    """``n_features_to_select`` as step 3 resolves it over m active features."""
-    return max(1, int(round(k * m))) if isinstance(k, float) and 0 < k < 1 else int(k)
-
-
 def top_of(est: SparseHSIC, A: np.ndarray, k: int, floor: float) -> tuple | None:
     """A resample's step 3 on its candidate rows: the k selected (a mask over the rows) and
     the scores |u|, as :func:`~.hsicpass.selection_of` gives them on all rows — or None
@@ -303,18 +298,9 @@ def top_of(est: SparseHSIC, A: np.ndarray, k: int, floor: float) -> tuple | None
         return None  # below every candidate: the full route says it
     if trials.lowest < floor:
         return None
-    for r in results:
-        if not r.converged:
-            warnings.warn(
-                f"SparsePM stopped at max_iter={est.max_iter} before stagnation; raise max_iter",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-    support = selection(results, norm2.size)[0]
-    scores = np.abs(np.array([r.u for r in results])).max(axis=0)
-    row_norm = np.sqrt(norm2)
-    key = np.where(support, 2.0 + scores, row_norm / (row_norm.max() or 1.0))
-    return top_k_mask(key, k), scores
+    warn_unconverged(results, est.max_iter, None)
+    rank = ranked(results, norm2)  # as SparseHSIC ranks its features
+    return top_k_mask(rank.key, k), rank.scores
 
 
 def block_candidates(
@@ -440,7 +426,7 @@ def approx_norm2(
     V, w = len(layout.sizes), sums.shape[1]
     out, unsure = np.full((V, w), np.nan), np.zeros((V, w), bool)
     if layout.classes is not None:
-        source, counts, sizes = _class_terms(layout)
+        source, counts, sizes = layout.class_terms
         moving = np.zeros(V, np.int64)
         _class_approx(
             sums, source, counts, sizes, valid, standardize, CONSTANT_ULPS, out, unsure, moving
@@ -486,7 +472,7 @@ def resample_rows(
             A = scaled_A(stats, moves, stats[-1] if standardize else None, None)
             out[part, : A.shape[1]], norms[part] = A, row_norm2(A)
         return out, norms
-    source, counts, sizes = _class_terms(layout)
+    source, counts, sizes = layout.class_terms
     _class_rows(sums, source, counts, sizes, cols, offsets, standardize, CONSTANT_ULPS, out, norms)
     return out, norms
 
@@ -510,21 +496,6 @@ def _pick(approx, unsure, above):  # pragma: no cover - numba
                 cols[r] = j
                 r += 1
     return offsets, cols
-
-
-def _class_terms(layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(source (V, 2), counts (V, C), sizes (V,)) of the compiled kernels: each resample's
-    sums as a base resample's (second −1) or one base's minus another's (complements)."""
-    base, derived, counts = layout.classes
-    pos = {b: i for i, b in enumerate(base)}
-    source = np.array(
-        [
-            (pos[derived[v][0]], pos[derived[v][1]]) if v in derived else (pos[v], -1)
-            for v in range(len(layout.sizes))
-        ],
-        dtype=np.int64,
-    ).reshape(-1, 2)
-    return source, counts.astype(np.float64), np.asarray(layout.sizes, dtype=np.float64)
 
 
 #: columns of a block's sums swept for every resample while they are in the CPU's cache
@@ -679,7 +650,6 @@ __all__ = [
     "fits",
     "one_pass_selections",
     "candidate_selections",
-    "resolved_k",
     "top_of",
     "block_candidates",
     "SLACK",

@@ -398,7 +398,7 @@ def _finish_block(sums: np.ndarray, plan: tuple, est: Filter, n_classes: int) ->
     out = np.empty((V * variant_rows(est) + 3, w))
     step = slice_width(V, C)
     fused = est.statistic in TWO_CLASS_FUSED and C == 2 and variant_rows(est) == 1
-    source = _sources(base, derived, V) if fused else None
+    source = sources(base, derived, V) if fused else None
     for a in range(0, w, step):
         part = sums[:, a : a + step]
         if fused:  # moments and statistic in one compiled sweep, complements included
@@ -415,9 +415,10 @@ def _finish_block(sums: np.ndarray, plan: tuple, est: Filter, n_classes: int) ->
     return out
 
 
-def _sources(base: list[int], derived: dict[int, tuple[int, int]], V: int) -> np.ndarray:
-    """(V, 2) rows of :func:`~fsdask.linalg.moments.two_class_scores`: each variant's sums
-    as a base variant's (second column −1) or one base variant's minus another's."""
+def sources(base: list[int], derived: dict[int, tuple[int, int]], V: int) -> np.ndarray:
+    """(V, 2) rows of :func:`~fsdask.linalg.moments.two_class_scores` (and of SparseHSIC's
+    resample kernels, :mod:`fsdask.stability.hsictop`): each variant's sums as a base
+    variant's (second column −1) or one base variant's minus another's."""
     pos = {k: i for i, k in enumerate(base)}
     return np.array(
         [

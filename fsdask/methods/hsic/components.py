@@ -12,7 +12,7 @@ cadence (``ctx.iterate``).  A resumed fit rebuilds the downdated A from the save
 from __future__ import annotations
 
 import dataclasses
-from typing import Self, Sequence
+from typing import NamedTuple, Self, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from fsdask.fitting import FitContext, iterate
 from fsdask.linalg import tall
 from fsdask.methods.hsic.sparsepm import SparsePMResult, scatter, solver_options, sparse_pm
 
-__all__ = ["Components", "downdate", "r1d", "selection"]
+__all__ = ["Components", "Ranking", "downdate", "r1d", "ranked", "selection"]
 
 
 @dataclasses.dataclass
@@ -196,3 +196,33 @@ def selection(results: Sequence[SparsePMResult], m: int) -> tuple[np.ndarray, np
     for k in range(len(results) - 1, -1, -1):
         comp[results[k].M] = k
     return comp >= 0, comp
+
+
+class Ranking(NamedTuple):
+    """The outcome of the components over m rows (:func:`ranked`)."""
+
+    support: np.ndarray  #: bool (m,), the union of the row sets
+    component: np.ndarray  #: int (m,), the first component each row came from (−1: none)
+    scores: np.ndarray  #: float (m,), max over components of |u|
+    row_norm: np.ndarray  #: float (m,), ‖A_i‖
+    key: np.ndarray  #: float (m,), the ranking: selected rows by 2 + |u|, the others by ‖A_i‖ / max
+
+
+def ranked(results: Sequence[SparsePMResult], norm2: np.ndarray) -> Ranking:
+    """The selection, scores and ranking key of the components: the selected rows first, by
+    |u|, then the others by ‖A_i‖ (the key 2 + |u| against ‖A_i‖ / max ‖A_i‖ ≤ 1).
+
+    Parameters
+    ----------
+    results : SparsePMResult of each component, on m rows
+    norm2 : ndarray (m,), ‖A_i‖²
+
+    Returns
+    -------
+    Ranking.
+    """
+    support, comp = selection(results, norm2.size)
+    scores = np.abs(np.array([r.u for r in results])).max(axis=0)
+    row_norm = np.sqrt(norm2)
+    key = np.where(support, 2.0 + scores, row_norm / (row_norm.max() or 1.0))
+    return Ranking(support, comp, scores, row_norm, key)

@@ -19,13 +19,13 @@ from fsdask.base import FitOutput, Selector
 from fsdask.errors import ConvergenceWarning, ParameterError
 from fsdask.fitting import FitContext
 from fsdask.linalg.tall import row_norm2
-from fsdask.methods.hsic.components import r1d, selection
+from fsdask.methods.hsic.components import r1d, ranked
 from fsdask.methods.hsic.matrix import hsic_pass, pass_screen, scaled_A
 from fsdask.methods.hsic.response import Response, response_factor
 from fsdask.methods.hsic.rho import rho_for_k, rho_max, rho_noise, rho_path
 from fsdask.methods.hsic.sparsepm import SparsePMResult
 
-__all__ = ["SparseHSIC"]
+__all__ = ["SparseHSIC", "warn_unconverged"]
 
 
 class SparseHSIC(Selector):
@@ -200,12 +200,7 @@ class SparseHSIC(Selector):
         A = scaled_A(stats, active, sd if self.standardize else None, ctx)
         norm2 = row_norm2(A)  # ‖A_i‖²: one pass over A, for ρ, the errors and the ranking
         rho, results = self._components(A, delta, norm2, ctx)  # step 3
-        for r in results:
-            if not r.converged:
-                _warn(
-                    ctx,
-                    f"SparsePM stopped at max_iter={self.max_iter} before stagnation; raise max_iter",
-                )
+        warn_unconverged(results, self.max_iter, ctx)
         self.rho_ = rho
         self.response_ = kind
         self.sigma_ = np.array([r.sigma for r in results])
@@ -297,11 +292,7 @@ class SparseHSIC(Selector):
         """The FitOutput of the components: scores |u|, the selection (union of the row
         sets) and the ranking — the selected rows by |u|, then the others by ‖A_i‖
         (constant features last)."""
-        p = norm2.size
-        support, comp = selection(results, p)
-        scores = np.abs(np.array([r.u for r in results])).max(axis=0)
-        row_norm = np.sqrt(norm2)
-        rank_key = np.where(support, 2.0 + scores, row_norm / (row_norm.max() or 1.0))
+        support, comp, scores, row_norm, rank_key = ranked(results, norm2)
         extras: dict = {
             "selected_by_component": comp,
             "hsic_row_norm": row_norm,
@@ -366,6 +357,17 @@ class SparseHSIC(Selector):
                 self.hsic_A_, gamma=self.gamma, n_components=self.n_components, **self._solver()
             )
         return self.__dict__["rho_path_"]
+
+
+def warn_unconverged(results: list[SparsePMResult], max_iter: int, ctx: FitContext | None) -> None:
+    """A :class:`~fsdask.errors.ConvergenceWarning` for each component whose SparsePM
+    stopped at ``max_iter`` before stagnation (through ``ctx``, or ``warnings.warn``)."""
+    for r in results:
+        if not r.converged:
+            _warn(
+                ctx,
+                f"SparsePM stopped at max_iter={max_iter} before stagnation; raise max_iter",
+            )
 
 
 def _warn(

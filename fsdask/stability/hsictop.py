@@ -223,24 +223,7 @@ def candidate_selections(
     redo : list of int, the resamples whose bisection went below their candidates, for
         the full route
     """
-    fn, rows, columns = pass_terms(ctx.execution, X, layout)
-    finish = functools.partial(
-        block_candidates,
-        layout=layout,
-        k=k_pass,
-        standardize=bool(est.standardize),
-        share=candidate_share(ctx, layout, X.shape[1]),
-    )
-    blocks = ctx.execution.sum_blocks_each(
-        fn,
-        X,
-        rows,
-        shape=(layout.rows,),
-        maxima=MOMENT_MAXIMA,
-        columns=columns,
-        finish=finish,
-        step=max(256, PIECE_BYTES // (8 * layout.rows)),
-    )
+    blocks = candidate_pass(ctx, est, X, layout, k_pass)
     active = screen(*np.hstack([b.screen for b in blocks]))
     position = np.cumsum(active) - 1  # a feature's place among the active ones
     m, V = int(active.sum()), len(layout.sizes)
@@ -268,6 +251,32 @@ def candidate_selections(
         if v == 0:
             plain[at] = scores
     return support, plain, active, redo
+
+
+def candidate_pass(
+    ctx: Any, est: SparseHSIC, X: Any, layout: Layout, k_pass: int
+) -> list[BlockCandidates]:
+    """The pass of :func:`candidate_selections`: every feature block's
+    :class:`BlockCandidates` (:func:`block_candidates`, where the block's sums are), in
+    feature order; one pass over X."""
+    fn, rows, columns = pass_terms(ctx.execution, X, layout)
+    finish = functools.partial(
+        block_candidates,
+        layout=layout,
+        k=k_pass,
+        standardize=bool(est.standardize),
+        share=candidate_share(ctx, layout, X.shape[1]),
+    )
+    return ctx.execution.sum_blocks_each(
+        fn,
+        X,
+        rows,
+        shape=(layout.rows,),
+        maxima=MOMENT_MAXIMA,
+        columns=columns,
+        finish=finish,
+        step=max(256, PIECE_BYTES // (8 * layout.rows)),
+    )
 
 
 def top_of(est: SparseHSIC, A: np.ndarray, k: int, floor: float) -> tuple | None:
@@ -650,6 +659,7 @@ __all__ = [
     "fits",
     "one_pass_selections",
     "candidate_selections",
+    "candidate_pass",
     "top_of",
     "block_candidates",
     "SLACK",

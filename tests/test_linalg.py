@@ -19,6 +19,7 @@ from fsdask.linalg import (
     map_features,
     row_dot,
     row_dot_summary,
+    sample_dot,
     sample_pairwise,
     sum_over_blocks,
     tall_skinny_qr,
@@ -55,12 +56,15 @@ def test_sum_over_blocks_weighted_gram(X, rng, split_every):
     np.testing.assert_allclose(G.compute(), (Xn * w) @ Xn.T)
 
 
-def test_feature_and_row_dot(X, rng):
+def test_feature_row_and_sample_dot(X, rng):
     Xn, Xd = X
     W = rng.normal(size=(57, 3))
     C = rng.normal(size=(9, 4))
     np.testing.assert_allclose(feature_dot(Xd, W).compute(), Xn @ W)
     np.testing.assert_allclose(row_dot(Xd, C).compute(), Xn.T @ C)
+    out = sample_dot(Xd, C)
+    assert out.chunks[1] == Xd.chunks[1]
+    np.testing.assert_allclose(out.compute(), C.T @ Xn)
 
 
 @pytest.mark.parametrize("r", [2, 9])  # fused numba sweep (r ≤ 8) and BLAS

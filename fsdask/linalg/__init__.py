@@ -42,6 +42,7 @@ from fsdask.linalg.reductions import (
     row_l1_bound,
     row_l1_norms,
     row_l1_norms_screened,
+    sample_dot,
     sum_over_blocks,
 )
 from fsdask.linalg.tsqr import (
@@ -62,6 +63,7 @@ __all__ = [
     "feature_dot",
     "row_dot",
     "row_dot_summary",
+    "sample_dot",
     "row_l1_bound",
     "row_l1_norms",
     "row_l1_norms_screened",

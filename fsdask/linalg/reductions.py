@@ -287,8 +287,29 @@ def _ct_dot(xb: np.ndarray, Ct: np.ndarray, slab_bytes: int = 32 * 2**20) -> np.
     return out
 
 
+def sample_dot(X: da.Array, C: np.ndarray) -> da.Array:
+    """``Cᵀ X`` as a per-feature map: each column of C weighs the samples.
+
+    Parameters
+    ----------
+    X : dask array (n, p), chunked (all samples, feature block)
+    C : ndarray (n, r), small, sent whole to every block
+
+    Returns
+    -------
+    dask array (r, p), lazy, chunked like X's features; each chunk C-contiguous, so joining
+    them on the client copies rows (no transposing copy of an r × p result).
+
+    Memory: per task one block and its r × p_b product; a float32 block is promoted to C's
+    precision in slabs of samples, never whole.
+    """
+    C = np.asarray(C)
+    Ct = np.ascontiguousarray(C.T.astype(np.result_type(X.dtype, C.dtype)))
+    return map_features(_ct_dot, X, out_rows=C.shape[1], dtype=Ct.dtype, Ct=Ct)
+
+
 def row_dot(X: da.Array, C: np.ndarray) -> da.Array:
-    """``Xᵀ C`` as a per-feature map.
+    """``Xᵀ C`` as a per-feature map: :func:`sample_dot` transposed.
 
     Parameters
     ----------
@@ -299,12 +320,9 @@ def row_dot(X: da.Array, C: np.ndarray) -> da.Array:
     -------
     dask array (p, r), lazy, chunked like X's features.
 
-    Memory: per task one block and its r × p_b product; a float32 block is promoted to C's
-    precision in slabs of samples, never whole.
+    Memory: as :func:`sample_dot`.
     """
-    C = np.asarray(C)
-    Ct = np.ascontiguousarray(C.T.astype(np.result_type(X.dtype, C.dtype)))
-    return map_features(_ct_dot, X, out_rows=C.shape[1], dtype=Ct.dtype, Ct=Ct).T
+    return sample_dot(X, C).T
 
 
 @numba.njit(nogil=True, cache=True)

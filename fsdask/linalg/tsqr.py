@@ -21,7 +21,7 @@ import numpy as np
 from fsdask._validation import is_sample_blocked
 from fsdask.linalg.execution import TREE_SUM_COPIES, Execution, fits
 from fsdask.linalg.gram import shifted_gram_block, whole_rows
-from fsdask.linalg.reductions import compute_blocks, row_dot, sum_over_blocks
+from fsdask.linalg.reductions import compute_blocks, sample_dot, sum_over_blocks
 
 
 def _tall(A: da.Array) -> da.Array:
@@ -300,13 +300,15 @@ def _factor_from_sample_gram(
     X: da.Array, energy_tol: float, compute: Callable[..., tuple]
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`gram_factor` by the n × n Gram ``K = Σ_b X_b X_bᵀ`` (p > n): ``K = U S² Uᵀ``,
-    then ``Bᵀ = Xᵀ U_r`` (two passes)."""
+    then ``B = U_rᵀ X`` (two passes)."""
     n = X.shape[0]
     (K,) = compute(sum_over_blocks(_gram_term, X, shape=(n, n)))
     s, U = _eigh_descending(np.asarray(K))
     keep = _rank(s, energy_tol)
-    (Bt,) = compute(row_dot(X.astype(np.float64), U[:, :keep]))  # Bᵀ = Xᵀ U_r, p × r
-    return np.ascontiguousarray(Bt.T), s
+    # B = U_rᵀ X as r × p chunks: joined by rows on the client, where Bᵀ = Xᵀ U_r would cost
+    # two transposing copies of the r × p result there (about 0.5 s at 200 × 4·10⁵)
+    (B,) = compute(sample_dot(X.astype(np.float64), U[:, :keep]))
+    return B, s
 
 
 def _eigh_descending(G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

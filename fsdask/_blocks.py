@@ -75,10 +75,6 @@ def compute_each(tasks: list) -> list:
     return list(dask.compute(*tasks))
 
 
-#: chunks fetched per request: at least GATHER_MIN, else 1/GATHER_SHARE of them
-GATHER_MIN, GATHER_SHARE = 8, 16
-
-
 def _distributed_client() -> Any:
     """The ``distributed.Client`` that ``dask.compute`` would use here, else None."""
     if "distributed" not in sys.modules:  # no client can exist; do not import distributed
@@ -90,10 +86,14 @@ def _distributed_client() -> Any:
 
 
 def _gather_as_completed(client: Any, delayeds: list) -> list:
-    """The values of ``delayeds`` (one graph: shared reads stay shared), fetched in batches
-    as their tasks finish and then released, so that workers do not keep results the client has.
+    """The values of ``delayeds`` (one graph: shared reads stay shared), fetched as their
+    tasks finish and then released, so that workers do not keep results the client has.
 
-    A failed task raises its exception here, as ``dask.compute`` would.
+    Each request fetches every result finished since the previous one
+    (``as_completed(...).batches()``): while the client receives a large chunk the workers
+    compute the next ones, and chunks that finish faster than the client fetches them are
+    fetched together, one round trip for many.  A failed task raises its exception here, as
+    ``dask.compute`` would.
     """
     from distributed import as_completed
 
@@ -102,25 +102,12 @@ def _gather_as_completed(client: Any, delayeds: list) -> list:
     for i, f in enumerate(futures):
         slots.setdefault(f.key, []).append(i)
     values: list = [None] * len(futures)
-    # one gather per GATHER_SHARE of the chunks, not per chunk: a round trip costs more than
-    # a small chunk's task, and the workers then hold about that share of the result at most
-    size = max(GATHER_MIN, len(futures) // GATHER_SHARE)
-    pending: list = []
-
-    def fetch() -> None:
-        for fut, value in zip(pending, client.gather(pending)):
-            for i in slots[fut.key]:
-                values[i] = value
-            fut.release()
-        pending.clear()
-
     try:
-        for fut in as_completed(futures, loop=client.loop):
-            pending.append(fut)
-            if len(pending) >= size:
-                fetch()
-        if pending:
-            fetch()
+        for batch in as_completed(futures, loop=client.loop).batches():
+            for fut, value in zip(batch, client.gather(batch)):
+                for i in slots[fut.key]:
+                    values[i] = value
+                fut.release()
     finally:
         client.cancel([f for f in futures if f.status == "pending"])
     return values

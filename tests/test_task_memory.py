@@ -134,26 +134,29 @@ def test_cpfs_passes_hold_one_float64_copy_per_block(scale):
 
 
 @pytest.mark.cluster
-def test_distributed_workers_release_each_chunk_once_the_client_has_it(cluster):
+@pytest.mark.parametrize("chunks", [24, 6])
+def test_distributed_workers_release_each_chunk_once_the_client_has_it(cluster, chunks):
     """Under distributed, per-feature chunks leave the workers as they reach the client.
 
     With one ``dask.compute`` every chunk stays in worker memory until the last one is done:
     each worker holds its share of the p-long result on top of its blocks (100 × 5·10⁶
     t-test: ~40 MB per worker, enough to pause 500 MB workers).  The scheduler's transition
-    log shows whether an output chunk was released before the last one was computed.
+    log shows whether an output chunk was released before the last one was computed.  With
+    few chunks too (6, as a store of a few large blocks gives): the client receives a chunk
+    while the workers compute the next, instead of receiving them all after the last.
     """
     import time
 
     from fsdask._blocks import compute_blocks
 
     def slow_square(b):
-        time.sleep(0.05)  # 24 chunks on 2 one-thread workers: the computation spans ~0.6 s
+        time.sleep(0.05)  # on 2 one-thread workers: the computation spans chunks × 25 ms
         return b * b
 
-    x = da.arange(24 * 100, chunks=100, dtype=np.float64).map_blocks(slow_square)
+    x = da.arange(chunks * 100, chunks=100, dtype=np.float64).map_blocks(slow_square)
     with dask.config.set(scheduler=cluster):
         (out,) = compute_blocks(x)
-    np.testing.assert_array_equal(out, np.arange(24 * 100, dtype=np.float64) ** 2)
+    np.testing.assert_array_equal(out, np.arange(chunks * 100, dtype=np.float64) ** 2)
     keys = {str(k) for k in x.__dask_keys__()}
 
     def log(dask_scheduler):

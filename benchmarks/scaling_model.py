@@ -16,14 +16,16 @@ an ``X.sum()`` pass per block.
 The model (:func:`predict`), per fit::
 
     wall ≈ max(worker, storage) + tasks × o_s + graphs × L + client + transfer
-    worker   = (task seconds + tasks × (o − o_s)) / min(workers, blocks) × waves,
+    worker   = (κ · task seconds + tasks × o_w) / min(workers, cores, blocks) × waves,
                at least the workers' CPU seconds / cores (and the scheduler's, on one machine)
     storage  = reads of X × X's bytes / min(object-storage bandwidth, nodes × NIC)
     transfer = result bytes × (1 − 1/workers) / (nodes × NIC) + client bytes / NIC
 
-(``o``: per-task overhead, of which ``o_s`` is the scheduler's CPU time, one task at a time;
-``L``: per-graph latency; ``waves``: ⌈blocks / workers⌉ rounds
-against blocks / workers).  It is validated against the measured wall time on 1 and 2 local
+(``o``: per-task overhead, of which ``o_s`` is the scheduler's CPU time, one task at a time,
+and ``o_w`` the workers' — the rest is a round trip's latency, hidden while a worker holds its
+next task; ``κ``: the slow-down of a task's I/O and compute when every core is busy,
+measured by passes with no fsdask code on 2 processes against 1; ``L``: per-graph latency;
+``waves``: ⌈blocks / workers⌉ rounds against blocks / workers).  It is validated against the measured wall time on 1 and 2 local
 worker processes and on 4 worker processes on simulated hosts (scheduler on 127.0.0.2,
 workers on 127.0.0.3 …, as tests/test_infra_hosts.py does), all alternating, best of
 ``--repeat``; the calibration is the 1-process run, a second store of half the features
@@ -136,6 +138,11 @@ class Cluster:
     per_task, per_graph : the overhead ``o`` of a task and the latency ``L`` of a graph (s)
     scheduler_per_task : the part ``o_s`` of ``o`` the scheduler spends, one task at a time
         (None: all of it); the rest is the workers', shared among them
+    worker_per_task : the workers' CPU seconds per task ``o_w`` (None: ``o − o_s``).  Given,
+        the workers pay only it: the rest of ``o`` is a round trip's latency, which a worker
+        holding its next task overlaps with the current one
+    contention : how much slower a task's I/O and its compute run when every core is busy
+        (``κ_io``, ``κ_c``; memory bandwidth and caches are shared), against one busy core
     nodes : hosts; their NICs add up for reads and transfers
     nic : bytes/s of one host's network link (also the client's)
     storage : bytes/s the object store delivers to all hosts together (inf: page cache,
@@ -149,6 +156,8 @@ class Cluster:
     per_task: float
     per_graph: float
     scheduler_per_task: float | None = None
+    worker_per_task: float | None = None
+    contention: tuple[float, float] = (1.0, 1.0)
     nodes: int = 1
     nic: float = math.inf
     storage: float = math.inf
@@ -198,11 +207,13 @@ def predict(prof: Profile, cl: Cluster) -> Prediction:
     >>> predict(prof, Cluster(workers=2, cores=2, per_task=0.01, per_graph=0.1)).wall
     2.7
     """
-    spread = min(cl.workers, prof.blocks)
+    running = min(cl.workers, cl.cores)  # tasks that run at once: a core runs one thread
+    spread = min(running, prof.blocks)
     o_s = cl.per_task if cl.scheduler_per_task is None else min(cl.scheduler_per_task, cl.per_task)
-    on_workers = prof.task_seconds + prof.tasks * (cl.per_task - o_s)
+    o_w = cl.per_task - o_s if cl.worker_per_task is None else cl.worker_per_task
+    on_workers = contended(prof, cl) + prof.tasks * o_w
     cpu = prof.worker_cpu + (prof.tasks * o_s if cl.shared else 0.0)
-    worker = max(on_workers / spread * waves(prof.blocks, cl.workers), cpu / cl.cores)
+    worker = max(on_workers / spread * waves(prof.blocks, running), cpu / cl.cores)
     storage = prof.x_reads * prof.x_bytes / min(cl.storage, cl.nodes * cl.nic)
     scheduler = prof.tasks * o_s + prof.graphs * cl.per_graph
     transfer = (
@@ -210,6 +221,16 @@ def predict(prof: Profile, cl: Cluster) -> Prediction:
     )
     wall = max(worker, storage) + scheduler + prof.client_seconds + transfer
     return Prediction(round(wall, 12), worker, storage, scheduler, prof.client_seconds, transfer)
+
+
+def contended(prof: Profile, cl: Cluster) -> float:
+    """The fit's task seconds on ``cl``: its I/O and its compute each slowed by the
+    cluster's contention when the blocks keep every core busy (measured on one busy core)."""
+    if min(cl.workers, prof.blocks) < cl.cores:
+        return prof.task_seconds
+    io = min(prof.io_seconds, prof.task_seconds)
+    k_io, k_c = cl.contention
+    return io * k_io + (prof.task_seconds - io) * k_c
 
 
 def line_through(x1: float, y1: float, x2: float, y2: float) -> tuple[float, float]:
@@ -486,6 +507,8 @@ class Overheads:
     ----------
     per_task : ``o``, what one more task adds to a graph's wall time
     scheduler_per_task : ``o_s``, what it adds to the scheduler's CPU time
+    worker_per_task : ``o_w``, what it adds to the workers' CPU time
+    contention : ``(κ_io, κ_c)`` of :func:`contention` (the machine's, not the no-op graphs')
     per_graph : ``L``, a one-task graph's wall time less ``o``
     outside : the part of ``L`` while no task waits or runs (the graph's way to the
         scheduler, its result's way back); a fit's time outside the cluster's busy time
@@ -496,6 +519,8 @@ class Overheads:
     per_graph: float
     outside: float
     scheduler_per_task: float
+    worker_per_task: float
+    contention: tuple[float, float] = (1.0, 1.0)
 
 
 def overheads(client, tasks: int = 400, repeat: int = 3) -> Overheads:
@@ -513,9 +538,41 @@ def overheads(client, tasks: int = 400, repeat: int = 3) -> Overheads:
     one, many = best(1), best(tasks)
     per_task = max((many["time"] - one["time"]) / (tasks - 1), 0.0)
     o_s = max((many["scheduler_cpu"] - one["scheduler_cpu"]) / (tasks - 1), 0.0)
+    o_w = max((many["worker_cpu"] - one["worker_cpu"]) / (tasks - 1), 0.0)
     return Overheads(
-        per_task, max(one["time"] - per_task, 0.0), one["outside_seconds"], min(o_s, per_task)
+        per_task,
+        max(one["time"] - per_task, 0.0),
+        one["outside_seconds"],
+        min(o_s, per_task),
+        min(o_w, per_task - min(o_s, per_task)),
     )
+
+
+def _block_gram(xb):
+    x = xb.astype("float64")
+    return (x @ x.T)[None, :1]
+
+
+def contention(clients: dict, store: str) -> tuple[float, float]:
+    """``(κ_io, κ_c)``: the task seconds of a pass with both cores busy (2 processes) over
+    the same with one (1 process) — the I/O of an ``X.sum()`` pass and the compute of a
+    per-block Gram ``X_b X_bᵀ`` in float64 (its pass less the I/O one) — no fsdask code,
+    best of 3 each; (1, 1) without a 2-process cluster."""
+    if "2 processes" not in clients:
+        return 1.0, 1.0
+    X, _ = _open(store)
+    gram = X.map_blocks(_block_gram, chunks=(1, 1), dtype="float64")
+    runs = {"io": lambda: X.sum().compute(), "gram": lambda: gram.sum().compute()}
+
+    def seconds(client, name: str) -> float:
+        measure(client, runs[name], "")
+        return min(measure(client, runs[name], "")["task_seconds"] for _ in range(3))
+
+    t = {c: {k: seconds(clients[c], k) for k in runs} for c in ("1 process", "2 processes")}
+    one, two = t["1 process"], t["2 processes"]
+    k_io = max(two["io"] / one["io"], 1.0)
+    k_c = max((two["gram"] - two["io"]) / max(one["gram"] - one["io"], 1e-9), 1.0)
+    return k_io, k_c
 
 
 def fit_of(method: str, X, y) -> Callable[[], Any]:
@@ -658,6 +715,8 @@ def validation_line(method: str, timings: dict, prof: Profile, over: Overheads) 
             per_task=over.per_task,
             per_graph=over.per_graph,
             scheduler_per_task=over.scheduler_per_task,
+            worker_per_task=over.worker_per_task,
+            contention=over.contention,
             shared=True,
         )
         pred, measured = predict(prof, cl).wall, timings[name]
@@ -678,7 +737,9 @@ def projection_lines(
         f"({t['n'] * t['p'] * t['itemsize'] / GB:.0f} GB), {t['block_bytes'] // 2**20} MiB blocks "
         f"({math.ceil(t['p'] / width)} blocks of {width} features); {CORES_PER_NODE} cores and "
         f"a {nic * 8 / GB:.0f} Gbit/s link per node, one worker thread per core; o = "
-        f"{over.per_task * 1e3:.2f} ms/task (scheduler o_s = {over.scheduler_per_task * 1e3:.2f}), "
+        f"{over.per_task * 1e3:.2f} ms/task (scheduler o_s = {over.scheduler_per_task * 1e3:.2f}, "
+        f"workers o_w = {over.worker_per_task * 1e3:.2f}), κ_io = {over.contention[0]:.2f}, "
+        f"κ_c = {over.contention[1]:.2f} (a node's busy cores contend as this machine's do), "
         f"L = {over.per_graph * 1e3:.1f} ms/graph as measured here",
         f"{'method':12s} {'nodes':>5s} {'storage':>9s} {'wall':>9s} {'workers':>9s} "
         f"{'reads':>9s} {'scheduler':>9s} {'sched busy':>10s} {'client':>9s} {'client recv':>11s}"
@@ -694,6 +755,8 @@ def projection_lines(
                     per_task=over.per_task,
                     per_graph=over.per_graph,
                     scheduler_per_task=over.scheduler_per_task,
+                    worker_per_task=over.worker_per_task,
+                    contention=over.contention,
                     nodes=nodes,
                     nic=nic,
                     storage=bw * GB,
@@ -742,14 +805,19 @@ def calibrate(bench, clients: dict, big: Store, small: Store, methods) -> tuple:
     validation lines and the overheads."""
     one = clients["1 process"]
     over = overheads(one)
+    over = dataclasses.replace(over, contention=contention(clients, big.path))
     io_block = io_per_block(one, big.path, big.blocks)
     bench.line(
         f"store: {big.n} × {big.p} float32 in {big.blocks} feature blocks "
         f"({_mb(big.n * big.p * 4 / big.blocks)} each), and {small.n} × {small.p} in "
         f"{small.blocks} for the per-block slopes; a dask scheduler process and worker "
         f"processes of one thread ({', '.join(clients)}); o = {over.per_task * 1e3:.2f} ms/task, "
-        f"of which the scheduler's CPU o_s = {over.scheduler_per_task * 1e3:.2f} ms; "
-        f"L = {over.per_graph * 1e3:.1f} ms/graph (no-op graphs on 1 process)"
+        f"of which the scheduler's CPU o_s = {over.scheduler_per_task * 1e3:.2f} ms and the "
+        f"workers' o_w = {over.worker_per_task * 1e3:.2f} ms; "
+        f"L = {over.per_graph * 1e3:.1f} ms/graph (no-op graphs on 1 process); with both cores "
+        f"busy a task's I/O runs κ_io = {over.contention[0]:.2f}× and its compute "
+        f"κ_c = {over.contention[1]:.2f}× slower (X.sum() and per-block Gram passes, 2 processes "
+        "against 1)"
     )
     profiles, validation = {}, []
     for method in methods:

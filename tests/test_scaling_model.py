@@ -87,11 +87,32 @@ def test_the_workers_share_their_part_of_the_task_overhead():
     four = sm.predict(BASE, sm.Cluster(4, cores=64, **split))
     assert four.worker == pytest.approx((4.0 + 10 * 0.08) / 4)
     assert four.scheduler == pytest.approx(10 * 0.02)
+    # 4 one-thread workers on 2 cores run 2 tasks at a time
+    assert sm.predict(BASE, sm.Cluster(4, cores=2, **split)).worker == pytest.approx(4.8 / 2)
     # on one 2-core machine the scheduler's CPU competes with the workers'
-    alone = sm.predict(BASE, sm.Cluster(4, cores=2, **split))
-    shared = sm.predict(BASE, sm.Cluster(4, cores=2, shared=True, **split))
-    assert alone.worker == pytest.approx(4.0 / 2)
-    assert shared.worker == pytest.approx((4.0 + 10 * 0.02) / 2)
+    busy = dataclasses.replace(BASE, worker_cpu=6.0)
+    alone = sm.predict(busy, sm.Cluster(4, cores=2, **split))
+    shared = sm.predict(busy, sm.Cluster(4, cores=2, shared=True, **split))
+    assert alone.worker == pytest.approx(6.0 / 2)
+    assert shared.worker == pytest.approx((6.0 + 10 * 0.02) / 2)
+
+
+def test_given_their_cpu_per_task_the_workers_pay_only_it():
+    # o = 0.1 s, o_s = 0.02 s, o_w = 0.03 s: the other 0.05 s is latency a queued task hides
+    cl = sm.Cluster(1, cores=64, per_task=0.1, per_graph=0.0, scheduler_per_task=0.02)
+    hidden = dataclasses.replace(cl, worker_per_task=0.03)
+    assert sm.predict(BASE, cl).worker == pytest.approx(4.0 + 10 * 0.08)
+    assert sm.predict(BASE, hidden).worker == pytest.approx(4.0 + 10 * 0.03)
+
+
+def test_contention_slows_io_and_compute_only_when_every_core_is_busy():
+    # BASE: 4 s of tasks, 2 s of them I/O, on 4 blocks
+    slow = {"contention": (1.5, 1.25), **FREE}
+    assert sm.contended(BASE, sm.Cluster(2, cores=2, **slow)) == pytest.approx(2 * 1.5 + 2 * 1.25)
+    assert sm.contended(BASE, sm.Cluster(1, cores=2, **slow)) == 4.0  # a core to spare
+    assert sm.contended(BASE, sm.Cluster(8, cores=8, **slow)) == 4.0  # 4 blocks: 4 cores idle
+    r = sm.predict(BASE, sm.Cluster(2, cores=2, **slow))
+    assert r.worker == pytest.approx(5.5 / 2)
 
 
 def test_transfers_between_workers_need_more_than_one():

@@ -44,17 +44,21 @@ from fsdask.io.rechunk import to_feature_blocks
 from fsdask.linalg.tsqr import centred_factor, gram_over_samples
 
 
-def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """B (r × p), singular values s (r,) and loadings V (p × r) of the centred X; the passes
-    over X are counted in the fit's execution."""
+def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.ndarray]:
+    """B (r × p) and singular values s (r,) of the centred X; the passes over X are counted
+    in the fit's execution."""
     if is_sample_blocked(X) and not gram_over_samples(X, ctx.execution):
         # a wide X (its n × n side), or a p × p Gram too large to tree-sum: feature blocks
         options = ReadOptions(memory_budget=ctx.budget)
         X = to_feature_blocks(X, where="X (PCA baseline)", options=options)
     B, s = centred_factor(X, scale, ctx.execution)
-    r = B.shape[0]
-    V = (B / s[:r, None]).T
-    return B, s[:r], V
+    return B, s[: B.shape[0]]
+
+
+def _loadings(B: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The loadings V (p × r) of the factor ``B = diag(s) Vᵀ``: a p × r array on the client,
+    made only by the methods that read them."""
+    return (B / s[:, None]).T
 
 
 def _check_q(q, p: int, name: str) -> int:
@@ -152,7 +156,7 @@ class JolliffeI(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeI")
-        B, s, _ = _factor(X, self.scale, ctx)
+        B, _ = _factor(X, self.scale, ctx)
         K = B @ B.T  # r × r, = B_{-S} B_{-S}ᵀ after downdates
         free = np.ones(p, bool)
         order = []
@@ -216,7 +220,8 @@ class JolliffeNI(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeNI")
-        B, s, V = _factor(X, self.scale, ctx)
+        B, s = _factor(X, self.scale, ctx)
+        V = _loadings(B, s)
         r = V.shape[1]
         free = np.ones(p, bool)
         order = []
@@ -308,7 +313,8 @@ class PFA(_PCABase):
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         p = X.shape[1]
         q = _check_q(self.n_features_to_select or default_q(X.shape[0], p), p, "PFA")
-        B, s, V = _factor(X, self.scale, ctx)
+        B, s = _factor(X, self.scale, ctx)
+        V = _loadings(B, s)
         k = min(self.n_components or q, V.shape[1])
         Z = V[:, :k]
         best = None

@@ -34,7 +34,8 @@ method mixes the two, so its target is a share of the lower of them: ≥ 0.9 × 
 Prints the speed-up t(1 process) / t(2 processes) per kernel (target ≥ 0.9 × the ceiling of
 the same run), with the cores each figure kept busy (CPU seconds of the client and of every worker process, all threads,
 over wall time: a kernel whose BLAS or numba threads already fill the machine in 1 process
-cannot gain from a second one), and writes
+cannot gain from a second one) and the client's own CPU seconds (work that stays on the
+client whatever the number of workers), and writes
 ``--results`` (default examples/results/workers_speedup.txt).
 
 Run:  python benchmarks/workers_speedup.py [--quick] [--kernels filter logo ...]
@@ -164,12 +165,16 @@ def child(args) -> None:
         run()  # warm: page cache, worker imports, numba compilation
         w0, t0, c0 = client.run(_cpu_seconds), time.perf_counter(), time.process_time()
         run()
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        wall, own = time.perf_counter() - t0, time.process_time() - c0
         w1 = client.run(_cpu_seconds)
         # CPU of the client and of every worker process (all their threads: BLAS, numba)
-        cpu += sum(w1[a] - w0[a] for a in w1 if a in w0)
-        out = {"time": wall, "cpu": cpu}
+        cpu = own + sum(w1[a] - w0[a] for a in w1 if a in w0)
+        out = {"time": wall, "cpu": cpu, "client_cpu": own}
     print("RESULT " + json.dumps(out), flush=True)
+
+
+#: every child's figures, by (kernel, workers): the client's CPU of the run the harness keeps
+RUNS: dict[tuple[str, int], list[dict]] = {}
 
 
 def measure(store: str, name: str, workers: int):
@@ -193,16 +198,20 @@ def measure(store: str, name: str, workers: int):
         )
         for line in r.stdout.splitlines():
             if line.startswith("RESULT "):
-                return json.loads(line[7:])
+                out = json.loads(line[7:])
+                RUNS.setdefault((name, workers), []).append(out)
+                return out
         raise RuntimeError(f"{name} on {workers} worker(s) failed:\n{r.stderr[-2000:]}")
 
     return fn
 
 
-def _cores(t) -> str:
+def _cores(t, name: str, workers: int) -> str:
     """Cores kept busy during a figure (CPU of client and workers / wall time): a 1-process
-    figure near the machine's core count leaves a second process nothing to gain."""
-    return f"{t.cpu / t.seconds:.2f} cores busy"
+    figure near the machine's core count leaves a second process nothing to gain; and the
+    client's CPU in it: work the client does whatever the number of workers."""
+    run = next(r for r in RUNS[(name, workers)] if r["time"] == t.seconds)
+    return f"{t.cpu / t.seconds:.2f} cores busy, the client {run['client_cpu']:.2f} s CPU"
 
 
 def main(argv=None) -> int:
@@ -257,8 +266,8 @@ def main(argv=None) -> int:
                     f"= {share:.2f} × the ceiling {ceiling:.2f}× (target ≥ {TARGET_SHARE}: {met})"
                 )
             bench.line(
-                f"{name:12s} 1 process {t['1']} ({_cores(t['1'])}), 2 processes {t['2']} "
-                f"({_cores(t['2'])}): speed-up {bench.ratio(t['1'], t['2'])} {verdict}"
+                f"{name:12s} 1 process {t['1']} ({_cores(t['1'], name, 1)}), 2 processes {t['2']} "
+                f"({_cores(t['2'], name, 2)}): speed-up {bench.ratio(t['1'], t['2'])} {verdict}"
             )
     bench.write()
     return 0

@@ -313,14 +313,11 @@ def row_dot(X: da.Array, C: np.ndarray) -> da.Array:
 
     Parameters
     ----------
-    X : dask array (n, p), chunked (all samples, feature block)
-    C : ndarray (n, r), small, sent whole to every block
+    X, C : as for :func:`sample_dot`
 
     Returns
     -------
-    dask array (p, r), lazy, chunked like X's features.
-
-    Memory: as :func:`sample_dot`.
+    dask array (p, r), lazy, chunked like X's features.  Memory: as :func:`sample_dot`.
     """
     return sample_dot(X, C).T
 

@@ -525,3 +525,10 @@ def class_codes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inverse, uniq = pd.factorize(y, use_na_sentinel=False)
     classes, position = np.unique(np.asarray(uniq, dtype=y.dtype), return_inverse=True)
     return classes, position[inverse]
+
+
+def class_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`class_codes` and the number of labels in each class: the same as
+    ``np.unique(y, return_inverse=True, return_counts=True)``."""
+    classes, codes = class_codes(y)
+    return classes, codes, np.bincount(codes, minlength=classes.size)

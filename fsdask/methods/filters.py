@@ -35,7 +35,7 @@ import scipy.special
 from dask.utils import format_bytes
 from sklearn.utils import ClassifierTags
 
-from fsdask._validation import Int, Real, StrOptions, class_codes
+from fsdask._validation import Int, Real, StrOptions, class_codes, class_counts
 from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
@@ -608,9 +608,8 @@ class Filter(Selector):
         codes, n_classes, yc = None, 0, None
         stat = self.statistic
         if stat in CLASS_SCORES:
-            classes, codes = class_codes(y)
+            classes, codes, counts = class_counts(y)
             n_classes = classes.size
-            counts = np.bincount(codes)
             if stat in BINARY_ONLY and n_classes != 2 and self.groups is None:
                 raise InputError(
                     f"statistic={stat!r} compares two classes but y has {n_classes} "

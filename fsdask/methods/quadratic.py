@@ -24,7 +24,7 @@ from typing import Any
 import dask.system
 import numpy as np
 
-from fsdask._validation import class_codes
+from fsdask._validation import class_counts
 from fsdask.errors import ParameterError
 from fsdask.fitting import format_duration, progress_line
 
@@ -282,10 +282,8 @@ def subsample(
     if labels is None:
         rows = np.sort(rng.choice(n, max_samples, replace=False))
         return Subsample(rows.astype(np.int64), n, max_samples, seed, False)
-    classes, codes = class_codes(np.asarray(labels).ravel())
-    counts = np.bincount(codes, minlength=classes.size)
+    classes, codes, counts = class_counts(np.asarray(labels).ravel())
     quota = class_quota(counts, max_samples, min_per_class, classes)
-    codes = codes.ravel()
     picked = [
         rng.choice(np.flatnonzero(codes == c), quota[c], replace=False) for c in range(classes.size)
     ]

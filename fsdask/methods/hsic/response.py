@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fsdask._validation import class_codes
+from fsdask._validation import class_counts
 from fsdask.errors import InputError, ParameterError
 
 __all__ = [
@@ -142,8 +142,7 @@ def _class_factor(y: np.ndarray, info: dict) -> np.ndarray:
         raise InputError(
             f"y has {int((~np.isfinite(y)).sum())} NaN/Inf label(s); drop those samples"
         )
-    classes, codes = class_codes(y)
-    counts = np.bincount(codes, minlength=classes.size)
+    classes, codes, counts = class_counts(y)
     if classes.size < 2:
         raise InputError(
             f"y has a single class ({classes[0]!r}); SparseHSIC with a categorical "

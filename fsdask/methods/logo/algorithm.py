@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fsdask._validation import class_codes
+from fsdask._validation import class_counts
 from fsdask.errors import InputError
 from fsdask.fitting import FitContext
 from fsdask.methods.logo.certify import KKTBounds, violators
@@ -140,8 +140,7 @@ def check_classes(y: np.ndarray) -> np.ndarray:
     InputError
         y has a single class, or a class has a single sample.
     """
-    classes, codes = class_codes(np.asarray(y))
-    counts = np.bincount(codes, minlength=classes.size)
+    classes, codes, counts = class_counts(np.asarray(y))
     if classes.size < 2:
         raise InputError(f"y has a single class ({classes[0]!r}); Logo needs at least two classes")
     if counts.min() < 2:

@@ -472,6 +472,20 @@ def test_prox_linf_grad_step_split_over_threads_equals_one_thread(rng, monkeypat
     )
 
 
+@pytest.mark.parametrize("block_bytes", [1, 8 * 500 * 7, 32 * 2**20])
+def test_row_l1_norms_is_the_plain_product_in_any_blocks(rng, block_bytes):
+    """Blocks on the thread pool (one BLAS thread each) give the sums of the whole product,
+    to the bit, whatever the block size: the KKT scan's decisions do not depend on it."""
+    from fsdask.linalg import row_l1_norms
+
+    M, E = rng.normal(size=(203, 9)), rng.normal(size=(9, 500))
+    C = rng.normal(size=(203, 500))
+    np.testing.assert_array_equal(row_l1_norms(M, E, block_bytes=block_bytes), np.abs(M @ E).sum(1))
+    np.testing.assert_array_equal(
+        row_l1_norms(M, E, C, block_bytes=block_bytes), np.abs(M @ E - C).sum(1)
+    )
+
+
 def test_row_l1_norms_screened(rng):
     from fsdask.linalg import row_l1_norms_screened
 

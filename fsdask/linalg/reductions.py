@@ -20,6 +20,7 @@ import numba
 import numpy as np
 
 from fsdask._blocks import compute_blocks  # noqa: F401  (re-exported: the methods import it here)
+from fsdask.linalg.threads import cores, parallel_map
 
 #: up to this many columns of C, ``Cᵀ X_b`` and the range run as one fused numba sweep
 _FUSED_MAX_R = 8
@@ -467,8 +468,10 @@ def row_l1_norms(
     """``‖(M E − C)_i‖₁`` for every row i, never holding ``M E`` (p × q) whole.
 
     The inputs are the small factors of a big problem, e.g. ``Bᵀ`` (p × r) and a residual
-    (r × p).  Rows are processed in blocks of about ``block_bytes`` of output, each one BLAS
-    product (threaded).
+    (r × p).  Rows are processed in blocks, one per core at a time on fsdask's thread pool
+    (:func:`~fsdask.linalg.threads.parallel_map`), each one BLAS product on one thread and
+    its row sums: with a short inner dimension the product is memory-bound, and so is the
+    sum of its absolute values, so the cores share both rather than only the product.
 
     Parameters
     ----------
@@ -482,16 +485,24 @@ def row_l1_norms(
     -------
     ndarray (p,)
 
-    Cost: O(p·m·q) time, O(block_bytes) extra memory.
+    Cost: O(p·m·q) time, O(block_bytes) extra memory in all (each of the ``cores()`` blocks
+    computed at once holds its share).
     """
     p, q = M.shape[0], E.shape[1]
-    step = max(1, int(block_bytes // max(1, 8 * q)))
+    # blocks of [step, 2·step) rows, never one row while p > 1: a one-row product is a
+    # matrix-vector product in BLAS, rounded differently from the same row in a block
+    step = max(2, int(block_bytes // max(1, 16 * q * cores())))
+    bounds = np.linspace(0, p, max(1, p // step) + 1).astype(int)
     out = np.empty(p)
-    for s in range(0, p, step):
-        blk = M[s : s + step] @ E
+
+    def block(ab: tuple[int, int]) -> None:
+        a, b = ab
+        blk = M[a:b] @ E
         if C is not None:
-            blk -= C[s : s + step]
-        out[s : s + step] = np.abs(blk).sum(axis=1)
+            blk -= C[a:b]
+        out[a:b] = np.abs(blk, out=blk).sum(axis=1)
+
+    parallel_map(block, list(zip(bounds[:-1], bounds[1:])))
     return out
 
 

@@ -182,6 +182,7 @@ class Rows:
         self.factored = 2 * prob.r < S.size
         self.BS = np.ascontiguousarray(prob.B[:, S]) if self.factored else None
         self._grad = np.empty((S.size, prob.p))  # |S| × p: reused, not faulted in every step
+        self._resid = np.empty((prob.r, prob.p)) if self.factored else None  # Z − B, likewise
 
     def state(self, A: np.ndarray) -> np.ndarray:
         """Z of A: ``B_S A`` or ``G_SS A``."""
@@ -193,7 +194,8 @@ class Rows:
         Written into one buffer: the next call overwrites it (callers use it at once).
         """
         if self.factored:
-            return np.matmul(self.BS.T, Z - self.prob.B, out=self._grad)
+            resid = np.subtract(Z, self.prob.B, out=self._resid)
+            return np.matmul(self.BS.T, resid, out=self._grad)
         return np.subtract(Z, self.GS, out=self._grad)
 
     def losses(self, A: np.ndarray, Z: np.ndarray) -> tuple[float, float]:

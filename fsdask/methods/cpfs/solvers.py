@@ -69,6 +69,7 @@ def fista_rows(
     ZA = rows.state(A)  # Z of A, carried along (one product per step)
     ZY = ZA
     pool = [A] + [np.empty_like(A) for _ in range(3)]  # A (a copy), Y, A⁺, Y⁺ rotate
+    z_momentum = np.empty_like(ZA)  # Z of Y⁺, written in place every step without a restart
     t = 1.0
     gap = np.inf
     it = 0
@@ -83,8 +84,10 @@ def fista_rows(
         if float(d @ dots) > 0:  # adaptive restart: ⟨Y − A⁺, A⁺ − A⟩_D > 0
             t, Y, ZY = 1.0, An, ZAn
         else:
-            Y = Yn  # Z of Y by linearity, no second product
-            ZY = ZAn + beta * (ZAn - ZA)
+            Y = Yn  # Z of Y by linearity, no second product: ZAn + β(ZAn − ZA)
+            ZY = np.subtract(ZAn, ZA, out=z_momentum)
+            ZY *= beta
+            ZY += ZAn
             t = tn
         A, ZA = An, ZAn
         if it % check_every == 0 or it == max_iter:

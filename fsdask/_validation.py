@@ -341,6 +341,29 @@ def check_y(y: Any, n_samples: int, *, name: str = "y", task: str = "any") -> np
     return y
 
 
+def string_ids(values: Any) -> np.ndarray:
+    """Sample or feature ids as an object array of Python ``str`` (a dataset's coordinates).
+
+    Ids read from AnnData or Zarr are usually Python strings already; they are then taken as
+    they are, after one C-level look at their types.  Anything else (numbers, bytes, a
+    fixed-width array) goes through ``astype(str)``, which would otherwise build every one of
+    a million cell names twice.
+
+    Parameters
+    ----------
+    values : array-like (m,)
+
+    Returns
+    -------
+    numpy.ndarray (m,) of str, dtype object.  Memory: m pointers (the strings are shared
+    when they already were ``str``).
+    """
+    arr = np.asarray(values)
+    if arr.dtype == object and pd.api.types.infer_dtype(arr, skipna=False) == "string":
+        return arr.copy()
+    return arr.astype(str).astype(object)
+
+
 def sparse_feature_blocks(X: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> da.Array:
     """A scipy.sparse matrix as a dask array whose blocks are densified one feature block at a time."""
     Xc = scipy.sparse.csc_matrix(X)

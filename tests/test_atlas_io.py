@@ -438,3 +438,24 @@ def test_in_memory_csr_blocks_are_views_and_labels_coded_as_numpy():
             np.testing.assert_array_equal(got, want)
     y = np.array(["a", "", None, float("nan"), " ", "b", "a"], dtype=object)
     np.testing.assert_array_equal(missing_labels(y), [0, 1, 1, 1, 1, 0, 0])
+
+
+def test_string_ids_keep_strings_and_convert_the_rest():
+    """Ids that are Python strings already are kept (shared, not rebuilt); numbers, bytes and
+    fixed-width arrays become strings as before; the result is always an object array of str."""
+    from fsdask._validation import string_ids
+
+    names = pd.Index([f"cell{i}" for i in range(5)])
+    out = string_ids(names)
+    assert out.dtype == object and list(out) == list(names)
+    assert out[3] is names[3]  # the same string objects, not copies
+    for values, expected in (
+        (np.arange(3), ["0", "1", "2"]),
+        (np.array([b"a", b"bc"]), ["a", "bc"]),
+        (np.array(["x", "yz"]), ["x", "yz"]),
+        (np.array(["a", 1, 2.5], dtype=object), ["a", "1", "2.5"]),
+        (np.array([], dtype=object), []),
+    ):
+        out = string_ids(values)
+        assert out.dtype == object and list(out) == expected
+        assert all(type(v) is str for v in out)

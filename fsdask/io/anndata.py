@@ -34,7 +34,7 @@ import xarray as xr
 from dask.base import tokenize
 from dask.utils import format_bytes
 
-from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size
+from fsdask._validation import DEFAULT_CHUNK_BYTES, feature_block_size, string_ids
 from fsdask.errors import FsdaskError, InputError, StoreError, import_optional
 from fsdask.io.blocks import (
     apply_nan_policy,
@@ -478,7 +478,7 @@ def _dataset(
     """
     n, p = reader.shape
     _check_frames(obs, var, n, p, where)
-    names = np.asarray(var.index).astype(str).astype(object)
+    names = string_ids(var.index)
     indptr = None
     if reader.kind == "csr_matrix" and not describe_only:  # row sizes: blocks, empty cells
         indptr = reader.obj.indptr if reader.obj is not None else reader.node()["indptr"][...]
@@ -492,7 +492,7 @@ def _dataset(
         X, names = _feature_x(reader, names, options, where, chunk_bytes, describe_only)
     ds = xr.Dataset(
         {"X": (("sample", "feature"), X)},
-        coords={"sample": np.asarray(obs.index).astype(str).astype(object), "feature": names},
+        coords={"sample": string_ids(obs.index), "feature": names},
     )
     y, classes, lname = _label(obs, options.label, where)
     if y is not None:

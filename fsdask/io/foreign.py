@@ -29,7 +29,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from fsdask._validation import DEFAULT_CHUNK_BYTES, missing_labels
+from fsdask._validation import DEFAULT_CHUNK_BYTES, missing_labels, string_ids
 from fsdask.errors import InputError, StoreError
 from fsdask.io.blocks import block_bytes, merged_chunks
 from fsdask.io.guard import GuardedArray, guarded_dask
@@ -126,7 +126,7 @@ def check_numeric(dtype: np.dtype, where: str, name: str) -> np.dtype:
 def _ids(group: zarr.Group, dim: str, size: int) -> np.ndarray:
     if dim in group and isinstance(group[dim], zarr.Array) and group[dim].shape == (size,):
         v = np.asarray(group[dim][...])
-        return v.astype(str).astype(object) if v.dtype.kind in "OUST" else v
+        return string_ids(v) if v.dtype.kind in "OUST" else v
     return np.arange(size)
 
 

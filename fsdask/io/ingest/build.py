@@ -14,7 +14,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from fsdask._validation import feature_block_size
+from fsdask._validation import feature_block_size, string_ids
 from fsdask.errors import InputError
 from fsdask.io.blocks import apply_nan_policy
 from fsdask.io.foreign import xarray_matrix
@@ -34,12 +34,8 @@ def build_dataset(
 ) -> xr.Dataset:
     n, p = X.shape
     coords = {
-        "sample": np.asarray(sample_names).astype(str).astype(object)
-        if sample_names is not None
-        else np.arange(n),
-        "feature": np.asarray(feature_names).astype(str).astype(object)
-        if feature_names is not None
-        else np.arange(p),
+        "sample": string_ids(sample_names) if sample_names is not None else np.arange(n),
+        "feature": string_ids(feature_names) if feature_names is not None else np.arange(p),
     }
     if len(coords["feature"]) != p:
         raise InputError(

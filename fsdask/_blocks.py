@@ -7,7 +7,7 @@ algorithms) brings per-feature results to the client the same way.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import dask
 import dask.array as da
@@ -26,9 +26,7 @@ def compute_blocks(*arrays: Any) -> tuple:
     worth; the arrays still share their reads of X (one graph, one pass).  Under a
     distributed client finished chunks are fetched in batches and released on the workers
     (:func:`_gather_as_completed`), so the workers hold only the chunks not yet fetched
-    instead of the whole result, and each chunk is copied into its place in the result as
-    it arrives (:class:`_Join`): the copies overlap the workers' compute and the client
-    never holds the chunks and their join at once.  Non-dask arguments are passed through.
+    instead of the whole result.  Non-dask arguments are passed through.
     """
     # split without optimising: arrays that share X keep sharing its read tasks (optimised
     # one by one, each would fuse its own read of every block: one pass per array)
@@ -36,67 +34,24 @@ def compute_blocks(*arrays: Any) -> tuple:
         a.to_delayed(optimize_graph=False) if isinstance(a, da.Array) else None for a in arrays
     ]
     flat = [d for g in grids if g is not None for d in g.ravel()]
-    joins = [None if g is None else _Join(a, g.shape) for a, g in zip(arrays, grids)]
-    places = [(j, ix) for j in joins if j is not None for ix in np.ndindex(j.grid)]
     # nothing lazy (an in-memory loop, e.g. SparsePM on a NumPy A): no scheduler look-up
     client = _distributed_client() if flat else None
-    if client is not None:
-        _gather_as_completed(client, flat, consume=lambda i, v: places[i][0].put(places[i][1], v))
-    elif flat:
-        for (join, ix), value in zip(places, dask.compute(*flat)):
-            join.put(ix, value)
-    return tuple(a if j is None else j.result() for a, j in zip(arrays, joins))
-
-
-class _Join:
-    """The chunks of one dask array joined on the client, as they arrive in any order.
-
-    A chunk that is a NumPy array of the array's dtype and of its chunk's shape is copied
-    into a result allocated at the first one, and dropped; anything else (another type or
-    dtype, unknown chunk sizes) makes the join keep every chunk and concatenate them at the
-    end, as ``dask.compute`` would.  One chunk is the result itself, not copied.
-    """
-
-    def __init__(self, a: da.Array, grid: tuple[int, ...]):
-        self.grid, self.dtype, self.shape = grid, a.dtype, a.shape
-        self.starts = [np.cumsum((0, *c)) for c in a.chunks]
-        self.blocks: dict[tuple[int, ...], Any] = {}
-        self.out: np.ndarray | None = None
-        self.placed: list[tuple[int, ...]] = []
-        self.whole = len(a.chunks) > 0 and not any(np.isnan(x) for x in a.shape)
-
-    def _slices(self, ix: tuple[int, ...]) -> tuple[slice, ...]:
-        return tuple(slice(int(s[i]), int(s[i + 1])) for s, i in zip(self.starts, ix))
-
-    def put(self, ix: tuple[int, ...], value: Any) -> None:
-        sl = self._slices(ix) if self.whole else ()
-        fits = (
-            self.whole
-            and int(np.prod(self.grid)) > 1
-            and type(value) is np.ndarray
-            and value.dtype == self.dtype
-            and value.shape == tuple(s.stop - s.start for s in sl)
-        )
-        if fits and not self.blocks:
-            if self.out is None:
-                self.out = np.empty(self.shape, dtype=self.dtype)
-            self.out[sl] = value
-            self.placed.append(ix)
-            return
-        for done in self.placed:  # from here on every chunk is kept: views of those placed
-            self.blocks[done] = self.out[self._slices(done)]
-        self.placed = []
-        self.blocks[ix] = value
-
-    def result(self) -> Any:
-        if not self.blocks:
-            return self.out
-        if len(self.blocks) == 1:
-            return np.asarray(next(iter(self.blocks.values())))
-        nested = np.empty(self.grid, dtype=object)
-        for ix, value in self.blocks.items():
-            nested[ix] = value
-        return concatenate3(nested.tolist())
+    if not flat:
+        parts = iter(())
+    elif client is not None:
+        parts = iter(_gather_as_completed(client, flat))
+    else:
+        parts = iter(dask.compute(*flat))
+    out = []
+    for a, g in zip(arrays, grids):
+        if g is None:
+            out.append(a)
+            continue
+        blocks = np.empty(g.shape, dtype=object)
+        for ix in np.ndindex(g.shape):
+            blocks[ix] = next(parts)
+        out.append(concatenate3(blocks.tolist()) if blocks.size > 1 else np.asarray(blocks.flat[0]))
+    return tuple(out)
 
 
 def compute_each(tasks: list) -> list:
@@ -130,18 +85,15 @@ def _distributed_client() -> Any:
     return owner if isinstance(owner, Client) else None
 
 
-def _gather_as_completed(
-    client: Any, delayeds: list, consume: Callable[[int, Any], None] | None = None
-) -> list:
+def _gather_as_completed(client: Any, delayeds: list) -> list:
     """The values of ``delayeds`` (one graph: shared reads stay shared), fetched as their
     tasks finish and then released, so that workers do not keep results the client has.
 
     Each request fetches every result finished since the previous one
     (``as_completed(...).batches()``): while the client receives a large chunk the workers
     compute the next ones, and chunks that finish faster than the client fetches them are
-    fetched together, one round trip for many.  With ``consume``, each value is handed to
-    ``consume(position, value)`` as it arrives and not kept (the list returned is of None).
-    A failed task raises its exception here, as ``dask.compute`` would.
+    fetched together, one round trip for many.  A failed task raises its exception here, as
+    ``dask.compute`` would.
     """
     from distributed import as_completed
 
@@ -154,10 +106,7 @@ def _gather_as_completed(
         for batch in as_completed(futures, loop=client.loop).batches():
             for fut, value in zip(batch, client.gather(batch)):
                 for i in slots[fut.key]:
-                    if consume is None:
-                        values[i] = value
-                    else:
-                        consume(i, value)
+                    values[i] = value
                 fut.release()
     finally:
         client.cancel([f for f in futures if f.status == "pending"])

@@ -166,3 +166,38 @@ def test_distributed_workers_release_each_chunk_once_the_client_has_it(cluster, 
     last_done = max(ts for _, start, finish, ts in events if finish == "memory")
     released = {k for k, start, _, ts in events if start == "memory" and ts < last_done}
     assert len(released) >= len(keys) // 2, (len(released), len(keys))
+
+
+def _shuffled(b, block_info=None):
+    """A chunk that finishes after a pseudo-random delay (arrival order ≠ grid order), with
+    block (1, 2) of another dtype when asked (the join must then concatenate, as dask does)."""
+    import time
+
+    loc = block_info[0]["chunk-location"]
+    time.sleep(0.002 * ((loc[0] * 7 + loc[1] * 3) % 5))
+    return b.astype(np.float32) if loc == (1, 2) and b.dtype == np.int64 else b * 1.5
+
+
+@pytest.mark.parametrize("odd", [False, True])
+@pytest.mark.parametrize("where", ["threads", "cluster"])
+def test_compute_blocks_joins_chunks_as_dask_compute_does(where, odd, request):
+    """Chunks that arrive in any order, one of them of another dtype, are joined into
+    dask.compute's result, with its dtype, on threads and on a cluster.  Several arrays of
+    one graph share their tasks; a single chunk comes back as it is, and a NumPy argument
+    passes through."""
+    from fsdask._blocks import compute_blocks
+
+    base = da.arange(4 * 9, chunks=9).reshape(4, 9).rechunk((2, 3))
+    x = (base if odd else base.astype(np.float64)).map_blocks(_shuffled, dtype=np.float64)
+    y = x.sum(axis=0)
+    one = da.ones((3, 2), chunks=(3, 2))
+    plain = np.arange(3)
+    sched = request.getfixturevalue("cluster") if where == "cluster" else "threads"
+    with dask.config.set(scheduler="threads"):
+        expected = dask.compute(x, y, one)
+    with dask.config.set(scheduler=sched):
+        got = compute_blocks(x, y, one, plain)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_array_equal(g, e)
+    assert got[3] is plain

@@ -35,7 +35,7 @@ import scipy.special
 from dask.utils import format_bytes
 from sklearn.utils import ClassifierTags
 
-from fsdask._validation import Int, Real, StrOptions, class_codes, class_counts
+from fsdask._validation import Int, Real, StrOptions, class_counts
 from fsdask.base import FitOutput, Selector, top_k_mask
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext
@@ -711,13 +711,13 @@ class Filter(Selector):
         return out
 
     def _tested_groups(
-        self, classes: np.ndarray, codes: np.ndarray
+        self, classes: np.ndarray, counts: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """The label of each class of y (its name when y comes coded from a dataset) and the
-        codes of the groups to test (``groups=``)."""
+        codes of the groups to test (``groups=``); ``counts``: the samples in each class."""
         names = self.__dict__.get("_class_names")
         labels = np.asarray([str(names[int(c)]) if names is not None else str(c) for c in classes])
-        counts = np.bincount(codes)
+        n = int(counts.sum())
         if isinstance(self.groups, str):
             tested = np.arange(classes.size)
         else:
@@ -735,18 +735,18 @@ class Filter(Selector):
                     f"{', …' if labels.size > 6 else ''})"
                 )
             tested = np.array([index[v] for v in dict.fromkeys(wanted)], dtype=np.int64)
-        small = [g for g in tested if min(counts[g], codes.size - counts[g]) < 2]
+        small = [g for g in tested if min(counts[g], n - counts[g]) < 2]
         if small and self.statistic == "ttest":
             raise InputError(
-                f"group {str(labels[small[0]])!r} has {counts[small[0]]} of {codes.size} "
+                f"group {str(labels[small[0]])!r} has {counts[small[0]]} of {n} "
                 "samples; a t-test needs at least 2 in the group and 2 in the rest"
             )
         return labels, tested
 
     def _fit_groups(self, X, y, ctx: FitContext) -> FitOutput:
         """One pass for the moments of every class, then each tested group against the rest."""
-        classes, codes = class_codes(y)
-        classes, tested = self._tested_groups(classes, codes)
+        classes, codes, counts = class_counts(y)
+        classes, tested = self._tested_groups(classes, counts)
         m = streamed_moments(ctx.execution, X, codes, classes.size, None)
         bad, lo, hi = m.screen
         active = self._apply_screen(bad, lo, hi)

@@ -522,6 +522,20 @@ class Overheads:
     worker_per_task: float
     contention: tuple[float, float] = (1.0, 1.0)
 
+    def cluster(self, workers: int, cores: int, **fields: Any) -> Cluster:
+        """A :class:`Cluster` of ``workers`` and ``cores`` that pays these overheads
+        (``fields``: its other fields, e.g. ``nodes``, ``storage``, ``shared``)."""
+        return Cluster(
+            workers,
+            cores,
+            per_task=self.per_task,
+            per_graph=self.per_graph,
+            scheduler_per_task=self.scheduler_per_task,
+            worker_per_task=self.worker_per_task,
+            contention=self.contention,
+            **fields,
+        )
+
 
 def overheads(client, tasks: int = 400, repeat: int = 3) -> Overheads:
     """The cluster's :class:`Overheads`: graphs of 1 and of ``tasks`` independent no-op tasks,
@@ -709,16 +723,7 @@ def validation_line(method: str, timings: dict, prof: Profile, over: Overheads) 
     for name, (_, hosts) in CLUSTERS.items():
         if name not in timings:
             continue
-        cl = Cluster(
-            len(hosts),
-            dask.system.CPU_COUNT,
-            per_task=over.per_task,
-            per_graph=over.per_graph,
-            scheduler_per_task=over.scheduler_per_task,
-            worker_per_task=over.worker_per_task,
-            contention=over.contention,
-            shared=True,
-        )
+        cl = over.cluster(len(hosts), dask.system.CPU_COUNT, shared=True)
         pred, measured = predict(prof, cl).wall, timings[name]
         parts.append(
             f"{name} {measured} predicted {pred:.3f} s ({error(pred, measured.seconds):+.0%})"
@@ -749,18 +754,8 @@ def projection_lines(
         target = extrapolate(small, big, t["n"], t["p"], t["block_bytes"], t["itemsize"])
         for nodes in NODES:
             for bw in bandwidths:
-                cl = Cluster(
-                    workers=nodes * CORES_PER_NODE,
-                    cores=nodes * CORES_PER_NODE,
-                    per_task=over.per_task,
-                    per_graph=over.per_graph,
-                    scheduler_per_task=over.scheduler_per_task,
-                    worker_per_task=over.worker_per_task,
-                    contention=over.contention,
-                    nodes=nodes,
-                    nic=nic,
-                    storage=bw * GB,
-                )
+                cores = nodes * CORES_PER_NODE
+                cl = over.cluster(cores, cores, nodes=nodes, nic=nic, storage=bw * GB)
                 r = predict(target, cl)
                 lines.append(
                     f"{method:12s} {nodes:5d} {bw:5g} GB/s {r.wall:7.1f} s {r.worker:7.1f} s "

@@ -105,6 +105,25 @@ def test_given_their_cpu_per_task_the_workers_pay_only_it():
     assert sm.predict(BASE, hidden).worker == pytest.approx(4.0 + 10 * 0.03)
 
 
+def test_overheads_make_the_cluster_that_pays_them():
+    """The validation and the projection build their clusters from the measured overheads
+    through one door: every overhead is carried, the other fields are the caller's."""
+    over = sm.Overheads(0.003, 0.007, 0.002, 0.0008, 0.001, (1.1, 1.2))
+    cl = over.cluster(64, 32, nodes=2, storage=5e9, shared=True)
+    assert cl == sm.Cluster(
+        64,
+        32,
+        per_task=0.003,
+        per_graph=0.007,
+        scheduler_per_task=0.0008,
+        worker_per_task=0.001,
+        contention=(1.1, 1.2),
+        nodes=2,
+        storage=5e9,
+        shared=True,
+    )
+
+
 def test_contention_slows_io_and_compute_only_when_every_core_is_busy():
     # BASE: 4 s of tasks, 2 s of them I/O, on 4 blocks
     slow = {"contention": (1.5, 1.25), **FREE}

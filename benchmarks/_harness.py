@@ -130,13 +130,15 @@ def commit() -> str:
 @dataclasses.dataclass
 class Timing:
     """Best wall time of a figure (and its CPU time), the highest 1-minute load average seen
-    around its runs and the most CPU other processes used during one of them (cores)."""
+    around its runs and the most CPU other processes used during one of them (cores); for a
+    callable that times itself, the dict its best run returned (``report``)."""
 
     seconds: float
     cpu: float
     load: float
     runs: int
     foreign: float = 0.0
+    report: dict | None = None
 
     @property
     def loaded(self) -> bool:
@@ -175,7 +177,8 @@ class Bench:
         """Time each callable ``repeat`` times in turns (after one untimed warm-up call each).
 
         A callable may time itself (e.g. a subprocess that reports its own time): if it
-        returns a dict with ``"time"`` (and optionally ``"cpu"``), that is its figure.
+        returns a dict with ``"time"`` (and optionally ``"cpu"``), that is its figure, and
+        the best run's dict is kept as the figure's ``report`` (its other measurements).
         """
         repeat = max(repeat, MIN_REPEAT)
         if warm:
@@ -191,15 +194,16 @@ class Bench:
                 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
                 other[k][0] += meter.cores() * wall
                 other[k][1] += wall
-                if isinstance(out, dict) and "time" in out:
-                    wall, cpu = out["time"], out.get("cpu", float("nan"))
+                report = out if isinstance(out, dict) and "time" in out else None
+                if report is not None:
+                    wall, cpu = report["time"], report.get("cpu", float("nan"))
                 # progress only (not in the result file): a run stopped early still shows
                 # the rounds it finished
                 print(f"[{self.name}] round {i + 1}/{repeat} {k}: {wall:.3f} s", flush=True)
                 b = best[k]
                 load = max(b.load, l0, load1())
                 if wall < b.seconds:
-                    b.seconds, b.cpu = wall, cpu
+                    b.seconds, b.cpu, b.report = wall, cpu, report
                 b.load, b.runs = load, b.runs + 1
         for k, b in best.items():
             # over all of a figure's runs, and at least MIN_METER_SECONDS: /proc/stat counts

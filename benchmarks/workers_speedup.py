@@ -173,10 +173,6 @@ def child(args) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-#: every child's figures, by (kernel, workers): the client's CPU of the run the harness keeps
-RUNS: dict[tuple[str, int], list[dict]] = {}
-
-
 def measure(store: str, name: str, workers: int):
     def fn() -> dict:
         env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -198,20 +194,17 @@ def measure(store: str, name: str, workers: int):
         )
         for line in r.stdout.splitlines():
             if line.startswith("RESULT "):
-                out = json.loads(line[7:])
-                RUNS.setdefault((name, workers), []).append(out)
-                return out
+                return json.loads(line[7:])
         raise RuntimeError(f"{name} on {workers} worker(s) failed:\n{r.stderr[-2000:]}")
 
     return fn
 
 
-def _cores(t, name: str, workers: int) -> str:
+def _cores(t) -> str:
     """Cores kept busy during a figure (CPU of client and workers / wall time): a 1-process
     figure near the machine's core count leaves a second process nothing to gain; and the
     client's CPU in it: work the client does whatever the number of workers."""
-    run = next(r for r in RUNS[(name, workers)] if r["time"] == t.seconds)
-    return f"{t.cpu / t.seconds:.2f} cores busy, the client {run['client_cpu']:.2f} s CPU"
+    return f"{t.cpu / t.seconds:.2f} cores busy, the client {t.report['client_cpu']:.2f} s CPU"
 
 
 def main(argv=None) -> int:
@@ -266,8 +259,8 @@ def main(argv=None) -> int:
                     f"= {share:.2f} × the ceiling {ceiling:.2f}× (target ≥ {TARGET_SHARE}: {met})"
                 )
             bench.line(
-                f"{name:12s} 1 process {t['1']} ({_cores(t['1'], name, 1)}), 2 processes {t['2']} "
-                f"({_cores(t['2'], name, 2)}): speed-up {bench.ratio(t['1'], t['2'])} {verdict}"
+                f"{name:12s} 1 process {t['1']} ({_cores(t['1'])}), 2 processes {t['2']} "
+                f"({_cores(t['2'])}): speed-up {bench.ratio(t['1'], t['2'])} {verdict}"
             )
     bench.write()
     return 0

@@ -71,3 +71,25 @@ def test_alternate_reports_each_round_as_it_ends(tmp_path, monkeypatch, capsys):
     assert shown[-1].startswith("[x] round 3/3 b:")
     assert best["a"].seconds == 0.5 and best["a"].runs == 3
     assert bench.lines == []  # progress is not part of the result file
+
+
+def test_a_self_timed_figure_keeps_its_best_runs_report(tmp_path, monkeypatch):
+    """A callable that times itself reports more than its time (e.g. the client's CPU in
+    workers_speedup): the figure keeps the dict of the run it chose, not of another run."""
+    monkeypatch.setattr(_harness, "foreign_cores", lambda seconds=5.0: 0.0)
+    runs = iter(
+        [
+            {"time": 0.7, "cpu": 1.0, "client_cpu": 0.3},
+            {"time": 0.4, "cpu": 0.9, "client_cpu": 0.2},
+            {"time": 0.6, "cpu": 1.1, "client_cpu": 0.5},
+        ]
+    )
+    best = _harness.Bench("x", tmp_path / "x.txt").alternate(
+        {"a": lambda: next(runs), "b": lambda: None}, repeat=3, warm=False
+    )
+    assert best["a"].seconds == 0.4 and best["a"].report == {
+        "time": 0.4,
+        "cpu": 0.9,
+        "client_cpu": 0.2,
+    }
+    assert best["b"].report is None  # timed from outside: nothing reported

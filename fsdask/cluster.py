@@ -828,10 +828,17 @@ def _interval(interval: float | None) -> float:
 
 
 def _scheduler_counts(dask_scheduler=None) -> dict:
-    """Task counts by state and the number of workers (runs on the distributed scheduler)."""
+    """Task counts by state and the number of workers (runs on the distributed scheduler).
+
+    Summed over the task prefixes (``sum``, ``getitem``…), whose ``states`` the scheduler
+    keeps current on every transition: a handful of dicts, where a walk over the tasks
+    would hold the scheduler's event loop for a pass over every task of the graph at each
+    poll."""
     counts: dict = {}
-    for ts in dask_scheduler.tasks.values():
-        counts[ts.state] = counts.get(ts.state, 0) + 1
+    for prefix in dask_scheduler.task_prefixes.values():
+        for state, k in prefix.states.items():
+            if k:
+                counts[state] = counts.get(state, 0) + k
     counts["workers"] = len(dask_scheduler.workers)
     return counts
 

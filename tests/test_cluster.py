@@ -3,6 +3,8 @@
 import io
 import logging
 import pathlib
+import threading
+import time
 
 import dask
 import dask.array as da
@@ -162,3 +164,62 @@ def test_per_iteration_log(caplog):
     msgs = [r.getMessage() for r in caplog.records if r.name == "fsdask"]
     assert any("iteration 2: objective=0.5, change=0.5" in m for m in msgs)
     assert any("done in" in m and "after 3 iteration(s), converged" in m for m in msgs)
+
+
+#: set when the tasks of the counts test may end (the cluster runs in this process)
+_RELEASE = threading.Event()
+
+
+def _held_until_released(i):
+    _RELEASE.wait(30)
+    return i
+
+
+def _identity(x):
+    return x
+
+
+@pytest.mark.cluster
+def test_the_progress_counts_are_the_scheduler_tasks_states():
+    """The counts each progress line shows, read from the task prefixes, are those of a
+    walk over every task, while tasks are held in memory, running and waiting."""
+    from distributed import Client, LocalCluster
+
+    from fsdask.cluster import _scheduler_counts
+
+    def walk(s):
+        counts = {}
+        for ts in s.tasks.values():
+            counts[ts.state] = counts.get(ts.state, 0) + 1
+        return counts
+
+    _RELEASE.clear()
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        s = cluster.scheduler
+        held = client.map(_identity, range(5), key=[f"held-{i}" for i in range(5)], pure=False)
+        client.gather(held)
+        blocked = client.map(
+            _held_until_released, range(6), key=[f"slow-{i}" for i in range(6)], pure=False
+        )
+        after = [
+            client.submit(_identity, b, key=f"after-{i}", pure=False) for i, b in enumerate(blocked)
+        ]
+        for _ in range(200):  # the two threads busy, the rest queued or waiting
+            if sum(ts.state == "processing" for ts in s.tasks.values()) >= 2:
+                break
+            time.sleep(0.02)
+        mid = client.run_on_scheduler(_scheduler_counts)
+        expected = walk(s)
+        _RELEASE.set()
+        client.gather(after)
+        done = client.run_on_scheduler(_scheduler_counts)
+        expected_done = walk(s)
+    assert mid.pop("workers") == 1 and done.pop("workers") == 1
+    assert mid == expected and mid["memory"] == 5 and mid["processing"] >= 1, (mid, expected)
+    assert mid.get("waiting", 0) + mid.get("queued", 0) + mid.get("no-worker", 0) >= 6
+    assert done == expected_done and done["memory"] == 5 + 6 + 6, done

@@ -311,3 +311,24 @@ def test_missing_scikit_learn_is_a_clear_error(monkeypatch, rng):
     X, y, _ = _planted(rng, n=20, p=30)
     with pytest.raises(MissingDependencyError, match=r"pip install 'fsdask\[eval\]'"):
         evaluate(X, y, "ttest", protocol="kfold", n_splits=2)
+
+
+def test_the_evaluate_command_shows_progress_unless_told_not_to(tmp_path, capsys, monkeypatch):
+    """``fsdask evaluate`` refits in every fold: dask's task lines and each fit's own lines
+    go to stderr, as for ``select``; ``--no-progress`` silences both."""
+    from fsdask.cli import main
+    from fsdask.datasets import weston_linear, write_synthetic
+
+    store = tmp_path / "w.zarr"
+    write_synthetic(weston_linear(n_samples=30, n_features=40, random_state=0), store)
+    monkeypatch.setenv("FSDASK_PROGRESS_INTERVAL", "0")
+    argv = ["evaluate", str(store), "--method", "logo", "--protocol", "kfold", "--folds", "3"]
+    argv += ["--max-features", "3", "--parallel", "within", "--scheduler", "threads"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^fsdask: \d+/\d+ tasks", err, re.M), err
+    assert re.search(r"^fsdask: logo: iteration 1: ", err, re.M), err
+    assert main([*argv, "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert not re.search(r"^fsdask: (\d+/\d+ tasks|logo: iteration)", err, re.M), err

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+from typing import Any, Iterator, Mapping
 
 import yaml
 
@@ -105,3 +106,37 @@ def _open_npz(url: str) -> Any:
             "layout of shared/data/README.md (arrays X, y, …, saved without pickles)"
         ) from None
     return to_dataset(X, y, info)
+
+
+@contextlib.contextmanager
+def running(
+    scheduler: str, memory_limit: str | None = None, progress: bool = True
+) -> Iterator[Any]:
+    """Run the block where asked and show its progress: every command that computes enters it.
+
+    The one place a command picks its scheduler (:func:`fsdask.cluster.scheduler`) and shows
+    what runs there — dask's task counts (:func:`fsdask.cluster.progress`) and the fits' own
+    lines, their cost, iterations and the time they may take
+    (:func:`fsdask.fitting.progress_lines`).
+
+    Parameters
+    ----------
+    scheduler : str
+        ``threads``, ``sync``, ``local:N``, ``tcp://…`` or a cluster file.
+    memory_limit : str, optional
+        Memory limit per worker of a cluster made here.
+    progress : bool
+        False: no progress (``--no-progress``, ``-q``); the fits' lines are still log records.
+
+    Yields
+    ------
+    distributed.Client or None
+        The client, or None for the in-process schedulers.
+    """
+    from fsdask.cluster import progress as show_progress
+    from fsdask.cluster import scheduler as run_on
+    from fsdask.fitting import progress_lines
+
+    with run_on(scheduler, memory_limit=memory_limit) as client:
+        with show_progress(client, enabled=progress), progress_lines(progress):
+            yield client

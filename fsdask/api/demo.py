@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 
-from fsdask.api.common import check_count
+from fsdask.api.common import check_count, running
 from fsdask.api.spec import command
 
 #: what the demo shows (the description of ``fsdask demo --help``)
@@ -55,6 +55,7 @@ def demo(
     methods: list[str] | None = None,
     scheduler: str = "local:2",
     memory_limit: str | None = None,
+    progress: bool = True,
 ) -> None:
     """Run the demo into ``folder`` (its data and results are replaced on a re-run; nothing else is).
 
@@ -69,10 +70,9 @@ def demo(
     methods : list of str, optional
         Names of :data:`fsdask.methods.REGISTRY` to run (default: those of
         :data:`DEMO_METHODS`).
-    scheduler, memory_limit
-        Where to run (:func:`fsdask.cluster.scheduler`).
+    scheduler, memory_limit, progress
+        Where to run (:func:`fsdask.cluster.scheduler`) and whether to show progress.
     """
-    from fsdask.cluster import scheduler as run_on
     from fsdask.errors import ParameterError
     from fsdask.io.outputs import check_output
     from fsdask.methods import REGISTRY, available_methods
@@ -94,7 +94,7 @@ def demo(
         check_output(store, kind="dataset", overwrite=True)
     os.makedirs(folder, exist_ok=True)
     t0 = time.perf_counter()
-    with run_on(scheduler, memory_limit=memory_limit) as client:
+    with running(scheduler, memory_limit, progress) as client:
         where = (
             "threads in this process"
             if client is None

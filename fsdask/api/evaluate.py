@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from fsdask.api.common import check_count, open_data
+from fsdask.api.common import check_count, open_data, running
 from fsdask.api.spec import DATA_READS, command
 from fsdask.io.options import ReadOptions
 
@@ -93,6 +93,7 @@ def evaluate(
     overwrite: bool = False,
     scheduler: str = "threads",
     memory_limit: str | None = None,
+    progress: bool = True,
     read: ReadOptions | None = None,
     storage_options: Mapping[str, Any] | None = None,
     stdout=None,
@@ -115,8 +116,11 @@ def evaluate(
     output, csv, all_rows, overwrite
         Where to write the evaluation store and the error curve; print every row; replace
         fsdask outputs of the same kind.
-    scheduler, memory_limit, read, storage_options, stdout
-        Where to run; how to read a dataset other tools wrote; fsspec options; where to print.
+    scheduler, memory_limit, progress
+        Where to run (:func:`fsdask.cluster.scheduler`, the folds included) and whether to
+        show progress.
+    read, storage_options, stdout
+        How to read a dataset other tools wrote; fsspec options; where to print.
 
     Returns
     -------
@@ -128,9 +132,7 @@ def evaluate(
     inputs = _check(data, result, method, selection, max_features, output, csv, so, overwrite)
     ds = open_data(data, so, read)
     if reconstruction:
-        from fsdask.cluster import scheduler as run_on
-
-        with run_on(scheduler, memory_limit=memory_limit):
+        with running(scheduler, memory_limit, progress):
             name, curve = _reconstruction_curve(ds, result, method, params, so, max_features)
         _print_reconstruction(name, curve, all_rows, stdout)
         if csv:
@@ -139,8 +141,9 @@ def evaluate(
     refit = dict(selection=selection or "inside", parallel=parallel)
     common = dict(protocol=protocol, n_splits=folds, classifier=classifier, C=C)
     common.update(n_neighbors=neighbors, n_features=max_features, random_state=seed)
-    common.update(standardize=standardize, scheduler=scheduler)
-    res = _cross_validate(ds, result, method, params, so, refit, common)
+    common.update(standardize=standardize)
+    with running(scheduler, memory_limit, progress):
+        res = _cross_validate(ds, result, method, params, so, refit, common)
     _print(res, ds, all_rows, stdout)
     _write(res, output, csv, so, overwrite, inputs, stdout)
     return res

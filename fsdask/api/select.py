@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any, Mapping, Sequence
 
-from fsdask.api.common import check_count
+from fsdask.api.common import check_count, running
 from fsdask.api.spec import DATA_READS, command
 from fsdask.io.options import ReadOptions
 
@@ -107,13 +107,8 @@ def _read_for(est, read: ReadOptions | None) -> ReadOptions:
 def _fit(est, ds, scheduler: str, memory_limit: str | None, progress: bool, ckpt) -> None:
     """Fit where asked, showing progress: dask's tasks and the fit's own lines (its cost,
     its iterations and the time they may take)."""
-    from fsdask.cluster import progress as show_progress
-    from fsdask.cluster import scheduler as run_on
-    from fsdask.fitting import progress_lines
-
-    with run_on(scheduler, memory_limit=memory_limit) as client:
-        with show_progress(client, enabled=progress), progress_lines(progress), ckpt:
-            est.fit(ds)
+    with running(scheduler, memory_limit, progress), ckpt:
+        est.fit(ds)
 
 
 def confident(

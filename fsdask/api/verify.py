@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping
 
+from fsdask.api.common import running
 from fsdask.api.spec import command
 
 
@@ -36,13 +37,10 @@ def verify(
     dict
         The report of :func:`fsdask.io.verify_dataset` (blocks, fingerprint, checksummed).
     """
-    from fsdask.cluster import progress as show_progress
-    from fsdask.cluster import scheduler as run_on
     from fsdask.io.store import safe_url, verify_dataset
 
-    with run_on(scheduler, memory_limit=memory_limit) as client:
-        with show_progress(client, enabled=progress):
-            report = verify_dataset(url, storage_options)
+    with running(scheduler, memory_limit, progress):
+        report = verify_dataset(url, storage_options)
     note = "" if report["checksummed"] else " (chunks carry no checksums: re-ingest to add them)"
     print(
         f"{safe_url(url)}: ok — {report['blocks']} feature block(s) match fingerprint "

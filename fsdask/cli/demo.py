@@ -49,5 +49,6 @@ def run(args: argparse.Namespace) -> int:
         methods=args.methods.split(",") if args.methods else None,
         scheduler=args.scheduler,
         memory_limit=args.memory_limit,
+        progress=not args.no_progress,
     )
     return 0

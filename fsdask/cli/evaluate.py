@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         scheduler=args.scheduler,
         memory_limit=args.memory_limit,
+        progress=not args.no_progress,
         read=read_options(args),
         storage_options=storage_options(args),
     )

@@ -253,3 +253,27 @@ def test_store_that_is_not_a_fsdask_dataset(tmp_path):
     (tmp_path / "file.zarr").write_text("hello")
     with pytest.raises(StoreError):
         fsdask.open_dataset(tmp_path / "file.zarr")
+
+
+def test_the_ingest_command_shows_task_progress_unless_told_not_to(
+    tmp_path, rng, capsys, monkeypatch
+):
+    """A long conversion is not silent: ``fsdask ingest`` prints the tasks done on stderr
+    (stdout keeps the summary), and ``--no-progress`` prints none."""
+    import re
+
+    from fsdask.cli import main
+
+    X = rng.normal(size=(20, 30))
+    np.savez(tmp_path / "m.npz", X=X, y=np.arange(20) % 2)
+    monkeypatch.setenv("FSDASK_PROGRESS_INTERVAL", "0")
+    capsys.readouterr()
+    assert main(["ingest", str(tmp_path / "m.npz"), str(tmp_path / "a.zarr")]) == 0
+    out, err = capsys.readouterr()
+    assert re.search(r"^fsdask: \d+/\d+ tasks \(100%\)", err, re.M), err
+    assert "tasks" not in out
+    argv = ["ingest", str(tmp_path / "m.npz"), str(tmp_path / "b.zarr"), "--no-progress"]
+    assert main(argv) == 0
+    assert "tasks" not in capsys.readouterr().err
+    stored = fsdask.open_dataset(tmp_path / "b.zarr")["X"].values
+    np.testing.assert_array_equal(stored, X.astype(stored.dtype))

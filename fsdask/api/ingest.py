@@ -20,6 +20,7 @@ def ingest(
     x_key: str | None = None,
     y_key: str | None = None,
     overwrite: bool = False,
+    progress: bool = True,
     read: ReadOptions | None = None,
     storage_options: Mapping[str, Any] | None = None,
     stdout=None,
@@ -42,6 +43,9 @@ def ingest(
         ``.mat``: names of the data and label variables.
     overwrite : bool
         Replace an fsdask dataset at ``url``.
+    progress : bool
+        Show the progress of the tasks that read the source and write the store
+        (:func:`fsdask.cluster.progress`, on stderr).
     read : ReadOptions, optional
         How to read the source: its label (CSV column or row, AnnData ``obs`` column),
         ``drop_unlabelled``, ``nan_policy`` and, for a store other tools wrote, its variable
@@ -56,23 +60,25 @@ def ingest(
     str
         The content fingerprint of the dataset written.
     """
+    from fsdask.cluster import progress as show_progress
     from fsdask.io import ingest as ingest_file
     from fsdask.io import open_dataset
     from fsdask.io.store import describe, safe_url
 
     so = dict(storage_options or {})
-    fingerprint = ingest_file(
-        source,
-        url,
-        orient=orient,
-        sep=sep,
-        storage_options=so,
-        overwrite=overwrite,
-        chunk_bytes=_chunk_bytes(chunk_mb),
-        x_key=x_key,
-        y_key=y_key,
-        **(read or ReadOptions()).as_dict(),
-    )
+    with show_progress(None, enabled=progress):  # the active scheduler's tasks
+        fingerprint = ingest_file(
+            source,
+            url,
+            orient=orient,
+            sep=sep,
+            storage_options=so,
+            overwrite=overwrite,
+            chunk_bytes=_chunk_bytes(chunk_mb),
+            x_key=x_key,
+            y_key=y_key,
+            **(read or ReadOptions()).as_dict(),
+        )
     ds = open_dataset(url, storage_options=so)
     print(describe(ds, safe_url(url)), file=stdout or sys.stdout)
     if ds.attrs.get("dropped_unlabelled_samples"):

@@ -8,6 +8,7 @@ from fsdask.api import ingest
 from fsdask.cli.options import (
     add_data_options,
     add_overwrite,
+    add_progress,
     add_storage_options,
     read_options,
     storage_options,
@@ -54,6 +55,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_overwrite(p)
     add_storage_options(p)
     add_data_options(p, label=False)
+    add_progress(p)
     return p
 
 
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         x_key=args.x_key,
         y_key=args.y_key,
         overwrite=args.overwrite,
+        progress=not args.no_progress,
         read=read_options(args),
         storage_options=storage_options(args),
     )

@@ -68,6 +68,11 @@ def add_scheduler(p: argparse.ArgumentParser) -> None:
         help="give up when a cluster file's batch jobs start no worker within this time "
         "(default: $FSDASK_WORKER_TIMEOUT, the file's worker_timeout, else 300)",
     )
+    add_progress(p)
+
+
+def add_progress(p: argparse.ArgumentParser) -> None:
+    """Add ``--no-progress`` to ``p`` (a command that computes shows its progress by default)."""
     p.add_argument(
         "--no-progress",
         action="store_true",

@@ -40,7 +40,7 @@ from fsdask._validation import (
     validate_parameter_constraints,
 )
 from fsdask.errors import InputError, ParameterError
-from fsdask.fitting import FitContext, progress_line
+from fsdask.fitting import FitContext, check_client_array, progress_line
 from fsdask.io.rechunk import to_feature_blocks
 from fsdask.linalg.colstats import column_screen
 from fsdask.linalg.reductions import compute_blocks
@@ -234,6 +234,31 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
     def _check_shape(self, n: int, p: int) -> None:
         """Refuse a problem by its shape alone, before X is read (a method whose cost would be
         prohibitive says so here, not hours into the fit)."""
+
+    def _check_client_array(self, nbytes: float, what: str, n: int, p: int) -> None:
+        """Refuse (or announce) the array this method holds in the fitting process, before X
+        is read: :func:`fsdask.fitting.check_client_array` at this estimator's budget.
+
+        Parameters
+        ----------
+        nbytes : float
+            The array's size in bytes.
+        what : str
+            What it is and its shape, for the message.
+        n, p : int
+            Samples and features of X.
+        """
+        from fsdask._config import memory_budget
+
+        check_client_array(
+            nbytes,
+            what,
+            n=n,
+            p=p,
+            name=type(self).__name__,
+            method=self.method_name,
+            budget=memory_budget(getattr(self, "memory_budget", None)),
+        )
 
     def _check_sample_matrices(self, cost: Any) -> None:
         """Refuse a fit whose n × n matrices exceed the memory budget; announce its cost.

@@ -79,8 +79,9 @@ def checkpointing(
 ) -> Iterator[Settings]:
     """Checkpoint the iterative fits run inside this block to ``path``.
 
-    Use one block per fit.  Q-α, Logo, SparseHSIC and CPFS save their state (never X)
-    atomically; the checkpoint is removed once ``fsdask select`` publishes its result.
+    Use one block per fit.  Q-α, Logo, SparseHSIC, CPFS and Jolliffe I save their state
+    (never X) atomically; the checkpoint is removed once ``fsdask select`` publishes its
+    result.
 
     Parameters
     ----------

@@ -40,7 +40,7 @@ import numpy as np
 
 from fsdask import checkpoint
 from fsdask.cluster import current_workers
-from fsdask.errors import ConvergenceWarning
+from fsdask.errors import ConvergenceWarning, InputError
 from fsdask.linalg.execution import Execution
 
 log = logging.getLogger("fsdask")
@@ -329,6 +329,53 @@ class FitContext:
         progress_line(
             f"{self.method}: iteration {it}: {parts} ({elapsed:.1f} s{self._clock.left(it)})",
             throttle=not first,
+        )
+
+
+def check_client_array(
+    nbytes: float, what: str, *, n: int, p: int, name: str, method: str, budget: int
+) -> None:
+    """Refuse, before X is read, a fit whose array held in this process would not fit in the
+    machine's memory; announce one above the memory budget.
+
+    The methods that finish on the client (the PCA baselines' factor, CPFS's factor,
+    SparsePCASelector's centred X) hold one array there whatever the cluster: a 10⁷-feature
+    factor is terabytes, and without this check the fit would read X for hours and then fail
+    to allocate it.  The machine's memory is ``distributed.system.MEMORY_LIMIT`` (the
+    cgroup's limit where there is one).
+
+    Parameters
+    ----------
+    nbytes : float
+        The array's size in bytes.
+    what : str
+        What it is and its shape, for the message (``"its factor B (min(n, p) × p float64)"``).
+    n, p : int
+        The problem's samples and features.
+    name, method : str
+        The estimator's class name (the message) and ``method_name`` (the progress line).
+    budget : int
+        The fit's memory budget in bytes (0: no budget).
+
+    Raises
+    ------
+    InputError
+        One line: the size, the machine's memory and what to do.
+    """
+    from dask.utils import format_bytes
+    from distributed.system import MEMORY_LIMIT
+
+    if nbytes > MEMORY_LIMIT:
+        raise InputError(
+            f"{name} on {n} samples × {p} features holds {what} in this process: "
+            f"{format_bytes(nbytes)}, more than this machine's memory "
+            f"({format_bytes(MEMORY_LIMIT)}); select fewer features first (e.g. --method "
+            "variance -k N, then this method on the result's features) or use fewer samples"
+        )
+    if budget and nbytes > budget:
+        progress_line(
+            f"{method}: {what} takes {format_bytes(nbytes)} in this process, above the "
+            f"memory budget of {format_bytes(budget)} (it fits in this machine's memory)"
         )
 
 

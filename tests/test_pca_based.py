@@ -100,3 +100,173 @@ class TestSparsePCASelector(_PCAChecks):
 
     def make_estimator(self, **params):
         return fsdask.SparsePCASelector(**{"n_features_to_select": 3, "max_bisect": 8, **params})
+
+
+def test_jolliffe_i_shows_each_pick_with_the_time_left():
+    import io
+
+    from fsdask.fitting import progress_lines
+
+    X = np.random.default_rng(0).normal(size=(30, 20))
+    out = io.StringIO()
+    with progress_lines(stream=out, every=0):
+        e = fsdask.JolliffeI(n_features_to_select=5).fit(X)
+    lines = [ln for ln in out.getvalue().splitlines() if "jolliffe_i: iteration" in ln]
+    assert len(lines) == 5, out.getvalue()
+    for k, (line, j) in enumerate(zip(lines, e.result_.attrs["pick_order"]), start=1):
+        assert f"iteration {k}: feature={j}, loading=" in line, line
+    assert "more to max_iter=5" in lines[0] and "more to" not in lines[-1]
+
+
+class _Stopped(Exception):
+    pass
+
+
+def test_jolliffe_i_stopped_at_a_pick_continues_after_the_last_saved_one(tmp_path, monkeypatch):
+    """Killed at its 4th pick, a JolliffeI fit run again starts at the 4th: the picks made
+    (and K downdated by them) come from the checkpoint, the result is the uninterrupted one."""
+    from fsdask import checkpoint
+    from fsdask.fitting import FitContext
+
+    X = np.random.default_rng(1).normal(size=(30, 25))
+    ref = fsdask.JolliffeI(n_features_to_select=8).fit(X)
+    log_iteration, seen = FitContext.log_iteration, []
+
+    def stop_at_4(self, it, **values):
+        seen.append(it)
+        if it == 4 and stop:
+            raise _Stopped
+        return log_iteration(self, it, **values)
+
+    monkeypatch.setattr(FitContext, "log_iteration", stop_at_4)
+    path, stop = tmp_path / "ck", True
+    with checkpoint.checkpointing(path, every=1), pytest.raises(_Stopped):
+        fsdask.JolliffeI(n_features_to_select=8).fit(X)
+    assert checkpoint.peek(path)["jolliffe_i/picks"] == 3
+    seen.clear()
+    stop = False
+    with checkpoint.checkpointing(path, every=1):
+        again = fsdask.JolliffeI(n_features_to_select=8).fit(X)
+    assert seen == [4, 5, 6, 7, 8]
+    assert again.result_.attrs["pick_order"] == ref.result_.attrs["pick_order"]
+    np.testing.assert_array_equal(again.scores_, ref.scores_)
+
+
+@pytest.mark.parametrize(
+    "estimator, pattern",
+    [
+        (
+            fsdask.SparsePCASelector(n_features_to_select=3),
+            r"spca: iteration 1: alpha=\S+, nonzero=\d+",
+        ),
+        (
+            fsdask.PFA(n_features_to_select=3, n_init=4),
+            r"pfa: iteration 1: inertia=\S+, lloyd_iterations=\d+",
+        ),
+    ],
+    ids=["spca", "pfa"],
+)
+def test_spca_bisection_and_pfa_restarts_show_progress(estimator, pattern, X):
+    import io
+    import re
+
+    from fsdask.fitting import progress_lines
+
+    out = io.StringIO()
+    with progress_lines(stream=out, every=0):
+        estimator.fit(X)
+    lines = [ln for ln in out.getvalue().splitlines() if ": iteration " in ln]
+    assert lines and re.search(pattern, lines[0]), out.getvalue()
+    if isinstance(estimator, fsdask.PFA):
+        assert len(lines) == 4 and "more to max_iter=4" in lines[0]
+
+
+def _unreadable(n, p):
+    """A lazy n × p X whose blocks fail when read: a refusal must come from its shape."""
+
+    def boom(block):
+        raise AssertionError("X was read")
+
+    return da.zeros((n, p), chunks=(n, max(1, p // 10))).map_blocks(boom, dtype=np.float64)
+
+
+CLIENT_HOLDERS = [
+    fsdask.JolliffeI(),
+    fsdask.JolliffeNI(),
+    fsdask.PFA(),
+    fsdask.SparsePCASelector(),
+    fsdask.CPFS(max_scan_flops=None),
+]
+
+
+@pytest.mark.parametrize("estimator", CLIENT_HOLDERS, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("shape", [(100_000, 10_000_000), (10**9, 100_000)], ids=["wide", "tall"])
+def test_an_array_this_machine_cannot_hold_is_refused_before_x_is_read(estimator, shape):
+    """The factor B (min(n, p) × p) or SparsePCA's centred X would not fit in this
+    process: one line, before any block of X is read — not an allocation failure hours in."""
+    from distributed.system import MEMORY_LIMIT
+
+    n, p = shape
+    held = 8.0 * n * p if isinstance(estimator, fsdask.SparsePCASelector) else 8.0 * min(n, p) * p
+    assert held > MEMORY_LIMIT  # the premise
+    with pytest.raises(fsdask.InputError, match="more than this machine's memory") as err:
+        estimator.fit(_unreadable(n, p))
+    assert "\n" not in str(err.value) and f"{n} samples × {p} features" in str(err.value)
+
+
+def test_cpfs_path_refuses_a_factor_this_machine_cannot_hold_before_reading_x():
+    with pytest.raises(fsdask.InputError, match="cpfs_path on 100000 samples × 10000000"):
+        fsdask.cpfs_path(_unreadable(100_000, 10_000_000), max_scan_flops=None)
+
+
+def test_a_factor_above_the_budget_is_announced_and_the_fit_goes_on(X):
+    import io
+
+    import dask
+
+    from fsdask.fitting import progress_lines
+
+    out = io.StringIO()
+    with dask.config.set({"fsdask.memory-budget": 1000}), progress_lines(stream=out, every=0):
+        e = fsdask.JolliffeNI(n_features_to_select=3).fit(X)
+    assert e.support_.sum() == 3
+    # 12 × 12 float64: 1152 bytes
+    assert "jolliffe_ni: its factor B (min(n, p) × p float64) takes 1.12 kiB" in out.getvalue()
+
+
+def test_the_cli_refuses_a_factor_too_large_with_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    import zarr
+
+    store = tmp_path / "huge.zarr"
+    g = zarr.open_group(str(store), mode="w", zarr_format=3)
+    g.create_array(
+        "X",
+        shape=(100_000, 10_000_000),
+        chunks=(100_000, 1_000),
+        dtype="float32",
+        dimension_names=("sample", "feature"),
+    )  # metadata only: no chunk is ever written
+    out = tmp_path / "sel.zarr"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdask.cli",
+            "select",
+            str(store),
+            "--method",
+            "jolliffe_i",
+            "-o",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "more than this machine's memory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists()

@@ -377,6 +377,22 @@ def gram_over_samples(X: Any, ex: Execution) -> bool:
     return is_sample_blocked(X) and p <= n and ex.fits(8.0 * p * (p + 1), copies=TREE_SUM_COPIES)
 
 
+def factor_nbytes(n: int, p: int) -> float:
+    """Bytes of the factor ``B`` (r × p, r ≤ min(n, p)) that :func:`centred_factor` returns
+    on the client — at most ``8·min(n, p)·p``, the size of the Gram it comes from as well.
+
+    Parameters
+    ----------
+    n, p : int
+        Samples and features of X.
+
+    Returns
+    -------
+    float
+    """
+    return 8.0 * min(n, p) * p
+
+
 def centred_factor(
     X: Any, scale: bool, ex: Execution, energy_tol: float = 1e-12
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -30,6 +30,7 @@ the dense centred X itself, so it takes X by feature blocks as every other metho
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 import dask.array as da
@@ -38,10 +39,10 @@ import numpy as np
 from fsdask._validation import Int, StrOptions, is_sample_blocked
 from fsdask.base import FitOutput, Selector
 from fsdask.errors import ParameterError
-from fsdask.fitting import FitContext
+from fsdask.fitting import FitContext, iterate
 from fsdask.io.options import ReadOptions
 from fsdask.io.rechunk import to_feature_blocks
-from fsdask.linalg.tsqr import centred_factor, gram_over_samples
+from fsdask.linalg.tsqr import centred_factor, factor_nbytes, gram_over_samples
 
 
 def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.ndarray]:
@@ -117,6 +118,10 @@ class _PCABase(Selector):
         self.scale = scale
         self.on_constant = on_constant
 
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse, before X is read, a factor B that this process cannot hold."""
+        self._check_client_array(factor_nbytes(n, p), "its factor B (min(n, p) × p float64)", n, p)
+
 
 class JolliffeI(_PCABase):
     """Jolliffe's iterative loading method: largest ``|loading|`` on PC1, remove, recompute.
@@ -157,20 +162,9 @@ class JolliffeI(_PCABase):
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeI")
         B, _ = _factor(X, self.scale, ctx)
-        K = B @ B.T  # r × r, = B_{-S} B_{-S}ᵀ after downdates
+        order, last = jolliffe_i_picks(B, q, ctx)
         free = np.ones(p, bool)
-        order = []
-        last = np.zeros(p)
-        for _ in range(q):
-            w, W = np.linalg.eigh(K)
-            v = B.T @ W[:, -1]  # loadings of PC1 of X_{-S}, up to scale
-            v[~free] = 0
-            last = np.abs(v)
-            j = int(np.argmax(last))
-            order.append(j)
-            free[j] = False
-            K -= np.outer(B[:, j], B[:, j])
-        order = np.asarray(order)
+        free[order] = False
         scores = _order_to_scores(order, p)
         rest = np.flatnonzero(free)
         if rest.size and last[rest].max() > 0:
@@ -178,6 +172,70 @@ class JolliffeI(_PCABase):
         sup = np.zeros(p, bool)
         sup[order] = True
         return FitOutput(scores=scores, support=sup, attrs={"pick_order": [int(j) for j in order]})
+
+
+@dataclasses.dataclass
+class _Picks:
+    """The state of Jolliffe's iterative picks: O(p), whatever the number of picks."""
+
+    #: features not picked yet
+    free: np.ndarray
+    #: the picks so far, in order
+    order: list
+    #: |loadings| of the last first PC (the unpicked features' scores)
+    last: np.ndarray
+
+
+def jolliffe_i_picks(
+    B: np.ndarray, q: int, ctx: FitContext | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Jolliffe's iterative picks from the factor ``B = S Vᵀ`` (r × p) of the centred X.
+
+    Each pick is the free feature with the largest ``|loading|`` on the first PC of the
+    features not picked yet.  ``X_{-S}ᵀX_{-S} = B_{-S}ᵀB_{-S}`` shares its nonzero spectrum
+    with the r × r ``K = BBᵀ − B_S B_Sᵀ``, so a pick costs one r × r eigendecomposition, one
+    r × p product and a rank-one downdate of K.  Memory: K (r × r) and three length-p
+    arrays besides B.
+
+    Parameters
+    ----------
+    B : ndarray of shape (r, p)
+        The factor of the centred X (:func:`fsdask.linalg.tsqr.centred_factor`).
+    q : int
+        Picks to make (1 ≤ q ≤ p).
+    ctx : FitContext, optional
+        The fit the picks belong to: a progress line per pick, and the picks checkpointed
+        (a fit run again continues after its last saved pick).
+
+    Returns
+    -------
+    order : ndarray of shape (q,)
+        The picks, first first.
+    last : ndarray of shape (p,)
+        ``|loadings|`` of the last first PC computed, 0 on picked features.
+    """
+    p = B.shape[1]
+    K = B @ B.T  # r × r, = B_{-S} B_{-S}ᵀ after the downdates
+    downdated = [0]  # picks already taken out of K (a restored state brings several)
+
+    def step(s: _Picks) -> _Picks:
+        for j in s.order[downdated[0] :]:
+            K[...] -= np.outer(B[:, j], B[:, j])
+        downdated[0] = len(s.order)
+        _, W = np.linalg.eigh(K)
+        v = B.T @ W[:, -1]  # loadings of PC1 of X_{-S}, up to scale
+        v[~s.free] = 0
+        s.last = np.abs(v)
+        j = int(np.argmax(s.last))
+        s.order.append(j)
+        s.free[j] = False
+        if ctx is not None:
+            ctx.log_iteration(len(s.order), feature=j, loading=float(s.last[j]))
+        return s
+
+    state = _Picks(free=np.ones(p, bool), order=[], last=np.zeros(p))
+    picks = iterate("jolliffe_i/picks", state, step, max_iter=q, ctx=ctx).state
+    return np.asarray(picks.order, dtype=np.int64), picks.last
 
 
 class JolliffeNI(_PCABase):
@@ -286,6 +344,8 @@ class PFA(_PCABase):
     """
 
     method_name = "pfa"
+    #: a progress line per k-means restart, with the time left to the last
+    progress_bound = "n_init"
     _parameter_constraints: dict = {
         **_PCABase._parameter_constraints,
         "n_components": [Int(1), None],
@@ -322,6 +382,7 @@ class PFA(_PCABase):
             run = _kmeans(Z, q, np.random.default_rng(self.random_state + i), self.max_iter)
             if best is None or run[2] < best[2]:
                 best = run
+            ctx.log_iteration(i + 1, inertia=run[2], lloyd_iterations=run[3])
         labels, centers, _, n_iter = best
         d = np.sum((Z - centers[labels]) ** 2, axis=1)
         picks, sizes = [], []
@@ -427,6 +488,8 @@ class SparsePCASelector(_PCABase):
     """
 
     method_name = "spca"
+    #: a progress line per bisection step on α, with the most time left
+    progress_bound = "max_bisect"
     #: SparsePCA fits the dense centred X itself, not a sum over samples
     streams_samples = False
     _parameter_constraints: dict = {
@@ -446,6 +509,10 @@ class SparsePCASelector(_PCABase):
         super().__init__(n_features_to_select, scale, on_constant)
         self.max_bisect = max_bisect
         self.random_state = random_state
+
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse, before X is read, a centred X that this process cannot hold."""
+        self._check_client_array(8.0 * n * p, "the centred X (n × p float64)", n, p)
 
     def _fit(self, X: da.Array, y, ctx: FitContext) -> FitOutput:
         from sklearn.decomposition import SparsePCA
@@ -467,10 +534,11 @@ class SparsePCASelector(_PCABase):
         hi = 2.0 * float(np.abs(Xc).sum(axis=0).max())
         lo = 0.0
         best = load(1e-12 * hi)
-        for _ in range(int(self.max_bisect)):
+        for it in range(int(self.max_bisect)):
             mid = np.sqrt(hi * lo) if lo > 0 else hi * 1e-3
             comp = load(mid)
             nnz = int(np.count_nonzero(comp))
+            ctx.log_iteration(it + 1, alpha=mid, nonzero=nnz)
             if nnz >= q:
                 lo, best = mid, comp
                 if nnz == q:

@@ -24,20 +24,23 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 import xarray as xr
 
+from fsdask._config import memory_budget
 from fsdask._validation import (
     Int,
     InvalidParameterError,
     Real,
     StrOptions,
+    assert_all_finite,
     check_array,
     constant_features,
     feature_names_of,
     validate_parameter_constraints,
 )
 from fsdask.errors import InputError, ParameterError
-from fsdask.fitting import FitContext
+from fsdask.fitting import FitContext, check_client_array
 from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.threads import blas_threads_for
+from fsdask.linalg.tsqr import factor_nbytes
 from fsdask.methods.cpfs.problem import (
     MAX_SCAN_FLOPS_DEFAULT,
     Problem,
@@ -628,9 +631,19 @@ def _standalone(X: Any, options: PathOptions, max_scan_flops: float | None) -> x
         )
     except InvalidParameterError as exc:
         raise ParameterError(str(exc)) from None
-    Xd = check_array(X, min_samples=2)  # NaN/Inf refused here
+    Xd = check_array(X, min_samples=2, check_finite=False)
     n, p = Xd.shape
-    check_scan_cost(n, p, max_scan_flops)
+    check_scan_cost(n, p, max_scan_flops)  # both by the shape alone, before X is read
+    check_client_array(
+        factor_nbytes(n, p),
+        "its factor B (min(n, p) × p float64)",
+        n=n,
+        p=p,
+        name="cpfs_path",
+        method="cpfs",
+        budget=memory_budget(options.memory_budget),
+    )
+    assert_all_finite(Xd)  # NaN/Inf refused here
     (const,) = compute_blocks(constant_features(Xd))
     if const.all():
         raise InputError(f"all {p} features of X are constant; there is nothing to select")

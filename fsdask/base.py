@@ -40,7 +40,12 @@ from fsdask._validation import (
     validate_parameter_constraints,
 )
 from fsdask.errors import InputError, ParameterError
-from fsdask.fitting import FitContext, check_client_array, progress_line
+from fsdask.fitting import (
+    CLIENT_ARRAY_REMEDY,
+    FitContext,
+    check_client_array,
+    progress_line,
+)
 from fsdask.io.rechunk import to_feature_blocks
 from fsdask.linalg.colstats import column_screen
 from fsdask.linalg.reductions import compute_blocks
@@ -235,7 +240,9 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         """Refuse a problem by its shape alone, before X is read (a method whose cost would be
         prohibitive says so here, not hours into the fit)."""
 
-    def _check_client_array(self, nbytes: float, what: str, n: int, p: int) -> None:
+    def _check_client_array(
+        self, nbytes: float, what: str, n: int, p: int, remedy: str = CLIENT_ARRAY_REMEDY
+    ) -> None:
         """Refuse (or announce) the array this method holds in the fitting process, before X
         is read: :func:`fsdask.fitting.check_client_array` at this estimator's budget.
 
@@ -247,6 +254,8 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             What it is and its shape, for the message.
         n, p : int
             Samples and features of X.
+        remedy : str
+            What to do, for the message (default: fewer features or samples).
         """
         from fsdask._config import memory_budget
 
@@ -258,6 +267,7 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
             name=type(self).__name__,
             method=self.method_name,
             budget=memory_budget(getattr(self, "memory_budget", None)),
+            remedy=remedy,
         )
 
     def _check_sample_matrices(self, cost: Any) -> None:

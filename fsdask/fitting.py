@@ -332,8 +332,23 @@ class FitContext:
         )
 
 
+#: what to do about an array the fitting process cannot hold, unless the caller knows better
+CLIENT_ARRAY_REMEDY = (
+    "select fewer features first (e.g. --method variance -k N, then this method on the "
+    "result's features) or use fewer samples"
+)
+
+
 def check_client_array(
-    nbytes: float, what: str, *, n: int, p: int, name: str, method: str, budget: int
+    nbytes: float,
+    what: str,
+    *,
+    n: int,
+    p: int,
+    name: str,
+    method: str,
+    budget: int,
+    remedy: str = CLIENT_ARRAY_REMEDY,
 ) -> None:
     """Refuse, before X is read, a fit whose array held in this process would not fit in the
     machine's memory; announce one above the memory budget.
@@ -356,6 +371,8 @@ def check_client_array(
         The estimator's class name (the message) and ``method_name`` (the progress line).
     budget : int
         The fit's memory budget in bytes (0: no budget).
+    remedy : str
+        What to do, for the message (default :data:`CLIENT_ARRAY_REMEDY`).
 
     Raises
     ------
@@ -369,8 +386,7 @@ def check_client_array(
         raise InputError(
             f"{name} on {n} samples × {p} features holds {what} in this process: "
             f"{format_bytes(nbytes)}, more than this machine's memory "
-            f"({format_bytes(MEMORY_LIMIT)}); select fewer features first (e.g. --method "
-            "variance -k N, then this method on the result's features) or use fewer samples"
+            f"({format_bytes(MEMORY_LIMIT)}); {remedy}"
         )
     if budget and nbytes > budget:
         progress_line(

@@ -88,6 +88,14 @@ def test_permutation_null_of_an_iterative_method():
     p = fdr.pvalues_
     assert np.all((p >= 0.1) & (p <= 1)) and np.allclose(p * 10, np.round(p * 10))
     assert fdr.support_.sum() == 0  # with 9 permutations no p-value is below 0.2 / 12
+    # the p-values are those of the refits on the permuted labels, by hand
+    rng = np.random.default_rng(0)
+    perms = [rng.permutation(30) for _ in range(9)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        observed = fsdask.Logo(max_iter=3).fit(X, y).scores_
+        null = np.array([fsdask.Logo(max_iter=3).fit(X, y[q]).scores_ for q in perms])
+    np.testing.assert_array_equal(p, permutation_pvalues(observed, null))
 
 
 def test_refused_combinations():
@@ -182,3 +190,24 @@ def test_the_filter_test_route_is_the_filter_own_pass_on_sample_blocks():
     np.testing.assert_array_equal(fdr.pvalues_adjusted_, ref.result_["pvalue_adj"].values)
     with pytest.raises(ParameterError, match="group_pvalue_adj"):
         FDR(fsdask.Filter("ttest", groups="all")).fit(X, y)
+
+
+@pytest.mark.parametrize("statistic", ["snr", "ks"])
+def test_permutation_scores_this_machine_cannot_hold_are_refused_before_x_is_read(statistic):
+    """A filter's permutations all reach the client from one pass: (B + 1) × p scores that
+    would not fit this machine are refused in one line before any block of X is read."""
+    from distributed.system import MEMORY_LIMIT
+
+    from fsdask.errors import InputError
+
+    n, p, B = 100, 10_000_000, 1000
+    assert 16.0 * (B + 1) * p > MEMORY_LIMIT  # the premise
+
+    def boom(block):
+        raise AssertionError("X was read")
+
+    X = da.zeros((n, p), chunks=(n, p // 10)).map_blocks(boom, dtype=np.float64)
+    y = np.repeat([0, 1], n // 2)
+    with pytest.raises(InputError, match="more than this machine's memory") as err:
+        FDR(fsdask.Filter(statistic), n_permutations=B).fit(X, y)
+    assert "use fewer permutations" in str(err.value) and "\n" not in str(err.value)

@@ -309,3 +309,55 @@ def test_sample_blocked_input_and_one_vs_rest_groups():
     y3 = np.arange(40) % 3
     g = Stability(fsdask.Filter("ttest", groups="all", n_features_to_select=2), n_resamples=4)
     assert g.fit(X, y3).frequency_.shape == (30,)  # refits: each a one-vs-rest fit
+
+
+@pytest.mark.parametrize("route", ["tasks", "client"])
+def test_the_tally_of_refits_is_what_their_whole_results_give(route):
+    """Counted where the refits run (or folded one by one on the client), the tally is what
+    the R + 1 whole results give: the first refit, how often the others selected each
+    feature and scored it at least as high, and the refits' first warnings in order."""
+    from fsdask.fitting import FitContext
+    from fsdask.stability.refit import COUNT_GROUP, MERGE_GROUP, refit_all, refit_tally
+
+    X, y = _planted(5, p=25)
+    est = fsdask.Logo(max_iter=2, n_features_to_select=4)
+    rng = np.random.default_rng(0)
+    R = COUNT_GROUP * MERGE_GROUP + 3  # two levels of merges, a short last group
+    resamples = [(None, y)] + [(r, y[r]) for r in (rng.permutation(40)[:20] for _ in range(R))]
+    seeds = np.arange(R + 1)
+    budget = 10**9 if route == "tasks" else 1  # a resample's rows fit a task, or not
+
+    def ctx():
+        return FitContext(est, memory_budget=budget).bind(X, y)
+
+    with warnings.catch_warnings(record=True) as whole_said:
+        warnings.simplefilter("always")
+        support, scores = refit_all(ctx(), est, da.from_array(X), y, resamples, seeds)
+    with warnings.catch_warnings(record=True) as tally_said:
+        warnings.simplefilter("always")
+        t = refit_tally(ctx(), est, da.from_array(X), y, resamples, seeds)
+    np.testing.assert_array_equal(t.support, support[0])
+    np.testing.assert_array_equal(t.scores, scores[0])
+    np.testing.assert_array_equal(t.selected, support[1:].sum(0))
+    np.testing.assert_array_equal(t.exceeded, (scores[1:] >= scores[0]).sum(0))
+    assert t.n_refits == R and t.n_selected == int(support[1:].sum())
+    assert [str(w.message) for w in tally_said] == [str(w.message) for w in whole_said]
+    assert any("refits warned" in str(w.message) for w in tally_said)
+
+
+def test_no_task_of_the_tally_holds_more_than_a_group_of_refits():
+    """R results of size p never meet in one task: each counting task reads its group and
+    the first refit, each merge at most MERGE_GROUP partial tallies."""
+    from fsdask.stability.refit import COUNT_GROUP, MERGE_GROUP, _tally_tree
+
+    tasks = [dask.delayed(lambda i: i, pure=True)(i) for i in range(100)]
+    graph = dict(_tally_tree(tasks).__dask_graph__())
+    refits = {t.key for t in tasks}
+    widest = 0
+    for key, task in graph.items():
+        if key in refits:
+            continue
+        deps = {d for d in getattr(task, "dependencies", ()) if d in graph}
+        widest = max(widest, len(deps))
+        assert len(deps & refits) <= COUNT_GROUP + 1, (key, deps)
+    assert 1 < widest <= max(COUNT_GROUP + 1, MERGE_GROUP)

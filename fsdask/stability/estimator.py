@@ -23,7 +23,7 @@ from fsdask.fitting import FitContext, progress_line
 from fsdask.linalg.colstats import column_screen
 from fsdask.methods.filters import Filter
 from fsdask.stability import hsicpass, hsictop, onepass
-from fsdask.stability.refit import refit_all
+from fsdask.stability.refit import refit_tally
 from fsdask.stability.resample import (
     draw_subsamples,
     error_bound,
@@ -166,7 +166,9 @@ class Stability(Selector):
     a response factor Δ of c columns), and above the memory budget the subsamples are
     refitted instead (said in a log line).  For other selectors, one refit per
     subsample as a task holding the subsample's rows of X (n/2 × p); when that exceeds the
-    memory budget the refits run one after another, each over X's feature blocks.
+    memory budget the refits run one after another, each over X's feature blocks.  The
+    refits are counted where they run (:func:`fsdask.stability.refit.refit_tally`): the
+    client holds O(p), not n_resamples × p.
 
     Examples
     --------
@@ -391,8 +393,8 @@ class Stability(Selector):
         subs = self._subsamples(X.shape[0], y)
         resamples = [(None, y)] + [(r, None if y is None else y[r]) for r in subs]
         seeds = np.random.SeedSequence(self._seed()).generate_state(len(resamples))
-        support, scores = refit_all(ctx, est, X, y, resamples, seeds)
-        return self._output_of(support[1:], scores[0], support[0])
+        t = refit_tally(ctx, est, X, y, resamples, seeds)
+        return self._output(t.selected, t.n_refits, t.n_selected / t.n_refits, t.scores, t.support)
 
     def _output_of(self, chosen: np.ndarray, plain: np.ndarray, plain_sel: np.ndarray) -> FitOutput:
         """The result from each subsample's selection (R × p_active) and the plain fit."""

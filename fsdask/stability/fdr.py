@@ -22,7 +22,7 @@ from fsdask.fitting import FitContext
 from fsdask.methods.filters import PVALUE_SCORES, Filter, bh_adjust
 from fsdask.stability import onepass
 from fsdask.stability.estimator import base_estimator, streams_variants
-from fsdask.stability.refit import refit_all
+from fsdask.stability.refit import refit_tally
 
 #: permutations of a filter without a test when ``n_permutations`` is None (one pass)
 FILTER_PERMUTATIONS = 1000
@@ -199,6 +199,20 @@ class FDR(Selector):
                 "permuted labels; e.g. n_permutations=200)"
             )
 
+    def _check_shape(self, n: int, p: int) -> None:
+        """Refuse, before X is read, the permutations' scores of a filter that this process
+        cannot hold (one pass gives all of them to the client)."""
+        if isinstance(base_estimator(self.estimator), Filter) and not self._parametric():
+            B = self.n_permutations or FILTER_PERMUTATIONS
+            self._check_client_array(
+                16.0 * (B + 1) * p,
+                f"the scores of {B} permutations ((B + 1) × p float64, twice)",
+                n,
+                p,
+                remedy="use fewer permutations (n_permutations) or a filter with a test "
+                f"({', '.join(PVALUE_SCORES)}: their own p-values, no permutations)",
+            )
+
     def _permutations(self, n: int) -> list[np.ndarray]:
         B = self.n_permutations or FILTER_PERMUTATIONS
         rng = np.random.default_rng(self.random_state)
@@ -250,8 +264,8 @@ class FDR(Selector):
         perms = self._permutations(X.shape[0])
         resamples = [(None, y)] + [(None, y[perm]) for perm in perms]
         seeds = np.full(len(resamples), 0 if self.random_state is None else self.random_state)
-        _, scores = refit_all(ctx, est, X, y, resamples, seeds)
-        return self._output(scores[0], permutation_pvalues(scores[0], scores[1:]), "perm")
+        t = refit_tally(ctx, est, X, y, resamples, seeds)
+        return self._output(t.scores, (1.0 + t.exceeded) / (t.n_refits + 1.0), "perm")
 
     def _output(self, scores: np.ndarray, pvalues: np.ndarray, null: str) -> FitOutput:
         adj = adjust(pvalues, self.method)

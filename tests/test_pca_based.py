@@ -234,11 +234,10 @@ def test_a_factor_above_the_budget_is_announced_and_the_fit_goes_on(X):
     assert "jolliffe_ni: its factor B (min(n, p) × p float64) takes 1.12 kiB" in out.getvalue()
 
 
-def test_the_cli_refuses_a_factor_too_large_with_exit_2(tmp_path):
-    import subprocess
-    import sys
-
+def test_the_cli_refuses_a_factor_too_large_with_exit_2(tmp_path, capsys):
     import zarr
+
+    from fsdask.cli import main
 
     store = tmp_path / "huge.zarr"
     g = zarr.open_group(str(store), mode="w", zarr_format=3)
@@ -250,23 +249,9 @@ def test_the_cli_refuses_a_factor_too_large_with_exit_2(tmp_path):
         dimension_names=("sample", "feature"),
     )  # metadata only: no chunk is ever written
     out = tmp_path / "sel.zarr"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fsdask.cli",
-            "select",
-            str(store),
-            "--method",
-            "jolliffe_i",
-            "-o",
-            str(out),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 2, r.stderr
-    assert "more than this machine's memory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    capsys.readouterr()
+    code = main(["select", str(store), "--method", "jolliffe_i", "-o", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "more than this machine's memory" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()

@@ -152,14 +152,17 @@ class _Clock:
     max_iter: int | None
     first: int
     t0: float
+    #: what the lines call the bound (the parameter that sets it)
+    name: str = "max_iter"
 
     def left(self, it: int) -> str:
-        """``; ≤ 12 s more to max_iter=30`` at the mean pace since the start (or '')."""
+        """``; at most 12 s more to max_iter=30`` at the mean pace since the start (or '')."""
         done = it - self.first
         if self.max_iter is None or done <= 0 or it >= self.max_iter:
             return ""
         per = (time.perf_counter() - self.t0) / done
-        return f"; at most {format_duration(per * (self.max_iter - it))} more to max_iter={self.max_iter}"
+        more = format_duration(per * (self.max_iter - it))
+        return f"; at most {more} more to {self.name}={self.max_iter}"
 
 
 @dataclasses.dataclass
@@ -205,7 +208,7 @@ class FitContext:
         self._data: tuple[Any, Any] | None = None
         self._checkpoint: Any = None
         self._t0 = time.perf_counter()
-        self._clock = _Clock(_max_iter_of(estimator), 0, self._t0)
+        self._clock = _Clock(_max_iter_of(estimator), 0, self._t0, _bound_name(estimator))
 
     # ---- data and passes
     def bind(self, X: Any, y: Any = None) -> FitContext:
@@ -255,6 +258,7 @@ class FitContext:
         *,
         max_iter: int | None = None,
         done: Callable[[S], bool] | None = None,
+        bound: str = "max_iter",
     ) -> Loop[S]:
         """Run ``state = step(state)`` until ``done(state)`` or ``max_iter`` steps.
 
@@ -275,6 +279,9 @@ class FitContext:
             At most this many steps in all (restored ones included); None: until ``done``.
         done : callable, optional
             ``done(state) -> bool``, tested after each step.
+        bound : str
+            What the progress lines call ``max_iter`` (the parameter it comes from, e.g.
+            ``"n_features_to_select"``).
 
         Returns
         -------
@@ -291,8 +298,11 @@ class FitContext:
             state = _restored(state, saved)
         if last:
             return Loop(state, n_iter, finished)
-        limit = max_iter if max_iter is not None else _max_iter_of(self.estimator)
-        self._clock = _Clock(limit, n_iter, time.perf_counter())
+        if max_iter is not None:
+            self._clock = _Clock(max_iter, n_iter, time.perf_counter(), bound)
+        else:
+            est = self.estimator
+            self._clock = _Clock(_max_iter_of(est), n_iter, time.perf_counter(), _bound_name(est))
 
         def save(n: int, s: S, f: bool, final: bool) -> None:
             slot.reached(n, lambda: self._dump(s, f), final=final)
@@ -403,6 +413,7 @@ def iterate(
     max_iter: int | None = None,
     done: Callable[[S], bool] | None = None,
     ctx: FitContext | None = None,
+    bound: str = "max_iter",
 ) -> Loop[S]:
     """The loop of a paper algorithm that is called inside a fit or on its own.
 
@@ -411,7 +422,7 @@ def iterate(
 
     Parameters
     ----------
-    name, state, step, max_iter, done
+    name, state, step, max_iter, done, bound
         As in :meth:`FitContext.iterate`.
     ctx : FitContext, optional
         The fit the loop belongs to.
@@ -421,7 +432,7 @@ def iterate(
     Loop
     """
     if ctx is not None:
-        return ctx.iterate(name, state, step, max_iter=max_iter, done=done)
+        return ctx.iterate(name, state, step, max_iter=max_iter, done=done, bound=bound)
     return _run(state, step, max_iter, done, 0, None)
 
 
@@ -491,6 +502,15 @@ def _max_iter_of(estimator: Any) -> int | None:
     name = getattr(estimator, "progress_bound", None)
     value = getattr(estimator, name, None) if isinstance(name, str) else None
     return int(value) if isinstance(value, (int, np.integer)) and value > 0 else None
+
+
+def _bound_name(estimator: Any) -> str:
+    """What the progress lines call the bound :func:`_max_iter_of` reads: the parameter
+    ``progress_bound`` names (PFA's ``n_init``), or ``max_iter`` when it names an attribute
+    derived from that (Logo's ``max_outer_iter``)."""
+    name = getattr(estimator, "progress_bound", None)
+    params = estimator.get_params(deep=False) if hasattr(estimator, "get_params") else {}
+    return name if isinstance(name, str) and name in params else "max_iter"
 
 
 def format_duration(seconds: float) -> str:

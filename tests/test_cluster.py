@@ -209,8 +209,9 @@ def test_the_progress_counts_are_the_scheduler_tasks_states():
         after = [
             client.submit(_identity, b, key=f"after-{i}", pure=False) for i, b in enumerate(blocked)
         ]
-        for _ in range(200):  # the two threads busy, the rest queued or waiting
-            if sum(ts.state == "processing" for ts in s.tasks.values()) >= 2:
+        for _ in range(500):  # every task arrived, the two threads busy, the rest held back
+            states = [ts.state for ts in s.tasks.values()]
+            if len(states) == 17 and states.count("processing") >= 2:
                 break
             time.sleep(0.02)
         mid = client.run_on_scheduler(_scheduler_counts)

@@ -115,7 +115,7 @@ def test_jolliffe_i_shows_each_pick_with_the_time_left():
     assert len(lines) == 5, out.getvalue()
     for k, (line, j) in enumerate(zip(lines, e.result_.attrs["pick_order"]), start=1):
         assert f"iteration {k}: feature={j}, loading=" in line, line
-    assert "more to max_iter=5" in lines[0] and "more to" not in lines[-1]
+    assert "more to n_features_to_select=5" in lines[0] and "more to" not in lines[-1]
 
 
 class _Stopped(Exception):
@@ -177,8 +177,10 @@ def test_spca_bisection_and_pfa_restarts_show_progress(estimator, pattern, X):
         estimator.fit(X)
     lines = [ln for ln in out.getvalue().splitlines() if ": iteration " in ln]
     assert lines and re.search(pattern, lines[0]), out.getvalue()
-    if isinstance(estimator, fsdask.PFA):
-        assert len(lines) == 4 and "more to max_iter=4" in lines[0]
+    if isinstance(estimator, fsdask.PFA):  # the time left names the parameter that bounds it
+        assert len(lines) == 4 and "more to n_init=4" in lines[0]
+    else:
+        assert "more to max_bisect=30" in lines[0]
 
 
 def _unreadable(n, p):

@@ -234,7 +234,10 @@ def jolliffe_i_picks(
         return s
 
     state = _Picks(free=np.ones(p, bool), order=[], last=np.zeros(p))
-    picks = iterate("jolliffe_i/picks", state, step, max_iter=q, ctx=ctx).state
+    loop = iterate(
+        "jolliffe_i/picks", state, step, max_iter=q, ctx=ctx, bound="n_features_to_select"
+    )
+    picks = loop.state
     return np.asarray(picks.order, dtype=np.int64), picks.last
 
 

@@ -491,11 +491,14 @@ def test_default_tol_selects_what_a_tight_solve_selects(rng):
     X += 0.05 * rng.normal(size=X.shape)
     lambdas = fsdask.cpfs_path(X, n_lambdas=6)["lambda"].values
     loose = fsdask.cpfs_path(X, lambdas=lambdas)
-    tight = fsdask.cpfs_path(X, lambdas=lambdas, tol=1e-9, max_iter=50_000)
+    # every other λ down to the smallest, the hardest to certify (a tight solve of a small
+    # λ is most of this test's time)
+    pick = [1, 3, 5]
+    tight = fsdask.cpfs_path(X, lambdas=lambdas[pick], tol=1e-9, max_iter=50_000)
     assert loose["path_gap"].max() <= 1e-4 and tight["path_gap"].max() <= 1e-9
-    P, Pt = loose["path_primal"].values, tight["path_primal"].values
+    P, Pt = loose["path_primal"].values[pick], tight["path_primal"].values
     assert np.all(P - Pt <= 1e-4 * Pt) and np.all(P - Pt >= -1e-9 * Pt), (P - Pt) / Pt
-    assert np.array_equal(loose["path_n_active"].values, tight["path_n_active"].values)
+    assert np.array_equal(loose["path_n_active"].values[pick], tight["path_n_active"].values)
     q = 10
     a, b = (
         fsdask.CPFS(n_features_to_select=q).fit(X),

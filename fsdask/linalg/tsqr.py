@@ -377,6 +377,10 @@ def gram_over_samples(X: Any, ex: Execution) -> bool:
     return is_sample_blocked(X) and p <= n and ex.fits(8.0 * p * (p + 1), copies=TREE_SUM_COPIES)
 
 
+#: what :func:`factor_nbytes` measures, for the messages of the methods that hold it
+FACTOR = "its factor B (min(n, p) × p float64)"
+
+
 def factor_nbytes(n: int, p: int) -> float:
     """Bytes of the factor ``B`` (r × p, r ≤ min(n, p)) that :func:`centred_factor` returns
     on the client — at most ``8·min(n, p)·p``, the size of the Gram it comes from as well.

@@ -42,7 +42,7 @@ from fsdask.errors import ParameterError
 from fsdask.fitting import FitContext, iterate
 from fsdask.io.options import ReadOptions
 from fsdask.io.rechunk import to_feature_blocks
-from fsdask.linalg.tsqr import centred_factor, factor_nbytes, gram_over_samples
+from fsdask.linalg.tsqr import FACTOR, centred_factor, factor_nbytes, gram_over_samples
 
 
 def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +120,7 @@ class _PCABase(Selector):
 
     def _check_shape(self, n: int, p: int) -> None:
         """Refuse, before X is read, a factor B that this process cannot hold."""
-        self._check_client_array(factor_nbytes(n, p), "its factor B (min(n, p) × p float64)", n, p)
+        self._check_client_array(factor_nbytes(n, p), FACTOR, n, p)
 
 
 class JolliffeI(_PCABase):

@@ -10,7 +10,7 @@ import xarray as xr
 
 from fsdask.base import FitOutput, Selector
 from fsdask.fitting import FitContext
-from fsdask.linalg.tsqr import factor_nbytes
+from fsdask.linalg.tsqr import FACTOR, factor_nbytes
 from fsdask.methods.cpfs.path import PARAMETER_CONSTRAINTS, cpfs_path
 from fsdask.methods.cpfs.problem import (
     MAX_SCAN_FLOPS_DEFAULT,
@@ -174,7 +174,7 @@ class CPFS(Selector):
         """Refuse before any pass over X when one KKT scan would exceed ``max_scan_flops``,
         or when this process cannot hold the factor B."""
         check_scan_cost(n, p, self.max_scan_flops)
-        self._check_client_array(factor_nbytes(n, p), "its factor B (min(n, p) × p float64)", n, p)
+        self._check_client_array(factor_nbytes(n, p), FACTOR, n, p)
 
     def _prepare(self, X: da.Array) -> tuple[Problem, dict[str, Any]]:
         """The problem (4.2) of X under these options, outside a fit (:func:`prepare_problem`)."""

@@ -40,7 +40,7 @@ from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext, check_client_array
 from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.threads import blas_threads_for
-from fsdask.linalg.tsqr import factor_nbytes
+from fsdask.linalg.tsqr import FACTOR, factor_nbytes
 from fsdask.methods.cpfs.problem import (
     MAX_SCAN_FLOPS_DEFAULT,
     Problem,
@@ -636,7 +636,7 @@ def _standalone(X: Any, options: PathOptions, max_scan_flops: float | None) -> x
     check_scan_cost(n, p, max_scan_flops)  # both by the shape alone, before X is read
     check_client_array(
         factor_nbytes(n, p),
-        "its factor B (min(n, p) × p float64)",
+        FACTOR,
         n=n,
         p=p,
         name="cpfs_path",

@@ -155,6 +155,11 @@ class _Clock:
     #: what the lines call the bound (the parameter that sets it)
     name: str = "max_iter"
 
+    @classmethod
+    def of(cls, estimator: Any, first: int, t0: float) -> _Clock:
+        """The clock of a loop bounded by the estimator's ``progress_bound``."""
+        return cls(_max_iter_of(estimator), first, t0, _bound_name(estimator))
+
     def left(self, it: int) -> str:
         """``; at most 12 s more to max_iter=30`` at the mean pace since the start (or '')."""
         done = it - self.first
@@ -208,7 +213,7 @@ class FitContext:
         self._data: tuple[Any, Any] | None = None
         self._checkpoint: Any = None
         self._t0 = time.perf_counter()
-        self._clock = _Clock(_max_iter_of(estimator), 0, self._t0, _bound_name(estimator))
+        self._clock = _Clock.of(estimator, 0, self._t0)
 
     # ---- data and passes
     def bind(self, X: Any, y: Any = None) -> FitContext:
@@ -298,11 +303,12 @@ class FitContext:
             state = _restored(state, saved)
         if last:
             return Loop(state, n_iter, finished)
-        if max_iter is not None:
-            self._clock = _Clock(max_iter, n_iter, time.perf_counter(), bound)
-        else:
-            est = self.estimator
-            self._clock = _Clock(_max_iter_of(est), n_iter, time.perf_counter(), _bound_name(est))
+        now = time.perf_counter()
+        self._clock = (
+            _Clock(max_iter, n_iter, now, bound)
+            if max_iter is not None
+            else _Clock.of(self.estimator, n_iter, now)
+        )
 
         def save(n: int, s: S, f: bool, final: bool) -> None:
             slot.reached(n, lambda: self._dump(s, f), final=final)

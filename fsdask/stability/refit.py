@@ -155,15 +155,16 @@ def _count(first: tuple, *refits: tuple, own: bool = False) -> Tally:
 
 def _merge(*tallies: Tally) -> Tally:
     """A task: partial tallies of the same first refit, merged in their order."""
-    out = dataclasses.replace(tallies[0], selected=tallies[0].selected.copy())
-    out.exceeded, out.warned = tallies[0].exceeded.copy(), list(tallies[0].warned)
-    for t in tallies[1:]:
-        out.selected += t.selected
-        out.exceeded += t.exceeded
-        out.n_selected += t.n_selected
-        out.n_refits += t.n_refits
-        out.warned += t.warned
-    return out
+    first = tallies[0]
+    return Tally(
+        first.support,
+        first.scores,
+        sum(t.selected for t in tallies),
+        sum(t.exceeded for t in tallies),
+        sum(t.n_selected for t in tallies),
+        sum(t.n_refits for t in tallies),
+        [w for t in tallies for w in t.warned],
+    )
 
 
 def _tally_tree(tasks: list) -> Any:

@@ -203,7 +203,7 @@ class FDR(Selector):
         """Refuse, before X is read, the permutations' scores of a filter that this process
         cannot hold (one pass gives all of them to the client)."""
         if isinstance(base_estimator(self.estimator), Filter) and not self._parametric():
-            B = self.n_permutations or FILTER_PERMUTATIONS
+            B = self._n_drawn()
             self._check_client_array(
                 16.0 * (B + 1) * p,
                 f"the scores of {B} permutations ((B + 1) × p float64, twice)",
@@ -213,10 +213,13 @@ class FDR(Selector):
                 f"({', '.join(PVALUE_SCORES)}: their own p-values, no permutations)",
             )
 
+    def _n_drawn(self) -> int:
+        """B, the permutations drawn (a filter's default when ``n_permutations`` is None)."""
+        return self.n_permutations or FILTER_PERMUTATIONS
+
     def _permutations(self, n: int) -> list[np.ndarray]:
-        B = self.n_permutations or FILTER_PERMUTATIONS
         rng = np.random.default_rng(self.random_state)
-        return [rng.permutation(n) for _ in range(B)]
+        return [rng.permutation(n) for _ in range(self._n_drawn())]
 
     def _fit_lazy(self, X, y):
         est = base_estimator(self.estimator)

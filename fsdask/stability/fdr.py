@@ -3,8 +3,10 @@
 The filters with a test (t, F, Pearson) give p-values from their own pass; any other
 supervised selector gets empirical p-values from a permutation null: the labels are
 permuted B times, the selector is refitted (a filter: every permutation in the same pass
-over X; others: one task per permutation, :mod:`fsdask.stability.refit`), and a feature's
-p-value is (1 + #{b : w_j^(b) ≥ w_j}) / (B + 1).
+over X, counted against the observed scores where each block's scores are made,
+:func:`fsdask.stability.onepass.variant_exceedances`; others: one task per permutation,
+:mod:`fsdask.stability.refit`), and a feature's p-value is
+(1 + #{b : w_j^(b) ≥ w_j}) / (B + 1).  The client holds O(p) either way.
 """
 
 from __future__ import annotations
@@ -199,20 +201,6 @@ class FDR(Selector):
                 "permuted labels; e.g. n_permutations=200)"
             )
 
-    def _check_shape(self, n: int, p: int) -> None:
-        """Refuse, before X is read, the permutations' scores of a filter that this process
-        cannot hold (one pass gives all of them to the client)."""
-        if isinstance(base_estimator(self.estimator), Filter) and not self._parametric():
-            B = self._n_drawn()
-            self._check_client_array(
-                16.0 * (B + 1) * p,
-                f"the scores of {B} permutations ((B + 1) × p float64, twice)",
-                n,
-                p,
-                remedy="use fewer permutations (n_permutations) or a filter with a test "
-                f"({', '.join(PVALUE_SCORES)}: their own p-values, no permutations)",
-            )
-
     def _n_drawn(self) -> int:
         """B, the permutations drawn (a filter's default when ``n_permutations`` is None)."""
         return self.n_permutations or FILTER_PERMUTATIONS
@@ -227,12 +215,10 @@ class FDR(Selector):
             return None  # refits, the filter's test, or the membership sums of _fit
         perms = self._permutations(X.shape[0])
         variants, n_classes = onepass.filter_variants(est, y, [None], perms)
-        lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)
+        lazy = onepass.lazy_variant_scores(X, est, variants, n_classes, exceedances=True)
 
         def finish(computed, active, lo, hi):
-            data_min = float(lo[active].min()) if active.any() else 0.0
-            scores = onepass.finish_scores(computed, est, len(variants), data_min)[:, active]
-            return self._output(scores[0], permutation_pvalues(scores[0], scores[1:]), "perm")
+            return self._from_exceedances(computed, active, lo)
 
         return lazy, finish, True
 
@@ -246,17 +232,29 @@ class FDR(Selector):
         return out
 
     def _from_permuted_sums(self, X, y, ctx: FitContext) -> FitOutput:
-        """Every permutation's scores from the membership sums of one pass, screen included."""
+        """Every permutation's scores from the membership sums of one pass, screen included,
+        counted against the observed scores where they are made."""
         est = base_estimator(self.estimator)
         perms = self._permutations(X.shape[0])
         variants, n_classes = onepass.filter_variants(est, y, [None], perms)
-        computed, (bad, lo, hi) = onepass.variant_scores(ctx.execution, X, est, variants, n_classes)
+        computed, (bad, lo, hi) = onepass.variant_exceedances(
+            ctx.execution, X, est, variants, n_classes
+        )
         active = self._apply_screen(bad, lo, hi)
-        data_min = float(lo[active].min()) if active.any() else 0.0
-        scores = onepass.finish_scores(computed, est, len(variants), data_min)[:, active]
-        out = self._output(scores[0], permutation_pvalues(scores[0], scores[1:]), "perm")
+        out = self._from_exceedances(computed, active, lo)
         out.active = active
         return out
+
+    def _from_exceedances(self, rows: np.ndarray, active: np.ndarray, lo: np.ndarray):
+        """The output from a filter's observed scores and exceedance counts
+        (:func:`~fsdask.stability.onepass.exceedance_rows`): p = (1 + count) / (B + 1), the
+        p-values of :func:`permutation_pvalues`."""
+        data_min = float(lo[active].min()) if active.any() else 0.0
+        scores, exceeded = onepass.finish_exceedances(
+            rows, base_estimator(self.estimator), data_min
+        )
+        B = self._n_drawn()
+        return self._output(scores[active], (1.0 + exceeded[active]) / (B + 1.0), "perm")
 
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         if self._parametric():

@@ -252,9 +252,14 @@ def variant_scores(
     return computed[:-3], computed[-3:]
 
 
-def lazy_scores(ex, X, est: Filter, variants: list[Variant], n_classes: int, keep=None):
-    """The lazy (V · r + 3, p) array of :func:`variant_scores`, chunked by feature blocks;
-    with ``keep``, one :func:`slice_candidates` pair per feature block instead (an array of
+def lazy_scores(
+    ex, X, est: Filter, variants: list[Variant], n_classes: int, collect=None, out_rows=None
+):
+    """The lazy (V · r + 3, p) array of :func:`variant_scores`, chunked by feature blocks.
+
+    ``collect`` (default: joined) receives a feature block's (V · r + 3, w) score slices
+    and makes the block's result, of ``out_rows`` rows (default V · r + 3): a reduction
+    such as :func:`slice_exceedances`, or a :func:`slice_candidates` pair (an array of
     pairs: its chunks are the feature blocks, its rows a placeholder)."""
     n, p = X.shape
     C = max(n_classes, 1)
@@ -274,13 +279,9 @@ def lazy_scores(ex, X, est: Filter, variants: list[Variant], n_classes: int, kee
             n_classes=n_classes,
         ),
         "step": slice_width(V, C),
-        "collect": (
-            _joined
-            if keep is None
-            else functools.partial(slice_candidates, n_variants=V, keep=keep)
-        ),
+        "collect": _joined if collect is None else collect,
     }
-    out_rows = V * r + 3
+    out_rows = V * r + 3 if out_rows is None else out_rows
     if len(X.chunks[0]) == 1:  # feature blocks hold every sample: sums and scores in one task
         return map_features(
             _block_scores,
@@ -340,8 +341,10 @@ def variant_candidates(
     Memory: on the workers those of :func:`variant_scores` but a block's scores, which
     are made and ranked a slice at a time; on the client 4 × p and 2 × (V − 1) × m float64.
     """
-    pairs = lazy_scores(ex, X, est, variants, n_classes, keep=keep)
-    V, blocks = len(variants), pairs.chunks[1]
+    V = len(variants)
+    collect = functools.partial(slice_candidates, n_variants=V, keep=keep)
+    pairs = lazy_scores(ex, X, est, variants, n_classes, collect=collect)
+    blocks = pairs.chunks[1]
     widths = tuple(min(keep, c) for c in blocks)
     part = functools.partial(pairs.map_blocks, dtype=np.float64, meta=np.empty((0, 0)))
     head, cand = ex.compute(
@@ -351,6 +354,78 @@ def variant_candidates(
     index = cand[V - 1 :].astype(np.int64)
     starts = np.repeat(np.cumsum((0, *blocks[:-1])), widths)
     return head, cand[: V - 1], np.where(index >= 0, index + starts, -1)
+
+
+def variant_exceedances(
+    ex, X, est: Filter, variants: list[Variant], n_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first variant's scores, every feature's count of other variants that score at
+    least as high, and X's screen, from one pass over X (any layout): the permutation null
+    of a filter (:class:`~fsdask.stability.FDR`), counted where the scores are made.
+
+    Parameters
+    ----------
+    ex, X, est, variants, n_classes : as :func:`variant_scores`
+
+    Returns
+    -------
+    rows : ndarray (r + e, p), float64: :func:`exceedance_rows` (for
+        :func:`finish_exceedances`)
+    screen : ndarray (3, p), NaN/Inf count, minimum, maximum of every feature
+
+    Memory: on the workers those of :func:`variant_scores`, whose scores are made and
+    counted a slice at a time; on the client (r + e + 3) × p float64 — not V × p.
+    """
+    V, r = len(variants), variant_rows(est)
+    collect = functools.partial(slice_exceedances, n_variants=V, rows=r)
+    lazy = lazy_scores(ex, X, est, variants, n_classes, collect=collect, out_rows=2 * r + 3)
+    (computed,) = ex.compute(lazy)
+    return computed[:-3], computed[-3:]
+
+
+def exceedance_rows(scores: np.ndarray, n_variants: int, rows: int) -> np.ndarray:
+    """The first variant's r rows, then e counts #{v ≥ 1 : score_v ≥ score_0} per feature.
+
+    Parameters
+    ----------
+    scores : ndarray (V · r, w), every variant's r rows (:func:`variant_rows`)
+    n_variants : int, V
+    rows : int, r: 1 (a score) or 2 (fold_change with ``log_scale="auto"``: the class
+        means, whose scale is decided after the pass, so both scales are counted)
+
+    Returns
+    -------
+    ndarray (2 · r, w), float64: the first variant's rows, then its counts (for r = 2: on
+    the log scale, then on the linear scale).  A NaN score exceeds nothing and is
+    exceeded by nothing, as in :func:`fsdask.stability.permutation_pvalues`.
+    """
+    if rows == 1:
+        first = scores[0]
+        return np.vstack([first, (scores[1:n_variants] >= first).sum(0)])
+    m = scores[: 2 * n_variants].reshape(n_variants, 2, -1)
+    counts = []
+    for log_scale in (True, False):
+        sc = fold_change_scores(m[:, 0], m[:, 1], log_scale)
+        counts.append((sc[1:] >= sc[0]).sum(0))
+    return np.vstack([m[0], *counts])
+
+
+def slice_exceedances(slices, n_variants: int, rows: int) -> np.ndarray:
+    """A feature block's part of :func:`variant_exceedances` from its (V · r + 3, w) score
+    slices: (2 · r + 3, p_b), its :func:`exceedance_rows` and screen rows."""
+    return _joined(np.vstack([exceedance_rows(s[:-3], n_variants, rows), s[-3:]]) for s in slices)
+
+
+def finish_exceedances(
+    rows: np.ndarray, est: Filter, data_min: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The observed scores and their exceedance counts from :func:`exceedance_rows`;
+    fold_change with ``log_scale="auto"`` is decided by ``data_min`` as in Filter (and in
+    :func:`finish_scores`)."""
+    if variant_rows(est) == 1:
+        return rows[0], rows[1]
+    log_scale = bool(data_min <= 0)
+    return fold_change_scores(rows[0], rows[1], log_scale), rows[2 if log_scale else 3]
 
 
 def _block_scores(block, rows: tuple = (), *, sums_of=None, finish, step: int, collect):
@@ -467,25 +542,52 @@ def variants_block(
     """
     r = variant_rows(est)
     out = np.empty((len(variants) * r + 3, xb.shape[1]))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for i, v in enumerate(variants):
-            sub = xb if v.rows is None else xb[v.rows]
-            st = stats_block(sub, est.statistic, v.codes, n_classes, v.yc, est.equal_var)
-            out[i * r : (i + 1) * r] = (
-                st if r == 2 else scores_from_stats(est.statistic, st, bool(est.log_scale))
-            )
-    out[-3] = (~np.isfinite(xb)).sum(0)
-    out[-2] = xb.min(0)
-    out[-1] = xb.max(0)
+    for i, rows in enumerate(_each_variant(xb, est, variants, n_classes)):
+        out[i * r : (i + 1) * r] = rows
+    out[-3:] = _screen_rows(xb)
     return out
 
 
-def lazy_variant_scores(X, est: Filter, variants: list[Variant], n_classes: int):
-    """The lazy (V · r + 3, p) array of :func:`variants_block` over X's feature blocks."""
+def variants_exceedance_block(
+    xb: np.ndarray, est: Filter, variants: list[Variant], n_classes: int
+) -> np.ndarray:
+    """One feature block's part of :func:`variant_exceedances` by the route of
+    :func:`variants_block`: (2 · r + 3, p_b), its :func:`exceedance_rows` and screen rows.
+    Memory: a copy of the block's rows of one subsample and O(p_b), not V × p_b."""
+    r = variant_rows(est)
+    each = _each_variant(xb, est, variants, n_classes)
+    first = next(each)
+    counts = np.zeros((r, xb.shape[1]))
+    for rows in each:
+        counts += exceedance_rows(np.vstack([first, rows]), 2, r)[r:]
+    return np.vstack([first, counts, _screen_rows(xb)])
+
+
+def _each_variant(xb: np.ndarray, est: Filter, variants: list[Variant], n_classes: int):
+    """Each variant's (r, p_b) rows of a feature block, one at a time."""
+    r = variant_rows(est)
+    for v in variants:
+        sub = xb if v.rows is None else xb[v.rows]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            st = stats_block(sub, est.statistic, v.codes, n_classes, v.yc, est.equal_var)
+            rows = st if r == 2 else scores_from_stats(est.statistic, st, bool(est.log_scale))
+        yield rows  # outside the errstate: a suspended generator would keep it for the caller
+
+
+def _screen_rows(xb: np.ndarray) -> np.ndarray:
+    return np.vstack([(~np.isfinite(xb)).sum(0), xb.min(0), xb.max(0)])
+
+
+def lazy_variant_scores(
+    X, est: Filter, variants: list[Variant], n_classes: int, exceedances: bool = False
+):
+    """The lazy (V · r + 3, p) array of :func:`variants_block` over X's feature blocks;
+    with ``exceedances``, the (2 · r + 3, p) array of :func:`variants_exceedance_block`."""
+    r = variant_rows(est)
     return map_features(
-        variants_block,
+        variants_exceedance_block if exceedances else variants_block,
         X,
-        out_rows=len(variants) * variant_rows(est) + 3,
+        out_rows=2 * r + 3 if exceedances else len(variants) * r + 3,
         dtype=np.float64,
         est=est,
         variants=variants,

@@ -2,6 +2,7 @@
 pass for a filter's resamples, refits as tasks, the same result on threads, on a 2-process
 cluster and after a worker is killed, and scikit-learn compatibility."""
 
+import logging
 import os
 import signal
 import threading
@@ -176,11 +177,22 @@ def test_subsample_of_a_too_small_class_is_refused():
         Stability(fsdask.Filter("ttest"), n_resamples=4).fit(X, np.array([0] * 5 + [1] * 3))
 
 
-def test_client_memory_is_checked_before_reading():
-    X, y = _planted()
-    with dask.config.set({"fsdask.memory-budget": "10kB"}):
-        with pytest.raises(InputError, match="per-resample scores"):
-            Stability(fsdask.Filter("ttest"), n_resamples=100).fit(X, y)
+@pytest.mark.parametrize("statistic", ["ttest", "ks"])
+def test_scores_above_the_budget_are_refitted_and_said(statistic, caplog):
+    """At the default k (half the features) every resample's scores of a filter reach the
+    client; above the memory budget the resamples are refitted instead — the log line says
+    so and names the remedy — with the selections of the one-pass route."""
+    X, y = _planted(2)
+    est = fsdask.Filter(statistic)
+    one = Stability(est, n_resamples=8, random_state=3).fit(X, y)
+    assert 16 * 9 * X.shape[1] > 4000  # the premise: 9 score rows of p, twice, above 4 kB
+    with dask.config.set({"fsdask.memory-budget": "4kB"}), caplog.at_level(logging.INFO, "fsdask"):
+        refit = Stability(est, n_resamples=8, random_state=3).fit(X, y)
+    said = [r.getMessage() for r in caplog.records if "refitting each of the 9" in r.getMessage()]
+    assert len(said) == 1 and "n_features_to_select=K" in said[0]
+    assert one.n_passes_ == 1 and refit.n_passes_ > 9
+    np.testing.assert_array_equal(one.frequency_, refit.frequency_)
+    np.testing.assert_array_equal(one.support_, refit.support_)
 
 
 def test_check_estimator_and_pipeline():

@@ -18,7 +18,6 @@ import numpy as np
 
 from fsdask._validation import HasMethods, Int, Real, class_codes
 from fsdask.base import FitOutput, Selector
-from fsdask.errors import InputError
 from fsdask.fitting import FitContext, progress_line
 from fsdask.linalg.colstats import column_screen
 from fsdask.methods.filters import Filter
@@ -153,7 +152,8 @@ class Stability(Selector):
     fit's scores reach the client (:func:`~fsdask.stability.onepass.variant_candidates`).
     Memory: per block about n_resamples × C × p_b partial sums (C classes) and the
     membership matrix; the client holds 2 × n_resamples × k per block and 4 × p float64
-    — or, with k unknown, (n_resamples + 1) × p scores.  ``ks`` sorts each feature: its
+    — or, with k unknown, (n_resamples + 1) × p scores, and above the memory budget the
+    subsamples are refitted instead (said in a log line).  ``ks`` sorts each feature: its
     subsamples are computed on feature blocks.  For
     :class:`~fsdask.methods.hsic.SparseHSIC` too one pass over X, in any layout: each
     subsample's A = X H Δᵀ/(n − 1) is a weighted sum over its samples, so one product per
@@ -238,24 +238,24 @@ class Stability(Selector):
     def screen_in_fit(self) -> bool:  # type: ignore[override]
         return self.streams_samples  # the membership sums carry the screen
 
-    def _check_shape(self, n: int, p: int) -> None:
-        est = base_estimator(self.estimator)
-        if one_pass_filter(est) and not (streams_variants(est) and candidates_of(est, p)):
-            self._check_client_scores((self.n_resamples + 1) * p)
-
-    def _check_client_scores(self, values: int) -> None:
-        """Refuse per-resample scores the memory budget cannot hold on the client (two
-        float64 copies: the blocks and their join)."""
+    def _scores_fit(self, n_scores: int) -> bool:
+        """Whether every resample's scores (``n_scores`` float64, twice: the blocks and
+        their join) fit the client's memory budget; if not, says so in a log line: the
+        resamples are then refitted one pass each."""
         from fsdask._config import memory_budget
 
         budget = memory_budget(None)
-        if budget and 16.0 * values > budget:
-            raise InputError(
-                f"{type(self).__name__}: {values} per-resample scores need "
-                f"{16 * values / 2**20:.0f} MiB on the client, above the memory budget of "
-                f"{budget / 2**20:.0f} MiB; use fewer resamples or raise the budget "
-                "(DASK_FSDASK__MEMORY_BUDGET=SIZE)"
-            )
+        if not budget or 16.0 * n_scores <= budget:
+            return True
+        progress_line(
+            f"{self.method_name}: every resample's scores from one pass need "
+            f"{16 * n_scores / 2**20:.0f} MiB on the client, above the memory budget of "
+            f"{budget / 2**20:.0f} MiB; refitting each of the {self.n_resamples + 1} "
+            "resamples instead (one pass over X each; n_features_to_select=K with K at "
+            "most a quarter of the features keeps one pass, or raise the budget: "
+            "DASK_FSDASK__MEMORY_BUDGET=SIZE)"
+        )
+        return False
 
     def _subsamples(self, n: int, y: np.ndarray | None) -> list[np.ndarray]:
         return draw_subsamples(
@@ -288,13 +288,14 @@ class Stability(Selector):
             )
             active = self._apply_screen(*head[1:])
             out = self._from_candidates(est, head[0], values, index, active)
-        else:
-            self._check_client_scores(len(variants) * X.shape[1])
+        elif self._scores_fit(len(variants) * X.shape[1]):
             computed, (bad, lo, hi) = onepass.variant_scores(
                 ctx.execution, X, est, variants, n_classes
             )
             active = self._apply_screen(bad, lo, hi)
             out = self._from_scores(est, computed, len(variants), active, lo)
+        else:
+            return self._screened_refits(X, y, ctx, est)
         out.active = active
         return out
 
@@ -335,6 +336,8 @@ class Stability(Selector):
         est = base_estimator(self.estimator)
         if not one_pass_filter(est) or streams_variants(est):
             return None  # refits, or the membership products of _fit
+        if not self._scores_fit((self.n_resamples + 1) * X.shape[1]):
+            return None  # refits (the screen, then _fit)
         rows = [None, *self._subsamples(X.shape[0], y)]
         variants, n_classes = onepass.filter_variants(est, y, rows, [])
         lazy = onepass.lazy_variant_scores(X, est, variants, n_classes)
@@ -373,20 +376,18 @@ class Stability(Selector):
             return self._one_pass(X, y, ctx)
         if hsicpass.one_pass_hsic(est):
             out = self._hsic_one_pass(X, y, ctx)
-            if out is not None:
-                return out
-            X, active = self._screened(X)
-            out = self._refits(X, y, ctx, est)
-            out.active = active
-            return out
+            return out if out is not None else self._screened_refits(X, y, ctx, est)
         return self._refits(X, y, ctx, est)
 
-    def _screened(self, X) -> tuple[Any, np.ndarray]:
-        """X's active features and their mask (the screen ``fit`` runs for the refits of a
-        selector whose resamples are not sums, here run by ``_fit`` itself)."""
+    def _screened_refits(self, X, y, ctx: FitContext, est: Any) -> FitOutput:
+        """The refits on X's active features, after the screen ``fit`` runs for a selector
+        whose resamples are not sums (here run by ``_fit`` itself): the route of a one-pass
+        selector whose resamples' results the client cannot hold."""
         bad, lo, hi = column_screen(X)
         active = self._apply_screen(bad, lo, hi)
-        return (X if active.all() else X[:, active]), active
+        out = self._refits(X if active.all() else X[:, active], y, ctx, est)
+        out.active = active
+        return out
 
     def _refits(self, X, y, ctx: FitContext, est: Any) -> FitOutput:
         """One refit per subsample (and one on all samples), as parallel tasks."""

@@ -190,6 +190,7 @@ def test_scores_above_the_budget_are_refitted_and_said(statistic, caplog):
         refit = Stability(est, n_resamples=8, random_state=3).fit(X, y)
     said = [r.getMessage() for r in caplog.records if "refitting each of the 9" in r.getMessage()]
     assert len(said) == 1 and "n_features_to_select=K" in said[0]
+    assert "need 8.44 kiB on the client, above the memory budget of 3.91 kiB" in said[0]
     assert one.n_passes_ == 1 and refit.n_passes_ > 9
     np.testing.assert_array_equal(one.frequency_, refit.frequency_)
     np.testing.assert_array_equal(one.support_, refit.support_)

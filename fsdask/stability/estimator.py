@@ -247,15 +247,21 @@ class Stability(Selector):
         budget = memory_budget(None)
         if not budget or 16.0 * n_scores <= budget:
             return True
-        progress_line(
-            f"{self.method_name}: every resample's scores from one pass need "
-            f"{16 * n_scores / 2**20:.0f} MiB on the client, above the memory budget of "
-            f"{budget / 2**20:.0f} MiB; refitting each of the {self.n_resamples + 1} "
-            "resamples instead (one pass over X each; n_features_to_select=K with K at "
-            "most a quarter of the features keeps one pass, or raise the budget: "
-            "DASK_FSDASK__MEMORY_BUDGET=SIZE)"
-        )
+        remedy = "n_features_to_select=K with K at most a quarter of the features keeps one "
+        self._say_refits("scores", 16 * n_scores, budget, remedy + "pass, or raise the budget")
         return False
+
+    def _say_refits(self, what: str, nbytes: float, budget: int, remedy: str) -> None:
+        """The log line of a one-pass route whose resamples' ``what`` the client cannot
+        hold: the resamples are refitted instead, and how to keep one pass (``remedy``)."""
+        from dask.utils import format_bytes
+
+        progress_line(
+            f"{self.method_name}: every resample's {what} from one pass need "
+            f"{format_bytes(nbytes)} on the client, above the memory budget of "
+            f"{format_bytes(budget)}; refitting each of the {self.n_resamples + 1} resamples "
+            f"instead (one pass over X each; {remedy}: DASK_FSDASK__MEMORY_BUDGET=SIZE)"
+        )
 
     def _subsamples(self, n: int, y: np.ndarray | None) -> list[np.ndarray]:
         return draw_subsamples(
@@ -357,12 +363,8 @@ class Stability(Selector):
         layout = hsicpass.layout_of(factors, y, rows, X.shape[0])
         out = hsictop.one_pass_selections(ctx, est, X, y, rows, factors, layout, self._apply_screen)
         if out is None:
-            progress_line(
-                f"{self.method_name}: every resample's A from one pass needs "
-                f"{16 * layout.rows * X.shape[1] / 2**20:.0f} MiB on the client, above the "
-                f"memory budget of {ctx.budget / 2**20:.0f} MiB; refitting each of the "
-                f"{len(rows)} resamples instead (one pass over X each)"
-            )
+            nbytes = 16 * layout.rows * X.shape[1]
+            self._say_refits("A", nbytes, ctx.budget, "raise the budget to keep one pass")
             return None
         support, plain, active = out
         fit = self._output_of(support[1:], plain, support[0])

@@ -63,7 +63,13 @@ def permutation_pvalues(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
     -------
     ndarray (p,)
     """
-    return (1.0 + (null >= observed[None, :]).sum(0)) / (null.shape[0] + 1.0)
+    return empirical_pvalues((null >= observed[None, :]).sum(0), null.shape[0])
+
+
+def empirical_pvalues(exceeded: np.ndarray, B: int) -> np.ndarray:
+    """(1 + exceeded) / (B + 1): the p-values of features whose score ``exceeded`` of B
+    null scores reach (counts, e.g. :func:`fsdask.stability.onepass.exceeded`)."""
+    return (1.0 + exceeded) / (B + 1.0)
 
 
 def _as_is(values: np.ndarray) -> np.ndarray:
@@ -253,8 +259,8 @@ class FDR(Selector):
         scores, exceeded = onepass.finish_exceedances(
             rows, base_estimator(self.estimator), data_min
         )
-        B = self._n_drawn()
-        return self._output(scores[active], (1.0 + exceeded[active]) / (B + 1.0), "perm")
+        pvalues = empirical_pvalues(exceeded[active], self._n_drawn())
+        return self._output(scores[active], pvalues, "perm")
 
     def _fit(self, X, y, ctx: FitContext) -> FitOutput:
         if self._parametric():
@@ -266,7 +272,7 @@ class FDR(Selector):
         resamples = [(None, y)] + [(None, y[perm]) for perm in perms]
         seeds = np.full(len(resamples), 0 if self.random_state is None else self.random_state)
         t = refit_tally(ctx, est, X, y, resamples, seeds)
-        return self._output(t.scores, (1.0 + t.exceeded) / (t.n_refits + 1.0), "perm")
+        return self._output(t.scores, empirical_pvalues(t.exceeded, t.n_refits), "perm")
 
     def _output(self, scores: np.ndarray, pvalues: np.ndarray, null: str) -> FitOutput:
         adj = adjust(pvalues, self.method)

@@ -399,15 +399,25 @@ def exceedance_rows(scores: np.ndarray, n_variants: int, rows: int) -> np.ndarra
     the log scale, then on the linear scale).  A NaN score exceeds nothing and is
     exceeded by nothing, as in :func:`fsdask.stability.permutation_pvalues`.
     """
-    if rows == 1:
-        first = scores[0]
-        return np.vstack([first, (scores[1:n_variants] >= first).sum(0)])
-    m = scores[: 2 * n_variants].reshape(n_variants, 2, -1)
-    counts = []
-    for log_scale in (True, False):
-        sc = fold_change_scores(m[:, 0], m[:, 1], log_scale)
-        counts.append((sc[1:] >= sc[0]).sum(0))
-    return np.vstack([m[0], *counts])
+    m = scores[: rows * n_variants].reshape(n_variants, rows, -1)
+    return np.vstack([m[0], exceeded(m[0], m[1:])])
+
+
+def exceeded(first: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """(r, w) counts #{v : score_v ≥ score_first} of ``others`` (B, r, w) against ``first``
+    (r, w) — each variant's r rows (:func:`variant_rows`); for r = 2 (class means of an
+    undecided fold change) on the log scale, then on the linear scale."""
+    if first.shape[0] == 1:
+        return (others[:, 0] >= first[0]).sum(0)[None]
+    return np.vstack(
+        [
+            (
+                fold_change_scores(others[:, 0], others[:, 1], log)
+                >= fold_change_scores(*first, log)
+            ).sum(0)
+            for log in (True, False)
+        ]
+    )
 
 
 def slice_exceedances(slices, n_variants: int, rows: int) -> np.ndarray:
@@ -555,11 +565,9 @@ def variants_exceedance_block(
     :func:`variants_block`: (2 · r + 3, p_b), its :func:`exceedance_rows` and screen rows.
     Memory: a copy of the block's rows of one subsample and O(p_b), not V × p_b."""
     r = variant_rows(est)
-    each = _each_variant(xb, est, variants, n_classes)
-    first = next(each)
-    counts = np.zeros((r, xb.shape[1]))
-    for rows in each:
-        counts += exceedance_rows(np.vstack([first, rows]), 2, r)[r:]
+    each = (np.reshape(rows, (1, r, -1)) for rows in _each_variant(xb, est, variants, n_classes))
+    first = next(each)[0]
+    counts = sum(exceeded(first, other) for other in each)
     return np.vstack([first, counts, _screen_rows(xb)])
 
 

@@ -844,7 +844,15 @@ def _scheduler_counts(dask_scheduler=None) -> dict:
 
 
 class _LogProgress:
-    """A dask callback printing ``done/total tasks`` every ``interval`` seconds (no tty)."""
+    """A dask callback printing the running computation's ``done/total tasks`` every
+    ``interval`` seconds (no tty).
+
+    A fit is a sequence of computations (one per pass), so the counts are those of the
+    running one, numbered.  A computation started inside a running one (a refit's own
+    fit, inside its task on a worker thread) is part of that task and is not counted: its
+    tasks would otherwise pile onto the total and hold the share near 100 % for the rest
+    of the fit.
+    """
 
     def __init__(self, interval: float, stream: Any):
         from dask.callbacks import Callback
@@ -853,15 +861,23 @@ class _LogProgress:
 
         class _CB(Callback):
             def _start_state(self, dsk, state):
-                outer.total += len(state["ready"]) + len(state["waiting"]) + len(state["finished"])
+                if outer.state is None:
+                    outer.state, outer.runs, outer.done = state, outer.runs + 1, 0
+                    outer.total = sum(len(state[k]) for k in ("ready", "waiting", "finished"))
 
             def _posttask(self, key, result, dsk, state, worker_id):
-                outer.done += 1
-                outer.maybe_print()
+                if state is outer.state:
+                    outer.done += 1
+                    outer.maybe_print()
+
+            def _finish(self, dsk, state, errored):
+                if state is outer.state:
+                    outer.state = None
 
         self.cb = _CB()
         self.interval, self.stream = interval, stream
-        self.done = self.total = 0
+        self.done = self.total = self.runs = 0
+        self.state: Any = None
         self.t0 = self.last = time.perf_counter()
 
     def maybe_print(self, force: bool = False) -> None:
@@ -870,7 +886,8 @@ class _LogProgress:
             self.last = now
             pct = 100.0 * self.done / max(self.total, 1)
             print(
-                f"fsdask: {self.done}/{self.total} tasks ({pct:.0f}%) after {now - self.t0:.0f} s",
+                f"fsdask: {self.done}/{self.total} tasks ({pct:.0f}%) of computation "
+                f"{self.runs} after {now - self.t0:.0f} s",
                 file=self.stream,
                 flush=True,
             )

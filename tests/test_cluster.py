@@ -125,6 +125,29 @@ def test_bad_cluster_yaml(tmp_path):
         read_cluster_yaml(bad)
 
 
+def test_task_progress_counts_the_running_computation_not_the_ones_inside_its_tasks():
+    """A fit's refits run their own computations inside its tasks (on worker threads):
+    the line counts the outer computation's tasks, so its share moves with the refits
+    instead of sitting near 100 % as the inner tasks pile onto the total; computations
+    run one after another are numbered."""
+    import re
+
+    def refit(i):
+        return da.ones(40, chunks=1).sum().compute(scheduler="synchronous") + i
+
+    out = io.StringIO()
+    with progress(None, interval=0.0, stream=out):
+        dask.compute(*[dask.delayed(refit)(i) for i in range(6)], scheduler="threads")
+        da.ones(10, chunks=5).sum().compute(scheduler="threads")
+    lines = [
+        re.match(r"fsdask: (\d+)/(\d+) tasks \(\d+%\) of computation (\d+)", s).groups()
+        for s in out.getvalue().splitlines()
+    ]
+    first = [(int(d), int(t)) for d, t, run in lines if run == "1"]
+    assert {t for _, t in first} == {6} and [d for d, _ in first] == list(range(1, 7))
+    assert any(run == "2" for _, _, run in lines) and len({t for _, t, _ in lines}) == 2
+
+
 def test_progress_lines_on_threads_and_cluster(cluster):
     out = io.StringIO()
     x = da.random.random((200, 200), chunks=20)

@@ -192,6 +192,13 @@ def test_scores_above_the_budget_are_refitted_and_said(statistic, caplog):
     assert len(said) == 1 and "n_features_to_select=K" in said[0]
     assert "need 8.44 kiB on the client, above the memory budget of 3.91 kiB" in said[0]
     assert one.n_passes_ == 1 and refit.n_passes_ > 9
+    # one after another on the client (a resample's rows are above the budget too): each
+    # refit says how many are done, the last without a time left
+    done = [r.getMessage() for r in caplog.records if ": refit " in r.getMessage()]
+    assert [m.split(" done")[0] for m in done] == [
+        f"stability({statistic}): refit {i} of 9" for i in range(1, 10)
+    ]
+    assert "more" in done[0] and "more" not in done[-1]
     np.testing.assert_array_equal(one.frequency_, refit.frequency_)
     np.testing.assert_array_equal(one.support_, refit.support_)
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 import warnings
 from typing import Any, Iterator
 
 import dask
 import numpy as np
 from sklearn.base import clone
+
+from fsdask.fitting import format_duration, progress_line
 
 _LOCK = threading.Lock()
 #: refits running in this process, and what they replaced while they run (the dask config
@@ -198,12 +201,21 @@ def _as_tasks(ctx: Any, X: Any, resamples: list, ests: list) -> list | None:
 
 
 def _on_client(ctx: Any, X: Any, resamples: list, ests: list) -> Iterator[tuple]:
-    """The refits one after another on the client, each a fit over X's blocks."""
-    for e, (r, yr) in zip(ests, resamples):
+    """The refits one after another on the client, each a fit over X's blocks, with a
+    progress line after each (throttled) saying how many are done and the time left."""
+    t0 = time.perf_counter()
+    for i, (e, (r, yr)) in enumerate(zip(ests, resamples), start=1):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fitted = clone(e).fit(X if r is None else X[r], yr)
         ctx.execution.passes += fitted.n_passes_ + 1
+        spent = time.perf_counter() - t0
+        left = format_duration(spent / i * (len(ests) - i))
+        progress_line(
+            f"{ctx.method}: refit {i} of {len(ests)} done after {format_duration(spent)}"
+            + (f"; about {left} more" if i < len(ests) else ""),
+            throttle=1 < i < len(ests),
+        )
         yield fitted.support_, fitted.scores_, [str(w.message) for w in caught]
 
 

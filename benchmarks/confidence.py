@@ -16,6 +16,10 @@ command and load recorded; a figure taken while other processes were busy is mar
   of every subsample, class by class), each block keeping per subsample only the rows of
   A that its ρ bisection can reach (:mod:`fsdask.stability.hsictop`), then SparsePM per
   subsample on those rows in threads;
+* SNR (a filter without a parametric test): one fit against ``FDR`` of it at its
+  default 1 000 permutations of the labels, on the same store: every permutation's scores
+  from the same pass (membership GEMMs per block), counted against the observed scores
+  where they are made, so the client receives a few rows of p;
 * Logo on Fermat's spiral (``--logo-n-per-class`` 230 per class + ``--logo-irrelevant``
   20 000 noise features = 460 × 20 002) on a 2-worker LocalCluster: one fit against
   ``Stability`` with ``--logo-refits`` (20) subsamples as parallel tasks; target ≤ 12×;
@@ -44,8 +48,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Bench, add_args  # noqa: E402
 
-#: the figures ``--parts`` chooses from: resampling cost, Logo's parallel refits, error study
-PARTS = ("resamples", "logo", "errors")
+#: the figures ``--parts`` chooses from: resampling cost, a permutation null's cost, Logo's
+#: parallel refits, error study
+PARTS = ("resamples", "fdr", "logo", "errors")
 
 
 def _store(folder: str, n: int, p: int) -> str:
@@ -76,6 +81,24 @@ def resample_cost(bench: Bench, url: str, resamples: int, repeat: int) -> None:
             f"{resamples} resamples {t['stability']} = {bench.ratio(t['stability'], t['fit'])} "
             f"one fit (target ≤ 3×); passes over X: {st.n_passes_}"
         )
+
+
+def permutation_cost(bench: Bench, url: str) -> None:
+    """SNR (no parametric test): one fit against FDR with its default permutation null."""
+    import fsdask
+    from fsdask.stability.fdr import FILTER_PERMUTATIONS
+
+    ds = fsdask.open_dataset(url)
+    fdr = fsdask.FDR(fsdask.Filter("snr"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = bench.once(lambda: fsdask.Filter("snr").fit(ds))[0], bench.once(lambda: fdr.fit(ds))[0]
+    bench.line(
+        f"FDR(snr) on {ds.sizes['sample']} × {ds.sizes['feature']}: one fit {t[0]} (single "
+        f"run), {FILTER_PERMUTATIONS} permutations {t[1]} (single run) = "
+        f"{bench.ratio(t[1], t[0])} one fit; passes over X: {fdr.n_passes_}; "
+        f"{int(fdr.support_.sum())} selected at q = {fdr.q}"
+    )
 
 
 def logo_refits(bench: Bench, folder: str, per_class: int, irrelevant: int, refits: int) -> None:
@@ -217,8 +240,11 @@ def main(argv=None) -> int:
     bench = Bench("confidence", args.results)
     budget = {} if args.budget is None else {"fsdask.memory-budget": args.budget}
     with dask.config.set(budget), tempfile.TemporaryDirectory() as d:
+        url = _store(d, args.n, args.p) if {"resamples", "fdr"} & set(args.parts) else None
         if "resamples" in args.parts:
-            resample_cost(bench, _store(d, args.n, args.p), args.resamples, args.repeat)
+            resample_cost(bench, url, args.resamples, args.repeat)
+        if "fdr" in args.parts:
+            permutation_cost(bench, url)
         if "logo" in args.parts:
             logo_refits(bench, d, args.logo_n_per_class, args.logo_irrelevant, args.logo_refits)
         if "errors" in args.parts:

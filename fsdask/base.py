@@ -69,7 +69,9 @@ class FitOutput:
     ``feature`` dim is expanded to all features); scalars go to attrs.  ``coords`` are
     extra result coordinates; ``deferred`` maps a variable name to a (picklable) callable giving
     its per-feature values, evaluated the first time ``result_`` is read (NaN for inactive
-    features).
+    features).  ``warnings``: what the result itself tells the user (e.g. an FDR whose
+    permutations were too few to select anything), said through the fit's context once
+    the fit is done.
     """
 
     scores: np.ndarray
@@ -85,6 +87,7 @@ class FitOutput:
     coords: dict[str, Any] = dataclasses.field(default_factory=dict)
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
     deferred: dict[str, Callable[[], np.ndarray]] = dataclasses.field(default_factory=dict)
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
 
 #: n × n matrices of at most this many bytes in all are never refused: a budget set small
@@ -221,6 +224,8 @@ class Selector(_SklearnSelectorMixin, BaseEstimator):
         Xd = ctx.admit(Xd)  # a task too big for the workers stops here, before any read
         with fit_threads(Xd):  # BLAS threads: one per task, or one for a small fit
             out, active = self._screen_and_fit(Xd, y, names, ctx)
+        for message in out.warnings:  # on every route, the lazy one's included
+            ctx.warn(message, UserWarning)
         self.n_passes_ = ctx.passes
         self._set_fitted(
             out, active, names if names is not None else np.arange(p), source_attrs, t0

@@ -15,6 +15,7 @@ import fsdask
 from fsdask.datasets import fermat_spiral, weston_linear, zarkoob_regression
 from fsdask.errors import ParameterError
 from fsdask.stability import FDR, adjust, permutation_pvalues
+from fsdask.stability.fdr import fewest_selectable
 from fsdask.testing import expected_failed_checks
 
 
@@ -135,6 +136,40 @@ def test_permutation_null_of_an_iterative_method():
         observed = fsdask.Logo(max_iter=3).fit(X, y).scores_
         null = np.array([fsdask.Logo(max_iter=3).fit(X, y[q]).scores_ for q in perms])
     np.testing.assert_array_equal(p, permutation_pvalues(observed, null))
+
+
+@pytest.mark.parametrize("method", ["bh", "by"])
+@pytest.mark.parametrize("m, B, q", [(200, 99, 0.1), (1000, 999, 0.05), (50, 19, 0.2)])
+def test_fewest_selectable_is_where_bh_starts_selecting(m, B, q, method):
+    """k features at the smallest permutation p-value 1/(B + 1), the rest at 1: BH (BY)
+    selects them exactly when k reaches fewest_selectable."""
+    fewest = fewest_selectable(m, B, q, method)
+    for k in sorted({1, max(1, fewest - 1), fewest, fewest + 1}):
+        if k > m:
+            continue
+        p = np.ones(m)
+        p[:k] = 1.0 / (B + 1)
+        assert ((adjust(p, method) <= q).sum() == k) == (k >= fewest), k
+
+
+def test_an_empty_selection_the_permutations_imposed_is_said():
+    """With too few permutations for the number of features, BH cannot select a handful of
+    strong features: the empty result says why, and the number of permutations drawn is
+    recorded; enough permutations (or a selection) say nothing."""
+    X, y = _classes(6, n=60, p=400)
+    y = (y > 0).astype(int)
+    with pytest.warns(UserWarning, match=r"nothing selected, and nothing could be: with 99 "):
+        few = FDR(fsdask.Filter("snr"), n_permutations=99).fit(X, y)
+    assert few.support_.sum() == 0 and few.result_.attrs["n_permutations"] == 99
+    assert fewest_selectable(400, 99, 0.05) == 80  # the message's "at least 80"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        many = FDR(fsdask.Filter("snr"), n_permutations=7999).fit(X, y)
+        FDR(fsdask.Filter("ttest")).fit(X, y)
+    assert many.support_[:6].all()
+    with pytest.warns(UserWarning, match="at least 8 or none; n_permutations=7999 would"):
+        default = FDR(fsdask.Filter("snr")).fit(X, y)  # 1000: not enough for 400 features
+    assert default.result_.attrs["n_permutations"] == 1000
 
 
 def test_refused_combinations():

@@ -72,6 +72,35 @@ def empirical_pvalues(exceeded: np.ndarray, B: int) -> np.ndarray:
     return (1.0 + exceeded) / (B + 1.0)
 
 
+def fewest_selectable(n_tests: int, n_permutations: int, q: float, method: str = "bh") -> int:
+    """The fewest features BH (or BY) can select at FDR ``q`` from permutation p-values.
+
+    No permutation p-value is below 1/(B + 1), so the k-th smallest reaches BH's threshold
+    q·k/m only when k ≥ m / (q·(B + 1)) (BY: times Σ_{i ≤ m} 1/i).  Above 1, a selection
+    of fewer features than this is impossible however strong their signal: with m = 10⁶
+    features and B = 1000 at q = 0.05, BH selects 20 000 features or none.
+
+    Parameters
+    ----------
+    n_tests : int, m (features with a p-value)
+    n_permutations : int, B
+    q : float
+    method : {"bh", "by"}
+
+    Returns
+    -------
+    int, at least 1
+    """
+    c = np.sum(1.0 / np.arange(1, n_tests + 1)) if method == "by" else 1.0
+    return max(1, int(np.ceil(c * n_tests / (q * (n_permutations + 1)) - 1e-9)))
+
+
+def _at_least_one(n_tests: int, q: float, method: str) -> int:
+    """The fewest permutations with which :func:`fewest_selectable` is 1."""
+    c = np.sum(1.0 / np.arange(1, n_tests + 1)) if method == "by" else 1.0
+    return int(np.ceil(c * n_tests / q)) - 1
+
+
 def _as_is(values: np.ndarray) -> np.ndarray:
     return values
 
@@ -274,8 +303,24 @@ class FDR(Selector):
         t = refit_tally(ctx, est, X, y, resamples, seeds)
         return self._output(t.scores, empirical_pvalues(t.exceeded, t.n_refits), "perm")
 
+    def _too_few_permutations(self, pvalues: np.ndarray, support: np.ndarray) -> list[str]:
+        """The warning of an empty selection that the permutations' resolution imposed."""
+        m, B = int(np.isfinite(pvalues).sum()), self._n_drawn()
+        fewest = fewest_selectable(m, B, self.q, self.method)
+        if support.any() or fewest <= 1:
+            return []
+        return [
+            f"{self.method_name}: nothing selected, and nothing could be: with {B} "
+            f"permutations no p-value is below 1/{B + 1}, so {self.method.upper()} at "
+            f"q={self.q} over {m} features "
+            + (f"selects at least {fewest} or none; " if fewest <= m else "selects none; ")
+            + f"n_permutations={_at_least_one(m, self.q, self.method)} would let it select "
+            "one, or use a filter with its own test (ttest, f, pearson)"
+        ]
+
     def _output(self, scores: np.ndarray, pvalues: np.ndarray, null: str) -> FitOutput:
         adj = adjust(pvalues, self.method)
+        support = np.nan_to_num(adj, nan=2.0) <= self.q
         nulls = {
             "test": "the filter's test (its distributional model, features tested one by one)",
             "perm": "labels permuted (samples exchangeable under the null; for multivariate "
@@ -284,7 +329,7 @@ class FDR(Selector):
         return FitOutput(
             scores=np.asarray(scores, np.float64),
             rank_key=(-np.nan_to_num(pvalues, nan=2.0), np.asarray(scores, np.float64)),
-            support=np.nan_to_num(adj, nan=2.0) <= self.q,
+            support=support,
             support_is_final=True,
             deferred={
                 "pvalue": functools.partial(_as_is, np.asarray(pvalues, np.float64)),
@@ -294,8 +339,9 @@ class FDR(Selector):
                 "fdr_q": float(self.q),
                 "fdr_method": self.method,
                 "null": nulls[null],
-                "n_permutations": int(self.n_permutations or 0) if null == "perm" else 0,
+                "n_permutations": self._n_drawn() if null == "perm" else 0,
             },
+            warnings=self._too_few_permutations(pvalues, support) if null == "perm" else [],
         )
 
     @property

@@ -261,14 +261,12 @@ def lazy_scores(
     and makes the block's result, of ``out_rows`` rows (default V · r + 3): a reduction
     such as :func:`slice_exceedances`, or a :func:`slice_candidates` pair (an array of
     pairs: its chunks are the feature blocks, its rows a placeholder)."""
-    n, p = X.shape
+    n = X.shape[0]
     C = max(n_classes, 1)
     V, r = len(variants), variant_rows(est)
     derived = complements(variants, n)
     base = [k for k in range(V) if k not in derived]
     member, weights, yy = membership([variants[k] for k in base], n, C)
-    rows = membership_rows(len(base), C, weights is not None)
-    shift = ex.first_row(X)
     row_args = (member,) if weights is None else (member, weights)
     fn = functools.partial(_membership_block, n_classes=C, has_w=weights is not None)
     plan = {
@@ -293,8 +291,15 @@ def lazy_scores(
             sums_of=fn,
             **plan,
         )
-    # X reaches a fit as a dask array: each feature block's merged sums become its
-    # scores on the worker, and only the scores travel to the client
+    rows = membership_rows(len(base), C, weights is not None)
+    return _merged_then_scored(ex, X, fn, row_args, rows, out_rows, plan)
+
+
+def _merged_then_scored(ex, X, fn, row_args: tuple, rows: int, out_rows: int, plan: dict):
+    """Sample blocks: the membership sums ``fn`` of X's row blocks merged per feature block
+    (``rows`` rows each), then each feature block's merged sums made into its scores on the
+    worker, so that only the scores (``out_rows`` rows) travel to the client."""
+    shift = ex.first_row(X)
     cap = SUMS_BYTES if not ex.budget else min(SUMS_BYTES, ex.budget)
     X = X.rechunk({1: split_blocks(X.chunks[1], cap // (8 * rows * (TREE_SPLIT + 1)))})
     sums = sum_over_row_blocks(

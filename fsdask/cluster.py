@@ -843,6 +843,24 @@ def _scheduler_counts(dask_scheduler=None) -> dict:
     return counts
 
 
+def _cluster_line(c: dict, elapsed: float) -> str:
+    """The progress line of a ``distributed`` run from the scheduler's task counts; with no
+    task running or waiting, it says the cluster is idle rather than "0 tasks done" (the
+    results already fetched are released): between passes the client works alone."""
+    running = c.get("processing", 0)
+    waiting = c.get("waiting", 0) + c.get("no-worker", 0) + c.get("queued", 0)
+    workers = c.get("workers", 0)
+    if running + waiting == 0:
+        return (
+            f"fsdask: no task on the {workers} worker(s) after {elapsed:.0f} s; the client is "
+            "working between passes"
+        )
+    return (
+        f"fsdask: {c.get('memory', 0)} tasks done, {running} running, {waiting} waiting on "
+        f"{workers} worker(s) after {elapsed:.0f} s"
+    )
+
+
 class _LogProgress:
     """A dask callback printing the running computation's ``done/total tasks`` every
     ``interval`` seconds (no tty).
@@ -934,13 +952,7 @@ def progress(
                 c = client.run_on_scheduler(_scheduler_counts)
             except Exception:  # the cluster is going away; progress is best effort
                 return
-            print(
-                f"fsdask: {c.get('memory', 0)} tasks done, {c.get('processing', 0)} running, "
-                f"{c.get('waiting', 0) + c.get('no-worker', 0) + c.get('queued', 0)} waiting on "
-                f"{c.get('workers', 0)} worker(s) after {time.perf_counter() - t0:.0f} s",
-                file=stream,
-                flush=True,
-            )
+            print(_cluster_line(c, time.perf_counter() - t0), file=stream, flush=True)
 
     thread = threading.Thread(target=poll, name="fsdask-progress", daemon=True)
     thread.start()

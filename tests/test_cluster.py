@@ -148,6 +148,22 @@ def test_task_progress_counts_the_running_computation_not_the_ones_inside_its_ta
     assert any(run == "2" for _, _, run in lines) and len({t for _, t, _ in lines}) == 2
 
 
+def test_the_cluster_line_says_idle_rather_than_no_task_done(cluster):
+    """Between passes (the client computing, every fetched result released) the scheduler
+    holds no task: the line says so, instead of "0 tasks done, 0 running"."""
+    import time
+
+    out = io.StringIO()
+    with progress(cluster, interval=0.05, stream=out):
+        time.sleep(0.5)  # the client "works": nothing is submitted
+    lines = out.getvalue().splitlines()
+    n = len(cluster.scheduler_info()["workers"])
+    assert lines and set(s.split(" after ")[0] for s in lines) == {
+        f"fsdask: no task on the {n} worker(s)"
+    }
+    assert all(s.endswith("the client is working between passes") for s in lines)
+
+
 def test_progress_lines_on_threads_and_cluster(cluster):
     out = io.StringIO()
     x = da.random.random((200, 200), chunks=20)

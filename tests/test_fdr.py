@@ -167,7 +167,7 @@ def test_an_empty_selection_the_permutations_imposed_is_said():
         many = FDR(fsdask.Filter("snr"), n_permutations=7999).fit(X, y)
         FDR(fsdask.Filter("ttest")).fit(X, y)
     assert many.support_[:6].all()
-    with pytest.warns(UserWarning, match="at least 8 or none; n_permutations=7999 would"):
+    with pytest.warns(UserWarning, match=r"at least 8 or none; use .* n_permutations=7999 \(CLI: "):
         default = FDR(fsdask.Filter("snr")).fit(X, y)  # 1000: not enough for 400 features
     assert default.result_.attrs["n_permutations"] == 1000
 

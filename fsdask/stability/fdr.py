@@ -309,13 +309,14 @@ class FDR(Selector):
         fewest = fewest_selectable(m, B, self.q, self.method)
         if support.any() or fewest <= 1:
             return []
+        B1 = _at_least_one(m, self.q, self.method)
         return [
             f"{self.method_name}: nothing selected, and nothing could be: with {B} "
             f"permutations no p-value is below 1/{B + 1}, so {self.method.upper()} at "
             f"q={self.q} over {m} features "
             + (f"selects at least {fewest} or none; " if fewest <= m else "selects none; ")
-            + f"n_permutations={_at_least_one(m, self.q, self.method)} would let it select "
-            "one, or use a filter with its own test (ttest, f, pearson)"
+            + "use a filter with its own test (ttest, f, pearson), or "
+            f"n_permutations={B1} (CLI: --permutations {B1}) to let it select one"
         ]
 
     def _output(self, scores: np.ndarray, pvalues: np.ndarray, null: str) -> FitOutput:

@@ -865,11 +865,11 @@ class _LogProgress:
     """A dask callback printing the running computation's ``done/total tasks`` every
     ``interval`` seconds (no tty).
 
-    A fit is a sequence of computations (one per pass), so the counts are those of the
-    running one, numbered.  A computation started inside a running one (a refit's own
-    fit, inside its task on a worker thread) is part of that task and is not counted: its
-    tasks would otherwise pile onto the total and hold the share near 100 % for the rest
-    of the fit.
+    A fit is a sequence of computations (one per pass; a refit one after another on the
+    client is a pass or more each), so the counts are those of the running one, numbered:
+    summed over the run, the total grows with each computation and the share stays near
+    100 % for the rest of the fit.  (dask runs no callback for a computation started
+    inside a task.)
     """
 
     def __init__(self, interval: float, stream: Any):
@@ -879,23 +879,16 @@ class _LogProgress:
 
         class _CB(Callback):
             def _start_state(self, dsk, state):
-                if outer.state is None:
-                    outer.state, outer.runs, outer.done = state, outer.runs + 1, 0
-                    outer.total = sum(len(state[k]) for k in ("ready", "waiting", "finished"))
+                outer.runs, outer.done = outer.runs + 1, 0
+                outer.total = sum(len(state[k]) for k in ("ready", "waiting", "finished"))
 
             def _posttask(self, key, result, dsk, state, worker_id):
-                if state is outer.state:
-                    outer.done += 1
-                    outer.maybe_print()
-
-            def _finish(self, dsk, state, errored):
-                if state is outer.state:
-                    outer.state = None
+                outer.done += 1
+                outer.maybe_print()
 
         self.cb = _CB()
         self.interval, self.stream = interval, stream
         self.done = self.total = self.runs = 0
-        self.state: Any = None
         self.t0 = self.last = time.perf_counter()
 
     def maybe_print(self, force: bool = False) -> None:

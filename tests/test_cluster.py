@@ -125,27 +125,33 @@ def test_bad_cluster_yaml(tmp_path):
         read_cluster_yaml(bad)
 
 
-def test_task_progress_counts_the_running_computation_not_the_ones_inside_its_tasks():
-    """A fit's refits run their own computations inside its tasks (on worker threads):
-    the line counts the outer computation's tasks, so its share moves with the refits
-    instead of sitting near 100 % as the inner tasks pile onto the total; computations
-    run one after another are numbered."""
+def test_task_progress_counts_each_computation_on_its_own():
+    """A fit runs computations one after another (refits on the client: one or more each):
+    the line counts the running one's tasks from 0 to its own total, numbered, instead of
+    summing every computation's tasks, which held the share near 100 % for the rest of
+    the fit."""
     import re
-
-    def refit(i):
-        return da.ones(40, chunks=1).sum().compute(scheduler="synchronous") + i
 
     out = io.StringIO()
     with progress(None, interval=0.0, stream=out):
-        dask.compute(*[dask.delayed(refit)(i) for i in range(6)], scheduler="threads")
-        da.ones(10, chunks=5).sum().compute(scheduler="threads")
+        for width in (6, 3, 2):
+            da.ones(width, chunks=1).map_blocks(lambda b: b + 1).sum(split_every=width).compute(
+                scheduler="threads"
+            )
     lines = [
-        re.match(r"fsdask: (\d+)/(\d+) tasks \(\d+%\) of computation (\d+)", s).groups()
+        tuple(
+            map(
+                int,
+                re.match(r"fsdask: (\d+)/(\d+) tasks \(\d+%\) of computation (\d+)", s).groups(),
+            )
+        )
         for s in out.getvalue().splitlines()
     ]
-    first = [(int(d), int(t)) for d, t, run in lines if run == "1"]
-    assert {t for _, t in first} == {6} and [d for d, _ in first] == list(range(1, 7))
-    assert any(run == "2" for _, _, run in lines) and len({t for _, t, _ in lines}) == 2
+    for run in (1, 2, 3):
+        mine = [(done, total) for done, total, r in lines if r == run]
+        totals = {total for _, total in mine}
+        assert len(totals) == 1 and [d for d, _ in mine] == list(range(1, totals.pop() + 1))
+    assert lines[-1][0] == lines[-1][1] < sum({t for _, t, _ in lines})
 
 
 def test_the_cluster_line_says_idle_rather_than_no_task_done(cluster):

@@ -198,7 +198,7 @@ def test_progress_lines_state_the_cost_then_each_iteration_with_what_is_left():
         QAlpha(max_iter=4, tol=0, max_samples=150).fit(X)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("fsdask: qalpha: 150 samples × 40 features: sample affinity")
-    assert "flop (≈ " in lines[0]
+    assert "flop at most (≈ " in lines[0]
     assert "fitting on 150 of 200 samples (max_samples=150, uniform, seed 0)" in lines[1]
     its = [ln for ln in lines if ": iteration " in ln]
     assert len(its) == 4 and "more to max_iter=4" in its[0] and "more to" not in its[-1]

@@ -77,10 +77,12 @@ class SampleCost:
         return int(math.sqrt(nbytes / (8.0 * self.copies))) if self.copies else self.n_samples
 
     def work(self) -> str:
-        """``~3.2e+14 flop (≈ 2.5 h on 2 cores)``."""
+        """``~3.2e+14 flop at most (≈ 2.5 h on 2 cores)``: the bound (every iteration to
+        ``max_iter``, every feature active), which a fit that converges early or drops
+        features stays well below."""
         cores = max(1, dask.system.CPU_COUNT)
         return (
-            f"~{self.flop:.2g} flop (≈ {format_duration(self.seconds)} on {cores} "
+            f"~{self.flop:.2g} flop at most (≈ {format_duration(self.seconds)} on {cores} "
             f"core{'s' if cores > 1 else ''})"
         )
 

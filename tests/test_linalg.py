@@ -534,6 +534,24 @@ def test_row_l1_bound_is_the_smaller_of_two(rng):
     assert np.all(row_l1_bound(Mf, flat) >= np.abs(Mf @ flat).sum(1) * (1 - 1e-12))
 
 
+@pytest.mark.parametrize("shape", [(20, 3000), (40, 25), (7, 7)])
+def test_row_l1_bound_factors_a_wide_residual_as_its_transpose(rng, shape):
+    """The bound's thin SVD of a wide E is taken on Eᵀ (faster in LAPACK): the same
+    singular values and subspaces to rounding, so the same bound to rounding."""
+    from fsdask.linalg import row_l1_bound
+
+    E = rng.normal(size=shape) * rng.uniform(0.1, 10, size=(shape[0], 1))
+    M = rng.normal(size=(200, shape[0]))
+    U, s, Vt = np.linalg.svd(E, full_matrices=False)
+    MU = M @ U  # the bound written with the direct factorisation
+    direct = np.minimum(
+        np.abs(MU) @ (s * np.abs(Vt).sum(axis=1)),
+        np.sqrt(shape[1]) * np.sqrt(np.square(MU * s).sum(axis=1)) * (1.0 + 1e-10),
+    )
+    np.testing.assert_allclose(row_l1_bound(M, E), direct, rtol=1e-10)
+    assert np.all(row_l1_bound(M, E) >= np.abs(M @ E).sum(1) * (1 - 1e-12))
+
+
 def test_blas_threads_for_parallel_blocks_only():
     """One BLAS thread inside computes of several blocks on the threaded scheduler; the client keeps its threads."""
     threadpoolctl = pytest.importorskip("threadpoolctl")

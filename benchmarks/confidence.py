@@ -86,7 +86,7 @@ def resample_cost(bench: Bench, url: str, resamples: int, repeat: int) -> None:
 def permutation_cost(bench: Bench, url: str) -> None:
     """SNR (no parametric test): one fit against FDR with its default permutation null."""
     import fsdask
-    from fsdask.stability.fdr import FILTER_PERMUTATIONS, fewest_selectable
+    from fsdask.stability.fdr import fewest_selectable
 
     ds = fsdask.open_dataset(url)
     fdr = fsdask.FDR(fsdask.Filter("snr"))
@@ -94,12 +94,13 @@ def permutation_cost(bench: Bench, url: str) -> None:
         warnings.simplefilter("ignore")
         fsdask.Filter("snr").fit(ds)  # warm: the store's chunks in the page cache, kernels loaded
         t = bench.once(lambda: fsdask.Filter("snr").fit(ds))[0], bench.once(lambda: fdr.fit(ds))[0]
+    B = fdr.result_.attrs["n_permutations"]  # the permutations drawn at the default
     bench.line(
         f"FDR(snr) on {ds.sizes['sample']} × {ds.sizes['feature']}: one fit {t[0]} (single "
-        f"run), {FILTER_PERMUTATIONS} permutations {t[1]} (single run) = "
+        f"run), {B} permutations {t[1]} (single run) = "
         f"{bench.ratio(t[1], t[0])} one fit; passes over X: {fdr.n_passes_}; "
         f"{int(fdr.support_.sum())} selected at q = {fdr.q} (BH selects at least "
-        f"{fewest_selectable(int(fdr.active_features_.sum()), FILTER_PERMUTATIONS, fdr.q)} "
+        f"{fewest_selectable(int(fdr.active_features_.sum()), B, fdr.q)} "
         "features or none: no permutation p-value is below 1/(B + 1))"
     )
 

@@ -39,7 +39,7 @@ from fsdask._validation import (
 from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext, check_client_array
 from fsdask.linalg.reductions import compute_blocks
-from fsdask.linalg.threads import blas_threads_for
+from fsdask.linalg.threads import fit_threads
 from fsdask.linalg.tsqr import FACTOR, factor_nbytes
 from fsdask.methods.cpfs.problem import (
     MAX_SCAN_FLOPS_DEFAULT,
@@ -651,7 +651,7 @@ def _standalone(X: Any, options: PathOptions, max_scan_flops: float | None) -> x
     X_act = Xd if active.all() else Xd[:, active]
     if len(X_act.chunks[1]) > 1 and not active.all():
         X_act = X_act.rechunk({1: Xd.chunks[1][0]})
-    with blas_threads_for(Xd):
+    with fit_threads(Xd):  # the door a fit enters: one BLAS thread for a small X
         ds = _solve(X_act, options, FitContext(options, options.memory_budget).bind(X_act))
     ds = _over_all_features(ds, active, feature_names_of(X))
     ds.attrs["wall_time_s"] = round(time.perf_counter() - t0, 3)

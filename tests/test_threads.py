@@ -20,8 +20,12 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 
 
 def blas_threads() -> int:
-    """The fewest threads any loaded BLAS library may use, read where it is called."""
-    return min(d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas")
+    """The most threads any loaded BLAS library may use, read where it is called.
+
+    The most, not the fewest: a library that always runs one thread (cvxpy's SCS loads its
+    own single-threaded OpenBLAS) would otherwise hide NumPy's, and a limit must hold every
+    library to one."""
+    return max(d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas")
 
 
 #: BLAS's thread count when nothing limits it (a limit held by the test itself with

@@ -12,6 +12,7 @@ import dask.system
 import numpy as np
 import pytest
 
+import fsdask
 from fsdask.base import FitOutput, Selector
 from fsdask.linalg import threads
 from fsdask.linalg.threads import cores, one_blas_thread, parallel_map
@@ -158,3 +159,24 @@ def test_a_large_fit_keeps_its_blas_threads_between_computes(blas, threaded, mon
     assert est.client_ == BLAS  # the client's dense algebra keeps its threads
     one_block = _Probe().fit(X.rechunk({1: -1}))
     assert one_block.tasks_ == {BLAS}  # one task at a time: BLAS is the parallelism
+
+
+def test_cpfs_path_outside_a_fit_runs_a_small_x_with_one_blas_thread(blas, monkeypatch):
+    """cpfs_path called on its own enters the door a fit enters (fit_threads): on a small X
+    OpenBLAS's spinning threads cost more than they give, most of all on a busy machine."""
+    from fsdask.methods.cpfs import path as cpfs_path_module
+
+    seen = []
+    prepare = cpfs_path_module.prepare_problem
+
+    def probe(*args, **kwargs):
+        seen.append(blas_threads())
+        return prepare(*args, **kwargs)
+
+    monkeypatch.setattr(cpfs_path_module, "prepare_problem", probe)
+    X = np.random.default_rng(0).normal(size=(40, 30))
+    fsdask.cpfs_path(X, n_lambdas=3)
+    assert seen == [1]
+    monkeypatch.setattr(threads, "SMALL_FIT_ELEMENTS", 0)  # a large X keeps its threads
+    fsdask.cpfs_path(X, n_lambdas=3)
+    assert seen == [1, BLAS]

@@ -11,9 +11,10 @@ A fit never runs more threads than its share of the cores:
 * :func:`blas_threads_for` gives one BLAS thread per task while a graph of several (feature or sample)
   blocks runs on the threaded scheduler (a dask callback, from the start to the end of each
   compute); the client keeps its BLAS threads between computes;
-* :func:`fit_threads` is the door :meth:`fsdask.base.Selector.fit` enters: a fit on a small
-  X (at most :data:`SMALL_FIT_ELEMENTS` values) runs with one BLAS thread throughout; a
-  larger one keeps ``cores()`` BLAS threads for its dense algebra on the client.
+* :func:`fit_threads` is the door :meth:`fsdask.base.Selector.fit` and a standalone
+  :func:`fsdask.cpfs_path` enter: a fit on a small X (at most :data:`SMALL_FIT_ELEMENTS`
+  values) runs with one BLAS thread throughout; a larger one keeps ``cores()`` BLAS
+  threads for its dense algebra on the client.
 
 OpenBLAS's threads spin and then wait for each other at the end of every call: when other
 processes hold their cores, each threaded call waits for every one of them to be scheduled,

@@ -24,54 +24,6 @@ from clusters import two_workers
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
-
-def blas_threads() -> int:
-    """The most threads any loaded BLAS library may use."""
-    import threadpoolctl
-
-    info = threadpoolctl.threadpool_info()
-    return max([d["num_threads"] for d in info if d["user_api"] == "blas"], default=1)
-
-
-def set_blas_threads(n: int) -> None:
-    """Every loaded BLAS library at ``n`` threads, leaving no thread in control of
-    OpenBLAS's count: threadpoolctl lets only the thread that set it last change it (others
-    are silently ignored) until that is cleared, and fsdask sets its limits from a thread
-    of its own."""
-    import scipy.linalg  # noqa: F401  (SciPy's own OpenBLAS, which fsdask limits too)
-    import threadpoolctl
-
-    threadpoolctl.OpenBLASController.clear_controlling_thread(force=True)
-    threadpoolctl.ThreadpoolController().select(user_api="blas").limit(limits=n)
-    threadpoolctl.OpenBLASController.clear_controlling_thread(force=True)
-
-
-#: the BLAS threads this process would run unlimited (tests/test_threads.py checks fsdask's
-#: own limits against it, and lifts the suite's share below for its tests)
-BLAS_THREADS = blas_threads()
-
-
-def _blas_share() -> None:
-    """Each of xdist's N test processes runs BLAS on its share of the cores.
-
-    The house rule — never more threads than the cores given — holds for the suite too:
-    two test processes with every core's OpenBLAS thread each put 4 threads on 2 cores,
-    and an OpenBLAS thread spins after each call, taking the CPU the other process's tests
-    need (tests/test_qalpha.py beside two busy processes: 50 s, 37 s with one BLAS thread).
-    The variable covers the processes the tests start; the call, the libraries loaded here.
-    """
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
-    if workers < 2:
-        return
-    import dask.system
-
-    share = max(1, int(dask.system.CPU_COUNT) // workers)
-    os.environ["OPENBLAS_NUM_THREADS"] = str(share)
-    set_blas_threads(share)
-
-
-_blas_share()
-
 #: the slowest test files, longest first (seconds summed over their tests on the 2-core
 #: machine; a run prints the current figures at its end, "slowest test files").  ``--dist loadfile --no-loadscope-reorder`` hands files to the two test
 #: processes in collection order, so these go first and the short files fill in at the end

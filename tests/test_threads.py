@@ -11,7 +11,6 @@ import dask.array as da
 import dask.system
 import numpy as np
 import pytest
-from conftest import BLAS_THREADS, blas_threads, set_blas_threads
 
 import fsdask
 from fsdask.base import FitOutput, Selector
@@ -21,26 +20,26 @@ from fsdask.linalg.threads import cores, one_blas_thread, parallel_map
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
 
-#: BLAS's thread count when nothing limits it, read by conftest before it gives each xdist
-#: process its share of the cores.  The most threads of any library (conftest.blas_threads),
-#: not the fewest: a library that always runs one thread (cvxpy's SCS loads its own
-#: single-threaded OpenBLAS) would otherwise hide NumPy's, and a limit must hold every
-#: library to one.
-BLAS = BLAS_THREADS
+def blas_threads() -> int:
+    """The most threads any loaded BLAS library may use, read where it is called.
+
+    The most, not the fewest: a library that always runs one thread (cvxpy's SCS loads its
+    own single-threaded OpenBLAS) would otherwise hide NumPy's, and a limit must hold every
+    library to one."""
+    return max(d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas")
+
+
+#: BLAS's thread count when nothing limits it (a limit held by the test itself with
+#: threadpoolctl would take precedence over fsdask's, by threadpoolctl's design)
+BLAS = blas_threads()
 
 
 @pytest.fixture
 def blas():
     if BLAS < 2:
         pytest.skip("BLAS runs one thread here: there is nothing to limit")
-    share = blas_threads()
-    set_blas_threads(BLAS)  # the suite's share of the cores lifted for this test
-    try:
-        assert blas_threads() == BLAS
-        yield
-        assert blas_threads() == BLAS  # every limit of fsdask restored
-    finally:
-        set_blas_threads(share)
+    yield
+    assert blas_threads() == BLAS  # every limit of fsdask restored
 
 
 def test_cores_is_dasks_cpu_count(monkeypatch):

@@ -118,6 +118,32 @@ def test_jolliffe_i_shows_each_pick_with_the_time_left():
     assert "more to n_features_to_select=5" in lines[0] and "more to" not in lines[-1]
 
 
+@pytest.mark.parametrize("shape", [(40, 300), (300, 40)], ids=["p>n", "p<n"])
+def test_jolliffe_i_starts_from_the_singular_values_not_bbt(shape, monkeypatch):
+    """B = S Vᵀ has orthogonal rows, so K = BBᵀ = S²: the fit hands its factor's s to the
+    picks, which then never form the r²p product BBᵀ, and pick what BBᵀ picks."""
+    from fsdask.linalg import gram_factor
+    from fsdask.methods import pca_based
+
+    X = np.random.default_rng(3).normal(size=shape) @ np.diag(np.linspace(0.5, 3, shape[1]))
+    B, s = gram_factor(X - X.mean(0))
+    ref, ref_last = pca_based.jolliffe_i_picks(B, 12)
+    seen = []
+    picks = pca_based.jolliffe_i_picks
+
+    def spy(B, q, ctx=None, s=None):
+        seen.append(s)
+        return picks(B, q, ctx, s=s)
+
+    monkeypatch.setattr(pca_based, "jolliffe_i_picks", spy)
+    e = fsdask.JolliffeI(n_features_to_select=12).fit(X)
+    assert seen[0] is not None and seen[0].shape == (B.shape[0],)
+    assert e.result_.attrs["pick_order"] == ref.tolist()
+    order, last = picks(B, 12, s=s[: B.shape[0]])
+    np.testing.assert_array_equal(order, ref)
+    np.testing.assert_allclose(last, ref_last, rtol=1e-9, atol=1e-12 * ref_last.max())
+
+
 class _Stopped(Exception):
     pass
 

@@ -57,8 +57,8 @@ def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.n
 
 
 def _loadings(B: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """The loadings V (p × r) of the factor ``B = diag(s) Vᵀ``: a p × r array on the client,
-    made only by the methods that read them."""
+    """The loadings V (p × r) of the factor ``B = diag(s) Vᵀ`` (given B's first rows and
+    their s: those PCs' loadings only), a transposed view of a new r × p array."""
     return (B / s[:, None]).T
 
 
@@ -288,13 +288,12 @@ class JolliffeNI(_PCABase):
         p = X.shape[1]
         q = _check_q(self.n_features_to_select, p, "JolliffeNI")
         B, s = _factor(X, self.scale, ctx)
-        V = _loadings(B, s)
-        r = V.shape[1]
+        r = B.shape[0]
         free = np.ones(p, bool)
         order = []
         w = np.zeros(p)  # max_k |V_ik| s_k: the unpicked features' scores
-        for k in range(r):  # a column of |V| at a time: no p × r temporary
-            a = np.abs(V[:, k])
+        for k in range(r):  # the loadings of PC k, V[:, k] = B[k] / s_k: no p × r copy of V
+            a = np.abs(_loadings(B[k : k + 1], s[k : k + 1])[:, 0])
             if k < p:
                 j = int(np.argmax(np.where(free, a, -1.0)))
                 order.append(j)
@@ -383,9 +382,8 @@ class PFA(_PCABase):
         p = X.shape[1]
         q = _check_q(self.n_features_to_select or default_q(X.shape[0], p), p, "PFA")
         B, s = _factor(X, self.scale, ctx)
-        V = _loadings(B, s)
-        k = min(self.n_components or q, V.shape[1])
-        Z = V[:, :k]
+        k = min(self.n_components or q, B.shape[0])
+        Z = _loadings(B[:k], s[:k])  # the first k PCs' loadings (p × k): no p × r copy
         best = None
         for i in range(int(self.n_init)):
             run = _kmeans(Z, q, np.random.default_rng(self.random_state + i), self.max_iter)

@@ -538,14 +538,22 @@ def row_l1_bound(M: np.ndarray, E: np.ndarray) -> np.ndarray:
     -------
     ndarray (p,)
 
-    Cost: O(m²·q) for the SVD of E plus O(p·m²) (no p × q product); O(p·m) memory.
+    Cost: O(m²·q) for the SVD of E plus O(p·m²) (no p × q product); memory: the SVD's
+    factors and two p × m arrays.
     """
     U, s, Vt = _thin_svd(E)
+    # the p × m and m × q arrays are changed in place (same values, same layout): each
+    # temporary would be the size of the factor B, the largest array CPFS holds
+    weights = s * np.abs(Vt, out=Vt).sum(axis=1)
+    del Vt
     MU = M @ U
-    tri = np.abs(MU) @ (s * np.abs(Vt).sum(axis=1))
+    sq = MU * s
+    np.square(sq, out=sq)
     # Cauchy–Schwarz is tight for rows of equal magnitudes: a margin for the rounding of
     # the exact values it is compared with
-    cs = math.sqrt(E.shape[1]) * np.sqrt(np.square(MU * s).sum(axis=1)) * (1.0 + 1e-10)
+    cs = math.sqrt(E.shape[1]) * np.sqrt(sq.sum(axis=1)) * (1.0 + 1e-10)
+    del sq
+    tri = np.abs(MU, out=MU) @ weights
     return np.minimum(tri, cs)
 
 

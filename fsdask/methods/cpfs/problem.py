@@ -107,7 +107,11 @@ class Problem:
             if S.size == 0:
                 return 2.0 * np.abs(self.G).sum(axis=1)
             return 2.0 * row_l1_norms(self.G[:, S], A, self.G)
-        E = self.B[:, S] @ A - self.B if S.size else -self.B
+        if S.size:  # E = B_S A − B, the product's array reused: no second r × p array
+            E = self.B[:, S] @ A
+            E -= self.B
+        else:
+            E = -self.B
         upper = None
         if self._ref is not None:
             E_ref, v_ref = self._ref

@@ -10,12 +10,13 @@ import xarray as xr
 
 from fsdask.base import FitOutput, Selector
 from fsdask.fitting import FitContext
-from fsdask.linalg.tsqr import FACTOR, factor_nbytes
 from fsdask.methods.cpfs.path import PARAMETER_CONSTRAINTS, cpfs_path
 from fsdask.methods.cpfs.problem import (
+    CLIENT_ARRAYS,
     MAX_SCAN_FLOPS_DEFAULT,
     Problem,
     check_scan_cost,
+    client_nbytes,
     prepare_problem,
     row_norms,
 )
@@ -172,9 +173,9 @@ class CPFS(Selector):
     # ---- the fit
     def _check_shape(self, n: int, p: int) -> None:
         """Refuse before any pass over X when one KKT scan would exceed ``max_scan_flops``,
-        or when this process cannot hold the factor B."""
+        or when this process cannot hold the factor B and its scans' residuals."""
         check_scan_cost(n, p, self.max_scan_flops)
-        self._check_client_array(factor_nbytes(n, p), FACTOR, n, p)
+        self._check_client_array(client_nbytes(n, p), CLIENT_ARRAYS, n, p)
 
     def _prepare(self, X: da.Array) -> tuple[Problem, dict[str, Any]]:
         """The problem (4.2) of X under these options, outside a fit (:func:`prepare_problem`)."""

@@ -40,11 +40,12 @@ from fsdask.errors import InputError, ParameterError
 from fsdask.fitting import FitContext, check_client_array
 from fsdask.linalg.reductions import compute_blocks
 from fsdask.linalg.threads import fit_threads
-from fsdask.linalg.tsqr import FACTOR, factor_nbytes
 from fsdask.methods.cpfs.problem import (
+    CLIENT_ARRAYS,
     MAX_SCAN_FLOPS_DEFAULT,
     Problem,
     check_scan_cost,
+    client_nbytes,
     diagonal,
     prepare_problem,
     row_abs_max,
@@ -635,8 +636,8 @@ def _standalone(X: Any, options: PathOptions, max_scan_flops: float | None) -> x
     n, p = Xd.shape
     check_scan_cost(n, p, max_scan_flops)  # both by the shape alone, before X is read
     check_client_array(
-        factor_nbytes(n, p),
-        FACTOR,
+        client_nbytes(n, p),
+        CLIENT_ARRAYS,
         n=n,
         p=p,
         name="cpfs_path",

@@ -41,13 +41,17 @@ from fsdask.linalg import (
 )
 from fsdask.linalg.execution import Execution, fits
 from fsdask.linalg.reductions import compute_blocks
+from fsdask.linalg.tsqr import factor_nbytes
 
 __all__ = [
+    "CLIENT_ARRAYS",
     "MAX_SCAN_FLOPS_DEFAULT",
+    "SCAN_ARRAYS",
     "Problem",
     "Rows",
     "centred_block",
     "check_scan_cost",
+    "client_nbytes",
     "column_hashes",
     "diagonal",
     "duplicate_columns",
@@ -243,6 +247,31 @@ def diagonal(p: int, S: np.ndarray, A: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- from X to (4.2)
+#: r × p float64 arrays a CPFS fit holds at its peak, B included: a KKT scan's residual
+#: E, the previous scan's, their difference and the two p × r products of its SVD bound
+#: (tracemalloc peaks of 7.4–7.7 · B on 100 × 20 000 and 60 × 40 000)
+SCAN_ARRAYS = 8
+#: what :func:`client_nbytes` measures, for the messages
+CLIENT_ARRAYS = f"its factor B and its KKT scans' residuals ({SCAN_ARRAYS} × min(n, p) × p float64)"
+
+
+def client_nbytes(n: int, p: int) -> float:
+    """Bytes a CPFS fit holds in the fitting process at its peak: :data:`SCAN_ARRAYS` arrays
+    of the factor's size (:func:`fsdask.linalg.tsqr.factor_nbytes`), what the pre-read
+    check compares with the machine's memory.
+
+    Parameters
+    ----------
+    n, p : int
+        Samples and features of X.
+
+    Returns
+    -------
+    float
+    """
+    return SCAN_ARRAYS * factor_nbytes(n, p)
+
+
 def check_scan_cost(n: int, p: int, max_scan_flops: float | None) -> None:
     """Refuse, before X is read, a problem whose KKT scan would exceed ``max_scan_flops``.
 

@@ -247,6 +247,24 @@ def test_cpfs_path_refuses_a_factor_this_machine_cannot_hold_before_reading_x():
         fsdask.cpfs_path(_unreadable(100_000, 10_000_000), max_scan_flops=None)
 
 
+@pytest.mark.parametrize("call", ["estimator", "path"])
+def test_cpfs_counts_its_scans_residuals_not_only_its_factor(call):
+    """A CPFS factor B of a quarter of this machine's memory fits, but its KKT scans hold
+    about 8 arrays of B's size: refused before X is read, naming them."""
+    from distributed.system import MEMORY_LIMIT
+
+    from fsdask.methods.cpfs.problem import SCAN_ARRAYS
+
+    n = p = int(np.sqrt(MEMORY_LIMIT / 4 / 8))
+    assert 8.0 * n * p < MEMORY_LIMIT < SCAN_ARRAYS * 8.0 * n * p  # the premise
+    with pytest.raises(fsdask.InputError, match="KKT scans' residuals") as err:
+        if call == "path":
+            fsdask.cpfs_path(_unreadable(n, p), max_scan_flops=None)
+        else:
+            fsdask.CPFS(max_scan_flops=None).fit(_unreadable(n, p))
+    assert "more than this machine's memory" in str(err.value) and "\n" not in str(err.value)
+
+
 def test_a_factor_above_the_budget_is_announced_and_the_fit_goes_on(X):
     import io
 

@@ -262,12 +262,15 @@ def client_nbytes(n: int, p: int) -> float:
 
     Parameters
     ----------
-    n, p : int
-        Samples and features of X.
+    n : int
+        Samples of X (the factor has at most min(n, p) rows).
+    p : int
+        Features of X, the factor's columns.
 
     Returns
     -------
     float
+        ``SCAN_ARRAYS · 8 · min(n, p) · p``.
     """
     return SCAN_ARRAYS * factor_nbytes(n, p)
 

@@ -57,8 +57,8 @@ def _factor(X: da.Array, scale: bool, ctx: FitContext) -> tuple[np.ndarray, np.n
 
 
 def _loadings(B: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """The loadings V (p × r) of the factor ``B = diag(s) Vᵀ`` (given B's first rows and
-    their s: those PCs' loadings only), a transposed view of a new r × p array."""
+    """The loadings ``V[:, :k]`` (p × k) of the first k PCs, from those rows of the factor
+    ``B = diag(s) Vᵀ`` and their s: a transposed view of a new k × p array."""
     return (B / s[:, None]).T
 
 
@@ -196,7 +196,7 @@ def jolliffe_i_picks(
     with the r × r ``K = BBᵀ − B_S B_Sᵀ``, so a pick costs one r × r eigendecomposition, one
     r × p product and a rank-one downdate of K.  The rows of ``B = S Vᵀ`` are orthogonal,
     ``BBᵀ = S²``: given ``s``, K starts from that diagonal instead of the r²p product
-    (at n = r = 1000, p = 10⁶ a 2·10¹² flop product, most of the picks' work).  Memory: K
+    (2·10¹¹ flop at r = 1000, p = 10⁵).  Memory: K
     (r × r) and three length-p arrays besides B.
 
     Parameters
@@ -293,7 +293,7 @@ class JolliffeNI(_PCABase):
         order = []
         w = np.zeros(p)  # max_k |V_ik| s_k: the unpicked features' scores
         for k in range(r):  # the loadings of PC k, V[:, k] = B[k] / s_k: no p × r copy of V
-            a = np.abs(_loadings(B[k : k + 1], s[k : k + 1])[:, 0])
+            a = np.abs(B[k] / s[k])
             if k < p:
                 j = int(np.argmax(np.where(free, a, -1.0)))
                 order.append(j)
